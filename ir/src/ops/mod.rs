@@ -1,0 +1,350 @@
+//! The op table: every operation memc knows, declared exactly once.
+//!
+//! An [`OpDef`] gives an op's name (`dialect.op`), its operands and results with their type
+//! rules, its attribute schema, how many regions it holds, its traits, a verifier hook and a
+//! shape function slot. The printer, the parser, the verifier and the passes all read this
+//! table; nothing else lists ops.
+//!
+//! # How to add an op
+//!
+//! 1. Add one line to the `define_ops!` invocation in `table.rs`: a variant name and its
+//!    `OpDef`, built with `op("dialect.Name", "summary")` and the builder methods below. Operand
+//!    lists mirror the ONNX spec: required operands first, then optional ones
+//!    ([`opt`], omitted from the end when absent), or one trailing [`variadic`] operand. Type
+//!    variables (`"T"`) bind one element type across every operand and result that names them.
+//! 2. If the op has rules beyond counts, types and attribute kinds (a permutation, an axis in
+//!    range, matching inner dims), write a verifier hook in `verify.rs` and attach it with
+//!    `.verify(...)`. A hook returns a sentence that says what is wrong.
+//! 3. If its result shapes follow from its operands, write a shape function in `shape.rs` and
+//!    attach it with `.shape(...)`; the verifier then checks written result types against it.
+//! 4. Add a lit-test under `lit-tests/` that shows the op printed, parsed and verified, and one
+//!    for each error its hook can report.
+
+mod shape;
+mod table;
+mod verify;
+
+pub use table::Opcode;
+
+use crate::attr::AttrKind;
+use crate::{Attribute, ElemType, Function, OpId, TensorType, Type, ValueId};
+
+/// How many values one operand or result entry stands for.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Arity {
+    /// Exactly one value.
+    Required,
+    /// Zero or one value; only trailing optional entries may be left out.
+    Optional,
+    /// Any number of values (zero included); only the last entry may be variadic.
+    Variadic,
+}
+
+/// The element types an operand or result may have.
+#[derive(Copy, Clone, Debug)]
+pub enum TypeRule {
+    /// A type variable of the op: every entry naming it has the same element type, which must
+    /// be one of the variable's allowed types.
+    Var(&'static str),
+    /// One of these element types, independently of other entries.
+    OneOf(&'static [ElemType]),
+}
+
+/// One operand or result entry of an op signature.
+#[derive(Copy, Clone, Debug)]
+pub struct ValueDef {
+    pub name: &'static str,
+    pub rule: TypeRule,
+    pub arity: Arity,
+}
+
+/// A default value of an optional attribute.
+#[derive(Copy, Clone, Debug)]
+pub enum AttrDefault {
+    None,
+    Int(i64),
+    Float(f64),
+}
+
+/// One entry of an op's attribute schema.
+#[derive(Copy, Clone, Debug)]
+pub struct AttrDef {
+    pub name: &'static str,
+    pub kind: AttrKind,
+    pub required: bool,
+    pub default: AttrDefault,
+}
+
+/// Op traits, used by passes to decide what they may do with an op.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Traits(u32);
+
+impl Traits {
+    pub const NONE: Traits = Traits(0);
+    /// No side effects: an unused op may be removed and two equal ops merged.
+    pub const PURE: Traits = Traits(1);
+    /// Ends a block; must be its last op.
+    pub const TERMINATOR: Traits = Traits(1 << 1);
+    /// Applies the same function to each element (with broadcasting).
+    pub const ELEMENTWISE: Traits = Traits(1 << 2);
+    /// The first two operands may be swapped.
+    pub const COMMUTATIVE: Traits = Traits(1 << 3);
+    /// The result may alias the first operand's buffer (a view: no data moves).
+    pub const VIEW: Traits = Traits(1 << 4);
+
+    pub const fn with(self, other: Traits) -> Traits {
+        Traits(self.0 | other.0)
+    }
+
+    pub const fn contains(self, other: Traits) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+/// A view of one op for verifier hooks and shape functions.
+pub struct OpCtx<'a> {
+    pub func: &'a Function,
+    pub op: OpId,
+}
+
+impl<'a> OpCtx<'a> {
+    pub fn operands(&self) -> &'a [ValueId] {
+        &self.func.op(self.op).operands
+    }
+
+    pub fn n_operands(&self) -> usize {
+        self.operands().len()
+    }
+
+    /// The tensor type of operand `index`; `None` if the op has fewer operands.
+    pub fn operand_type(&self, index: usize) -> Option<&'a TensorType> {
+        let value = *self.operands().get(index)?;
+        match self.func.value_type(value) {
+            Type::Tensor(t) => Some(t),
+        }
+    }
+
+    pub fn n_results(&self) -> usize {
+        self.func.op(self.op).results.len()
+    }
+
+    pub fn result_type(&self, index: usize) -> Option<&'a TensorType> {
+        let value = *self.func.op(self.op).results.get(index)?;
+        match self.func.value_type(value) {
+            Type::Tensor(t) => Some(t),
+        }
+    }
+
+    pub fn attr(&self, name: &str) -> Option<&'a Attribute> {
+        self.func.op(self.op).attrs.get(name)
+    }
+
+    /// An integer attribute, or its declared default.
+    pub fn int_attr(&self, name: &str) -> Option<i64> {
+        self.attr(name).and_then(Attribute::as_int).or_else(|| {
+            match self.func.op(self.op).opcode.def().attr_def(name)?.default {
+                AttrDefault::Int(v) => Some(v),
+                _ => None,
+            }
+        })
+    }
+
+    /// A float attribute, or its declared default.
+    pub fn float_attr(&self, name: &str) -> Option<f64> {
+        self.attr(name).and_then(Attribute::as_float).or_else(|| {
+            match self.func.op(self.op).opcode.def().attr_def(name)?.default {
+                AttrDefault::Float(v) => Some(v),
+                _ => None,
+            }
+        })
+    }
+}
+
+/// A verifier hook: `Err` holds a sentence saying what is wrong.
+pub type VerifyFn = fn(&OpCtx) -> Result<(), String>;
+
+/// A shape function: the result types implied by the operand types and attributes. It returns
+/// `Ok(None)` when it cannot tell (for example, when a result shape depends on operand values).
+pub type ShapeFn = fn(&OpCtx) -> Result<Option<Vec<TensorType>>, String>;
+
+/// The declaration of one op.
+#[derive(Copy, Clone, Debug)]
+pub struct OpDef {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub operands: &'static [ValueDef],
+    pub results: &'static [ValueDef],
+    pub type_vars: &'static [(&'static str, &'static [ElemType])],
+    pub attrs: &'static [AttrDef],
+    pub n_regions: usize,
+    pub traits: Traits,
+    pub verify: Option<VerifyFn>,
+    pub infer: Option<ShapeFn>,
+}
+
+/// Starts an op declaration: no operands, results or attributes, pure, no regions.
+pub const fn op(name: &'static str, summary: &'static str) -> OpDef {
+    OpDef {
+        name,
+        summary,
+        operands: &[],
+        results: &[],
+        type_vars: &[],
+        attrs: &[],
+        n_regions: 0,
+        traits: Traits::PURE,
+        verify: None,
+        infer: None,
+    }
+}
+
+impl OpDef {
+    pub const fn ins(mut self, operands: &'static [ValueDef]) -> OpDef {
+        self.operands = operands;
+        self
+    }
+
+    pub const fn outs(mut self, results: &'static [ValueDef]) -> OpDef {
+        self.results = results;
+        self
+    }
+
+    pub const fn vars(mut self, vars: &'static [(&'static str, &'static [ElemType])]) -> OpDef {
+        self.type_vars = vars;
+        self
+    }
+
+    pub const fn attrs(mut self, attrs: &'static [AttrDef]) -> OpDef {
+        self.attrs = attrs;
+        self
+    }
+
+    pub const fn regions(mut self, n: usize) -> OpDef {
+        self.n_regions = n;
+        self
+    }
+
+    pub const fn traits(mut self, traits: Traits) -> OpDef {
+        self.traits = self.traits.with(traits);
+        self
+    }
+
+    /// Marks the op as having side effects (it is never removed or merged).
+    pub const fn effects(mut self) -> OpDef {
+        self.traits = Traits(self.traits.0 & !Traits::PURE.0);
+        self
+    }
+
+    pub const fn verify(mut self, hook: VerifyFn) -> OpDef {
+        self.verify = Some(hook);
+        self
+    }
+
+    pub const fn shape(mut self, infer: ShapeFn) -> OpDef {
+        self.infer = Some(infer);
+        self
+    }
+
+    /// The dialect part of the name (`onnx` in `onnx.Add`).
+    pub fn dialect(&self) -> &'static str {
+        self.name.split_once('.').map_or(self.name, |(d, _)| d)
+    }
+
+    pub fn attr_def(&self, name: &str) -> Option<&'static AttrDef> {
+        self.attrs.iter().find(|a| a.name == name)
+    }
+
+    /// The allowed operand counts: `(min, max)`, `max = None` when variadic.
+    pub fn operand_range(&self) -> (usize, Option<usize>) {
+        arity_range(self.operands)
+    }
+
+    pub fn result_range(&self) -> (usize, Option<usize>) {
+        arity_range(self.results)
+    }
+
+    pub fn is_pure(&self) -> bool {
+        self.traits.contains(Traits::PURE)
+    }
+
+    pub fn is_terminator(&self) -> bool {
+        self.traits.contains(Traits::TERMINATOR)
+    }
+}
+
+fn arity_range(entries: &[ValueDef]) -> (usize, Option<usize>) {
+    let min = entries.iter().filter(|e| e.arity == Arity::Required).count();
+    let max = if entries.iter().any(|e| e.arity == Arity::Variadic) {
+        None
+    } else {
+        Some(entries.len())
+    };
+    (min, max)
+}
+
+/// Which signature entry the value at `position` belongs to, for `n_values` values in all.
+/// Required and optional entries take one value each in order; a trailing variadic entry takes
+/// the rest.
+pub fn entry_for_position(entries: &[ValueDef], position: usize) -> Option<&ValueDef> {
+    match entries.get(position) {
+        Some(e) if e.arity != Arity::Variadic => Some(e),
+        _ => entries.last().filter(|e| e.arity == Arity::Variadic && position + 1 >= entries.len()),
+    }
+}
+
+/// A required operand or result.
+pub const fn req(name: &'static str, rule: TypeRule) -> ValueDef {
+    ValueDef { name, rule, arity: Arity::Required }
+}
+
+/// An optional operand or result (trailing ones may be left out).
+pub const fn opt(name: &'static str, rule: TypeRule) -> ValueDef {
+    ValueDef { name, rule, arity: Arity::Optional }
+}
+
+/// A variadic operand or result (must be the last entry).
+pub const fn variadic(name: &'static str, rule: TypeRule) -> ValueDef {
+    ValueDef { name, rule, arity: Arity::Variadic }
+}
+
+/// The type variable named `name`.
+pub const fn var(name: &'static str) -> TypeRule {
+    TypeRule::Var(name)
+}
+
+/// An optional attribute without a default.
+pub const fn attr(name: &'static str, kind: AttrKind) -> AttrDef {
+    AttrDef { name, kind, required: false, default: AttrDefault::None }
+}
+
+/// A required attribute.
+pub const fn required(name: &'static str, kind: AttrKind) -> AttrDef {
+    AttrDef { name, kind, required: true, default: AttrDefault::None }
+}
+
+/// An optional integer attribute with a default.
+pub const fn int_attr(name: &'static str, default: i64) -> AttrDef {
+    AttrDef { name, kind: AttrKind::Int, required: false, default: AttrDefault::Int(default) }
+}
+
+/// An optional float attribute with a default.
+pub const fn float_attr(name: &'static str, default: f64) -> AttrDef {
+    AttrDef { name, kind: AttrKind::Float, required: false, default: AttrDefault::Float(default) }
+}
+
+/// Element type sets used by type rules.
+pub mod types {
+    use crate::ElemType::{self, *};
+
+    pub const FLOAT: &[ElemType] = &[F64, F32, F16, BF16];
+    pub const INT: &[ElemType] = &[I64, I32, I16, I8, U64, U32, U16, U8];
+    pub const SIGNED_NUMERIC: &[ElemType] = &[F64, F32, F16, BF16, I64, I32, I16, I8];
+    pub const NUMERIC: &[ElemType] =
+        &[F64, F32, F16, BF16, I64, I32, I16, I8, U64, U32, U16, U8];
+    pub const ANY: &[ElemType] =
+        &[F64, F32, F16, BF16, I64, I32, I16, I8, U64, U32, U16, U8, I4, U4, Bool];
+    pub const INDEX: &[ElemType] = &[I64, I32];
+    pub const I64_ONLY: &[ElemType] = &[I64];
+    pub const BOOL: &[ElemType] = &[Bool];
+    pub const QUANTIZED: &[ElemType] = &[I4, U4, I8, U8, I16, U16, I32];
+}

@@ -1,0 +1,186 @@
+//! The table itself: one line per op. See the module doc of `ops` for how to add one.
+
+use super::shape as s;
+use super::types::*;
+use super::verify as v;
+use super::{TypeRule, attr, float_attr, int_attr, op, opt, req, required, var, variadic, OpDef, Traits};
+use crate::attr::AttrKind::*;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+macro_rules! define_ops {
+    ($($variant:ident = $def:expr;)*) => {
+        /// An op kind: an index into the op table.
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Opcode {
+            $($variant,)*
+        }
+
+        static OP_TABLE: &[OpDef] = &[$($def,)*];
+
+        impl Opcode {
+            /// Every opcode, in table order.
+            pub const ALL: &'static [Opcode] = &[$(Opcode::$variant,)*];
+        }
+    };
+}
+
+impl Opcode {
+    /// The declaration of this op.
+    pub fn def(self) -> &'static OpDef {
+        &OP_TABLE[self as usize]
+    }
+
+    /// The full name (`onnx.MatMul`).
+    pub fn name(self) -> &'static str {
+        self.def().name
+    }
+
+    /// Looks up an op by its full name.
+    pub fn from_name(name: &str) -> Option<Opcode> {
+        static BY_NAME: OnceLock<HashMap<&'static str, Opcode>> = OnceLock::new();
+        BY_NAME
+            .get_or_init(|| Opcode::ALL.iter().map(|&o| (o.name(), o)).collect())
+            .get(name)
+            .copied()
+    }
+}
+
+const ELEMENTWISE: Traits = Traits::ELEMENTWISE;
+const COMMUTATIVE_EW: Traits = Traits::ELEMENTWISE.with(Traits::COMMUTATIVE);
+
+// Operand lists shared by many ops.
+const X_T: &[super::ValueDef] = &[req("X", var("T"))];
+const Y_T: &[super::ValueDef] = &[req("Y", var("T"))];
+const AB_T: &[super::ValueDef] = &[req("A", var("T")), req("B", var("T"))];
+const C_T: &[super::ValueDef] = &[req("C", var("T"))];
+const C_BOOL: &[super::ValueDef] = &[req("C", var("B"))];
+const DATA_AXES: &[super::ValueDef] = &[req("data", var("T")), opt("axes", var("I"))];
+const POOL_ATTRS: &[super::AttrDef] = &[
+    attr("auto_pad", String),
+    int_attr("ceil_mode", 0),
+    attr("dilations", Ints),
+    required("kernel_shape", Ints),
+    attr("pads", Ints),
+    attr("strides", Ints),
+    int_attr("count_include_pad", 0),
+    int_attr("storage_order", 0),
+];
+const CONV_ATTRS: &[super::AttrDef] = &[
+    attr("auto_pad", String),
+    attr("dilations", Ints),
+    int_attr("group", 1),
+    attr("kernel_shape", Ints),
+    attr("pads", Ints),
+    attr("strides", Ints),
+    attr("output_padding", Ints),
+    attr("output_shape", Ints),
+];
+const REDUCE_ATTRS: &[super::AttrDef] = &[int_attr("keepdims", 1), int_attr("noop_with_empty_axes", 0)];
+const T_FLOAT: &[(&str, &[crate::ElemType])] = &[("T", FLOAT)];
+const T_NUMERIC: &[(&str, &[crate::ElemType])] = &[("T", NUMERIC)];
+const T_SIGNED: &[(&str, &[crate::ElemType])] = &[("T", SIGNED_NUMERIC)];
+const T_ANY: &[(&str, &[crate::ElemType])] = &[("T", ANY)];
+const T_ANY_I64: &[(&str, &[crate::ElemType])] = &[("T", ANY), ("I", I64_ONLY)];
+const T_NUMERIC_I64: &[(&str, &[crate::ElemType])] = &[("T", NUMERIC), ("I", I64_ONLY)];
+
+define_ops! {
+    // Structure.
+    Return = op("func.return", "returns the function's results").ins(&[variadic("operands", TypeRule::OneOf(ANY))]).traits(Traits::TERMINATOR).effects();
+    Weight = op("memc.weight", "a constant tensor from the weight store").outs(&[req("output", var("T"))]).vars(T_ANY).attrs(&[required("value", Weight)]);
+    If = op("onnx.If", "runs the then or else region").ins(&[req("cond", var("B"))]).outs(&[variadic("outputs", TypeRule::OneOf(ANY))]).vars(&[("B", BOOL)]).regions(2);
+    Yield = op("onnx.Yield", "returns values from a region").ins(&[variadic("operands", TypeRule::OneOf(ANY))]).traits(Traits::TERMINATOR).effects();
+
+    // Elementwise binary, with multidirectional broadcasting.
+    Add = op("onnx.Add", "A + B").ins(AB_T).outs(C_T).vars(T_NUMERIC).traits(COMMUTATIVE_EW).shape(s::broadcast);
+    Sub = op("onnx.Sub", "A - B").ins(AB_T).outs(C_T).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::broadcast);
+    Mul = op("onnx.Mul", "A * B").ins(AB_T).outs(C_T).vars(T_NUMERIC).traits(COMMUTATIVE_EW).shape(s::broadcast);
+    Div = op("onnx.Div", "A / B").ins(AB_T).outs(C_T).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::broadcast);
+    Pow = op("onnx.Pow", "X ^ Y").ins(&[req("X", var("T")), req("Y", var("T1"))]).outs(&[req("Z", var("T"))]).vars(&[("T", NUMERIC), ("T1", NUMERIC)]).traits(ELEMENTWISE).shape(s::broadcast);
+    Min = op("onnx.Min", "elementwise minimum of the inputs").ins(&[variadic("data", var("T"))]).outs(&[req("min", var("T"))]).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::broadcast);
+    Max = op("onnx.Max", "elementwise maximum of the inputs").ins(&[variadic("data", var("T"))]).outs(&[req("max", var("T"))]).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::broadcast);
+    Sum = op("onnx.Sum", "elementwise sum of the inputs").ins(&[variadic("data", var("T"))]).outs(&[req("sum", var("T"))]).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::broadcast);
+    Equal = op("onnx.Equal", "A == B").ins(AB_T).outs(C_BOOL).vars(&[("T", ANY), ("B", BOOL)]).traits(COMMUTATIVE_EW).shape(s::broadcast_to_bool);
+    Less = op("onnx.Less", "A < B").ins(AB_T).outs(C_BOOL).vars(&[("T", NUMERIC), ("B", BOOL)]).traits(ELEMENTWISE).shape(s::broadcast_to_bool);
+    LessOrEqual = op("onnx.LessOrEqual", "A <= B").ins(AB_T).outs(C_BOOL).vars(&[("T", NUMERIC), ("B", BOOL)]).traits(ELEMENTWISE).shape(s::broadcast_to_bool);
+    Greater = op("onnx.Greater", "A > B").ins(AB_T).outs(C_BOOL).vars(&[("T", NUMERIC), ("B", BOOL)]).traits(ELEMENTWISE).shape(s::broadcast_to_bool);
+    GreaterOrEqual = op("onnx.GreaterOrEqual", "A >= B").ins(AB_T).outs(C_BOOL).vars(&[("T", NUMERIC), ("B", BOOL)]).traits(ELEMENTWISE).shape(s::broadcast_to_bool);
+    And = op("onnx.And", "A and B").ins(AB_T).outs(C_T).vars(&[("T", BOOL)]).traits(COMMUTATIVE_EW).shape(s::broadcast);
+    Or = op("onnx.Or", "A or B").ins(AB_T).outs(C_T).vars(&[("T", BOOL)]).traits(COMMUTATIVE_EW).shape(s::broadcast);
+    Where = op("onnx.Where", "condition ? X : Y").ins(&[req("condition", var("B")), req("X", var("T")), req("Y", var("T"))]).outs(&[req("output", var("T"))]).vars(&[("B", BOOL), ("T", ANY)]).traits(ELEMENTWISE).shape(s::broadcast_where);
+
+    // Elementwise unary.
+    Not = op("onnx.Not", "logical not").ins(X_T).outs(Y_T).vars(&[("T", BOOL)]).traits(ELEMENTWISE).shape(s::same_as_first);
+    Neg = op("onnx.Neg", "-X").ins(X_T).outs(Y_T).vars(T_SIGNED).traits(ELEMENTWISE).shape(s::same_as_first);
+    Abs = op("onnx.Abs", "|X|").ins(X_T).outs(Y_T).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::same_as_first);
+    Sqrt = op("onnx.Sqrt", "square root").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    Exp = op("onnx.Exp", "e ^ X").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    Log = op("onnx.Log", "natural logarithm").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    Reciprocal = op("onnx.Reciprocal", "1 / X").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    Floor = op("onnx.Floor", "round down").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    Ceil = op("onnx.Ceil", "round up").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    Sin = op("onnx.Sin", "sine").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    Cos = op("onnx.Cos", "cosine").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    Erf = op("onnx.Erf", "the error function").ins(X_T).outs(Y_T).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::same_as_first);
+    Relu = op("onnx.Relu", "max(X, 0)").ins(X_T).outs(Y_T).vars(T_SIGNED).traits(ELEMENTWISE).shape(s::same_as_first);
+    LeakyRelu = op("onnx.LeakyRelu", "X < 0 ? alpha * X : X").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(&[float_attr("alpha", 0.01)]).traits(ELEMENTWISE).shape(s::same_as_first);
+    Elu = op("onnx.Elu", "X < 0 ? alpha * (e ^ X - 1) : X").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(&[float_attr("alpha", 1.0)]).traits(ELEMENTWISE).shape(s::same_as_first);
+    Sigmoid = op("onnx.Sigmoid", "1 / (1 + e ^ -X)").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    HardSigmoid = op("onnx.HardSigmoid", "max(0, min(1, alpha * X + beta))").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(&[float_attr("alpha", 0.2), float_attr("beta", 0.5)]).traits(ELEMENTWISE).shape(s::same_as_first);
+    Softplus = op("onnx.Softplus", "ln(e ^ X + 1)").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    Tanh = op("onnx.Tanh", "hyperbolic tangent").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    Gelu = op("onnx.Gelu", "Gaussian error linear unit").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(&[attr("approximate", String)]).traits(ELEMENTWISE).verify(v::gelu).shape(s::same_as_first);
+    Clip = op("onnx.Clip", "min(max(input, min), max)").ins(&[req("input", var("T")), opt("min", var("T")), opt("max", var("T"))]).outs(&[req("output", var("T"))]).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::same_as_first);
+    Identity = op("onnx.Identity", "returns its input").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_ANY).traits(Traits::VIEW).shape(s::same_as_first);
+    Cast = op("onnx.Cast", "converts to the element type `to`").ins(&[req("input", var("T1"))]).outs(&[req("output", var("T2"))]).vars(&[("T1", ANY), ("T2", ANY)]).attrs(&[required("to", ElemType), int_attr("saturate", 1)]).traits(ELEMENTWISE).shape(s::cast);
+    Dropout = op("onnx.Dropout", "identity in inference; random zeroing in training").ins(&[req("data", var("T")), opt("ratio", var("T1")), opt("training_mode", var("B"))]).outs(&[req("output", var("T")), opt("mask", var("B"))]).vars(&[("T", FLOAT), ("T1", FLOAT), ("B", BOOL)]).attrs(&[attr("seed", Int)]);
+
+    // Normalization and activation over an axis.
+    Softmax = op("onnx.Softmax", "softmax along `axis`").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_FLOAT).attrs(&[int_attr("axis", -1)]).verify(v::axis_in_range).shape(s::same_as_first);
+    LogSoftmax = op("onnx.LogSoftmax", "log of softmax along `axis`").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_FLOAT).attrs(&[int_attr("axis", -1)]).verify(v::axis_in_range).shape(s::same_as_first);
+    LayerNormalization = op("onnx.LayerNormalization", "normalizes over the dims from `axis` on").ins(&[req("X", var("T")), req("Scale", var("T")), opt("B", var("T"))]).outs(&[req("Y", var("T")), opt("Mean", var("U")), opt("InvStdDev", var("U"))]).vars(&[("T", FLOAT), ("U", FLOAT)]).attrs(&[int_attr("axis", -1), float_attr("epsilon", 1e-5), int_attr("stash_type", 1)]).verify(v::axis_in_range);
+    BatchNormalization = op("onnx.BatchNormalization", "normalizes each channel with running statistics").ins(&[req("X", var("T")), req("scale", var("T1")), req("B", var("T1")), req("input_mean", var("T2")), req("input_var", var("T2"))]).outs(&[req("Y", var("T")), opt("running_mean", var("T2")), opt("running_var", var("T2"))]).vars(&[("T", FLOAT), ("T1", FLOAT), ("T2", FLOAT)]).attrs(&[float_attr("epsilon", 1e-5), float_attr("momentum", 0.9), int_attr("training_mode", 0)]);
+
+    // Contractions, convolutions and pooling.
+    MatMul = op("onnx.MatMul", "matrix product with numpy broadcasting").ins(AB_T).outs(&[req("Y", var("T"))]).vars(T_NUMERIC).shape(s::matmul);
+    Gemm = op("onnx.Gemm", "alpha * A' * B' + beta * C").ins(&[req("A", var("T")), req("B", var("T")), opt("C", var("T"))]).outs(&[req("Y", var("T"))]).vars(T_NUMERIC).attrs(&[float_attr("alpha", 1.0), float_attr("beta", 1.0), int_attr("transA", 0), int_attr("transB", 0)]).verify(v::gemm);
+    Conv = op("onnx.Conv", "N-d convolution").ins(&[req("X", var("T")), req("W", var("T")), opt("B", var("T"))]).outs(&[req("Y", var("T"))]).vars(T_FLOAT).attrs(CONV_ATTRS);
+    ConvTranspose = op("onnx.ConvTranspose", "N-d transposed convolution").ins(&[req("X", var("T")), req("W", var("T")), opt("B", var("T"))]).outs(&[req("Y", var("T"))]).vars(T_FLOAT).attrs(CONV_ATTRS);
+    MaxPool = op("onnx.MaxPool", "max over sliding windows").ins(X_T).outs(&[req("Y", var("T")), opt("Indices", var("I"))]).vars(&[("T", NUMERIC), ("I", I64_ONLY)]).attrs(POOL_ATTRS);
+    AveragePool = op("onnx.AveragePool", "mean over sliding windows").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(POOL_ATTRS);
+    GlobalAveragePool = op("onnx.GlobalAveragePool", "mean over all spatial dims").ins(X_T).outs(Y_T).vars(T_FLOAT);
+    GlobalMaxPool = op("onnx.GlobalMaxPool", "max over all spatial dims").ins(X_T).outs(Y_T).vars(T_FLOAT);
+
+    // Reductions.
+    ReduceMean = op("onnx.ReduceMean", "mean over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS);
+    ReduceSum = op("onnx.ReduceSum", "sum over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS);
+    ReduceMax = op("onnx.ReduceMax", "max over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS);
+    ReduceMin = op("onnx.ReduceMin", "min over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS);
+    ReduceProd = op("onnx.ReduceProd", "product over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS);
+    ArgMax = op("onnx.ArgMax", "index of the max along `axis`").ins(&[req("data", var("T"))]).outs(&[req("reduced", var("I"))]).vars(T_NUMERIC_I64).attrs(&[int_attr("axis", 0), int_attr("keepdims", 1), int_attr("select_last_index", 0)]).verify(v::axis_in_range);
+
+    // Shape and data movement.
+    Reshape = op("onnx.Reshape", "same data, new shape").ins(&[req("data", var("T")), req("shape", var("I"))]).outs(&[req("reshaped", var("T"))]).vars(T_ANY_I64).attrs(&[int_attr("allowzero", 0)]).traits(Traits::VIEW).verify(v::reshape);
+    Flatten = op("onnx.Flatten", "reshape to 2-d around `axis`").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_ANY).attrs(&[int_attr("axis", 1)]).traits(Traits::VIEW).verify(v::flatten);
+    Squeeze = op("onnx.Squeeze", "removes dims of size 1").ins(&[req("data", var("T")), opt("axes", var("I"))]).outs(&[req("squeezed", var("T"))]).vars(T_ANY_I64).traits(Traits::VIEW);
+    Unsqueeze = op("onnx.Unsqueeze", "inserts dims of size 1").ins(&[req("data", var("T")), req("axes", var("I"))]).outs(&[req("expanded", var("T"))]).vars(T_ANY_I64).traits(Traits::VIEW);
+    Transpose = op("onnx.Transpose", "permutes dims by `perm`").ins(&[req("data", var("T"))]).outs(&[req("transposed", var("T"))]).vars(T_ANY).attrs(&[attr("perm", Ints)]).verify(v::transpose).shape(s::transpose);
+    Concat = op("onnx.Concat", "joins tensors along `axis`").ins(&[variadic("inputs", var("T"))]).outs(&[req("concat_result", var("T"))]).vars(T_ANY).attrs(&[required("axis", Int)]).verify(v::concat);
+    Split = op("onnx.Split", "splits a tensor along `axis`").ins(&[req("input", var("T")), opt("split", var("I"))]).outs(&[variadic("outputs", var("T"))]).vars(T_ANY_I64).attrs(&[int_attr("axis", 0), attr("num_outputs", Int)]).verify(v::axis_in_range);
+    Slice = op("onnx.Slice", "takes a strided window").ins(&[req("data", var("T")), req("starts", var("I")), req("ends", var("I")), opt("axes", var("I")), opt("steps", var("I"))]).outs(&[req("output", var("T"))]).vars(&[("T", ANY), ("I", INDEX)]);
+    Gather = op("onnx.Gather", "takes entries along `axis` by index").ins(&[req("data", var("T")), req("indices", var("I"))]).outs(&[req("output", var("T"))]).vars(&[("T", ANY), ("I", INDEX)]).attrs(&[int_attr("axis", 0)]).verify(v::axis_in_range);
+    Expand = op("onnx.Expand", "broadcasts to a shape").ins(&[req("input", var("T")), req("shape", var("I"))]).outs(&[req("output", var("T"))]).vars(T_ANY_I64);
+    Tile = op("onnx.Tile", "repeats a tensor").ins(&[req("input", var("T")), req("repeats", var("I"))]).outs(&[req("output", var("T"))]).vars(T_ANY_I64);
+    Pad = op("onnx.Pad", "pads a tensor").ins(&[req("data", var("T")), req("pads", var("I")), opt("constant_value", var("T")), opt("axes", var("J"))]).outs(&[req("output", var("T"))]).vars(&[("T", ANY), ("I", I64_ONLY), ("J", INDEX)]).attrs(&[attr("mode", String)]);
+    Resize = op("onnx.Resize", "resamples a tensor").ins(&[req("X", var("T1")), opt("roi", var("T2")), opt("scales", var("F")), opt("sizes", var("I"))]).outs(&[req("Y", var("T1"))]).vars(&[("T1", ANY), ("T2", FLOAT), ("F", FLOAT), ("I", I64_ONLY)]).attrs(&[int_attr("antialias", 0), attr("axes", Ints), attr("coordinate_transformation_mode", String), float_attr("cubic_coeff_a", -0.75), int_attr("exclude_outside", 0), float_attr("extrapolation_value", 0.0), attr("keep_aspect_ratio_policy", String), attr("mode", String), attr("nearest_mode", String)]);
+    Trilu = op("onnx.Trilu", "keeps the upper or lower triangle").ins(&[req("input", var("T")), opt("k", var("I"))]).outs(&[req("output", var("T"))]).vars(T_ANY_I64).attrs(&[int_attr("upper", 1)]);
+
+    // Shape computations.
+    Shape = op("onnx.Shape", "the shape of a tensor as an i64 tensor").ins(&[req("data", var("T"))]).outs(&[req("shape", var("I"))]).vars(T_ANY_I64).attrs(&[attr("start", Int), attr("end", Int)]);
+    ConstantOfShape = op("onnx.ConstantOfShape", "a tensor of the given shape filled with `value`").ins(&[req("input", var("I"))]).outs(&[req("output", var("T"))]).vars(T_ANY_I64).attrs(&[attr("value", Weight)]);
+    Range = op("onnx.Range", "start, start + delta, ... below limit").ins(&[req("start", var("T")), req("limit", var("T")), req("delta", var("T"))]).outs(&[req("output", var("T"))]).vars(&[("T", SIGNED_NUMERIC)]);
+
+    // Quantization.
+    DequantizeLinear = op("onnx.DequantizeLinear", "(x - zero_point) * scale, per tensor, axis or block").ins(&[req("x", var("T1")), req("x_scale", var("T2")), opt("x_zero_point", var("T1"))]).outs(&[req("y", var("T2"))]).vars(&[("T1", QUANTIZED), ("T2", FLOAT)]).attrs(&[int_attr("axis", 1), int_attr("block_size", 0)]).verify(v::quantize_linear);
+    QuantizeLinear = op("onnx.QuantizeLinear", "saturate(round(x / scale) + zero_point)").ins(&[req("x", var("T1")), req("y_scale", var("T1")), opt("y_zero_point", var("T2"))]).outs(&[req("y", var("T2"))]).vars(&[("T1", FLOAT), ("T2", QUANTIZED)]).attrs(&[int_attr("axis", 1), int_attr("block_size", 0), int_attr("saturate", 1), attr("output_dtype", Int)]).verify(v::quantize_linear);
+}

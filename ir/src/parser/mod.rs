@@ -1,0 +1,2 @@
+//! placeholder
+pub fn parse_module() {}

@@ -1,0 +1,235 @@
+//! Types: ranked tensors with static or named symbolic dims.
+//!
+//! Text form (MLIR builtin syntax): `tensor<2x?x768xf32>`; a scalar is `tensor<f32>`. Symbolic
+//! dims print as `?` and keep their names in the tensor's encoding attribute, one string per `?`
+//! in order (`""` for a dim that has no name):
+//! `tensor<?x?x768xf32, #memc.dims<["batch", "seq"]>>`. The encoding is omitted when no `?` dim
+//! has a name, so types without symbols read exactly as in MLIR.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// Element type of a tensor.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ElemType {
+    F64,
+    F32,
+    F16,
+    BF16,
+    I64,
+    I32,
+    I16,
+    I8,
+    U64,
+    U32,
+    U16,
+    U8,
+    I4,
+    U4,
+    Bool,
+}
+
+impl ElemType {
+    /// Every element type, in declaration order.
+    pub const ALL: &'static [ElemType] = &[
+        ElemType::F64,
+        ElemType::F32,
+        ElemType::F16,
+        ElemType::BF16,
+        ElemType::I64,
+        ElemType::I32,
+        ElemType::I16,
+        ElemType::I8,
+        ElemType::U64,
+        ElemType::U32,
+        ElemType::U16,
+        ElemType::U8,
+        ElemType::I4,
+        ElemType::U4,
+        ElemType::Bool,
+    ];
+
+    /// The MLIR spelling (`f32`, `ui8`, `i1` for bool).
+    pub fn mlir_name(self) -> &'static str {
+        match self {
+            ElemType::F64 => "f64",
+            ElemType::F32 => "f32",
+            ElemType::F16 => "f16",
+            ElemType::BF16 => "bf16",
+            ElemType::I64 => "i64",
+            ElemType::I32 => "i32",
+            ElemType::I16 => "i16",
+            ElemType::I8 => "i8",
+            ElemType::U64 => "ui64",
+            ElemType::U32 => "ui32",
+            ElemType::U16 => "ui16",
+            ElemType::U8 => "ui8",
+            ElemType::I4 => "i4",
+            ElemType::U4 => "ui4",
+            ElemType::Bool => "i1",
+        }
+    }
+
+    /// Parses an MLIR element type spelling; `None` for anything memc does not support.
+    pub fn from_mlir_name(name: &str) -> Option<ElemType> {
+        ElemType::ALL.iter().copied().find(|e| e.mlir_name() == name)
+    }
+
+    /// Storage width of one element in bits (4 for the packed int4 types).
+    pub fn bits(self) -> u32 {
+        match self {
+            ElemType::F64 | ElemType::I64 | ElemType::U64 => 64,
+            ElemType::F32 | ElemType::I32 | ElemType::U32 => 32,
+            ElemType::F16 | ElemType::BF16 | ElemType::I16 | ElemType::U16 => 16,
+            ElemType::I8 | ElemType::U8 | ElemType::Bool => 8,
+            ElemType::I4 | ElemType::U4 => 4,
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, ElemType::F64 | ElemType::F32 | ElemType::F16 | ElemType::BF16)
+    }
+
+    pub fn is_integer(self) -> bool {
+        !self.is_float() && self != ElemType::Bool
+    }
+}
+
+impl fmt::Display for ElemType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.mlir_name())
+    }
+}
+
+/// One dimension of a tensor.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Dim {
+    /// A size known at compile time.
+    Static(u64),
+    /// A size bound later (`--dim batch=4`); the name is shared by every dim that must be equal.
+    Symbol(Arc<str>),
+    /// A size nobody named (ONNX dims with neither value nor param).
+    Unknown,
+}
+
+impl Dim {
+    pub fn symbol(name: &str) -> Dim {
+        Dim::Symbol(Arc::from(name))
+    }
+
+    pub fn as_static(&self) -> Option<u64> {
+        match self {
+            Dim::Static(n) => Some(*n),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dim::Static(n) => write!(f, "{n}"),
+            Dim::Symbol(name) => f.write_str(name),
+            Dim::Unknown => f.write_str("?"),
+        }
+    }
+}
+
+/// A ranked tensor type.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorType {
+    pub elem: ElemType,
+    pub dims: Vec<Dim>,
+}
+
+impl TensorType {
+    pub fn new(elem: ElemType, dims: Vec<Dim>) -> TensorType {
+        TensorType { elem, dims }
+    }
+
+    /// A tensor whose dims are all static.
+    pub fn with_shape(elem: ElemType, shape: &[u64]) -> TensorType {
+        TensorType { elem, dims: shape.iter().map(|&n| Dim::Static(n)).collect() }
+    }
+
+    pub fn rank(&self) -> usize {
+        self.dims.len()
+    }
+
+    /// The static shape, or `None` when a dim is symbolic or unknown.
+    pub fn static_shape(&self) -> Option<Vec<u64>> {
+        self.dims.iter().map(Dim::as_static).collect()
+    }
+
+    /// The number of elements when every dim is static; `None` on symbolic dims or overflow.
+    pub fn static_num_elements(&self) -> Option<u64> {
+        self.dims.iter().try_fold(1u64, |acc, d| acc.checked_mul(d.as_static()?))
+    }
+
+    /// Storage size in bytes when every dim is static (int4 packs two elements per byte,
+    /// rounding up); `None` on symbolic dims or overflow.
+    pub fn static_byte_size(&self) -> Option<u64> {
+        let bits = self.static_num_elements()?.checked_mul(u64::from(self.elem.bits()))?;
+        Some(bits.div_ceil(8))
+    }
+}
+
+impl fmt::Display for TensorType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("tensor<")?;
+        for dim in &self.dims {
+            match dim {
+                Dim::Static(n) => write!(f, "{n}x")?,
+                Dim::Symbol(_) | Dim::Unknown => f.write_str("?x")?,
+            }
+        }
+        f.write_str(self.elem.mlir_name())?;
+        let has_names = self.dims.iter().any(|d| matches!(d, Dim::Symbol(_)));
+        if has_names {
+            f.write_str(", #memc.dims<[")?;
+            let mut first = true;
+            for dim in &self.dims {
+                let name = match dim {
+                    Dim::Static(_) => continue,
+                    Dim::Symbol(name) => name,
+                    Dim::Unknown => "",
+                };
+                if !first {
+                    f.write_str(", ")?;
+                }
+                first = false;
+                crate::printer::write_string_literal(f, name)?;
+            }
+            f.write_str("]>")?;
+        }
+        f.write_str(">")
+    }
+}
+
+/// A type of an SSA value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Type {
+    Tensor(TensorType),
+}
+
+impl Type {
+    pub fn tensor(&self) -> &TensorType {
+        match self {
+            Type::Tensor(t) => t,
+        }
+    }
+}
+
+impl From<TensorType> for Type {
+    fn from(t: TensorType) -> Type {
+        Type::Tensor(t)
+    }
+}
+
+impl fmt::Display for Type {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Type::Tensor(t) => fmt::Display::fmt(t, f),
+        }
+    }
+}

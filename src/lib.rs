@@ -1,1 +1,26 @@
-//! memc
+//! memc: a memory-planning compiler for neural-network models.
+//!
+//! This crate is the library facade other compilers use, and the home of the `memc` command.
+//! It re-exports the stage crates ([`ir`], [`passes`], [`codegen`], [`runtime`]) and holds the
+//! drivers the command line calls, so that everything the CLI does is callable as a library.
+//!
+//! Built so far: the IR with its MLIR-syntax printer and parser, the verifier, the pass manager
+//! and the `memc opt` driver ([`opt`]). The compile pipeline (ONNX import, planning, code
+//! generation, the plan file) comes with the next issues; [`PLANNED_COMMANDS`] lists what the
+//! command line answers as not built yet.
+
+pub mod opt;
+
+pub use memc_codegen as codegen;
+pub use memc_ir as ir;
+pub use memc_passes as passes;
+pub use memc_runtime as runtime;
+
+/// Commands from DESIGN.md that exist on the command line but are not built yet, with the
+/// piece of memc each one waits for.
+pub const PLANNED_COMMANDS: &[(&str, &str)] = &[
+    ("compile", "the ONNX importer, the memory planner and code generation"),
+    ("run", "the plan file format and the runtime"),
+    ("report", "the memory planner's report"),
+    ("inspect", "the plan file format"),
+];

@@ -318,6 +318,15 @@ impl Function {
         op
     }
 
+    /// Appends a result of type `ty` to `op` (the parser learns result types after an op's
+    /// regions) and returns the new value.
+    pub fn add_result(&mut self, op: OpId, ty: Type) -> ValueId {
+        let index = self.ops[op].results.len() as u32;
+        let value = self.values.push(ValueData { ty, def: ValueDef::Result { op, index } });
+        self.ops[op].results.push(value);
+        value
+    }
+
     /// Places a created op at the end of `block`.
     pub fn append_op(&mut self, block: BlockId, op: OpId) {
         self.layout.block_ops[block].push(op);

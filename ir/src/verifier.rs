@@ -1,8 +1,439 @@
-//! The verifier (being written).
-use crate::{Diagnostic, Module};
+//! The verifier: the invariants every pass may rely on and every pass must keep.
+//!
+//! Checked, in this order (a function that fails step 1 or 2 is not checked further, so later
+//! steps may index without checking):
+//!
+//! 1. **Handle validity.** Every op, value, block and region handle reachable from the layout
+//!    is in range of its function's arenas; every weight reference is in the module's store.
+//! 2. **Structure.** The layout is a tree: each placed op sits in exactly one block and the
+//!    layout's back-links agree; each block sits in exactly one region; a region's owner is
+//!    the op that lists it; each result of a placed op is defined by that op at its index; the
+//!    function body has an entry block whose arguments are the function's.
+//! 3. **Op signature.** Operand, result and region counts are within what the op table
+//!    declares (optional entries are trailing, a variadic entry takes the rest).
+//! 4. **Attribute schema.** Required attributes are present, no attribute is unknown to the op
+//!    table, and each has its declared kind.
+//! 5. **Element types.** Each operand and result has an element type its rule allows, and every
+//!    entry naming the same type variable has the same element type.
+//! 6. **Tensor sizes.** No fully static tensor type has an element count that overflows 64 bits.
+//! 7. **SSA dominance.** Every operand is defined before its use: by an earlier op of the same
+//!    block, by an earlier op of a block that holds one of the user's ancestors (before that
+//!    ancestor), or as an argument of such a block. A value whose defining op was erased is
+//!    reported as such.
+//! 8. **Terminators.** `func.return` ends the function body and nowhere else, and its operand
+//!    types equal the function's result types; `onnx.Yield` ends each region of `onnx.If` and
+//!    nowhere else, and its operand types equal the `If`'s result types. A terminator is the
+//!    last op of its block. Regions of `onnx.If` have exactly one block, without arguments.
+//! 9. **Op rules.** The op's verifier hook from the op table passes, and where the op has a
+//!    shape function that can tell, the written result types agree with it (same rank and
+//!    element type, equal static dims).
+//! 10. **Weights.** A `memc.weight` result has exactly the type of the weight it names.
+//! 11. **Module.** Function names are unique.
+//!
+//! A verifier error on user input (text or a model) is a user error; one after a pass ran is a
+//! bug in memc, and the pass manager says so.
 
-/// Checks every invariant; returns all violations found.
+use crate::diag::Diagnostic;
+use crate::function::ValueDef;
+use crate::ops::{entry_for_position, OpCtx, Opcode, TypeRule};
+use crate::{Attribute, BlockId, ElemType, Function, Module, OpId, RegionId, Type, ValueId};
+use cranelift_entity::SecondaryMap;
+use std::collections::{HashMap, HashSet};
+
+/// Checks every invariant of every function; returns all violations found.
 pub fn verify_module(module: &Module) -> Result<(), Vec<Diagnostic>> {
-    let _ = module;
-    Ok(())
+    let mut errors = Vec::new();
+    let mut names = HashSet::new();
+    for (_, func) in module.functions() {
+        if !names.insert(func.name()) {
+            errors.push(Diagnostic::error(format!("function `@{}` is defined twice", func.name())));
+        }
+        verify_function(module, func, &mut errors);
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
+/// Checks one function of `module`, appending violations to `errors`.
+pub fn verify_function(module: &Module, func: &Function, errors: &mut Vec<Diagnostic>) {
+    let mut v = Verifier { module, func, errors, position: SecondaryMap::new() };
+    if !v.check_handles_and_structure() {
+        return;
+    }
+    for op in func.walk_ops() {
+        v.check_op(op);
+    }
+    v.check_terminators(func.body(), None);
+}
+
+struct Verifier<'a> {
+    module: &'a Module,
+    func: &'a Function,
+    errors: &'a mut Vec<Diagnostic>,
+    /// Index of each placed op in its block.
+    position: SecondaryMap<OpId, u32>,
+}
+
+impl Verifier<'_> {
+    fn error(&mut self, op: Option<OpId>, message: String) {
+        let func = self.func;
+        let diag = match op {
+            Some(op) => {
+                let name = func.op(op).opcode.name();
+                let diag = Diagnostic::error(format!("`{name}`: {message}"));
+                match func.op_span(op) {
+                    Some(span) => diag.with_span(span, "in this operation"),
+                    None => diag.with_note(format!("in function `@{}`, {op}", func.name())),
+                }
+            }
+            None => Diagnostic::error(format!("in function `@{}`: {message}", func.name())),
+        };
+        self.errors.push(diag);
+    }
+
+    /// Steps 1 and 2. Returns false when the function cannot be checked further.
+    fn check_handles_and_structure(&mut self) -> bool {
+        let func = self.func;
+        let before = self.errors.len();
+        let body = func.body();
+        if func.region(body).parent.is_some() {
+            self.error(None, "the body region has an owner op".to_string());
+        }
+        if func.layout().region_blocks(body).is_empty() {
+            self.error(None, "the body has no entry block".to_string());
+            return false;
+        }
+        let mut seen_ops = HashSet::new();
+        let mut seen_blocks = HashSet::new();
+        let mut stack: Vec<(RegionId, Option<OpId>)> = vec![(body, None)];
+        let mut seen_regions = HashSet::new();
+        while let Some((region, owner)) = stack.pop() {
+            if !func.is_valid_region(region) {
+                self.error(owner, format!("refers to {region}, which does not exist"));
+                continue;
+            }
+            if !seen_regions.insert(region) {
+                self.error(owner, format!("{region} is owned twice"));
+                continue;
+            }
+            if func.region(region).parent != owner {
+                self.error(owner, format!("{region} names another owner"));
+            }
+            for &block in func.layout().region_blocks(region) {
+                if !func.is_valid_block(block) {
+                    self.error(owner, format!("holds {block}, which does not exist"));
+                    continue;
+                }
+                if !seen_blocks.insert(block) {
+                    self.error(owner, format!("{block} is placed twice"));
+                    continue;
+                }
+                if func.layout().block_region(block) != Some(region) {
+                    self.error(owner, format!("the layout places {block} in another region"));
+                }
+                for (i, &arg) in func.block(block).args.iter().enumerate() {
+                    let ok = func.is_valid_value(arg)
+                        && func.value(arg).def == ValueDef::BlockArg { block, index: i as u32 };
+                    if !ok {
+                        self.error(owner, format!("argument #{i} of {block} is malformed"));
+                    }
+                }
+                for (i, &op) in func.layout().block_ops(block).iter().enumerate() {
+                    if !func.is_valid_op(op) {
+                        self.error(owner, format!("{block} holds {op}, which does not exist"));
+                        continue;
+                    }
+                    if !seen_ops.insert(op) {
+                        self.error(Some(op), "is placed twice".to_string());
+                        continue;
+                    }
+                    self.position[op] = i as u32;
+                    if func.layout().op_block(op) != Some(block) {
+                        self.error(Some(op), format!("the layout's back-link does not name {block}"));
+                    }
+                    let data = func.op(op);
+                    for (j, &result) in data.results.iter().enumerate() {
+                        let ok = func.is_valid_value(result)
+                            && func.value(result).def == ValueDef::Result { op, index: j as u32 };
+                        if !ok {
+                            self.error(Some(op), format!("result #{j} is not defined by this op"));
+                        }
+                    }
+                    for (j, &operand) in data.operands.iter().enumerate() {
+                        if !func.is_valid_value(operand) {
+                            self.error(Some(op), format!("operand #{j} refers to {operand}, which does not exist"));
+                        }
+                    }
+                    for attr in data.attrs.iter().map(|(_, a)| a) {
+                        self.check_weight_handles(op, attr);
+                    }
+                    for &nested in &data.regions {
+                        stack.push((nested, Some(op)));
+                    }
+                }
+            }
+        }
+        self.errors.len() == before
+    }
+
+    fn check_weight_handles(&mut self, op: OpId, attr: &Attribute) {
+        match attr {
+            Attribute::Weight(id) if self.module.weights.get(*id).is_none() => {
+                self.error(Some(op), format!("refers to {id}, which is not in the weight store"));
+            }
+            Attribute::Array(items) => {
+                for item in items {
+                    self.check_weight_handles(op, item);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Steps 3 to 7 and 9 and 10 for one op.
+    fn check_op(&mut self, op: OpId) {
+        let func = self.func;
+        let data = func.op(op);
+        let def = data.opcode.def();
+        let mut counts_ok = true;
+
+        // 3. Counts.
+        for (what, n, (min, max)) in [
+            ("operand", data.operands.len(), def.operand_range()),
+            ("result", data.results.len(), def.result_range()),
+        ] {
+            let ok = n >= min && max.is_none_or(|m| n <= m);
+            if !ok {
+                counts_ok = false;
+                let expected = match max {
+                    Some(m) if m == min => format!("{min}"),
+                    Some(m) => format!("{min} to {m}"),
+                    None => format!("at least {min}"),
+                };
+                self.error(Some(op), format!("expects {expected} {what}(s), got {n}"));
+            }
+        }
+        if data.regions.len() != def.n_regions {
+            counts_ok = false;
+            self.error(
+                Some(op),
+                format!("expects {} region(s), got {}", def.n_regions, data.regions.len()),
+            );
+        }
+
+        // 4. Attribute schema.
+        for attr_def in def.attrs {
+            if attr_def.required && data.attrs.get(attr_def.name).is_none() {
+                self.error(Some(op), format!("requires attribute `{}`", attr_def.name));
+            }
+        }
+        for (name, value) in data.attrs.iter() {
+            match def.attr_def(name) {
+                None => {
+                    let known: Vec<&str> = def.attrs.iter().map(|a| a.name).collect();
+                    let known = if known.is_empty() { "none".to_string() } else { known.join(", ") };
+                    self.error(Some(op), format!("has unknown attribute `{name}` (known: {known})"));
+                }
+                Some(attr_def) if !value.has_kind(attr_def.kind) => {
+                    self.error(
+                        Some(op),
+                        format!("attribute `{name}` must be {}", attr_def.kind.describe()),
+                    );
+                }
+                Some(_) => {}
+            }
+        }
+
+        // 5. Element types, and 6. sizes.
+        let mut bindings: HashMap<&str, (ElemType, String)> = HashMap::new();
+        let sides = [("operand", &data.operands, def.operands), ("result", &data.results, def.results)];
+        for (what, values, entries) in sides {
+            for (i, &value) in values.iter().enumerate() {
+                let Type::Tensor(ty) = func.value_type(value);
+                if ty.dims.iter().all(|d| d.as_static().is_some()) && ty.static_byte_size().is_none() {
+                    self.error(Some(op), format!("{what} #{i} has type {ty}, whose size overflows 64 bits"));
+                }
+                let Some(entry) = entry_for_position(entries, i) else { continue };
+                match entry.rule {
+                    TypeRule::OneOf(allowed) => {
+                        if !allowed.contains(&ty.elem) {
+                            self.error(Some(op), format!(
+                                "{what} #{i} (`{}`) has element type {}, expected one of {}",
+                                entry.name, ty.elem, list(allowed)
+                            ));
+                        }
+                    }
+                    TypeRule::Var(var) => {
+                        let allowed = def.type_vars.iter().find(|(n, _)| *n == var).map(|(_, a)| *a);
+                        match allowed {
+                            Some(allowed) if !allowed.contains(&ty.elem) => {
+                                self.error(Some(op), format!(
+                                    "{what} #{i} (`{}`) has element type {}, expected one of {}",
+                                    entry.name, ty.elem, list(allowed)
+                                ));
+                            }
+                            None => {
+                                self.error(Some(op), format!("type variable `{var}` is not declared (op table bug)"));
+                            }
+                            Some(_) => {}
+                        }
+                        let place = format!("{what} #{i} (`{}`)", entry.name);
+                        match bindings.get(var) {
+                            Some((bound, first)) if *bound != ty.elem => {
+                                let msg = format!(
+                                    "{place} has element type {} but {first} has {bound}; both are `{var}`",
+                                    ty.elem
+                                );
+                                self.error(Some(op), msg);
+                            }
+                            Some(_) => {}
+                            None => {
+                                bindings.insert(var, (ty.elem, place));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // 7. Dominance.
+        for (i, &operand) in data.operands.iter().enumerate() {
+            if let Some(problem) = self.dominance_problem(op, operand) {
+                self.error(Some(op), format!("operand #{i} {problem}"));
+            }
+        }
+
+        // 10. Weights.
+        if data.opcode == Opcode::Weight {
+            if let (Some(id), Some(&result)) =
+                (data.attrs.get("value").and_then(Attribute::as_weight), data.results.first())
+            {
+                if let Some(weight) = self.module.weights.get(id) {
+                    let Type::Tensor(ty) = func.value_type(result);
+                    if ty != weight.ty() {
+                        self.error(Some(op), format!(
+                            "result type {ty} differs from the type {} of weight `{}`",
+                            weight.ty(),
+                            weight.name()
+                        ));
+                    }
+                }
+            }
+        }
+
+        // 9. Op rules.
+        if !counts_ok {
+            return;
+        }
+        let ctx = OpCtx { func, op };
+        if let Some(hook) = def.verify {
+            if let Err(message) = hook(&ctx) {
+                self.error(Some(op), message);
+                return;
+            }
+        }
+        if let Some(infer) = def.infer {
+            match infer(&ctx) {
+                Err(message) => self.error(Some(op), message),
+                Ok(None) => {}
+                Ok(Some(inferred)) => {
+                    for (i, (expected, &result)) in inferred.iter().zip(&data.results).enumerate() {
+                        let Type::Tensor(actual) = func.value_type(result);
+                        let static_conflict = expected.rank() != actual.rank()
+                            || expected.elem != actual.elem
+                            || expected.dims.iter().zip(&actual.dims).any(|(e, a)| {
+                                matches!((e.as_static(), a.as_static()), (Some(x), Some(y)) if x != y)
+                            });
+                        if static_conflict {
+                            self.error(Some(op), format!(
+                                "result #{i} has type {actual} but the operands imply {expected}"
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Why `value` does not dominate its use by `user`, or `None` when it does.
+    fn dominance_problem(&self, user: OpId, value: ValueId) -> Option<String> {
+        let func = self.func;
+        let chain: Vec<OpId> = std::iter::once(user).chain(func.ancestors(user)).collect();
+        match func.value(value).def {
+            ValueDef::Result { op: def_op, .. } => {
+                let Some(def_block) = func.layout().op_block(def_op) else {
+                    return Some(format!("uses {value}, whose defining op was erased"));
+                };
+                let def_pos = self.position[def_op];
+                let dominated = chain.iter().any(|&a| {
+                    func.layout().op_block(a) == Some(def_block) && self.position[a] > def_pos
+                });
+                (!dominated).then(|| format!("uses {value} before its definition"))
+            }
+            ValueDef::BlockArg { block, .. } => {
+                let visible = chain.iter().any(|&a| func.layout().op_block(a) == Some(block));
+                (!visible).then(|| format!("uses {value}, an argument of a block that does not enclose it"))
+            }
+        }
+    }
+
+    /// Step 8, over `region` owned by `owner` (`None` for the body).
+    fn check_terminators(&mut self, region: RegionId, owner: Option<OpId>) {
+        let func = self.func;
+        let blocks: Vec<BlockId> = func.layout().region_blocks(region).to_vec();
+        let (expected_terminator, expected_types): (Opcode, Vec<Type>) = match owner {
+            None => (Opcode::Return, func.result_types().to_vec()),
+            Some(op) => (
+                Opcode::Yield,
+                func.op(op).results.iter().map(|&r| func.value_type(r).clone()).collect(),
+            ),
+        };
+        if owner.is_some() && (blocks.len() != 1 || !func.block(blocks[0]).args.is_empty()) {
+            self.error(owner, "each region must have exactly one block without arguments".to_string());
+        }
+        for &block in &blocks {
+            let ops = func.layout().block_ops(block);
+            for (i, &op) in ops.iter().enumerate() {
+                let opcode = func.op(op).opcode;
+                let is_last = i + 1 == ops.len();
+                if opcode.def().is_terminator() && !is_last {
+                    self.error(Some(op), "is a terminator but not the last op of its block".to_string());
+                } else if is_last && opcode != expected_terminator {
+                    self.error(Some(op), format!(
+                        "the block must end with `{}`",
+                        expected_terminator.name()
+                    ));
+                } else if opcode.def().is_terminator() && opcode != expected_terminator {
+                    self.error(Some(op), format!("is not allowed here; expected `{}`", expected_terminator.name()));
+                } else if is_last {
+                    let actual: Vec<Type> =
+                        func.op(op).operands.iter().map(|&v| func.value_type(v).clone()).collect();
+                    if actual != expected_types {
+                        let what = if owner.is_some() { "the `onnx.If` results" } else { "the function results" };
+                        self.error(Some(op), format!(
+                            "returns ({}) but {what} are ({})",
+                            join(&actual),
+                            join(&expected_types)
+                        ));
+                    }
+                }
+                for &nested in &func.op(op).regions {
+                    self.check_terminators(nested, Some(op));
+                }
+            }
+            if ops.is_empty() {
+                self.error(owner, format!("a block is empty; it must end with `{}`", expected_terminator.name()));
+            }
+        }
+    }
+}
+
+fn list(types: &[ElemType]) -> String {
+    types.iter().map(|t| t.mlir_name()).collect::<Vec<_>>().join(", ")
+}
+
+fn join(types: &[Type]) -> String {
+    types.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
 }

@@ -19,7 +19,10 @@ pub use memc_runtime as runtime;
 /// Commands from DESIGN.md that exist on the command line but are not built yet, with the
 /// piece of memc each one waits for.
 pub const PLANNED_COMMANDS: &[(&str, &str)] = &[
-    ("compile", "the ONNX importer, the memory planner and code generation"),
+    (
+        "compile",
+        "the ONNX importer, the memory planner and code generation",
+    ),
     ("run", "the plan file format and the runtime"),
     ("report", "the memory planner's report"),
     ("inspect", "the plan file format"),

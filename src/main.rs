@@ -6,7 +6,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "memc", version, about = "A memory-planning compiler for neural-network models")]
+#[command(
+    name = "memc",
+    version,
+    about = "A memory-planning compiler for neural-network models"
+)]
 struct Cli {
     /// When to color diagnostics.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
@@ -103,7 +107,11 @@ fn main() -> ExitCode {
     }
 }
 
-fn opt(file: &std::path::Path, output: Option<&std::path::Path>, options: &memc::opt::OptOptions) -> ExitCode {
+fn opt(
+    file: &std::path::Path,
+    output: Option<&std::path::Path>,
+    options: &memc::opt::OptOptions,
+) -> ExitCode {
     let (source, name) = if file.as_os_str() == "-" {
         let mut text = String::new();
         if let Err(e) = std::io::stdin().read_to_string(&mut text) {
@@ -157,6 +165,8 @@ fn not_built(command: &str) -> ExitCode {
         .find(|(name, _)| *name == command)
         .map_or("later work", |(_, needs)| needs);
     eprintln!("error: `memc {command}` is not built yet; it needs {needs}.");
-    eprintln!("       Today memc runs passes on textual IR: `memc opt FILE -p canonicalize,cse,dce`.");
+    eprintln!(
+        "       Today memc runs passes on textual IR: `memc opt FILE -p canonicalize,cse,dce`."
+    );
     ExitCode::FAILURE
 }

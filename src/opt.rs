@@ -34,7 +34,10 @@ pub const SPLIT_MARKER: &str = "// -----";
 
 /// Runs `memc opt` over `source`, named `file_name` in diagnostics.
 pub fn run_opt(source: &str, file_name: &str, options: &OptOptions) -> OptOutput {
-    let mut output = OptOutput { success: true, ..OptOutput::default() };
+    let mut output = OptOutput {
+        success: true,
+        ..OptOutput::default()
+    };
     // Check the pipeline once, before touching the input, so a typo is one error, not one per
     // piece.
     if let Err(error) = parse_pipeline(&options.pipeline) {
@@ -42,7 +45,11 @@ pub fn run_opt(source: &str, file_name: &str, options: &OptOptions) -> OptOutput
         output.success = false;
         return output;
     }
-    let pieces = if options.split_input_file { split_input(source) } else { vec![source.to_string()] };
+    let pieces = if options.split_input_file {
+        split_input(source)
+    } else {
+        vec![source.to_string()]
+    };
     let mut outputs = Vec::with_capacity(pieces.len());
     for piece in &pieces {
         match run_piece(piece, file_name, options, &mut output.stderr) {
@@ -62,28 +69,33 @@ pub fn run_opt(source: &str, file_name: &str, options: &OptOptions) -> OptOutput
 pub fn split_input(source: &str) -> Vec<String> {
     let mut pieces = Vec::new();
     let mut current = String::new();
-    let mut lines_before = 0usize;
     let mut line_no = 0usize;
     for line in source.split_inclusive('\n') {
+        line_no += 1;
         if line.trim_end().starts_with(SPLIT_MARKER) {
             pieces.push(std::mem::take(&mut current));
-            line_no += 1;
-            lines_before = line_no;
-            current = "\n".repeat(lines_before);
+            current = "\n".repeat(line_no);
             continue;
         }
         current.push_str(line);
-        line_no += 1;
     }
     pieces.push(current);
     pieces
 }
 
 fn render_all(diags: &[Diagnostic], file_name: &str, source: &str, color: bool) -> String {
-    diags.iter().map(|d| d.render(file_name, source, color)).collect()
+    diags
+        .iter()
+        .map(|d| d.render(file_name, source, color))
+        .collect()
 }
 
-fn run_piece(source: &str, file_name: &str, options: &OptOptions, stderr: &mut String) -> Option<String> {
+fn run_piece(
+    source: &str,
+    file_name: &str,
+    options: &OptOptions,
+    stderr: &mut String,
+) -> Option<String> {
     let mut module = match parse_module(source) {
         Ok(module) => module,
         Err(diag) => {

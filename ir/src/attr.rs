@@ -68,10 +68,12 @@ impl Attribute {
             (Attribute::Float(_) | Attribute::Int(_), AttrKind::Float) => true,
             (Attribute::Bool(_), AttrKind::Bool) => true,
             (Attribute::String(_), AttrKind::String) => true,
-            (Attribute::Array(items), AttrKind::Ints) => all(items, |a| matches!(a, Attribute::Int(_))),
-            (Attribute::Array(items), AttrKind::Floats) => {
-                all(items, |a| matches!(a, Attribute::Float(_) | Attribute::Int(_)))
+            (Attribute::Array(items), AttrKind::Ints) => {
+                all(items, |a| matches!(a, Attribute::Int(_)))
             }
+            (Attribute::Array(items), AttrKind::Floats) => all(items, |a| {
+                matches!(a, Attribute::Float(_) | Attribute::Int(_))
+            }),
             (Attribute::Array(items), AttrKind::Strings) => {
                 all(items, |a| matches!(a, Attribute::String(_)))
             }
@@ -181,7 +183,10 @@ impl AttrDict {
     /// Sets `name` to `value`, replacing an earlier value; returns the earlier value.
     pub fn insert(&mut self, name: impl Into<String>, value: Attribute) -> Option<Attribute> {
         let name = name.into();
-        match self.entries.binary_search_by(|(n, _)| n.as_str().cmp(&name)) {
+        match self
+            .entries
+            .binary_search_by(|(n, _)| n.as_str().cmp(&name))
+        {
             Ok(i) => Some(std::mem::replace(&mut self.entries[i].1, value)),
             Err(i) => {
                 self.entries.insert(i, (name, value));
@@ -198,7 +203,10 @@ impl AttrDict {
     }
 
     pub fn remove(&mut self, name: &str) -> Option<Attribute> {
-        let i = self.entries.binary_search_by(|(n, _)| n.as_str().cmp(name)).ok()?;
+        let i = self
+            .entries
+            .binary_search_by(|(n, _)| n.as_str().cmp(name))
+            .ok()?;
         Some(self.entries.remove(i).1)
     }
 

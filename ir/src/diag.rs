@@ -18,7 +18,10 @@ pub struct Span {
 impl Span {
     pub fn new(start: usize, end: usize) -> Span {
         let clamp = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-        Span { start: clamp(start), end: clamp(end.max(start)) }
+        Span {
+            start: clamp(start),
+            end: clamp(end.max(start)),
+        }
     }
 
     pub fn range(self) -> Range<usize> {
@@ -27,7 +30,10 @@ impl Span {
 
     /// The smallest span that covers both.
     pub fn to(self, other: Span) -> Span {
-        Span { start: self.start.min(other.start), end: self.end.max(other.end) }
+        Span {
+            start: self.start.min(other.start),
+            end: self.end.max(other.end),
+        }
     }
 }
 
@@ -78,7 +84,9 @@ impl Diagnostic {
             Severity::Error => ReportKind::Error,
             Severity::Warning => ReportKind::Warning,
         };
-        let config = Config::default().with_color(color).with_index_type(IndexType::Byte);
+        let config = Config::default()
+            .with_color(color)
+            .with_index_type(IndexType::Byte);
         let Some(span) = self.span else {
             return self.render_plain(file_name);
         };
@@ -100,7 +108,9 @@ impl Diagnostic {
             report = report.with_note(note);
         }
         let mut out = Vec::new();
-        let written = report.finish().write((file_name, Source::from(source)), &mut out);
+        let written = report
+            .finish()
+            .write((file_name, Source::from(source)), &mut out);
         match written {
             Ok(()) => String::from_utf8_lossy(&out).into_owned(),
             Err(_) => self.render_plain(file_name),

@@ -112,6 +112,8 @@ pub struct Function {
     result_attrs: Vec<AttrDict>,
     /// Where each op was written, for ops parsed from text.
     op_spans: SecondaryMap<OpId, Option<Span>>,
+    /// Where the function's name was written, for functions parsed from text.
+    span: Option<Span>,
 }
 
 impl Function {
@@ -132,6 +134,7 @@ impl Function {
             result_attrs: vec![AttrDict::new(); result_types.len()],
             result_types,
             op_spans: SecondaryMap::new(),
+            span: None,
         };
         func.append_block(body, arg_types);
         func
@@ -249,6 +252,14 @@ impl Function {
         self.regions.is_valid(region)
     }
 
+    pub fn span(&self) -> Option<Span> {
+        self.span
+    }
+
+    pub fn set_span(&mut self, span: Span) {
+        self.span = Some(span);
+    }
+
     pub fn op_span(&self, op: OpId) -> Option<Span> {
         self.op_spans[op]
     }
@@ -274,7 +285,10 @@ impl Function {
             .map(|(index, ty)| {
                 self.values.push(ValueData {
                     ty,
-                    def: ValueDef::BlockArg { block, index: index as u32 },
+                    def: ValueDef::BlockArg {
+                        block,
+                        index: index as u32,
+                    },
                 })
             })
             .collect();
@@ -311,7 +325,13 @@ impl Function {
             .into_iter()
             .enumerate()
             .map(|(index, ty)| {
-                self.values.push(ValueData { ty, def: ValueDef::Result { op, index: index as u32 } })
+                self.values.push(ValueData {
+                    ty,
+                    def: ValueDef::Result {
+                        op,
+                        index: index as u32,
+                    },
+                })
             })
             .collect();
         self.ops[op].results = results;
@@ -322,7 +342,10 @@ impl Function {
     /// regions) and returns the new value.
     pub fn add_result(&mut self, op: OpId, ty: Type) -> ValueId {
         let index = self.ops[op].results.len() as u32;
-        let value = self.values.push(ValueData { ty, def: ValueDef::Result { op, index } });
+        let value = self.values.push(ValueData {
+            ty,
+            def: ValueDef::Result { op, index },
+        });
         self.ops[op].results.push(value);
         value
     }
@@ -337,9 +360,13 @@ impl Function {
     ///
     /// Returns `false` (and places nothing) when `before` is not in a block.
     pub fn insert_op_before(&mut self, before: OpId, op: OpId) -> bool {
-        let Some(block) = self.layout.op_block[before] else { return false };
+        let Some(block) = self.layout.op_block[before] else {
+            return false;
+        };
         let ops = &mut self.layout.block_ops[block];
-        let Some(pos) = ops.iter().position(|&o| o == before) else { return false };
+        let Some(pos) = ops.iter().position(|&o| o == before) else {
+            return false;
+        };
         ops.insert(pos, op);
         self.layout.op_block[op] = Some(block);
         true
@@ -444,9 +471,15 @@ impl Function {
         // The parent chain is finite for well-formed IR; bound it by the op count in case a
         // malformed layout forms a cycle.
         for _ in 0..self.ops.len() {
-            let Some(block) = self.layout.op_block(current) else { break };
-            let Some(region) = self.layout.block_region(block) else { break };
-            let Some(parent) = self.regions[region].parent else { break };
+            let Some(block) = self.layout.op_block(current) else {
+                break;
+            };
+            let Some(region) = self.layout.block_region(block) else {
+                break;
+            };
+            let Some(parent) = self.regions[region].parent else {
+                break;
+            };
             out.push(parent);
             current = parent;
         }
@@ -496,6 +529,9 @@ impl Module {
 
     /// Looks a function up by name.
     pub fn find_function(&self, name: &str) -> Option<FuncId> {
-        self.funcs.iter().find(|(_, f)| f.name() == name).map(|(id, _)| id)
+        self.funcs
+            .iter()
+            .find(|(_, f)| f.name() == name)
+            .map(|(id, _)| id)
     }
 }

@@ -29,7 +29,7 @@ pub use function::{Function, Layout, Module, OpData, ValueDef};
 pub use ops::Opcode;
 pub use parser::parse_module;
 pub use printer::print_module;
-pub use verifier::verify_module;
 pub use types::{Dim, ElemType, TensorType, Type};
+pub use verifier::verify_module;
 
 pub use weights::{Weight, WeightBytes, WeightStore};

@@ -103,7 +103,11 @@ fn print_function_into(out: &mut String, module: &Module, func: &Function, inden
         blocks: SecondaryMap::new(),
     };
     number_region(func, func.body(), &mut names);
-    let p = Printer { module, func, names };
+    let p = Printer {
+        module,
+        func,
+        names,
+    };
     // Writing into a String cannot fail.
     let _ = p.function(out, indent);
 }
@@ -121,7 +125,11 @@ fn number_region(func: &Function, region: RegionId, names: &mut Names) {
             let n = names.next_result;
             names.next_result += 1;
             for (i, &result) in results.iter().enumerate() {
-                let index = if results.len() == 1 { None } else { Some(i as u32) };
+                let index = if results.len() == 1 {
+                    None
+                } else {
+                    Some(i as u32)
+                };
                 names.values[result] = Some((n, index, false));
             }
             if results.is_empty() {
@@ -171,7 +179,13 @@ impl Printer<'_> {
 
     /// The blocks of a region. The entry block's label is left out where MLIR allows it: in the
     /// function body (its arguments are the function's) and for an argument-free entry block.
-    fn region_body(&self, out: &mut String, region: RegionId, indent: usize, is_body: bool) -> fmt::Result {
+    fn region_body(
+        &self,
+        out: &mut String,
+        region: RegionId,
+        indent: usize,
+        is_body: bool,
+    ) -> fmt::Result {
         let func = self.func;
         let blocks = func.layout().region_blocks(region);
         for (i, &block) in blocks.iter().enumerate() {

@@ -72,7 +72,10 @@ impl ElemType {
 
     /// Parses an MLIR element type spelling; `None` for anything memc does not support.
     pub fn from_mlir_name(name: &str) -> Option<ElemType> {
-        ElemType::ALL.iter().copied().find(|e| e.mlir_name() == name)
+        ElemType::ALL
+            .iter()
+            .copied()
+            .find(|e| e.mlir_name() == name)
     }
 
     /// Storage width of one element in bits (4 for the packed int4 types).
@@ -87,7 +90,10 @@ impl ElemType {
     }
 
     pub fn is_float(self) -> bool {
-        matches!(self, ElemType::F64 | ElemType::F32 | ElemType::F16 | ElemType::BF16)
+        matches!(
+            self,
+            ElemType::F64 | ElemType::F32 | ElemType::F16 | ElemType::BF16
+        )
     }
 
     pub fn is_integer(self) -> bool {
@@ -149,7 +155,10 @@ impl TensorType {
 
     /// A tensor whose dims are all static.
     pub fn with_shape(elem: ElemType, shape: &[u64]) -> TensorType {
-        TensorType { elem, dims: shape.iter().map(|&n| Dim::Static(n)).collect() }
+        TensorType {
+            elem,
+            dims: shape.iter().map(|&n| Dim::Static(n)).collect(),
+        }
     }
 
     pub fn rank(&self) -> usize {
@@ -163,13 +172,17 @@ impl TensorType {
 
     /// The number of elements when every dim is static; `None` on symbolic dims or overflow.
     pub fn static_num_elements(&self) -> Option<u64> {
-        self.dims.iter().try_fold(1u64, |acc, d| acc.checked_mul(d.as_static()?))
+        self.dims
+            .iter()
+            .try_fold(1u64, |acc, d| acc.checked_mul(d.as_static()?))
     }
 
     /// Storage size in bytes when every dim is static (int4 packs two elements per byte,
     /// rounding up); `None` on symbolic dims or overflow.
     pub fn static_byte_size(&self) -> Option<u64> {
-        let bits = self.static_num_elements()?.checked_mul(u64::from(self.elem.bits()))?;
+        let bits = self
+            .static_num_elements()?
+            .checked_mul(u64::from(self.elem.bits()))?;
         Some(bits.div_ceil(8))
     }
 }

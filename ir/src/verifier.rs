@@ -46,7 +46,10 @@ pub fn verify_module(module: &Module) -> Result<(), Vec<Diagnostic>> {
     let mut names = HashSet::new();
     for (_, func) in module.functions() {
         if !names.insert(func.name()) {
-            errors.push(Diagnostic::error(format!("function `@{}` is defined twice", func.name())));
+            errors.push(Diagnostic::error(format!(
+                "function `@{}` is defined twice",
+                func.name()
+            )));
         }
         verify_function(module, func, &mut errors);
     }
@@ -59,10 +62,16 @@ pub fn verify_module(module: &Module) -> Result<(), Vec<Diagnostic>> {
 
 /// Checks one function of `module`, appending violations to `errors`.
 pub fn verify_function(module: &Module, func: &Function, errors: &mut Vec<Diagnostic>) {
-    let mut v = Verifier { module, func, errors, position: SecondaryMap::new() };
+    let mut v = Verifier {
+        module,
+        func,
+        errors,
+        position: SecondaryMap::new(),
+    };
     if !v.check_handles_and_structure() {
         return;
     }
+    v.check_signature_sizes();
     for op in func.walk_ops() {
         v.check_op(op);
     }
@@ -89,7 +98,13 @@ impl Verifier<'_> {
                     None => diag.with_note(format!("in function `@{}`, {op}", func.name())),
                 }
             }
-            None => Diagnostic::error(format!("in function `@{}`: {message}", func.name())),
+            None => {
+                let diag = Diagnostic::error(format!("in function `@{}`: {message}", func.name()));
+                match func.span() {
+                    Some(span) => diag.with_span(span, "in this function"),
+                    None => diag,
+                }
+            }
         };
         self.errors.push(diag);
     }
@@ -132,11 +147,18 @@ impl Verifier<'_> {
                     continue;
                 }
                 if func.layout().block_region(block) != Some(region) {
-                    self.error(owner, format!("the layout places {block} in another region"));
+                    self.error(
+                        owner,
+                        format!("the layout places {block} in another region"),
+                    );
                 }
                 for (i, &arg) in func.block(block).args.iter().enumerate() {
                     let ok = func.is_valid_value(arg)
-                        && func.value(arg).def == ValueDef::BlockArg { block, index: i as u32 };
+                        && func.value(arg).def
+                            == ValueDef::BlockArg {
+                                block,
+                                index: i as u32,
+                            };
                     if !ok {
                         self.error(owner, format!("argument #{i} of {block} is malformed"));
                     }
@@ -152,19 +174,29 @@ impl Verifier<'_> {
                     }
                     self.position[op] = i as u32;
                     if func.layout().op_block(op) != Some(block) {
-                        self.error(Some(op), format!("the layout's back-link does not name {block}"));
+                        self.error(
+                            Some(op),
+                            format!("the layout's back-link does not name {block}"),
+                        );
                     }
                     let data = func.op(op);
                     for (j, &result) in data.results.iter().enumerate() {
                         let ok = func.is_valid_value(result)
-                            && func.value(result).def == ValueDef::Result { op, index: j as u32 };
+                            && func.value(result).def
+                                == ValueDef::Result {
+                                    op,
+                                    index: j as u32,
+                                };
                         if !ok {
                             self.error(Some(op), format!("result #{j} is not defined by this op"));
                         }
                     }
                     for (j, &operand) in data.operands.iter().enumerate() {
                         if !func.is_valid_value(operand) {
-                            self.error(Some(op), format!("operand #{j} refers to {operand}, which does not exist"));
+                            self.error(
+                                Some(op),
+                                format!("operand #{j} refers to {operand}, which does not exist"),
+                            );
                         }
                     }
                     for attr in data.attrs.iter().map(|(_, a)| a) {
@@ -179,10 +211,36 @@ impl Verifier<'_> {
         self.errors.len() == before
     }
 
+    /// Step 6 for the function's arguments and results (ops check their own values).
+    fn check_signature_sizes(&mut self) {
+        let func = self.func;
+        let args = func
+            .args()
+            .iter()
+            .map(|&a| ("argument", func.value_type(a)));
+        let results = func.result_types().iter().map(|t| ("result", t));
+        let overflowing: Vec<String> = args
+            .chain(results)
+            .enumerate()
+            .filter_map(|(i, (what, Type::Tensor(ty)))| {
+                let all_static = ty.dims.iter().all(|d| d.as_static().is_some());
+                (all_static && ty.static_byte_size().is_none()).then(|| {
+                    format!("{what} type {ty} (position {i}) has a size that overflows 64 bits")
+                })
+            })
+            .collect();
+        for message in overflowing {
+            self.error(None, message);
+        }
+    }
+
     fn check_weight_handles(&mut self, op: OpId, attr: &Attribute) {
         match attr {
             Attribute::Weight(id) if self.module.weights.get(*id).is_none() => {
-                self.error(Some(op), format!("refers to {id}, which is not in the weight store"));
+                self.error(
+                    Some(op),
+                    format!("refers to {id}, which is not in the weight store"),
+                );
             }
             Attribute::Array(items) => {
                 for item in items {
@@ -220,11 +278,16 @@ impl Verifier<'_> {
             counts_ok = false;
             self.error(
                 Some(op),
-                format!("expects {} region(s), got {}", def.n_regions, data.regions.len()),
+                format!(
+                    "expects {} region(s), got {}",
+                    def.n_regions,
+                    data.regions.len()
+                ),
             );
         }
 
         // 4. Attribute schema.
+        let errors_before_schema = self.errors.len();
         for attr_def in def.attrs {
             if attr_def.required && data.attrs.get(attr_def.name).is_none() {
                 self.error(Some(op), format!("requires attribute `{}`", attr_def.name));
@@ -234,8 +297,15 @@ impl Verifier<'_> {
             match def.attr_def(name) {
                 None => {
                     let known: Vec<&str> = def.attrs.iter().map(|a| a.name).collect();
-                    let known = if known.is_empty() { "none".to_string() } else { known.join(", ") };
-                    self.error(Some(op), format!("has unknown attribute `{name}` (known: {known})"));
+                    let known = if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    };
+                    self.error(
+                        Some(op),
+                        format!("has unknown attribute `{name}` (known: {known})"),
+                    );
                 }
                 Some(attr_def) if !value.has_kind(attr_def.kind) => {
                     self.error(
@@ -247,36 +317,63 @@ impl Verifier<'_> {
             }
         }
 
+        let schema_ok = self.errors.len() == errors_before_schema;
+
         // 5. Element types, and 6. sizes.
         let mut bindings: HashMap<&str, (ElemType, String)> = HashMap::new();
-        let sides = [("operand", &data.operands, def.operands), ("result", &data.results, def.results)];
+        let sides = [
+            ("operand", &data.operands, def.operands),
+            ("result", &data.results, def.results),
+        ];
         for (what, values, entries) in sides {
             for (i, &value) in values.iter().enumerate() {
                 let Type::Tensor(ty) = func.value_type(value);
-                if ty.dims.iter().all(|d| d.as_static().is_some()) && ty.static_byte_size().is_none() {
-                    self.error(Some(op), format!("{what} #{i} has type {ty}, whose size overflows 64 bits"));
+                if ty.dims.iter().all(|d| d.as_static().is_some())
+                    && ty.static_byte_size().is_none()
+                {
+                    self.error(
+                        Some(op),
+                        format!("{what} #{i} has type {ty}, whose size overflows 64 bits"),
+                    );
                 }
-                let Some(entry) = entry_for_position(entries, i) else { continue };
+                let Some(entry) = entry_for_position(entries, i) else {
+                    continue;
+                };
                 match entry.rule {
                     TypeRule::OneOf(allowed) => {
                         if !allowed.contains(&ty.elem) {
-                            self.error(Some(op), format!(
-                                "{what} #{i} (`{}`) has element type {}, expected one of {}",
-                                entry.name, ty.elem, list(allowed)
-                            ));
+                            self.error(
+                                Some(op),
+                                format!(
+                                    "{what} #{i} (`{}`) has element type {}, expected one of {}",
+                                    entry.name,
+                                    ty.elem,
+                                    list(allowed)
+                                ),
+                            );
                         }
                     }
                     TypeRule::Var(var) => {
-                        let allowed = def.type_vars.iter().find(|(n, _)| *n == var).map(|(_, a)| *a);
+                        let allowed = def
+                            .type_vars
+                            .iter()
+                            .find(|(n, _)| *n == var)
+                            .map(|(_, a)| *a);
                         match allowed {
                             Some(allowed) if !allowed.contains(&ty.elem) => {
-                                self.error(Some(op), format!(
+                                self.error(
+                                    Some(op),
+                                    format!(
                                     "{what} #{i} (`{}`) has element type {}, expected one of {}",
                                     entry.name, ty.elem, list(allowed)
-                                ));
+                                ),
+                                );
                             }
                             None => {
-                                self.error(Some(op), format!("type variable `{var}` is not declared (op table bug)"));
+                                self.error(
+                                    Some(op),
+                                    format!("type variable `{var}` is not declared (op table bug)"),
+                                );
                             }
                             Some(_) => {}
                         }
@@ -307,24 +404,29 @@ impl Verifier<'_> {
 
         // 10. Weights.
         if data.opcode == Opcode::Weight {
-            if let (Some(id), Some(&result)) =
-                (data.attrs.get("value").and_then(Attribute::as_weight), data.results.first())
-            {
+            if let (Some(id), Some(&result)) = (
+                data.attrs.get("value").and_then(Attribute::as_weight),
+                data.results.first(),
+            ) {
                 if let Some(weight) = self.module.weights.get(id) {
                     let Type::Tensor(ty) = func.value_type(result);
                     if ty != weight.ty() {
-                        self.error(Some(op), format!(
-                            "result type {ty} differs from the type {} of weight `{}`",
-                            weight.ty(),
-                            weight.name()
-                        ));
+                        self.error(
+                            Some(op),
+                            format!(
+                                "result type {ty} differs from the type {} of weight `{}`",
+                                weight.ty(),
+                                weight.name()
+                            ),
+                        );
                     }
                 }
             }
         }
 
-        // 9. Op rules.
-        if !counts_ok {
+        // 9. Op rules. Hooks and shape functions may assume the counts and the attribute
+        // schema hold, so they run only when both do.
+        if !counts_ok || !schema_ok {
             return;
         }
         let ctx = OpCtx { func, op };
@@ -347,9 +449,12 @@ impl Verifier<'_> {
                                 matches!((e.as_static(), a.as_static()), (Some(x), Some(y)) if x != y)
                             });
                         if static_conflict {
-                            self.error(Some(op), format!(
+                            self.error(
+                                Some(op),
+                                format!(
                                 "result #{i} has type {actual} but the operands imply {expected}"
-                            ));
+                            ),
+                            );
                         }
                     }
                 }
@@ -373,8 +478,12 @@ impl Verifier<'_> {
                 (!dominated).then(|| format!("uses {value} before its definition"))
             }
             ValueDef::BlockArg { block, .. } => {
-                let visible = chain.iter().any(|&a| func.layout().op_block(a) == Some(block));
-                (!visible).then(|| format!("uses {value}, an argument of a block that does not enclose it"))
+                let visible = chain
+                    .iter()
+                    .any(|&a| func.layout().op_block(a) == Some(block));
+                (!visible).then(|| {
+                    format!("uses {value}, an argument of a block that does not enclose it")
+                })
             }
         }
     }
@@ -387,11 +496,18 @@ impl Verifier<'_> {
             None => (Opcode::Return, func.result_types().to_vec()),
             Some(op) => (
                 Opcode::Yield,
-                func.op(op).results.iter().map(|&r| func.value_type(r).clone()).collect(),
+                func.op(op)
+                    .results
+                    .iter()
+                    .map(|&r| func.value_type(r).clone())
+                    .collect(),
             ),
         };
         if owner.is_some() && (blocks.len() != 1 || !func.block(blocks[0]).args.is_empty()) {
-            self.error(owner, "each region must have exactly one block without arguments".to_string());
+            self.error(
+                owner,
+                "each region must have exactly one block without arguments".to_string(),
+            );
         }
         for &block in &blocks {
             let ops = func.layout().block_ops(block);
@@ -399,24 +515,44 @@ impl Verifier<'_> {
                 let opcode = func.op(op).opcode;
                 let is_last = i + 1 == ops.len();
                 if opcode.def().is_terminator() && !is_last {
-                    self.error(Some(op), "is a terminator but not the last op of its block".to_string());
+                    self.error(
+                        Some(op),
+                        "is a terminator but not the last op of its block".to_string(),
+                    );
                 } else if is_last && opcode != expected_terminator {
-                    self.error(Some(op), format!(
-                        "the block must end with `{}`",
-                        expected_terminator.name()
-                    ));
+                    self.error(
+                        Some(op),
+                        format!("the block must end with `{}`", expected_terminator.name()),
+                    );
                 } else if opcode.def().is_terminator() && opcode != expected_terminator {
-                    self.error(Some(op), format!("is not allowed here; expected `{}`", expected_terminator.name()));
+                    self.error(
+                        Some(op),
+                        format!(
+                            "is not allowed here; expected `{}`",
+                            expected_terminator.name()
+                        ),
+                    );
                 } else if is_last {
-                    let actual: Vec<Type> =
-                        func.op(op).operands.iter().map(|&v| func.value_type(v).clone()).collect();
+                    let actual: Vec<Type> = func
+                        .op(op)
+                        .operands
+                        .iter()
+                        .map(|&v| func.value_type(v).clone())
+                        .collect();
                     if actual != expected_types {
-                        let what = if owner.is_some() { "the `onnx.If` results" } else { "the function results" };
-                        self.error(Some(op), format!(
-                            "returns ({}) but {what} are ({})",
-                            join(&actual),
-                            join(&expected_types)
-                        ));
+                        let what = if owner.is_some() {
+                            "the `onnx.If` results"
+                        } else {
+                            "the function results"
+                        };
+                        self.error(
+                            Some(op),
+                            format!(
+                                "returns ({}) but {what} are ({})",
+                                join(&actual),
+                                join(&expected_types)
+                            ),
+                        );
                     }
                 }
                 for &nested in &func.op(op).regions {
@@ -424,16 +560,30 @@ impl Verifier<'_> {
                 }
             }
             if ops.is_empty() {
-                self.error(owner, format!("a block is empty; it must end with `{}`", expected_terminator.name()));
+                self.error(
+                    owner,
+                    format!(
+                        "a block is empty; it must end with `{}`",
+                        expected_terminator.name()
+                    ),
+                );
             }
         }
     }
 }
 
 fn list(types: &[ElemType]) -> String {
-    types.iter().map(|t| t.mlir_name()).collect::<Vec<_>>().join(", ")
+    types
+        .iter()
+        .map(|t| t.mlir_name())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn join(types: &[Type]) -> String {
-    types.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
+    types
+        .iter()
+        .map(|t| t.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -50,7 +50,12 @@ pub enum WeightError {
     #[error("weight `{0}` is defined twice")]
     Duplicate(String),
     #[error("weight `{name}` has {actual} bytes but its type {ty} needs {expected}")]
-    SizeMismatch { name: String, ty: String, expected: u64, actual: u64 },
+    SizeMismatch {
+        name: String,
+        ty: String,
+        expected: u64,
+        actual: u64,
+    },
 }
 
 /// The weights of a module, named by [`WeightId`] and by their unique names.
@@ -85,7 +90,11 @@ impl WeightStore {
                 });
             }
         }
-        let id = self.weights.push(Weight { name: name.to_string(), ty, bytes });
+        let id = self.weights.push(Weight {
+            name: name.to_string(),
+            ty,
+            bytes,
+        });
         self.by_name.insert(name.to_string(), id);
         Ok(id)
     }

@@ -9,7 +9,11 @@ fn roundtrip(text: &str) {
     };
     let printed = print_module(&module);
     let reparsed = parse_module(&printed).expect("printed text parses");
-    assert_eq!(print_module(&reparsed), printed, "print(parse(print(x))) == print(x)");
+    assert_eq!(
+        print_module(&reparsed),
+        printed,
+        "print(parse(print(x))) == print(x)"
+    );
 }
 
 #[test]
@@ -18,7 +22,10 @@ fn example_roundtrips_and_verifies() {
     roundtrip(text);
     let module = parse_module(text).expect("example parses");
     if let Err(errors) = verify_module(&module) {
-        let rendered: Vec<String> = errors.iter().map(|e| e.render("mlp.mlir", text, false)).collect();
+        let rendered: Vec<String> = errors
+            .iter()
+            .map(|e| e.render("mlp.mlir", text, false))
+            .collect();
         panic!("{}", rendered.join("\n"));
     }
 }

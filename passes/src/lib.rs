@@ -1,1 +1,31 @@
-//! placeholder
+//! memc-passes: the passes that rewrite memc's IR, and the pass manager that runs them.
+//!
+//! - [`manager`]: the [`Pass`] trait, the registry of passes by name ([`registered_passes`]),
+//!   pipeline parsing ([`parse_pipeline`], `canonicalize,cse,dce`) and the [`PassManager`],
+//!   which verifies, dumps and times a pipeline run.
+//! - [`canonicalize`]: local folds: bypasses ops that do nothing and merges chains of
+//!   Reshape and of Transpose.
+//! - [`cse`]: merges pure ops that compute the same value, respecting region scopes.
+//! - [`dce`]: removes pure ops whose results are unused.
+//!
+//! What the crate guarantees: every pass takes verified IR to verified IR, and never panics on
+//! verified IR. The manager checks the first half after each pass (unless told not to) and
+//! reports a failure as a bug in memc. A pass replaces a value only by a value of exactly its
+//! type, so function signatures and the types users see never change. Passes never reorder
+//! ops; erased ops keep their handles as unplaced tombstones, as `memc_ir` specifies.
+
+pub mod canonicalize;
+pub mod cse;
+pub mod dce;
+pub mod manager;
+
+mod rewrite;
+#[cfg(test)]
+mod test_util;
+
+pub use canonicalize::{canonicalize_function, Canonicalize};
+pub use cse::{eliminate_common_subexpressions, Cse};
+pub use dce::{eliminate_dead_ops, Dce};
+pub use manager::{
+    parse_pipeline, registered_passes, Pass, PassError, PassManager, PassReport, VerifyFn,
+};

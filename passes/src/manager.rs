@@ -4,13 +4,13 @@
 //! What the manager guarantees:
 //! - The input module is verified before the first pass. Invalid input is the user's error and
 //!   is reported as [`PassError::InvalidInput`] with the verifier's diagnostics; no pass runs.
-//! - With [`PassOptions::verify_each`] (on by default) the module is verified after every pass.
+//! - With [`PassManager::verify_each`] (on by default) the module is verified after every pass.
 //!   A failure there is a bug in memc, not in the input: [`PassError::VerifierFailedAfterPass`]
 //!   names the pass and says so.
 //! - Passes run exactly in the order given, each once; the first failure stops the pipeline.
-//! - With [`PassOptions::print_ir_after_all`] the module is written to the caller's sink after
+//! - With [`PassManager::print_ir_after_all`] the module is written to the caller's sink after
 //!   each pass, before that pass's verification, so the IR of a pass that broke it can be read.
-//! - With [`PassOptions::time_passes`] the wall time of every pass and of all verification is
+//! - With [`PassManager::time_passes`] the wall time of every pass and of all verification is
 //!   measured and rendered as a table in the style of MLIR's `--mlir-timing`.
 
 use crate::{Canonicalize, Cse, Dce};
@@ -40,7 +40,10 @@ pub trait Pass {
 pub enum PassError {
     /// A pipeline names a pass that does not exist.
     #[error("unknown pass `{name}`; available passes: {}", available.join(", "))]
-    UnknownPass { name: String, available: Vec<&'static str> },
+    UnknownPass {
+        name: String,
+        available: Vec<&'static str>,
+    },
 
     /// A pipeline has an empty entry (`cse,,dce` or a trailing comma).
     #[error(
@@ -58,7 +61,10 @@ pub enum PassError {
         "internal error: pass `{pass}` produced invalid IR; this is a bug in memc:{}",
         format_diagnostics(.diagnostics)
     )]
-    VerifierFailedAfterPass { pass: &'static str, diagnostics: Vec<Diagnostic> },
+    VerifierFailedAfterPass {
+        pass: &'static str,
+        diagnostics: Vec<Diagnostic>,
+    },
 
     /// A pass met input it cannot handle.
     #[error("pass `{pass}` failed: {message}")]
@@ -114,44 +120,56 @@ pub fn parse_pipeline(text: &str) -> Result<Vec<Box<dyn Pass>>, PassError> {
     Ok(passes)
 }
 
-/// How the manager runs a pipeline.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct PassOptions {
-    /// Verify the module after every pass (`--verify-each`, on by default).
-    pub verify_each: bool,
-    /// Write the module to the IR dump sink after every pass (`--print-ir-after-all`).
-    pub print_ir_after_all: bool,
-    /// Measure every pass and produce a timing report (`--time-passes`).
-    pub time_passes: bool,
-}
-
-impl Default for PassOptions {
-    fn default() -> PassOptions {
-        PassOptions { verify_each: true, print_ir_after_all: false, time_passes: false }
-    }
-}
-
 /// The function the manager verifies modules with.
 pub type VerifyFn = fn(&Module) -> Result<(), Vec<Diagnostic>>;
 
 /// What a successful run produced besides the rewritten module.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PassReport {
-    /// The rendered timing table, when [`PassOptions::time_passes`] was set.
-    pub timing_report: Option<String>,
+    /// The rendered timing table, when [`PassManager::time_passes`] was asked for.
+    pub timing: Option<String>,
 }
 
 /// Runs a pipeline of passes over a module; see the module doc for what it guarantees.
 pub struct PassManager {
     passes: Vec<Box<dyn Pass>>,
-    options: PassOptions,
+    verify_each: bool,
+    print_ir_after_all: bool,
+    time_passes: bool,
     verifier: VerifyFn,
 }
 
 impl PassManager {
-    /// A manager for `passes`, verifying with [`memc_ir::verify_module`].
-    pub fn new(passes: Vec<Box<dyn Pass>>, options: PassOptions) -> PassManager {
-        PassManager { passes, options, verifier: memc_ir::verify_module }
+    /// A manager for `passes` that verifies after each pass with [`memc_ir::verify_module`],
+    /// and neither dumps nor times.
+    pub fn new(passes: Vec<Box<dyn Pass>>) -> PassManager {
+        PassManager {
+            passes,
+            verify_each: true,
+            print_ir_after_all: false,
+            time_passes: false,
+            verifier: memc_ir::verify_module,
+        }
+    }
+
+    /// Whether to verify the module after every pass (`--verify-each`, on by default). The
+    /// input is verified either way.
+    pub fn verify_each(mut self, enabled: bool) -> PassManager {
+        self.verify_each = enabled;
+        self
+    }
+
+    /// Whether to write the module to the IR dump sink after every pass
+    /// (`--print-ir-after-all`).
+    pub fn print_ir_after_all(mut self, enabled: bool) -> PassManager {
+        self.print_ir_after_all = enabled;
+        self
+    }
+
+    /// Whether to time every pass and return a report (`--time-passes`).
+    pub fn time_passes(mut self, enabled: bool) -> PassManager {
+        self.time_passes = enabled;
+        self
     }
 
     /// Replaces the verifier, for a caller that checks extra invariants (and for tests of the
@@ -166,13 +184,13 @@ impl PassManager {
         self.passes.iter().map(|pass| pass.name()).collect()
     }
 
-    pub fn options(&self) -> PassOptions {
-        self.options
-    }
-
     /// Verifies `module`, runs every pass over it in order, and returns the timing report when
     /// asked for. With `print_ir_after_all`, the IR after each pass is written to `ir_dump`.
-    pub fn run(&self, module: &mut Module, ir_dump: &mut dyn Write) -> Result<PassReport, PassError> {
+    pub fn run(
+        &mut self,
+        module: &mut Module,
+        ir_dump: &mut dyn Write,
+    ) -> Result<PassReport, PassError> {
         let run_start = Instant::now();
         let mut verifier_time = Duration::ZERO;
         let mut pass_times = Vec::with_capacity(self.passes.len());
@@ -187,11 +205,11 @@ impl PassManager {
             pass.run(module)?;
             pass_times.push((pass.name(), pass_start.elapsed()));
 
-            if self.options.print_ir_after_all {
+            if self.print_ir_after_all {
                 write_ir_dump(ir_dump, pass.name(), module).map_err(PassError::IrDump)?;
             }
 
-            if self.options.verify_each {
+            if self.verify_each {
                 let verify_start = Instant::now();
                 let check = (self.verifier)(module);
                 verifier_time += verify_start.elapsed();
@@ -202,19 +220,23 @@ impl PassManager {
             }
         }
 
-        let timing_report = self
-            .options
+        let timing = self
             .time_passes
             .then(|| render_timing_report(&pass_times, verifier_time, run_start.elapsed()));
-        Ok(PassReport { timing_report })
+        Ok(PassReport { timing })
     }
 }
 
 fn write_ir_dump(sink: &mut dyn Write, pass_name: &str, module: &Module) -> std::io::Result<()> {
-    write!(sink, "// -----// IR Dump After {pass_name} //----- //\n{}", memc_ir::print_module(module))
+    write!(
+        sink,
+        "// -----// IR Dump After {pass_name} //----- //\n{}",
+        memc_ir::print_module(module)
+    )
 }
 
-const RULE: &str = "===-------------------------------------------------------------------------===";
+const RULE: &str =
+    "===-------------------------------------------------------------------------===";
 const TITLE: &str = "... Pass execution timing report ...";
 
 /// Renders the timing table: one row per pass in run order, then `verifier` (the input check
@@ -228,7 +250,11 @@ pub(crate) fn render_timing_report(
     let total_ms = total.as_secs_f64() * 1e3;
     let row = |out: &mut String, time: Duration, name: &str| {
         let ms = time.as_secs_f64() * 1e3;
-        let percent = if total_ms > 0.0 { ms / total_ms * 100.0 } else { 0.0 };
+        let percent = if total_ms > 0.0 {
+            ms / total_ms * 100.0
+        } else {
+            0.0
+        };
         // Writing into a String cannot fail.
         let _ = writeln!(out, "  {ms:>10.3} ({percent:>5.1}%)  {name}");
     };
@@ -250,7 +276,8 @@ mod tests {
     use super::*;
     use crate::test_util::{f32_tensor, module_with};
     use memc_ir::{Function, Opcode, ValueDef};
-    use std::cell::Cell;
+    use std::cell::{Cell, RefCell};
+    use std::rc::Rc;
 
     fn names(passes: &[Box<dyn Pass>]) -> Vec<&'static str> {
         passes.iter().map(|pass| pass.name()).collect()
@@ -304,18 +331,28 @@ mod tests {
         let passes = registered_passes();
         let mut seen = std::collections::HashSet::new();
         for pass in &passes {
-            assert!(seen.insert(pass.name()), "`{}` is registered twice", pass.name());
-            assert!(!pass.description().is_empty(), "`{}` has no description", pass.name());
+            assert!(
+                seen.insert(pass.name()),
+                "`{}` is registered twice",
+                pass.name()
+            );
+            assert!(
+                !pass.description().is_empty(),
+                "`{}` has no description",
+                pass.name()
+            );
         }
     }
 
+    type Log = Rc<RefCell<Vec<&'static str>>>;
+
     /// A pass that records that it ran and changes nothing.
-    struct Record<'a> {
+    struct Record {
         name: &'static str,
-        log: &'a std::cell::RefCell<Vec<&'static str>>,
+        log: Log,
     }
 
-    impl Pass for Record<'_> {
+    impl Pass for Record {
         fn name(&self) -> &'static str {
             self.name
         }
@@ -358,7 +395,10 @@ mod tests {
             "fails"
         }
         fn run(&self, _module: &mut Module) -> Result<(), PassError> {
-            Err(PassError::PassFailed { pass: "refuse", message: "no".to_string() })
+            Err(PassError::PassFailed {
+                pass: "refuse",
+                message: "no".to_string(),
+            })
         }
     }
 
@@ -389,7 +429,11 @@ mod tests {
                 }
             }
         }
-        if diagnostics.is_empty() { Ok(()) } else { Err(diagnostics) }
+        if diagnostics.is_empty() {
+            Ok(())
+        } else {
+            Err(diagnostics)
+        }
     }
 
     fn reject_everything(_module: &Module) -> Result<(), Vec<Diagnostic>> {
@@ -405,30 +449,38 @@ mod tests {
         Ok(())
     }
 
-    fn run(manager: &PassManager, module: &mut Module) -> Result<PassReport, PassError> {
+    fn run(manager: &mut PassManager, module: &mut Module) -> Result<PassReport, PassError> {
         manager.run(module, &mut std::io::sink())
     }
 
     #[test]
     fn passes_run_in_order() {
-        let log = std::cell::RefCell::new(Vec::new());
+        let log = Log::default();
         let passes: Vec<Box<dyn Pass>> = vec![
-            Box::new(Record { name: "second", log: &log }),
-            Box::new(Record { name: "first", log: &log }),
+            Box::new(Record {
+                name: "second",
+                log: log.clone(),
+            }),
+            Box::new(Record {
+                name: "first",
+                log: log.clone(),
+            }),
         ];
-        let manager = PassManager::new(passes, PassOptions::default());
+        let mut manager = PassManager::new(passes);
         assert_eq!(manager.pass_names(), ["second", "first"]);
-        run(&manager, &mut relu_module()).expect("passes that change nothing succeed");
+        run(&mut manager, &mut relu_module()).expect("passes that change nothing succeed");
         assert_eq!(*log.borrow(), ["second", "first"]);
     }
 
     #[test]
     fn invalid_input_is_reported_before_any_pass_runs() {
-        let log = std::cell::RefCell::new(Vec::new());
-        let passes: Vec<Box<dyn Pass>> = vec![Box::new(Record { name: "p", log: &log })];
-        let manager =
-            PassManager::new(passes, PassOptions::default()).with_verifier(reject_everything);
-        let error = run(&manager, &mut relu_module()).expect_err("the verifier rejects it");
+        let log = Log::default();
+        let passes: Vec<Box<dyn Pass>> = vec![Box::new(Record {
+            name: "p",
+            log: log.clone(),
+        })];
+        let mut manager = PassManager::new(passes).with_verifier(reject_everything);
+        let error = run(&mut manager, &mut relu_module()).expect_err("the verifier rejects it");
         assert!(matches!(error, PassError::InvalidInput(_)), "{error:?}");
         assert_eq!(error.to_string(), "the input IR is invalid:\n  rejected");
         assert!(log.borrow().is_empty());
@@ -436,11 +488,17 @@ mod tests {
 
     #[test]
     fn invalid_ir_after_a_pass_is_a_memc_bug() {
-        let manager = PassManager::new(vec![Box::new(EraseUsedOp)], PassOptions::default())
-            .with_verifier(check_uses_are_defined);
-        let error = run(&manager, &mut relu_module()).expect_err("the pass breaks the IR");
+        let mut manager =
+            PassManager::new(vec![Box::new(EraseUsedOp)]).with_verifier(check_uses_are_defined);
+        let error = run(&mut manager, &mut relu_module()).expect_err("the pass breaks the IR");
         assert!(
-            matches!(error, PassError::VerifierFailedAfterPass { pass: "erase-used-op", .. }),
+            matches!(
+                error,
+                PassError::VerifierFailedAfterPass {
+                    pass: "erase-used-op",
+                    ..
+                }
+            ),
             "{error:?}"
         );
         let message = error.to_string();
@@ -457,14 +515,22 @@ mod tests {
     fn the_real_verifier_decides_after_a_pass() {
         // The manager must report exactly what `verify_module` reports for the broken module.
         let mut expected = relu_module();
-        EraseUsedOp.run(&mut expected).expect("the pass itself does not fail");
+        EraseUsedOp
+            .run(&mut expected)
+            .expect("the pass itself does not fail");
         let verdict = memc_ir::verify_module(&expected);
 
-        let manager = PassManager::new(vec![Box::new(EraseUsedOp)], PassOptions::default());
-        let outcome = run(&manager, &mut relu_module());
+        let mut manager = PassManager::new(vec![Box::new(EraseUsedOp)]);
+        let outcome = run(&mut manager, &mut relu_module());
         match (verdict, outcome) {
             (Ok(()), Ok(_)) => {}
-            (Err(diagnostics), Err(PassError::VerifierFailedAfterPass { pass, diagnostics: got })) => {
+            (
+                Err(diagnostics),
+                Err(PassError::VerifierFailedAfterPass {
+                    pass,
+                    diagnostics: got,
+                }),
+            ) => {
                 assert_eq!(pass, "erase-used-op");
                 assert_eq!(got, diagnostics);
             }
@@ -476,25 +542,30 @@ mod tests {
     fn verify_each_off_checks_only_the_input() {
         let passes: Vec<Box<dyn Pass>> = vec![Box::new(Dce), Box::new(Cse)];
         VERIFY_CALLS.with(|calls| calls.set(0));
-        let options = PassOptions { verify_each: false, ..PassOptions::default() };
-        let manager = PassManager::new(passes, options).with_verifier(count_verify_calls);
-        run(&manager, &mut relu_module()).expect("valid module");
+        let mut manager = PassManager::new(passes)
+            .verify_each(false)
+            .with_verifier(count_verify_calls);
+        run(&mut manager, &mut relu_module()).expect("valid module");
         assert_eq!(VERIFY_CALLS.with(Cell::get), 1);
 
         let passes: Vec<Box<dyn Pass>> = vec![Box::new(Dce), Box::new(Cse)];
         VERIFY_CALLS.with(|calls| calls.set(0));
-        let manager =
-            PassManager::new(passes, PassOptions::default()).with_verifier(count_verify_calls);
-        run(&manager, &mut relu_module()).expect("valid module");
+        let mut manager = PassManager::new(passes).with_verifier(count_verify_calls);
+        run(&mut manager, &mut relu_module()).expect("valid module");
         assert_eq!(VERIFY_CALLS.with(Cell::get), 3);
     }
 
     #[test]
     fn a_failing_pass_stops_the_pipeline() {
-        let log = std::cell::RefCell::new(Vec::new());
-        let passes: Vec<Box<dyn Pass>> =
-            vec![Box::new(Refuse), Box::new(Record { name: "after", log: &log })];
-        let error = run(&PassManager::new(passes, PassOptions::default()), &mut relu_module())
+        let log = Log::default();
+        let passes: Vec<Box<dyn Pass>> = vec![
+            Box::new(Refuse),
+            Box::new(Record {
+                name: "after",
+                log: log.clone(),
+            }),
+        ];
+        let error = run(&mut PassManager::new(passes), &mut relu_module())
             .expect_err("the first pass fails");
         assert_eq!(error.to_string(), "pass `refuse` failed: no");
         assert!(log.borrow().is_empty());
@@ -505,65 +576,84 @@ mod tests {
         let mut module = relu_module();
         let printed = memc_ir::print_module(&module);
         let passes: Vec<Box<dyn Pass>> = vec![Box::new(Cse), Box::new(Dce)];
-        let options = PassOptions { print_ir_after_all: true, ..PassOptions::default() };
         let mut dump = Vec::new();
-        PassManager::new(passes, options).run(&mut module, &mut dump).expect("valid module");
+        PassManager::new(passes)
+            .print_ir_after_all(true)
+            .run(&mut module, &mut dump)
+            .expect("valid module");
         let expected = format!(
             "// -----// IR Dump After cse //----- //\n{printed}\
              // -----// IR Dump After dce //----- //\n{printed}"
         );
-        assert_eq!(String::from_utf8(dump).expect("the printer writes UTF-8"), expected);
+        assert_eq!(
+            String::from_utf8(dump).expect("the printer writes UTF-8"),
+            expected
+        );
     }
 
     #[test]
     fn nothing_is_dumped_or_timed_by_default() {
         let mut dump = Vec::new();
-        let report = PassManager::new(vec![Box::new(Dce)], PassOptions::default())
+        let report = PassManager::new(vec![Box::new(Dce)])
             .run(&mut relu_module(), &mut dump)
             .expect("valid module");
         assert!(dump.is_empty());
-        assert_eq!(report.timing_report, None);
+        assert_eq!(report.timing, None);
     }
 
     #[test]
     fn the_ir_of_a_broken_pass_is_dumped_before_verification() {
-        let options = PassOptions { print_ir_after_all: true, ..PassOptions::default() };
-        let manager = PassManager::new(vec![Box::new(EraseUsedOp)], options)
+        let mut manager = PassManager::new(vec![Box::new(EraseUsedOp)])
+            .print_ir_after_all(true)
             .with_verifier(check_uses_are_defined);
         let mut dump = Vec::new();
         let outcome = manager.run(&mut relu_module(), &mut dump);
-        assert!(matches!(outcome, Err(PassError::VerifierFailedAfterPass { .. })));
+        assert!(matches!(
+            outcome,
+            Err(PassError::VerifierFailedAfterPass { .. })
+        ));
         let dump = String::from_utf8(dump).expect("the printer writes UTF-8");
-        assert!(dump.starts_with("// -----// IR Dump After erase-used-op //----- //\n"), "{dump}");
+        assert!(
+            dump.starts_with("// -----// IR Dump After erase-used-op //----- //\n"),
+            "{dump}"
+        );
     }
 
     #[test]
     fn time_passes_reports_every_pass_the_verifier_and_the_total() {
         let passes: Vec<Box<dyn Pass>> = vec![Box::new(Canonicalize), Box::new(Cse)];
-        let options = PassOptions { time_passes: true, ..PassOptions::default() };
-        let report = run(&PassManager::new(passes, options), &mut relu_module())
-            .expect("valid module")
-            .timing_report
-            .expect("timing was asked for");
+        let report = run(
+            &mut PassManager::new(passes).time_passes(true),
+            &mut relu_module(),
+        )
+        .expect("valid module")
+        .timing
+        .expect("timing was asked for");
         let names: Vec<&str> = report
             .lines()
             .filter(|line| line.contains("%)"))
             .map(|line| line.rsplit("  ").next().expect("a row ends with its name"))
             .collect();
         assert_eq!(names, ["canonicalize", "cse", "verifier", "total"]);
-        assert!(report.lines().last().is_some_and(|line| line.contains("(100.0%)  total")));
+        assert!(report
+            .lines()
+            .last()
+            .is_some_and(|line| line.contains("(100.0%)  total")));
     }
 
     #[test]
     fn timing_report_layout() {
         let report = render_timing_report(
-            &[("canonicalize", Duration::from_micros(1500)), ("dce", Duration::from_micros(250))],
+            &[
+                ("canonicalize", Duration::from_micros(1500)),
+                ("dce", Duration::from_micros(250)),
+            ],
             Duration::from_micros(750),
             Duration::from_micros(5000),
         );
         let expected = "\
 ===-------------------------------------------------------------------------===
-                      ... Pass execution timing report ...
+                     ... Pass execution timing report ...
 ===-------------------------------------------------------------------------===
   Total Execution Time: 5.000 ms
 
@@ -578,7 +668,8 @@ mod tests {
 
     #[test]
     fn timing_report_with_zero_total_has_no_nan() {
-        let report = render_timing_report(&[("dce", Duration::ZERO)], Duration::ZERO, Duration::ZERO);
+        let report =
+            render_timing_report(&[("dce", Duration::ZERO)], Duration::ZERO, Duration::ZERO);
         assert!(!report.contains("NaN"), "{report}");
         assert!(report.contains("0.000 (  0.0%)  total"), "{report}");
     }

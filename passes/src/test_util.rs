@@ -20,7 +20,13 @@ pub fn tensor(elem: ElemType, dims: Vec<Dim>) -> Type {
 /// The single result of `op`.
 pub fn result(func: &Function, op: OpId) -> ValueId {
     let results = &func.op(op).results;
-    assert_eq!(results.len(), 1, "{} has {} results", func.op(op).opcode.name(), results.len());
+    assert_eq!(
+        results.len(),
+        1,
+        "{} has {} results",
+        func.op(op).opcode.name(),
+        results.len()
+    );
     results[0]
 }
 
@@ -32,7 +38,11 @@ pub fn ret(func: &mut Function, values: Vec<ValueId>) -> OpId {
 
 /// The opcodes of the entry block, in order.
 pub fn entry_opcodes(func: &Function) -> Vec<Opcode> {
-    func.layout().block_ops(func.entry_block()).iter().map(|&op| func.op(op).opcode).collect()
+    func.layout()
+        .block_ops(func.entry_block())
+        .iter()
+        .map(|&op| func.op(op).opcode)
+        .collect()
 }
 
 /// The operands of the entry block's `func.return`.
@@ -52,4 +62,32 @@ pub fn module_with(build: impl FnOnce(&mut Function) -> Vec<ValueId>) -> Module 
     let mut module = Module::new();
     module.add_function(func);
     module
+}
+
+/// Panics with the verifier's diagnostics and the printed IR unless `module` verifies.
+pub fn assert_module_valid(module: &Module, when: &str) {
+    if let Err(diagnostics) = memc_ir::verify_module(module) {
+        let messages: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
+        panic!(
+            "invalid IR {when}:\n{}\n{}",
+            messages.join("\n"),
+            memc_ir::print_module(module)
+        );
+    }
+}
+
+/// Panics unless `func`, alone in a module without weights, verifies.
+pub fn assert_valid(func: &Function, when: &str) {
+    let mut module = Module::new();
+    module.add_function(func.clone());
+    assert_module_valid(&module, when);
+}
+
+/// Runs `pass` over `func`, checking that the IR verifies before and after; returns what the
+/// pass returned.
+pub fn run_verified<T>(func: &mut Function, pass: impl FnOnce(&mut Function) -> T) -> T {
+    assert_valid(func, "before the pass");
+    let out = pass(func);
+    assert_valid(func, "after the pass");
+    out
 }

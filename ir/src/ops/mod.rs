@@ -25,6 +25,7 @@ mod table;
 mod verify;
 
 pub use table::Opcode;
+pub use verify::{normalize_axis, transpose_perm};
 
 use crate::attr::AttrKind;
 use crate::{Attribute, ElemType, Function, OpId, TensorType, Type, ValueId};
@@ -273,7 +274,10 @@ impl OpDef {
 }
 
 fn arity_range(entries: &[ValueDef]) -> (usize, Option<usize>) {
-    let min = entries.iter().filter(|e| e.arity == Arity::Required).count();
+    let min = entries
+        .iter()
+        .filter(|e| e.arity == Arity::Required)
+        .count();
     let max = if entries.iter().any(|e| e.arity == Arity::Variadic) {
         None
     } else {
@@ -288,23 +292,37 @@ fn arity_range(entries: &[ValueDef]) -> (usize, Option<usize>) {
 pub fn entry_for_position(entries: &[ValueDef], position: usize) -> Option<&ValueDef> {
     match entries.get(position) {
         Some(e) if e.arity != Arity::Variadic => Some(e),
-        _ => entries.last().filter(|e| e.arity == Arity::Variadic && position + 1 >= entries.len()),
+        _ => entries
+            .last()
+            .filter(|e| e.arity == Arity::Variadic && position + 1 >= entries.len()),
     }
 }
 
 /// A required operand or result.
 pub const fn req(name: &'static str, rule: TypeRule) -> ValueDef {
-    ValueDef { name, rule, arity: Arity::Required }
+    ValueDef {
+        name,
+        rule,
+        arity: Arity::Required,
+    }
 }
 
 /// An optional operand or result (trailing ones may be left out).
 pub const fn opt(name: &'static str, rule: TypeRule) -> ValueDef {
-    ValueDef { name, rule, arity: Arity::Optional }
+    ValueDef {
+        name,
+        rule,
+        arity: Arity::Optional,
+    }
 }
 
 /// A variadic operand or result (must be the last entry).
 pub const fn variadic(name: &'static str, rule: TypeRule) -> ValueDef {
-    ValueDef { name, rule, arity: Arity::Variadic }
+    ValueDef {
+        name,
+        rule,
+        arity: Arity::Variadic,
+    }
 }
 
 /// The type variable named `name`.
@@ -314,22 +332,42 @@ pub const fn var(name: &'static str) -> TypeRule {
 
 /// An optional attribute without a default.
 pub const fn attr(name: &'static str, kind: AttrKind) -> AttrDef {
-    AttrDef { name, kind, required: false, default: AttrDefault::None }
+    AttrDef {
+        name,
+        kind,
+        required: false,
+        default: AttrDefault::None,
+    }
 }
 
 /// A required attribute.
 pub const fn required(name: &'static str, kind: AttrKind) -> AttrDef {
-    AttrDef { name, kind, required: true, default: AttrDefault::None }
+    AttrDef {
+        name,
+        kind,
+        required: true,
+        default: AttrDefault::None,
+    }
 }
 
 /// An optional integer attribute with a default.
 pub const fn int_attr(name: &'static str, default: i64) -> AttrDef {
-    AttrDef { name, kind: AttrKind::Int, required: false, default: AttrDefault::Int(default) }
+    AttrDef {
+        name,
+        kind: AttrKind::Int,
+        required: false,
+        default: AttrDefault::Int(default),
+    }
 }
 
 /// An optional float attribute with a default.
 pub const fn float_attr(name: &'static str, default: f64) -> AttrDef {
-    AttrDef { name, kind: AttrKind::Float, required: false, default: AttrDefault::Float(default) }
+    AttrDef {
+        name,
+        kind: AttrKind::Float,
+        required: false,
+        default: AttrDefault::Float(default),
+    }
 }
 
 /// Element type sets used by type rules.
@@ -339,10 +377,10 @@ pub mod types {
     pub const FLOAT: &[ElemType] = &[F64, F32, F16, BF16];
     pub const INT: &[ElemType] = &[I64, I32, I16, I8, U64, U32, U16, U8];
     pub const SIGNED_NUMERIC: &[ElemType] = &[F64, F32, F16, BF16, I64, I32, I16, I8];
-    pub const NUMERIC: &[ElemType] =
-        &[F64, F32, F16, BF16, I64, I32, I16, I8, U64, U32, U16, U8];
-    pub const ANY: &[ElemType] =
-        &[F64, F32, F16, BF16, I64, I32, I16, I8, U64, U32, U16, U8, I4, U4, Bool];
+    pub const NUMERIC: &[ElemType] = &[F64, F32, F16, BF16, I64, I32, I16, I8, U64, U32, U16, U8];
+    pub const ANY: &[ElemType] = &[
+        F64, F32, F16, BF16, I64, I32, I16, I8, U64, U32, U16, U8, I4, U4, Bool,
+    ];
     pub const INDEX: &[ElemType] = &[I64, I32];
     pub const I64_ONLY: &[ElemType] = &[I64];
     pub const BOOL: &[ElemType] = &[Bool];

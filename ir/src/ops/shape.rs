@@ -11,7 +11,8 @@ use crate::{Dim, ElemType, TensorType};
 type ShapeResult = Result<Option<Vec<TensorType>>, String>;
 
 fn operand<'a>(ctx: &OpCtx<'a>, index: usize) -> Result<&'a TensorType, String> {
-    ctx.operand_type(index).ok_or_else(|| format!("operand #{index} is missing"))
+    ctx.operand_type(index)
+        .ok_or_else(|| format!("operand #{index} is missing"))
 }
 
 /// The result has the type of the first operand.
@@ -58,24 +59,38 @@ fn broadcast_operands(ctx: &OpCtx, from: usize) -> Result<Vec<Dim>, String> {
 /// Elementwise ops over all operands; the element type is the first operand's.
 pub fn broadcast(ctx: &OpCtx) -> ShapeResult {
     let elem = operand(ctx, 0)?.elem;
-    Ok(Some(vec![TensorType::new(elem, broadcast_operands(ctx, 0)?)]))
+    Ok(Some(vec![TensorType::new(
+        elem,
+        broadcast_operands(ctx, 0)?,
+    )]))
 }
 
 /// Comparisons: broadcast, bool result.
 pub fn broadcast_to_bool(ctx: &OpCtx) -> ShapeResult {
-    Ok(Some(vec![TensorType::new(ElemType::Bool, broadcast_operands(ctx, 0)?)]))
+    Ok(Some(vec![TensorType::new(
+        ElemType::Bool,
+        broadcast_operands(ctx, 0)?,
+    )]))
 }
 
 /// `Where(cond, X, Y)`: broadcast of all three, element type of `X`.
 pub fn broadcast_where(ctx: &OpCtx) -> ShapeResult {
     let elem = operand(ctx, 1)?.elem;
-    Ok(Some(vec![TensorType::new(elem, broadcast_operands(ctx, 0)?)]))
+    Ok(Some(vec![TensorType::new(
+        elem,
+        broadcast_operands(ctx, 0)?,
+    )]))
 }
 
 /// `Cast`: the input's shape with the element type `to`.
 pub fn cast(ctx: &OpCtx) -> ShapeResult {
-    let Some(to) = ctx.attr("to").and_then(|a| a.as_elem_type()) else { return Ok(None) };
-    Ok(Some(vec![TensorType::new(to, operand(ctx, 0)?.dims.clone())]))
+    let Some(to) = ctx.attr("to").and_then(|a| a.as_elem_type()) else {
+        return Ok(None);
+    };
+    Ok(Some(vec![TensorType::new(
+        to,
+        operand(ctx, 0)?.dims.clone(),
+    )]))
 }
 
 /// `Transpose`: dims permuted by `perm` (reversed when absent).

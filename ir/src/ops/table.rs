@@ -3,7 +3,9 @@
 use super::shape as s;
 use super::types::*;
 use super::verify as v;
-use super::{TypeRule, attr, float_attr, int_attr, op, opt, req, required, var, variadic, OpDef, Traits};
+use super::{
+    attr, float_attr, int_attr, op, opt, req, required, var, variadic, OpDef, Traits, TypeRule,
+};
 use crate::attr::AttrKind::*;
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -76,7 +78,8 @@ const CONV_ATTRS: &[super::AttrDef] = &[
     attr("output_padding", Ints),
     attr("output_shape", Ints),
 ];
-const REDUCE_ATTRS: &[super::AttrDef] = &[int_attr("keepdims", 1), int_attr("noop_with_empty_axes", 0)];
+const REDUCE_ATTRS: &[super::AttrDef] =
+    &[int_attr("keepdims", 1), int_attr("noop_with_empty_axes", 0)];
 const T_FLOAT: &[(&str, &[crate::ElemType])] = &[("T", FLOAT)];
 const T_NUMERIC: &[(&str, &[crate::ElemType])] = &[("T", NUMERIC)];
 const T_SIGNED: &[(&str, &[crate::ElemType])] = &[("T", SIGNED_NUMERIC)];

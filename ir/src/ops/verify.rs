@@ -9,16 +9,23 @@ use crate::{Dim, TensorType};
 type Check = Result<(), String>;
 
 fn operand<'a>(ctx: &OpCtx<'a>, index: usize) -> Result<&'a TensorType, String> {
-    ctx.operand_type(index).ok_or_else(|| format!("operand #{index} is missing"))
+    ctx.operand_type(index)
+        .ok_or_else(|| format!("operand #{index} is missing"))
 }
 
 /// Normalizes `axis` (negative counts from the end) against `rank`.
 pub fn normalize_axis(axis: i64, rank: usize) -> Result<usize, String> {
     let r = rank as i64;
     if axis < -r || axis >= r.max(1) {
-        return Err(format!("axis {axis} is out of range for rank {rank} (expected -{rank}..{rank})"));
+        return Err(format!(
+            "axis {axis} is out of range for rank {rank} (expected -{rank}..{rank})"
+        ));
     }
-    Ok(if axis < 0 { (axis + r) as usize } else { axis as usize })
+    Ok(if axis < 0 {
+        (axis + r) as usize
+    } else {
+        axis as usize
+    })
 }
 
 /// `axis` (or its default) is within the first operand's rank.
@@ -32,10 +39,17 @@ pub fn axis_in_range(ctx: &OpCtx) -> Check {
 
 /// The permutation of a Transpose: `perm`, or the reversed dims when absent.
 pub fn transpose_perm(ctx: &OpCtx, rank: usize) -> Result<Vec<usize>, String> {
-    let Some(attr) = ctx.attr("perm") else { return Ok((0..rank).rev().collect()) };
-    let perm = attr.as_ints().ok_or("`perm` must be an array of integers")?;
+    let Some(attr) = ctx.attr("perm") else {
+        return Ok((0..rank).rev().collect());
+    };
+    let perm = attr
+        .as_ints()
+        .ok_or("`perm` must be an array of integers")?;
     if perm.len() != rank {
-        return Err(format!("`perm` has {} entries but the input has rank {rank}", perm.len()));
+        return Err(format!(
+            "`perm` has {} entries but the input has rank {rank}",
+            perm.len()
+        ));
     }
     let mut seen = vec![false; rank];
     let mut out = Vec::with_capacity(rank);
@@ -72,7 +86,9 @@ pub fn concat(ctx: &OpCtx) -> Check {
         for (d, (x, y)) in first.dims.iter().zip(&other.dims).enumerate() {
             if let (false, Dim::Static(x), Dim::Static(y)) = (d == axis, x, y) {
                 if x != y {
-                    return Err(format!("input #{i} has {y} at dim {d} but input #0 has {x}"));
+                    return Err(format!(
+                        "input #{i} has {y} at dim {d} but input #0 has {x}"
+                    ));
                 }
             }
         }
@@ -85,10 +101,22 @@ pub fn gemm(ctx: &OpCtx) -> Check {
     let a = operand(ctx, 0)?;
     let b = operand(ctx, 1)?;
     if a.rank() != 2 || b.rank() != 2 {
-        return Err(format!("Gemm needs 2-d A and B, got ranks {} and {}", a.rank(), b.rank()));
+        return Err(format!(
+            "Gemm needs 2-d A and B, got ranks {} and {}",
+            a.rank(),
+            b.rank()
+        ));
     }
-    let k_a = &a.dims[if ctx.int_attr("transA") == Some(1) { 0 } else { 1 }];
-    let k_b = &b.dims[if ctx.int_attr("transB") == Some(1) { 1 } else { 0 }];
+    let k_a = &a.dims[if ctx.int_attr("transA") == Some(1) {
+        0
+    } else {
+        1
+    }];
+    let k_b = &b.dims[if ctx.int_attr("transB") == Some(1) {
+        1
+    } else {
+        0
+    }];
     if let (Dim::Static(x), Dim::Static(y)) = (k_a, k_b) {
         if x != y {
             return Err(format!("Gemm inner dims differ: {x} and {y}"));
@@ -101,12 +129,16 @@ pub fn gemm(ctx: &OpCtx) -> Check {
 pub fn reshape(ctx: &OpCtx) -> Check {
     let shape = operand(ctx, 1)?;
     if shape.rank() != 1 {
-        return Err(format!("the shape operand must be 1-d, got rank {}", shape.rank()));
+        return Err(format!(
+            "the shape operand must be 1-d, got rank {}",
+            shape.rank()
+        ));
     }
     let input = operand(ctx, 0)?;
-    if let (Some(n_in), Some(n_out)) =
-        (input.static_num_elements(), ctx.result_type(0).and_then(|t| t.static_num_elements()))
-    {
+    if let (Some(n_in), Some(n_out)) = (
+        input.static_num_elements(),
+        ctx.result_type(0).and_then(|t| t.static_num_elements()),
+    ) {
         if n_in != n_out {
             return Err(format!(
                 "reshape changes the element count from {n_in} to {n_out}"
@@ -121,7 +153,9 @@ pub fn flatten(ctx: &OpCtx) -> Check {
     let rank = operand(ctx, 0)?.rank() as i64;
     let axis = ctx.int_attr("axis").unwrap_or(1);
     if axis < -rank || axis > rank {
-        return Err(format!("axis {axis} is out of range for rank {rank} (expected -{rank}..={rank})"));
+        return Err(format!(
+            "axis {axis} is out of range for rank {rank} (expected -{rank}..={rank})"
+        ));
     }
     Ok(())
 }
@@ -130,7 +164,9 @@ pub fn flatten(ctx: &OpCtx) -> Check {
 pub fn gelu(ctx: &OpCtx) -> Check {
     match ctx.attr("approximate").and_then(|a| a.as_str()) {
         None | Some("none") | Some("tanh") => Ok(()),
-        Some(other) => Err(format!("`approximate` must be \"none\" or \"tanh\", got {other:?}")),
+        Some(other) => Err(format!(
+            "`approximate` must be \"none\" or \"tanh\", got {other:?}"
+        )),
     }
 }
 
@@ -141,7 +177,9 @@ pub fn quantize_linear(ctx: &OpCtx) -> Check {
     let scale = operand(ctx, 1)?;
     let block_size = ctx.int_attr("block_size").unwrap_or(0);
     if block_size < 0 {
-        return Err(format!("`block_size` must not be negative, got {block_size}"));
+        return Err(format!(
+            "`block_size` must not be negative, got {block_size}"
+        ));
     }
     if block_size > 0 {
         if scale.rank() != x.rank() {

@@ -85,7 +85,10 @@ impl<'s> Cursor<'s> {
         let len = match rest.first() {
             None => 0,
             Some(&b) if is_ident_char(b) => rest.iter().take_while(|&&c| is_ident_char(c)).count(),
-            Some(_) => self.src[self.pos..].chars().next().map_or(1, char::len_utf8),
+            Some(_) => self.src[self.pos..]
+                .chars()
+                .next()
+                .map_or(1, char::len_utf8),
         };
         Span::new(self.pos, self.pos + len)
     }
@@ -188,7 +191,11 @@ impl<'s> Cursor<'s> {
         if !self.peek_ident() {
             return Err(self.error_here("expected a name"));
         }
-        let len = self.rest().iter().take_while(|&&b| is_ident_char(b)).count();
+        let len = self
+            .rest()
+            .iter()
+            .take_while(|&&b| is_ident_char(b))
+            .count();
         let name = self.src[self.pos..self.pos + len].to_string();
         self.pos += len;
         Ok(name)
@@ -196,7 +203,11 @@ impl<'s> Cursor<'s> {
 
     /// Letters, digits and `_` with no trivia skipped (an element type inside `tensor<...>`).
     pub fn raw_ident(&mut self) -> String {
-        let len = self.rest().iter().take_while(|&&b| b.is_ascii_alphanumeric() || b == b'_').count();
+        let len = self
+            .rest()
+            .iter()
+            .take_while(|&&b| b.is_ascii_alphanumeric() || b == b'_')
+            .count();
         let name = self.src[self.pos..self.pos + len].to_string();
         self.pos += len;
         name
@@ -204,8 +215,14 @@ impl<'s> Cursor<'s> {
 
     /// Decimal digits with no trivia skipped; `Err` on overflow (position unchanged).
     pub fn raw_u64(&mut self) -> Result<u64, ()> {
-        let len = self.rest().iter().take_while(|b| b.is_ascii_digit()).count();
-        let value = self.src[self.pos..self.pos + len].parse::<u64>().map_err(|_| ())?;
+        let len = self
+            .rest()
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        let value = self.src[self.pos..self.pos + len]
+            .parse::<u64>()
+            .map_err(|_| ())?;
         self.pos += len;
         Ok(value)
     }
@@ -226,11 +243,19 @@ impl<'s> Cursor<'s> {
         }
         let start = self.pos;
         self.pos += 1;
-        let len = self.rest().iter().take_while(|&&b| is_value_name_char(b)).count();
+        let len = self
+            .rest()
+            .iter()
+            .take_while(|&&b| is_value_name_char(b))
+            .count();
         if len == 0 {
             self.pos = start;
-            return Err(Diagnostic::error("expected a value name after `%`")
-                .with_span(Span::new(start, start + 1), "a name such as `%0` or `%x` expected"));
+            return Err(
+                Diagnostic::error("expected a value name after `%`").with_span(
+                    Span::new(start, start + 1),
+                    "a name such as `%0` or `%x` expected",
+                ),
+            );
         }
         let name = self.src[self.pos..self.pos + len].to_string();
         self.pos += len;
@@ -278,7 +303,11 @@ impl<'s> Cursor<'s> {
         let negative = self.eat_raw("-");
         if self.rest().starts_with(b"0x") || self.rest().starts_with(b"0X") {
             self.pos += 2;
-            let len = self.rest().iter().take_while(|b| b.is_ascii_hexdigit()).count();
+            let len = self
+                .rest()
+                .iter()
+                .take_while(|b| b.is_ascii_hexdigit())
+                .count();
             let digits = &self.src[self.pos..self.pos + len];
             self.pos += len;
             let span = Span::new(start, self.pos);
@@ -287,7 +316,10 @@ impl<'s> Cursor<'s> {
             }
             return u64::from_str_radix(digits, 16)
                 .map(Number::Hex)
-                .map_err(|_| Diagnostic::error("hex literal is too large").with_span(span, "more than 64 bits"));
+                .map_err(|_| {
+                    Diagnostic::error("hex literal is too large")
+                        .with_span(span, "more than 64 bits")
+                });
         }
         let digits = |c: &Self| c.rest().iter().take_while(|b| b.is_ascii_digit()).count();
         self.pos += digits(self);
@@ -318,7 +350,8 @@ impl<'s> Cursor<'s> {
                 .map_err(|_| Diagnostic::error("malformed float literal").with_span(span, "here"))
         } else {
             text.parse::<i64>().map(Number::Int).map_err(|_| {
-                Diagnostic::error("integer literal is out of range for i64").with_span(span, "too large")
+                Diagnostic::error("integer literal is out of range for i64")
+                    .with_span(span, "too large")
             })
         }
     }
@@ -342,8 +375,10 @@ impl<'s> Cursor<'s> {
                     break;
                 }
                 b'\n' => {
-                    return Err(Diagnostic::error("unterminated string literal")
-                        .with_span(Span::new(start, self.pos), "string ends at the end of the line"));
+                    return Err(Diagnostic::error("unterminated string literal").with_span(
+                        Span::new(start, self.pos),
+                        "string ends at the end of the line",
+                    ));
                 }
                 b'\\' => {
                     let escape = self.byte(1);
@@ -356,14 +391,19 @@ impl<'s> Cursor<'s> {
                             let lo = self.byte(2).filter(u8::is_ascii_hexdigit);
                             let Some(lo) = lo else {
                                 return Err(Diagnostic::error("malformed escape in string")
-                                    .with_span(Span::new(self.pos, self.pos + 2), "expected two hex digits"));
+                                    .with_span(
+                                        Span::new(self.pos, self.pos + 2),
+                                        "expected two hex digits",
+                                    ));
                             };
                             let hex = |c: u8| (c as char).to_digit(16).unwrap_or(0) as u8;
                             (hex(h) * 16 + hex(lo), 3)
                         }
                         _ => {
-                            return Err(Diagnostic::error("unknown escape in string")
-                                .with_span(Span::new(self.pos, self.pos + 1), "expected \\\", \\\\, \\n, \\t or \\XX"));
+                            return Err(Diagnostic::error("unknown escape in string").with_span(
+                                Span::new(self.pos, self.pos + 1),
+                                "expected \\\", \\\\, \\n, \\t or \\XX",
+                            ));
                         }
                     };
                     bytes.push(value);

@@ -27,7 +27,11 @@ type PResult<T> = Result<T, Diagnostic>;
 
 /// Parses a module from text.
 pub fn parse_module(source: &str) -> Result<Module, Diagnostic> {
-    let mut parser = Parser { cur: Cursor::new(source), module: Module::new(), depth: 0 };
+    let mut parser = Parser {
+        cur: Cursor::new(source),
+        module: Module::new(),
+        depth: 0,
+    };
     parser.file()?;
     Ok(parser.module)
 }
@@ -47,8 +51,10 @@ struct FuncState {
 impl FuncState {
     fn define(&mut self, name: String, values: Vec<ValueId>, span: Span) -> PResult<()> {
         if self.scopes.iter().any(|s| s.contains_key(&name)) {
-            return Err(Diagnostic::error(format!("redefinition of value `%{name}`"))
-                .with_span(span, "already defined above"));
+            return Err(
+                Diagnostic::error(format!("redefinition of value `%{name}`"))
+                    .with_span(span, "already defined above"),
+            );
         }
         // There is always at least the function scope.
         if let Some(scope) = self.scopes.last_mut() {
@@ -66,8 +72,10 @@ impl<'s> Parser<'s> {
     fn enter(&mut self, span: Span) -> PResult<()> {
         self.depth += 1;
         if self.depth > MAX_NESTING {
-            return Err(Diagnostic::error(format!("nesting is deeper than {MAX_NESTING} levels"))
-                .with_span(span, "too deep"));
+            return Err(
+                Diagnostic::error(format!("nesting is deeper than {MAX_NESTING} levels"))
+                    .with_span(span, "too deep"),
+            );
         }
         Ok(())
     }
@@ -100,11 +108,16 @@ impl<'s> Parser<'s> {
             }
         }
         if !self.cur.at_end() {
-            return Err(self.cur.error_here("expected end of input after the module"));
+            return Err(self
+                .cur
+                .error_here("expected end of input after the module"));
         }
         if self.module.n_functions() == 0 {
             return Err(Diagnostic::error("the input holds no function")
-                .with_span(self.cur.span_here(), "expected `func.func` before this point")
+                .with_span(
+                    self.cur.span_here(),
+                    "expected `func.func` before this point",
+                )
                 .with_note("a module is `module { func.func @name(...) { ... } }`"));
         }
         Ok(())
@@ -125,8 +138,10 @@ impl<'s> Parser<'s> {
         let name = self.cur.symbol_name()?;
         let name_span = self.cur.span_from(name_start);
         if self.module.find_function(&name).is_some() {
-            return Err(Diagnostic::error(format!("redefinition of function `@{name}`"))
-                .with_span(name_span, "a function of this name is defined above"));
+            return Err(
+                Diagnostic::error(format!("redefinition of function `@{name}`"))
+                    .with_span(name_span, "a function of this name is defined above"),
+            );
         }
 
         // Arguments.
@@ -138,12 +153,18 @@ impl<'s> Parser<'s> {
                 let (arg_name, index) = self.cur.value_name()?;
                 let span = self.cur.span_from(start);
                 if index.is_some() {
-                    return Err(Diagnostic::error("an argument name cannot have a `#` index")
-                        .with_span(span, "plain `%name` expected"));
+                    return Err(
+                        Diagnostic::error("an argument name cannot have a `#` index")
+                            .with_span(span, "plain `%name` expected"),
+                    );
                 }
                 self.cur.expect(":", "`:` and the argument type")?;
                 let ty = self.ty()?;
-                let attrs = if self.cur.peek("{") { self.attr_dict()? } else { AttrDict::new() };
+                let attrs = if self.cur.peek("{") {
+                    self.attr_dict()?
+                } else {
+                    AttrDict::new()
+                };
                 args.push((arg_name, span, ty, attrs));
                 if self.cur.eat(")") {
                     break;
@@ -159,7 +180,11 @@ impl<'s> Parser<'s> {
                 if !self.cur.eat(")") {
                     loop {
                         let ty = self.ty()?;
-                        let attrs = if self.cur.peek("{") { self.attr_dict()? } else { AttrDict::new() };
+                        let attrs = if self.cur.peek("{") {
+                            self.attr_dict()?
+                        } else {
+                            AttrDict::new()
+                        };
                         results.push((ty, attrs));
                         if self.cur.eat(")") {
                             break;
@@ -176,18 +201,26 @@ impl<'s> Parser<'s> {
             self.cur.expect_keyword("attributes")?;
             let dict = self.attr_dict()?;
             if !dict.is_empty() {
-                return Err(Diagnostic::error("function attributes are not supported")
-                    .with_span(self.cur.span_from(start), "memc keeps no function attributes"));
+                return Err(
+                    Diagnostic::error("function attributes are not supported").with_span(
+                        self.cur.span_from(start),
+                        "memc keeps no function attributes",
+                    ),
+                );
             }
         }
 
         let arg_types = args.iter().map(|a| a.2.clone()).collect();
         let result_types = results.iter().map(|r| r.0.clone()).collect();
         let mut func = Function::new(&name, arg_types, result_types);
+        func.set_span(name_span);
         for (i, (_, attrs)) in results.into_iter().enumerate() {
             *func.result_attrs_mut(i) = attrs;
         }
-        let mut state = FuncState { func, scopes: vec![HashMap::new()] };
+        let mut state = FuncState {
+            func,
+            scopes: vec![HashMap::new()],
+        };
         let arg_values = state.func.args().to_vec();
         for (i, (arg_name, span, _, attrs)) in args.into_iter().enumerate() {
             *state.func.arg_attrs_mut(i) = attrs;
@@ -221,8 +254,12 @@ impl<'s> Parser<'s> {
                 break;
             }
             if self.cur.at_end() {
-                return Err(Diagnostic::error("expected `}` to close this region")
-                    .with_span(self.cur.span_from(open), "region opened here is never closed"));
+                return Err(
+                    Diagnostic::error("expected `}` to close this region").with_span(
+                        self.cur.span_from(open),
+                        "region opened here is never closed",
+                    ),
+                );
             }
             if self.cur.peek("^") {
                 let label_start = self.cur.pos();
@@ -240,7 +277,8 @@ impl<'s> Parser<'s> {
                         if self.cur.eat(")") {
                             break;
                         }
-                        self.cur.expect(",", "`,` or `)` in the block argument list")?;
+                        self.cur
+                            .expect(",", "`,` or `)` in the block argument list")?;
                     }
                 }
                 self.cur.expect(":", "`:` after the block label")?;
@@ -253,7 +291,10 @@ impl<'s> Parser<'s> {
                             return Err(Diagnostic::error(
                                 "the function's entry block takes the function's arguments",
                             )
-                            .with_span(label_span, "write the arguments in the signature instead"));
+                            .with_span(
+                                label_span,
+                                "write the arguments in the signature instead",
+                            ));
                         }
                         existing
                     }
@@ -291,8 +332,10 @@ impl<'s> Parser<'s> {
                 if self.cur.eat(":") {
                     count = self.cur.usize_literal("the number of results")?;
                     if count == 0 {
-                        return Err(Diagnostic::error("a result group must hold at least one value")
-                            .with_span(self.cur.span_from(name_start), "`:0` is not allowed"));
+                        return Err(Diagnostic::error(
+                            "a result group must hold at least one value",
+                        )
+                        .with_span(self.cur.span_from(name_start), "`:0` is not allowed"));
                     }
                 }
                 let span = self.cur.span_from(name_start);
@@ -314,7 +357,9 @@ impl<'s> Parser<'s> {
         } else if self.cur.peek("\"") {
             self.generic_op(state, start, n_bound)?
         } else {
-            return Err(self.cur.error_here("expected an operation: `\"dialect.op\"(...)` or `return`"));
+            return Err(self
+                .cur
+                .error_here("expected an operation: `\"dialect.op\"(...)` or `return`"));
         };
         let op_span = self.cur.span_from(start);
         state.func.set_op_span(op, op_span);
@@ -353,7 +398,8 @@ impl<'s> Parser<'s> {
                     break;
                 }
             }
-            self.cur.expect(":", "`:` and the types of the returned values")?;
+            self.cur
+                .expect(":", "`:` and the types of the returned values")?;
             let types_start = self.cur.pos();
             let mut types = Vec::new();
             loop {
@@ -365,7 +411,9 @@ impl<'s> Parser<'s> {
             self.check_operand_types(state, &operands, &types, self.cur.span_from(types_start))?;
         }
         let _ = start;
-        Ok(state.func.create_op(Opcode::Return, operands, Vec::new(), AttrDict::new()))
+        Ok(state
+            .func
+            .create_op(Opcode::Return, operands, Vec::new(), AttrDict::new()))
     }
 
     fn generic_op(&mut self, state: &mut FuncState, start: usize, n_bound: usize) -> PResult<OpId> {
@@ -375,8 +423,9 @@ impl<'s> Parser<'s> {
         let Some(opcode) = Opcode::from_name(&name) else {
             let mut diag = Diagnostic::error(format!("unknown operation `{name}`"))
                 .with_span(name_span, "not in memc's op table");
-            if let Some(similar) =
-                Opcode::ALL.iter().find(|o| o.name().eq_ignore_ascii_case(&name))
+            if let Some(similar) = Opcode::ALL
+                .iter()
+                .find(|o| o.name().eq_ignore_ascii_case(&name))
             {
                 diag = diag.with_note(format!("did you mean `{}`?", similar.name()));
             }
@@ -397,7 +446,9 @@ impl<'s> Parser<'s> {
             return Err(Diagnostic::error("block successors are not supported")
                 .with_span(self.cur.span_here(), "memc has no branch operations"));
         }
-        let op = state.func.create_op(opcode, operands.clone(), Vec::new(), AttrDict::new());
+        let op = state
+            .func
+            .create_op(opcode, operands.clone(), Vec::new(), AttrDict::new());
         if self.cur.peek("(") {
             let open = self.cur.pos();
             self.cur.expect("(", "`(`")?;
@@ -453,7 +504,10 @@ impl<'s> Parser<'s> {
                 result_types.len(),
                 n_bound
             ))
-            .with_span(self.cur.span_from(start), "result count differs from the names on the left"));
+            .with_span(
+                self.cur.span_from(start),
+                "result count differs from the names on the left",
+            ));
         }
         for ty in result_types {
             state.func.add_result(op, ty);
@@ -493,13 +547,18 @@ impl<'s> Parser<'s> {
         let (name, index) = self.cur.value_name()?;
         let span = self.cur.span_from(start);
         let Some(values) = state.lookup(&name) else {
-            return Err(Diagnostic::error(format!("use of undefined value `%{name}`"))
-                .with_span(span, "not defined before this use"));
+            return Err(
+                Diagnostic::error(format!("use of undefined value `%{name}`"))
+                    .with_span(span, "not defined before this use"),
+            );
         };
         let i = index.unwrap_or(0);
         values.get(i).copied().ok_or_else(|| {
-            Diagnostic::error(format!("`%{name}` has {} result(s); #{i} is out of range", values.len()))
-                .with_span(span, "no such result")
+            Diagnostic::error(format!(
+                "`%{name}` has {} result(s); #{i} is out of range",
+                values.len()
+            ))
+            .with_span(span, "no such result")
         })
     }
 
@@ -511,7 +570,9 @@ impl<'s> Parser<'s> {
         } else if self.cur.eat_keyword("unknown") {
             None
         } else {
-            return Err(self.cur.error_here("expected a location name string or `unknown`"));
+            return Err(self
+                .cur
+                .error_here("expected a location name string or `unknown`"));
         };
         self.cur.expect(")", "`)` to close the location")?;
         Ok(loc)
@@ -526,23 +587,37 @@ impl<'s> Parser<'s> {
         }
         loop {
             let name_start = self.cur.pos();
-            let name = if self.cur.peek("\"") { self.cur.string_literal()? } else { self.cur.bare_name()? };
+            let name = if self.cur.peek("\"") {
+                self.cur.string_literal()?
+            } else {
+                self.cur.bare_name()?
+            };
             let name_span = self.cur.span_from(name_start);
             if !self.cur.eat("=") {
-                return Err(Diagnostic::error(format!("attribute `{name}` has no value"))
-                    .with_span(name_span, "expected `= value` (unit attributes are not supported)"));
+                return Err(
+                    Diagnostic::error(format!("attribute `{name}` has no value")).with_span(
+                        name_span,
+                        "expected `= value` (unit attributes are not supported)",
+                    ),
+                );
             }
             let value = self.attribute()?;
             if dict.insert(name.clone(), value).is_some() {
-                return Err(Diagnostic::error(format!("attribute `{name}` is given twice"))
-                    .with_span(name_span, "duplicate attribute"));
+                return Err(
+                    Diagnostic::error(format!("attribute `{name}` is given twice"))
+                        .with_span(name_span, "duplicate attribute"),
+                );
             }
             if self.cur.eat("}") {
                 break;
             }
             if self.cur.at_end() {
-                return Err(Diagnostic::error("expected `}` to close the attributes")
-                    .with_span(self.cur.span_from(open), "attributes opened here are never closed"));
+                return Err(
+                    Diagnostic::error("expected `}` to close the attributes").with_span(
+                        self.cur.span_from(open),
+                        "attributes opened here are never closed",
+                    ),
+                );
             }
             self.cur.expect(",", "`,` or `}` in the attributes")?;
         }
@@ -582,7 +657,11 @@ impl<'s> Parser<'s> {
         }
         if self.cur.eat_keyword("dense_resource") {
             self.cur.expect("<", "`<` after `dense_resource`")?;
-            let key = if self.cur.peek("\"") { self.cur.string_literal()? } else { self.cur.bare_name()? };
+            let key = if self.cur.peek("\"") {
+                self.cur.string_literal()?
+            } else {
+                self.cur.bare_name()?
+            };
             self.cur.expect(">", "`>` to close `dense_resource`")?;
             self.cur.expect(":", "`:` and the weight's tensor type")?;
             let Type::Tensor(ty) = self.ty()?;
@@ -594,8 +673,13 @@ impl<'s> Parser<'s> {
             let elem_start = self.cur.pos();
             let elem = self.cur.bare_name()?;
             if !matches!(elem.as_str(), "i64" | "i32" | "i16" | "i8") {
-                return Err(Diagnostic::error(format!("dense arrays of `{elem}` are not supported"))
-                    .with_span(self.cur.span_from(elem_start), "expected i64, i32, i16 or i8"));
+                return Err(Diagnostic::error(format!(
+                    "dense arrays of `{elem}` are not supported"
+                ))
+                .with_span(
+                    self.cur.span_from(elem_start),
+                    "expected i64, i32, i16 or i8",
+                ));
             }
             let mut items = Vec::new();
             if self.cur.eat(":") {
@@ -618,8 +702,12 @@ impl<'s> Parser<'s> {
             if let Some(elem) = ElemType::from_mlir_name(&word) {
                 return Ok(Attribute::ElemType(elem));
             }
-            return Err(Diagnostic::error(format!("unknown attribute value `{word}`"))
-                .with_span(self.cur.span_from(word_start), "not a number, string, array, type or weight"));
+            return Err(
+                Diagnostic::error(format!("unknown attribute value `{word}`")).with_span(
+                    self.cur.span_from(word_start),
+                    "not a number, string, array, type or weight",
+                ),
+            );
         }
         Err(self.cur.error_here("expected an attribute value"))
     }
@@ -638,27 +726,39 @@ impl<'s> Parser<'s> {
         use cursor::Number;
         match (number, suffix) {
             (Number::Int(v), None) => Ok(Attribute::Int(v)),
-            (Number::Int(v), Some((t, _))) if matches!(t.as_str(), "i64" | "i32" | "i16" | "i8" | "si64" | "si32" | "index") => {
+            (Number::Int(v), Some((t, _)))
+                if matches!(
+                    t.as_str(),
+                    "i64" | "i32" | "i16" | "i8" | "si64" | "si32" | "index"
+                ) =>
+            {
                 Ok(Attribute::Int(v))
             }
             (Number::Int(v), Some((t, _))) if matches!(t.as_str(), "f64" | "f32" | "f16") => {
                 Ok(Attribute::Float(v as f64))
             }
             (Number::Float(v), None) => Ok(Attribute::Float(v)),
-            (Number::Float(v), Some((t, _))) if matches!(t.as_str(), "f64" | "f32" | "f16" | "bf16") => {
+            (Number::Float(v), Some((t, _)))
+                if matches!(t.as_str(), "f64" | "f32" | "f16" | "bf16") =>
+            {
                 Ok(Attribute::Float(v))
             }
-            (Number::Hex(bits), Some((t, _))) if t == "f64" => Ok(Attribute::Float(f64::from_bits(bits))),
+            (Number::Hex(bits), Some((t, _))) if t == "f64" => {
+                Ok(Attribute::Float(f64::from_bits(bits)))
+            }
             (Number::Hex(bits), Some((t, t_span))) if t == "f32" => match u32::try_from(bits) {
                 Ok(b) => Ok(Attribute::Float(f64::from(f32::from_bits(b)))),
                 Err(_) => Err(Diagnostic::error("hex literal is wider than f32")
                     .with_span(t_span.to(span), "expected at most 8 hex digits")),
             },
             (Number::Hex(bits), _) => i64::try_from(bits).map(Attribute::Int).map_err(|_| {
-                Diagnostic::error("hex integer is out of range for i64").with_span(span, "too large")
+                Diagnostic::error("hex integer is out of range for i64")
+                    .with_span(span, "too large")
             }),
-            (_, Some((t, t_span))) => Err(Diagnostic::error(format!("unsupported numeric type `{t}`"))
-                .with_span(t_span, "expected i64, i32, f64 or f32")),
+            (_, Some((t, t_span))) => {
+                Err(Diagnostic::error(format!("unsupported numeric type `{t}`"))
+                    .with_span(t_span, "expected i64, i32, f64 or f32"))
+            }
         }
     }
 
@@ -695,7 +795,9 @@ impl<'s> Parser<'s> {
                     .with_span(span, "expected a tensor type")
                     .with_note(note));
             }
-            return Err(self.cur.error_here("expected a type such as `tensor<2x3xf32>`"));
+            return Err(self
+                .cur
+                .error_here("expected a type such as `tensor<2x3xf32>`"));
         }
         self.cur.expect_keyword("tensor")?;
         self.cur.expect_glued("<", "`<` right after `tensor`")?;
@@ -725,10 +827,16 @@ impl<'s> Parser<'s> {
         let elem_name = self.cur.raw_ident();
         let elem_span = self.cur.span_from(elem_start);
         let Some(elem) = ElemType::from_mlir_name(&elem_name) else {
-            let label = if elem_name.is_empty() { "expected an element type".to_string() } else { format!("`{elem_name}`") };
+            let label = if elem_name.is_empty() {
+                "expected an element type".to_string()
+            } else {
+                format!("`{elem_name}`")
+            };
             return Err(Diagnostic::error("unknown or unsupported element type")
                 .with_span(elem_span, label)
-                .with_note("supported: f64 f32 f16 bf16 i64 i32 i16 i8 ui64 ui32 ui16 ui8 i4 ui4 i1"));
+                .with_note(
+                    "supported: f64 f32 f16 bf16 i64 i32 i16 i8 ui64 ui32 ui16 ui8 i4 ui4 i1",
+                ));
         };
         if self.cur.eat(",") {
             let enc_start = self.cur.pos();
@@ -757,7 +865,10 @@ impl<'s> Parser<'s> {
                     names.len(),
                     n_dynamic
                 ))
-                .with_span(enc_span, "one name per `?` dim expected (\"\" for an unnamed one)"));
+                .with_span(
+                    enc_span,
+                    "one name per `?` dim expected (\"\" for an unnamed one)",
+                ));
             }
             let mut names = names.into_iter();
             for dim in dims.iter_mut().filter(|d| **d == Dim::Unknown) {

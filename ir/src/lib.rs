@@ -3,7 +3,7 @@
 //! - [`entity`]: typed `u32` handles (`OpId`, `ValueId`, ...) into per-function arenas.
 //! - [`types`], [`attr`]: ranked tensor types with named symbolic dims; attributes.
 //! - [`ops`]: the op table, where every op is declared once.
-//! - [`function`]: [`Function`] (data-flow graph plus a separate [`Layout`] for program order)
+//! - [`function`] holds [`Function`] (data-flow graph plus a separate [`Layout`] for program order)
 //!   and [`Module`] (functions plus the [`WeightStore`]).
 //! - [`printer`], [`parser`]: MLIR's generic op syntax, round-tripping exactly
 //!   (`print(parse(text)) == text` for text memc printed); upstream

@@ -1,0 +1,174 @@
+//! The command line as a user meets it: every message for a bad flag, a bad file, a bad
+//! pipeline, or a command that is not built yet, plus the flags `memc opt` offers. Outputs are
+//! insta snapshots (`cargo insta review` to accept a change).
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// Runs memc from the workspace root; returns exit code, stdout and stderr as one text.
+fn memc(args: &[&str], stdin: Option<&[u8]>) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memc"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the memc binary runs");
+    {
+        let mut pipe = child.stdin.take().expect("stdin is piped");
+        if let Some(bytes) = stdin {
+            pipe.write_all(bytes).expect("stdin accepts the input");
+        }
+    }
+    let output = child.wait_with_output().expect("memc finishes");
+    format!(
+        "exit code: {}\n----- stdout -----\n{}----- stderr -----\n{}",
+        output
+            .status
+            .code()
+            .map_or("signal".to_string(), |c| c.to_string()),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    )
+}
+
+fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("memc-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir is writable");
+    dir
+}
+
+#[test]
+fn help_lists_every_planned_command() {
+    let help = memc(&["--help"], None);
+    for command in ["opt", "compile", "run", "report", "inspect"] {
+        assert!(
+            help.contains(&format!("  {command} ")),
+            "--help lacks `{command}`:\n{help}"
+        );
+    }
+    insta::assert_snapshot!(help);
+}
+
+#[test]
+fn unbuilt_commands_say_so() {
+    for command in ["compile", "run", "report", "inspect"] {
+        let out = memc(
+            &[command, "model.onnx", "-o", "model.plan", "--report"],
+            None,
+        );
+        insta::assert_snapshot!(format!("not_built_{command}"), out);
+    }
+}
+
+#[test]
+fn missing_file() {
+    insta::assert_snapshot!(memc(&["opt", "no/such/file.mlir"], None));
+}
+
+#[test]
+fn binary_file() {
+    let dir = scratch_dir("binary");
+    let path = dir.join("model.onnx");
+    std::fs::write(&path, [0x08, 0x07, 0x12, 0xff, 0xfe, 0x00]).expect("write");
+    let out = memc(&["opt", path.to_str().expect("utf-8 path")], None);
+    let _ = std::fs::remove_dir_all(&dir);
+    insta::assert_snapshot!(out.replace(path.to_str().expect("utf-8 path"), "<tmp>/model.onnx"));
+}
+
+#[test]
+fn empty_pipeline_entry() {
+    insta::assert_snapshot!(memc(&["opt", "examples/mlp.mlir", "-p", "cse,,dce"], None));
+}
+
+#[test]
+fn unknown_flag() {
+    insta::assert_snapshot!(memc(&["opt", "examples/mlp.mlir", "--passes-please"], None));
+}
+
+#[test]
+fn missing_input_argument() {
+    insta::assert_snapshot!(memc(&["opt"], None));
+}
+
+#[test]
+fn reads_standard_input() {
+    let input = b"func.func @f(%a: tensor<2xf32>) -> tensor<2xf32> {\n  %0 = \"onnx.Identity\"(%a) : (tensor<2xf32>) -> tensor<2xf32>\n  return %0 : tensor<2xf32>\n}\n";
+    insta::assert_snapshot!(memc(&["opt", "-", "-p", "canonicalize,dce"], Some(input)));
+}
+
+#[test]
+fn standard_input_errors_name_stdin() {
+    let input = b"func.func @f(%a: tensor<2xf32>) {\n  %0 = \"onnx.Relu\"(%b) : (tensor<2xf32>) -> tensor<2xf32>\n  return\n}\n";
+    insta::assert_snapshot!(memc(&["opt", "-"], Some(input)));
+}
+
+#[test]
+fn writes_the_output_file() {
+    let dir = scratch_dir("out");
+    let out_path = dir.join("out.mlir");
+    let out = memc(
+        &[
+            "opt",
+            "examples/mlp.mlir",
+            "-p",
+            "canonicalize,cse,dce",
+            "-o",
+            out_path.to_str().expect("utf-8 path"),
+        ],
+        None,
+    );
+    assert!(
+        out.starts_with("exit code: 0\n----- stdout -----\n----- stderr -----\n"),
+        "{out}"
+    );
+    let written = std::fs::read_to_string(&out_path).expect("memc wrote the output file");
+    let stdout_run = memc(
+        &["opt", "examples/mlp.mlir", "-p", "canonicalize,cse,dce"],
+        None,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        stdout_run.contains(&written),
+        "the file holds what stdout would show"
+    );
+}
+
+#[test]
+fn unwritable_output_file() {
+    let out = memc(
+        &["opt", "examples/mlp.mlir", "-o", "no/such/dir/out.mlir"],
+        None,
+    );
+    insta::assert_snapshot!(out);
+}
+
+/// `--time-passes` prints one row per pass, then the verifier and the total. Times vary, so
+/// this checks the rows, not the figures.
+#[test]
+fn time_passes_reports_every_pass() {
+    let out = memc(
+        &[
+            "opt",
+            "examples/mlp.mlir",
+            "-p",
+            "canonicalize,cse,dce",
+            "--time-passes",
+        ],
+        None,
+    );
+    let (_, stderr) = out
+        .split_once("----- stderr -----\n")
+        .expect("stderr section");
+    for row in ["canonicalize", "cse", "dce", "verifier", "total"] {
+        assert!(
+            stderr.lines().any(|l| l.trim_end().ends_with(row)),
+            "no `{row}` row in:\n{stderr}"
+        );
+    }
+    assert!(Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/mlp.mlir")
+        .exists());
+}

@@ -165,6 +165,11 @@ impl Function {
         &self.result_types
     }
 
+    /// Changes the declared type of result `index` (shape inference refines signatures).
+    pub fn set_result_type(&mut self, index: usize, ty: Type) {
+        self.result_types[index] = ty;
+    }
+
     pub fn arg_attrs(&self, index: usize) -> &AttrDict {
         &self.arg_attrs[index]
     }

@@ -13,6 +13,7 @@
 
 pub mod attr;
 pub mod diag;
+pub mod dim;
 pub mod entity;
 pub mod function;
 pub mod ops;

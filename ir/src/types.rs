@@ -2,12 +2,13 @@
 //!
 //! Text form (MLIR builtin syntax): `tensor<2x?x768xf32>`; a scalar is `tensor<f32>`. Symbolic
 //! dims print as `?` and keep their names in the tensor's encoding attribute, one string per `?`
-//! in order (`""` for a dim that has no name):
+//! in order (`""` for a dim that has no name; an expression such as `"batch*seq"` for a
+//! computed one, see [`crate::dim`]):
 //! `tensor<?x?x768xf32, #memc.dims<["batch", "seq"]>>`. The encoding is omitted when no `?` dim
 //! has a name, so types without symbols read exactly as in MLIR.
 
+pub use crate::dim::Dim;
 use std::fmt;
-use std::sync::Arc;
 
 /// Element type of a tensor.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -107,40 +108,6 @@ impl fmt::Display for ElemType {
     }
 }
 
-/// One dimension of a tensor.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Dim {
-    /// A size known at compile time.
-    Static(u64),
-    /// A size bound later (`--dim batch=4`); the name is shared by every dim that must be equal.
-    Symbol(Arc<str>),
-    /// A size nobody named (ONNX dims with neither value nor param).
-    Unknown,
-}
-
-impl Dim {
-    pub fn symbol(name: &str) -> Dim {
-        Dim::Symbol(Arc::from(name))
-    }
-
-    pub fn as_static(&self) -> Option<u64> {
-        match self {
-            Dim::Static(n) => Some(*n),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for Dim {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Dim::Static(n) => write!(f, "{n}"),
-            Dim::Symbol(name) => f.write_str(name),
-            Dim::Unknown => f.write_str("?"),
-        }
-    }
-}
-
 /// A ranked tensor type.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TensorType {
@@ -193,25 +160,25 @@ impl fmt::Display for TensorType {
         for dim in &self.dims {
             match dim {
                 Dim::Static(n) => write!(f, "{n}x")?,
-                Dim::Symbol(_) | Dim::Unknown => f.write_str("?x")?,
+                Dim::Symbol(_) | Dim::Expr(_) | Dim::Unknown => f.write_str("?x")?,
             }
         }
         f.write_str(self.elem.mlir_name())?;
-        let has_names = self.dims.iter().any(|d| matches!(d, Dim::Symbol(_)));
+        let has_names = self.dims.iter().any(Dim::is_symbolic);
         if has_names {
             f.write_str(", #memc.dims<[")?;
             let mut first = true;
             for dim in &self.dims {
                 let name = match dim {
                     Dim::Static(_) => continue,
-                    Dim::Symbol(name) => name,
-                    Dim::Unknown => "",
+                    Dim::Symbol(_) | Dim::Expr(_) => dim.to_string(),
+                    Dim::Unknown => String::new(),
                 };
                 if !first {
                     f.write_str(", ")?;
                 }
                 first = false;
-                crate::printer::write_string_literal(f, name)?;
+                crate::printer::write_string_literal(f, &name)?;
             }
             f.write_str("]>")?;
         }

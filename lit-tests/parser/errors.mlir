@@ -93,5 +93,10 @@ func.func @region_value_not_visible_outside(%arg0: tensor<i1>, %arg1: tensor<4xf
 }
 
 // -----
+func.func @malformed_dim_expression(%arg0: tensor<?xf32, #memc.dims<["2*"]>>) {
+  return
+}
+
+// -----
 func.func @unclosed_body(%arg0: tensor<4xf32>) -> tensor<4xf32> {
   %0 = "onnx.Relu"(%arg0) : (tensor<4xf32>) -> tensor<4xf32>

@@ -10,6 +10,16 @@ module {
 }
 
 // -----
+// Computed dims are polynomials over symbols, in canonical order.
+module {
+  func.func @expressions(%arg0: tensor<?x?x768xf32, #memc.dims<["seq*batch", "1+past+seq"]>>) -> tensor<?x768xf32, #memc.dims<["2*batch*seq-batch"]>> {
+    %0 = "memc.weight"() {value = dense_resource<"shape"> : tensor<2xi64>} : () -> tensor<2xi64>
+    %1 = "onnx.Reshape"(%arg0, %0) : (tensor<?x?x768xf32, #memc.dims<["seq*batch", "1+past+seq"]>>, tensor<2xi64>) -> tensor<?x768xf32, #memc.dims<["2*batch*seq-batch"]>>
+    return %1 : tensor<?x768xf32, #memc.dims<["2*batch*seq-batch"]>>
+  }
+}
+
+// -----
 // Every element type, and scalars.
 module {
   func.func @elements(%arg0: tensor<f64>, %arg1: tensor<f32>, %arg2: tensor<2xf16>, %arg3: tensor<2xbf16>, %arg4: tensor<2xi64>, %arg5: tensor<2xi32>, %arg6: tensor<2xi16>, %arg7: tensor<2xi8>, %arg8: tensor<2xui8>, %arg9: tensor<8xi4>, %arg10: tensor<8xui4>, %arg11: tensor<2xi1>, %arg12: tensor<2xui16>, %arg13: tensor<2xui32>, %arg14: tensor<2xui64>, %arg15: tensor<0x3xf32>) {

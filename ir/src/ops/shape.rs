@@ -23,13 +23,12 @@ pub fn same_as_first(ctx: &OpCtx) -> ShapeResult {
 /// Broadcasts two dims; `Err` when they are static, different and neither is 1.
 pub fn broadcast_dim(a: &Dim, b: &Dim) -> Result<Dim, String> {
     Ok(match (a, b) {
-        (Dim::Static(x), Dim::Static(y)) if x == y => Dim::Static(*x),
+        (a, b) if a.provably_equal(b) => a.clone(),
         (Dim::Static(1), other) | (other, Dim::Static(1)) => other.clone(),
         (Dim::Static(x), Dim::Static(y)) => {
             return Err(format!("dims {x} and {y} do not broadcast"));
         }
         (Dim::Static(n), _) | (_, Dim::Static(n)) => Dim::Static(*n),
-        (Dim::Symbol(x), Dim::Symbol(y)) if x == y => Dim::Symbol(x.clone()),
         _ => Dim::Unknown,
     })
 }

@@ -873,8 +873,15 @@ impl<'s> Parser<'s> {
             let mut names = names.into_iter();
             for dim in dims.iter_mut().filter(|d| **d == Dim::Unknown) {
                 let name = names.next().unwrap_or_default();
-                if !name.is_empty() {
-                    *dim = Dim::symbol(&name);
+                *dim = Dim::parse(&name).map_err(|message| {
+                    Diagnostic::error(format!("malformed symbolic dim: {message}"))
+                        .with_span(enc_span, "in these dim names")
+                })?;
+                if dim.as_static().is_some() {
+                    return Err(
+                        Diagnostic::error(format!("dim name `{name}` is a constant"))
+                            .with_span(enc_span, "write a static dim in the shape instead of `?`"),
+                    );
                 }
             }
         }

@@ -4,11 +4,13 @@
 //! It re-exports the stage crates ([`ir`], [`passes`], [`codegen`], [`runtime`]) and holds the
 //! drivers the command line calls, so that everything the CLI does is callable as a library.
 //!
-//! Built so far: the IR with its MLIR-syntax printer and parser, the verifier, the pass manager
-//! and the `memc opt` driver ([`opt`]). The compile pipeline (ONNX import, planning, code
-//! generation, the plan file) comes with the next issues; [`PLANNED_COMMANDS`] lists what the
-//! command line answers as not built yet.
+//! Built so far: the IR with its MLIR-syntax printer and parser, the verifier, the pass manager,
+//! the `memc opt` driver ([`opt`]), and the front of the compile pipeline ([`compile`]): ONNX
+//! import and shape inference, printed with `memc compile --emit ir`. Planning, code generation
+//! and the plan file come with the next issues; [`PLANNED_COMMANDS`] lists what the command
+//! line answers as not built yet.
 
+pub mod compile;
 pub mod opt;
 
 pub use memc_codegen as codegen;

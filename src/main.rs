@@ -20,6 +20,14 @@ struct Cli {
 }
 
 #[derive(Copy, Clone, ValueEnum)]
+enum EmitArg {
+    Ir,
+    Mlir,
+    PlanJson,
+    Plan,
+}
+
+#[derive(Copy, Clone, ValueEnum)]
 enum ColorChoice {
     Auto,
     Always,
@@ -51,10 +59,20 @@ enum Command {
         #[arg(long)]
         time_passes: bool,
     },
-    /// Compile an ONNX model to a plan (not built yet).
+    /// Compile an ONNX model (today: import and shape inference, shown with `--emit ir`).
     Compile {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-        args: Vec<String>,
+        /// The ONNX model; external data is read from beside it.
+        model: PathBuf,
+        /// What to write: `ir` (or `mlir`, the same text) works; `plan-json` and `plan` are not
+        /// built yet.
+        #[arg(long, value_enum, default_value_t = EmitArg::Plan)]
+        emit: EmitArg,
+        /// Write here instead of standard output.
+        #[arg(short = 'o', long)]
+        output: Option<PathBuf>,
+        /// Bind a symbolic dim, e.g. `--dim batch=1 --dim seq=128`.
+        #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = memc::compile::parse_dim_binding)]
+        dims: Vec<(String, u64)>,
     },
     /// Execute a plan (not built yet).
     Run {
@@ -100,7 +118,20 @@ fn main() -> ExitCode {
             };
             opt(&file, output.as_deref(), &options)
         }
-        Command::Compile { .. } => not_built("compile"),
+        Command::Compile {
+            model,
+            emit,
+            output,
+            dims,
+        } => {
+            let emit = match emit {
+                EmitArg::Ir => memc::compile::Emit::Ir,
+                EmitArg::Mlir => memc::compile::Emit::Mlir,
+                EmitArg::PlanJson => memc::compile::Emit::PlanJson,
+                EmitArg::Plan => memc::compile::Emit::Plan,
+            };
+            compile(&model, emit, output.as_deref(), dims, color)
+        }
         Command::Run { .. } => not_built("run"),
         Command::Report { .. } => not_built("report"),
         Command::Inspect { .. } => not_built("inspect"),
@@ -141,21 +172,58 @@ fn opt(
     };
     let result = memc::opt::run_opt(&source, &name, options);
     eprint!("{}", result.stderr);
-    let written = match output {
-        Some(path) => std::fs::write(path, &result.stdout)
-            .map_err(|e| format!("cannot write `{}`: {e}", path.display())),
-        None => std::io::stdout()
-            .write_all(result.stdout.as_bytes())
-            .map_err(|e| format!("cannot write to standard output: {e}")),
-    };
-    if let Err(message) = written {
-        eprintln!("error: {message}");
-        return ExitCode::FAILURE;
-    }
+    let written = write_output(output, &result.stdout);
     if result.success {
-        ExitCode::SUCCESS
+        written
     } else {
         ExitCode::FAILURE
+    }
+}
+
+fn compile(
+    model: &std::path::Path,
+    emit: memc::compile::Emit,
+    output: Option<&std::path::Path>,
+    dims: Vec<(String, u64)>,
+    color: bool,
+) -> ExitCode {
+    if !emit.is_built() {
+        eprintln!(
+            "error: `memc compile` cannot write a plan yet: the memory planner and code generation are not built."
+        );
+        eprintln!(
+            "       `memc compile {} --emit ir` prints the imported, shape-inferred IR.",
+            model.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    let options = memc::compile::CompileOptions {
+        dims: dims.into_iter().collect(),
+    };
+    let module = match memc::compile::compile(model, &options) {
+        Ok(module) => module,
+        Err(diag) => {
+            eprint!("{}", diag.render(&model.display().to_string(), "", color));
+            return ExitCode::FAILURE;
+        }
+    };
+    write_output(output, &memc::ir::print_module(&module))
+}
+
+fn write_output(output: Option<&std::path::Path>, text: &str) -> ExitCode {
+    let written = match output {
+        Some(path) => std::fs::write(path, text)
+            .map_err(|e| format!("cannot write `{}`: {e}", path.display())),
+        None => std::io::stdout()
+            .write_all(text.as_bytes())
+            .map_err(|e| format!("cannot write to standard output: {e}")),
+    };
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
     }
 }
 

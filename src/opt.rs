@@ -135,6 +135,11 @@ fn run_piece(
             stderr.push_str(&render_all(&diagnostics, file_name, source, options.color));
             None
         }
+        Err(PassError::Rejected { pass, diagnostics }) => {
+            stderr.push_str(&format!("error: pass `{pass}` rejected the input\n"));
+            stderr.push_str(&render_all(&diagnostics, file_name, source, options.color));
+            None
+        }
         Err(error) => {
             stderr.push_str(&format!("error: {error}\n"));
             None

@@ -165,6 +165,13 @@ impl Function {
         &self.result_types
     }
 
+    /// Appends a result to the signature, with no attributes (an importer that learns the
+    /// result types last adds them this way; the `func.return` must match).
+    pub fn push_result_type(&mut self, ty: Type) {
+        self.result_types.push(ty);
+        self.result_attrs.push(AttrDict::new());
+    }
+
     /// Changes the declared type of result `index` (shape inference refines signatures).
     pub fn set_result_type(&mut self, index: usize, ty: Type) {
         self.result_types[index] = ty;

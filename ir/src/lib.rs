@@ -9,6 +9,7 @@
 //!   (`print(parse(text)) == text` for text memc printed); upstream
 //!   `mlir-opt --allow-unregistered-dialect` parses what memc prints.
 //! - [`verifier`]: the invariants every pass may rely on.
+//! - [`infer`]: shape inference, op by op (for the importer) or over a whole module.
 //! - [`diag`]: errors with locations, rendered with ariadne.
 
 pub mod attr;
@@ -16,6 +17,8 @@ pub mod diag;
 pub mod dim;
 pub mod entity;
 pub mod function;
+pub mod infer;
+pub mod onnx;
 pub mod ops;
 pub mod parser;
 pub mod printer;
@@ -27,6 +30,7 @@ pub use attr::{AttrDict, AttrKind, Attribute};
 pub use diag::{Diagnostic, Span};
 pub use entity::{BlockId, FuncId, OpId, RegionId, ValueId, WeightId};
 pub use function::{Function, Layout, Module, OpData, ValueDef};
+pub use infer::{infer_module, unbound_symbols, KnownValue, ShapeInference, SymInt};
 pub use ops::Opcode;
 pub use parser::parse_module;
 pub use printer::print_module;

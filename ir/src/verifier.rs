@@ -35,7 +35,7 @@
 
 use crate::diag::Diagnostic;
 use crate::function::ValueDef;
-use crate::ops::{entry_for_position, OpCtx, Opcode, TypeRule};
+use crate::ops::{entry_for_position, OpCtx, Opcode, ShapeCtx, TypeRule};
 use crate::{Attribute, BlockId, ElemType, Function, Module, OpId, RegionId, Type, ValueId};
 use cranelift_entity::SecondaryMap;
 use std::collections::{HashMap, HashSet};
@@ -437,7 +437,8 @@ impl Verifier<'_> {
             }
         }
         if let Some(infer) = def.infer {
-            match infer(&ctx) {
+            let shape_ctx = ShapeCtx::new(func, op).with_weights(&self.module.weights);
+            match infer(&shape_ctx) {
                 Err(message) => self.error(Some(op), message),
                 Ok(None) => {}
                 Ok(Some(inferred)) => {

@@ -1,8 +1,9 @@
 //! The weight store: where a module's constant tensors live, outside the IR.
 //!
 //! An IR attribute names a weight by [`WeightId`]; the bytes stay where they were loaded. This
-//! issue backs the store by plain memory ([`WeightBytes::Owned`]); the ONNX importer backs it by
-//! memory maps of the model file and its external data. A weight parsed from text has no bytes
+//! The ONNX importer backs it by memory maps of the model file and its external data
+//! ([`WeightBytes::Mapped`]); small tensors stored as typed values are packed into owned memory
+//! ([`WeightBytes::Owned`]). A weight parsed from text has no bytes
 //! ([`WeightBytes::Absent`]): the text format refers to weights by name only.
 
 use crate::{TensorType, WeightId};
@@ -17,6 +18,9 @@ pub enum WeightBytes {
     Absent,
     /// The bytes are owned in memory, shared between clones of the store.
     Owned(Arc<[u8]>),
+    /// The bytes are a slice of a memory-mapped file (the model or its external data); the map
+    /// lives as long as any slice of it.
+    Mapped(bytes::Bytes),
 }
 
 #[derive(Clone, Debug)]
@@ -35,11 +39,17 @@ impl Weight {
         &self.ty
     }
 
+    /// Where the weight's bytes are.
+    pub fn data(&self) -> &WeightBytes {
+        &self.bytes
+    }
+
     /// The weight's bytes, or `None` when they are not loaded.
     pub fn bytes(&self) -> Option<&[u8]> {
         match &self.bytes {
             WeightBytes::Absent => None,
             WeightBytes::Owned(b) => Some(b),
+            WeightBytes::Mapped(b) => Some(b),
         }
     }
 }
@@ -80,13 +90,18 @@ impl WeightStore {
         if self.by_name.contains_key(name) {
             return Err(WeightError::Duplicate(name.to_string()));
         }
-        if let (WeightBytes::Owned(b), Some(expected)) = (&bytes, ty.static_byte_size()) {
-            if b.len() as u64 != expected {
+        let len = match &bytes {
+            WeightBytes::Absent => None,
+            WeightBytes::Owned(b) => Some(b.len()),
+            WeightBytes::Mapped(b) => Some(b.len()),
+        };
+        if let (Some(len), Some(expected)) = (len, ty.static_byte_size()) {
+            if len as u64 != expected {
                 return Err(WeightError::SizeMismatch {
                     name: name.to_string(),
                     ty: ty.to_string(),
                     expected,
-                    actual: b.len() as u64,
+                    actual: len as u64,
                 });
             }
         }

@@ -7,17 +7,20 @@
 //!   Reshape and of Transpose.
 //! - [`cse`]: merges pure ops that compute the same value, respecting region scopes.
 //! - [`dce`]: removes pure ops whose results are unused.
+//! - [`shape_infer`]: refines value types from shape functions and known shape values.
 //!
 //! What the crate guarantees: every pass takes verified IR to verified IR, and never panics on
 //! verified IR. The manager checks the first half after each pass (unless told not to) and
 //! reports a failure as a bug in memc. A pass replaces a value only by a value of exactly its
-//! type, so function signatures and the types users see never change. Passes never reorder
+//! type, so function signatures and the types users see never change, except that
+//! `shape-infer` refines types (only ever making them more precise). Passes never reorder
 //! ops; erased ops keep their handles as unplaced tombstones, as `memc_ir` specifies.
 
 pub mod canonicalize;
 pub mod cse;
 pub mod dce;
 pub mod manager;
+pub mod shape_infer;
 
 mod rewrite;
 #[cfg(test)]
@@ -29,3 +32,4 @@ pub use dce::{eliminate_dead_ops, Dce};
 pub use manager::{
     parse_pipeline, registered_passes, Pass, PassError, PassManager, PassReport, VerifyFn,
 };
+pub use shape_infer::ShapeInfer;

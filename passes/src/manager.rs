@@ -13,7 +13,7 @@
 //! - With [`PassManager::time_passes`] the wall time of every pass and of all verification is
 //!   measured and rendered as a table in the style of MLIR's `--mlir-timing`.
 
-use crate::{Canonicalize, Cse, Dce};
+use crate::{Canonicalize, Cse, Dce, ShapeInfer};
 use memc_ir::{Diagnostic, Module};
 use std::fmt::Write as _;
 use std::io::Write;
@@ -66,6 +66,14 @@ pub enum PassError {
         diagnostics: Vec<Diagnostic>,
     },
 
+    /// A pass found the input inconsistent (shape inference: operands whose shapes cannot be
+    /// combined); each diagnostic points at an op.
+    #[error("pass `{pass}` rejected the input:{}", format_diagnostics(.diagnostics))]
+    Rejected {
+        pass: &'static str,
+        diagnostics: Vec<Diagnostic>,
+    },
+
     /// A pass met input it cannot handle.
     #[error("pass `{pass}` failed: {message}")]
     PassFailed { pass: &'static str, message: String },
@@ -87,7 +95,12 @@ fn format_diagnostics(diagnostics: &[Diagnostic]) -> String {
 
 /// Every registered pass, one instance each, in the order `--help` lists them.
 pub fn registered_passes() -> Vec<Box<dyn Pass>> {
-    vec![Box::new(Canonicalize), Box::new(Cse), Box::new(Dce)]
+    vec![
+        Box::new(ShapeInfer::new()),
+        Box::new(Canonicalize),
+        Box::new(Cse),
+        Box::new(Dce),
+    ]
 }
 
 /// Parses a comma-separated pipeline such as `canonicalize,cse,dce`.
@@ -312,7 +325,7 @@ mod tests {
     fn an_unknown_pass_is_named_with_the_available_ones() {
         assert_eq!(
             parse_error("cse,fold-everything"),
-            "unknown pass `fold-everything`; available passes: canonicalize, cse, dce"
+            "unknown pass `fold-everything`; available passes: shape-infer, canonicalize, cse, dce"
         );
     }
 

@@ -1,9 +1,10 @@
 //! The op table: every operation memc knows, declared exactly once.
 //!
 //! An [`OpDef`] gives an op's name (`dialect.op`), its operands and results with their type
-//! rules, its attribute schema, how many regions it holds, its traits, a verifier hook and a
-//! shape function slot. The printer, the parser, the verifier and the passes all read this
-//! table; nothing else lists ops.
+//! rules, its attribute schema, how many regions it holds, its traits, a verifier hook, a
+//! shape function and a fold (the known value of a result, for ops that compute shapes). The
+//! printer, the parser, the verifier, shape inference and the passes all read this table;
+//! nothing else lists ops.
 //!
 //! # How to add an op
 //!
@@ -15,20 +16,32 @@
 //! 2. If the op has rules beyond counts, types and attribute kinds (a permutation, an axis in
 //!    range, matching inner dims), write a verifier hook in `verify.rs` and attach it with
 //!    `.verify(...)`. A hook returns a sentence that says what is wrong.
-//! 3. If its result shapes follow from its operands, write a shape function in `shape.rs` and
-//!    attach it with `.shape(...)`; the verifier then checks written result types against it.
-//! 4. Add a lit-test under `lit-tests/` that shows the op printed, parsed and verified, and one
-//!    for each error its hook can report.
+//! 3. Write a shape function in `shape.rs` and attach it with `.shape(...)`: it computes the
+//!    result types from the operand types, the attributes and the known values of operands
+//!    ([`ShapeCtx`]), and returns `Ok(None)` where it cannot tell, never a wrong shape. The
+//!    verifier checks written result types against it; shape inference (`crate::infer`) uses
+//!    it to fill in types.
+//! 4. If the op computes shapes (it may sit between `Shape` and `Reshape`), write a fold in
+//!    `fold.rs` and attach it with `.fold(...)`: the known value of a result from the known
+//!    values of the operands.
+//! 5. Add a lit-test under `lit-tests/` that shows the op printed, parsed and verified, and one
+//!    for each error its hook or shape function can report.
 
+mod fold;
 mod shape;
 mod table;
+mod value;
 mod verify;
 
+pub use shape::{broadcast_dim, broadcast_dims, elem_from_onnx_dtype};
 pub use table::Opcode;
+pub use value::{KnownValue, SymInt, MAX_KNOWN_ELEMENTS};
 pub use verify::{normalize_axis, transpose_perm};
 
 use crate::attr::AttrKind;
-use crate::{Attribute, ElemType, Function, OpId, TensorType, Type, ValueId};
+use crate::{Attribute, ElemType, Function, OpId, TensorType, Type, ValueId, WeightStore};
+use std::borrow::Cow;
+use std::collections::HashMap;
 
 /// How many values one operand or result entry stands for.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -161,12 +174,80 @@ impl<'a> OpCtx<'a> {
     }
 }
 
+/// What a shape function or a fold sees: the op, and what is known beyond its types.
+///
+/// Without weights or known values (as the verifier builds it) shape functions see types and
+/// attributes only, and say less; they never say something different.
+pub struct ShapeCtx<'a> {
+    base: OpCtx<'a>,
+    weights: Option<&'a WeightStore>,
+    known: Option<&'a HashMap<ValueId, KnownValue>>,
+}
+
+impl<'a> ShapeCtx<'a> {
+    /// A context with neither weights nor known values.
+    pub fn new(func: &'a Function, op: OpId) -> ShapeCtx<'a> {
+        ShapeCtx {
+            base: OpCtx { func, op },
+            weights: None,
+            known: None,
+        }
+    }
+
+    /// Gives shape functions the module's weights (element types of weight attributes,
+    /// contents of `memc.weight`).
+    pub fn with_weights(mut self, weights: &'a WeightStore) -> ShapeCtx<'a> {
+        self.weights = Some(weights);
+        self
+    }
+
+    /// Gives shape functions the known values of operands.
+    pub fn with_known(mut self, known: &'a HashMap<ValueId, KnownValue>) -> ShapeCtx<'a> {
+        self.known = Some(known);
+        self
+    }
+
+    pub fn weights(&self) -> Option<&'a WeightStore> {
+        self.weights
+    }
+
+    /// The known value of operand `index`. A tensor with a static shape and no elements is
+    /// always known.
+    pub fn known_operand(&self, index: usize) -> Option<Cow<'a, KnownValue>> {
+        let value = *self.base.operands().get(index)?;
+        if let Some(known) = self.known.and_then(|k| k.get(&value)) {
+            return Some(Cow::Borrowed(known));
+        }
+        let ty = self.base.operand_type(index)?;
+        let shape = ty.static_shape()?;
+        shape
+            .contains(&0)
+            .then(|| KnownValue::new(shape, Vec::new()))
+            .flatten()
+            .map(Cow::Owned)
+    }
+}
+
+impl<'a> std::ops::Deref for ShapeCtx<'a> {
+    type Target = OpCtx<'a>;
+
+    fn deref(&self) -> &OpCtx<'a> {
+        &self.base
+    }
+}
+
 /// A verifier hook: `Err` holds a sentence saying what is wrong.
 pub type VerifyFn = fn(&OpCtx) -> Result<(), String>;
 
-/// A shape function: the result types implied by the operand types and attributes. It returns
-/// `Ok(None)` when it cannot tell (for example, when a result shape depends on operand values).
-pub type ShapeFn = fn(&OpCtx) -> Result<Option<Vec<TensorType>>, String>;
+/// A shape function: the result types implied by the operand types, attributes and known
+/// operand values. It returns `Ok(None)` when it cannot tell, and may return more types than
+/// the op has results (optional results left out); a dim it cannot tell is [`crate::Dim::Unknown`].
+pub type ShapeFn = fn(&ShapeCtx) -> Result<Option<Vec<TensorType>>, String>;
+
+/// A fold: the known value of result `index`, given the result types the shape function
+/// computed (each with a static shape of at most [`MAX_KNOWN_ELEMENTS`] elements when the fold
+/// is called for it); `None` when an operand it needs is not known.
+pub type FoldFn = fn(&ShapeCtx, &[TensorType], usize) -> Option<KnownValue>;
 
 /// The declaration of one op.
 #[derive(Copy, Clone, Debug)]
@@ -181,6 +262,7 @@ pub struct OpDef {
     pub traits: Traits,
     pub verify: Option<VerifyFn>,
     pub infer: Option<ShapeFn>,
+    pub fold: Option<FoldFn>,
 }
 
 /// Starts an op declaration: no operands, results or attributes, pure, no regions.
@@ -196,6 +278,7 @@ pub const fn op(name: &'static str, summary: &'static str) -> OpDef {
         traits: Traits::PURE,
         verify: None,
         infer: None,
+        fold: None,
     }
 }
 
@@ -243,6 +326,11 @@ impl OpDef {
 
     pub const fn shape(mut self, infer: ShapeFn) -> OpDef {
         self.infer = Some(infer);
+        self
+    }
+
+    pub const fn fold(mut self, fold: FoldFn) -> OpDef {
+        self.fold = Some(fold);
         self
     }
 

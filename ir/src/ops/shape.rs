@@ -1,23 +1,221 @@
-//! Shape functions: result types computed from operand types and attributes.
+//! Shape functions: result types computed from operand types, attributes and the known values
+//! of operands (see [`ShapeCtx`]).
 //!
-//! Each returns `Ok(Some(types))` when it can tell, `Ok(None)` when the result depends on
-//! something it cannot see (operand values), and `Err` when the operands cannot be combined.
+//! Each returns `Ok(Some(types))` when it can tell, `Ok(None)` when it cannot, and `Err` with a
+//! sentence when the operands cannot be combined. A dim it cannot tell is [`Dim::Unknown`]: a
+//! shape function may say less than the truth, never something else. They never panic and
+//! never index out of bounds, whatever the input (shape functions also run on ops the ONNX
+//! importer has not verified yet): counts, ranks and attribute values are checked, and size
+//! arithmetic is checked or done in `i128`.
+//!
 //! Symbolic dims follow numpy broadcasting as far as names allow: a named dim against `1` keeps
-//! the name, two different names give an unknown dim.
+//! the name, two different names give an unknown dim. Symbols are sizes, so never negative;
+//! where ONNX gives `0` a special meaning (a `Reshape` entry copies the input dim) a symbolic
+//! entry is taken to be non-zero, as ONNX's own shape inference does. A `Slice` end of
+//! `i32::MAX` or more reads to the end of the axis.
 
-use super::OpCtx;
-use crate::{Dim, ElemType, TensorType};
+use super::value::{KnownValue, SymInt, MAX_KNOWN_ELEMENTS};
+use super::verify::transpose_perm;
+use super::ShapeCtx;
+use crate::{Attribute, Dim, ElemType, TensorType};
+use std::borrow::Cow;
 
 type ShapeResult = Result<Option<Vec<TensorType>>, String>;
 
-fn operand<'a>(ctx: &OpCtx<'a>, index: usize) -> Result<&'a TensorType, String> {
+fn operand<'a>(ctx: &ShapeCtx<'a>, index: usize) -> Result<&'a TensorType, String> {
     ctx.operand_type(index)
         .ok_or_else(|| format!("operand #{index} is missing"))
 }
 
+fn one(ty: TensorType) -> ShapeResult {
+    Ok(Some(vec![ty]))
+}
+
+/// The known value of operand `index`.
+fn known<'a>(ctx: &ShapeCtx<'a>, index: usize) -> Option<Cow<'a, KnownValue>> {
+    ctx.known_operand(index)
+}
+
+/// The elements of operand `index`, when its value is known.
+fn known_syms(ctx: &ShapeCtx, index: usize) -> Option<Vec<SymInt>> {
+    known(ctx, index).map(|v| v.elems().to_vec())
+}
+
+/// The integers of operand `index`, when all are known constants.
+fn known_ints(ctx: &ShapeCtx, index: usize) -> Option<Vec<i64>> {
+    known(ctx, index)?.ints()
+}
+
+/// The floats of operand `index`, when all are known.
+fn known_floats(ctx: &ShapeCtx, index: usize) -> Option<Vec<f64>> {
+    known(ctx, index)?.floats()
+}
+
+/// Whether operand `index` is present with a known value that has no elements (ONNX uses empty
+/// tensors as placeholders for absent inputs).
+fn known_empty(ctx: &ShapeCtx, index: usize) -> bool {
+    known(ctx, index).is_some_and(|v| v.elems().is_empty())
+}
+
+/// The length of a 1-d tensor with a static length of at most [`MAX_KNOWN_ELEMENTS`].
+fn static_len(ty: &TensorType) -> Option<usize> {
+    match ty.dims.as_slice() {
+        [Dim::Static(n)] if *n <= MAX_KNOWN_ELEMENTS => usize::try_from(*n).ok(),
+        _ => None,
+    }
+}
+
+/// An integer-array attribute; `Err` when it is present with another kind.
+fn ints_attr(ctx: &ShapeCtx, name: &str) -> Result<Option<Vec<i64>>, String> {
+    match ctx.attr(name) {
+        None => Ok(None),
+        Some(a) => a
+            .as_ints()
+            .map(Some)
+            .ok_or_else(|| format!("`{name}` must be an array of integers")),
+    }
+}
+
+/// A string attribute, or `None` when absent or of another kind.
+fn str_attr<'a>(ctx: &ShapeCtx<'a>, name: &str) -> Option<&'a str> {
+    ctx.attr(name).and_then(Attribute::as_str)
+}
+
+/// `axis` (negative counts from the end) as an index into `rank` dims.
+fn axis_index(axis: i64, rank: usize) -> Result<usize, String> {
+    let r = i64::try_from(rank).map_err(|_| "the rank is too large".to_string())?;
+    if r == 0 {
+        return Err(format!("axis {axis} needs an input of rank 1 or more"));
+    }
+    let normalized = if axis < 0 {
+        axis.checked_add(r)
+    } else {
+        Some(axis)
+    };
+    match normalized {
+        Some(a) if (0..r).contains(&a) => Ok(a as usize),
+        _ => Err(format!(
+            "axis {axis} is out of range for rank {rank} (expected -{rank}..{rank})"
+        )),
+    }
+}
+
+/// Normalizes a list of axes; `Err` on an axis out of range or listed twice.
+fn axis_set(axes: &[i64], rank: usize) -> Result<Vec<usize>, String> {
+    let mut out: Vec<usize> = Vec::with_capacity(axes.len());
+    for &axis in axes {
+        let a = axis_index(axis, rank)?;
+        if out.contains(&a) {
+            return Err(format!("axis {axis} is listed twice in {axes:?}"));
+        }
+        out.push(a);
+    }
+    Ok(out)
+}
+
+/// The product of dims (`1` for none).
+fn product(dims: &[Dim]) -> Dim {
+    dims.iter().fold(Dim::Static(1), |acc, d| acc.mul(d))
+}
+
+/// `dim + c` for a signed constant.
+fn add_const(dim: &Dim, c: i128) -> Dim {
+    match u64::try_from(c.unsigned_abs()) {
+        Ok(magnitude) if c >= 0 => dim.add(&Dim::Static(magnitude)),
+        Ok(magnitude) => dim.sub(&Dim::Static(magnitude)),
+        Err(_) => Dim::Unknown,
+    }
+}
+
+/// A static dim from an `i128` size; `Unknown` when it does not fit.
+fn static_dim(n: i128) -> Dim {
+    u64::try_from(n).map_or(Dim::Unknown, Dim::Static)
+}
+
+fn floor_div(a: i128, b: i128) -> i128 {
+    a.div_euclid(b)
+}
+
+fn ceil_div(a: i128, b: i128) -> i128 {
+    -((-a).div_euclid(b))
+}
+
+/// Whether a dim is provably non-negative: a static size, a symbol, or a polynomial whose
+/// coefficients are all positive.
+fn is_non_negative(dim: &Dim) -> bool {
+    match dim {
+        Dim::Static(_) | Dim::Symbol(_) => true,
+        Dim::Expr(e) => e.terms().all(|(_, c)| c > 0),
+        Dim::Unknown => false,
+    }
+}
+
+/// Two dims that must be equal (Concat off the axis): the static one, else a named one.
+fn unify(a: &Dim, b: &Dim) -> Result<Dim, String> {
+    Ok(match (a, b) {
+        (Dim::Static(x), Dim::Static(y)) if x != y => {
+            return Err(format!("dims {x} and {y} differ"));
+        }
+        (Dim::Static(_), _) => a.clone(),
+        (_, Dim::Static(_)) => b.clone(),
+        (Dim::Unknown, _) => b.clone(),
+        _ => a.clone(),
+    })
+}
+
+/// The element type for an ONNX `TensorProto.DataType` code, when memc has it.
+pub fn elem_from_onnx_dtype(code: i64) -> Option<ElemType> {
+    Some(match code {
+        1 => ElemType::F32,
+        2 => ElemType::U8,
+        3 => ElemType::I8,
+        4 => ElemType::U16,
+        5 => ElemType::I16,
+        6 => ElemType::I32,
+        7 => ElemType::I64,
+        9 => ElemType::Bool,
+        10 => ElemType::F16,
+        11 => ElemType::F64,
+        12 => ElemType::U32,
+        13 => ElemType::U64,
+        16 => ElemType::BF16,
+        21 => ElemType::U4,
+        22 => ElemType::I4,
+        _ => return None,
+    })
+}
+
+/// Known shape-operand entries as dims: `Err` on a negative entry (`what` names the operand).
+fn entries_as_dims(values: &[SymInt], what: &str) -> Result<Vec<Dim>, String> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| match v.as_const() {
+            Some(c) if c < 0 => Err(format!("{what} entry #{i} is {c}, a negative size")),
+            _ => Ok(v.as_dim().unwrap_or(Dim::Unknown)),
+        })
+        .collect()
+}
+
+fn format_entries(values: &[SymInt]) -> String {
+    let items: Vec<String> = values.iter().map(ToString::to_string).collect();
+    format!("[{}]", items.join(", "))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Elementwise.
+
 /// The result has the type of the first operand.
-pub fn same_as_first(ctx: &OpCtx) -> ShapeResult {
-    Ok(Some(vec![operand(ctx, 0)?.clone()]))
+pub fn same_as_first(ctx: &ShapeCtx) -> ShapeResult {
+    one(operand(ctx, 0)?.clone())
+}
+
+/// The first operand's shape with a bool element type (`IsNaN`).
+pub fn same_shape_bool(ctx: &ShapeCtx) -> ShapeResult {
+    one(TensorType::new(
+        ElemType::Bool,
+        operand(ctx, 0)?.dims.clone(),
+    ))
 }
 
 /// Broadcasts two dims; `Err` when they are static, different and neither is 1.
@@ -46,7 +244,7 @@ pub fn broadcast_dims(a: &[Dim], b: &[Dim]) -> Result<Vec<Dim>, String> {
         .collect()
 }
 
-fn broadcast_operands(ctx: &OpCtx, from: usize) -> Result<Vec<Dim>, String> {
+fn broadcast_operands(ctx: &ShapeCtx, from: usize) -> Result<Vec<Dim>, String> {
     let mut dims = operand(ctx, from)?.dims.clone();
     for i in from + 1..ctx.n_operands() {
         dims = broadcast_dims(&dims, &operand(ctx, i)?.dims)
@@ -56,53 +254,99 @@ fn broadcast_operands(ctx: &OpCtx, from: usize) -> Result<Vec<Dim>, String> {
 }
 
 /// Elementwise ops over all operands; the element type is the first operand's.
-pub fn broadcast(ctx: &OpCtx) -> ShapeResult {
+pub fn broadcast(ctx: &ShapeCtx) -> ShapeResult {
     let elem = operand(ctx, 0)?.elem;
-    Ok(Some(vec![TensorType::new(
-        elem,
-        broadcast_operands(ctx, 0)?,
-    )]))
+    one(TensorType::new(elem, broadcast_operands(ctx, 0)?))
 }
 
 /// Comparisons: broadcast, bool result.
-pub fn broadcast_to_bool(ctx: &OpCtx) -> ShapeResult {
-    Ok(Some(vec![TensorType::new(
-        ElemType::Bool,
-        broadcast_operands(ctx, 0)?,
-    )]))
+pub fn broadcast_to_bool(ctx: &ShapeCtx) -> ShapeResult {
+    one(TensorType::new(ElemType::Bool, broadcast_operands(ctx, 0)?))
 }
 
 /// `Where(cond, X, Y)`: broadcast of all three, element type of `X`.
-pub fn broadcast_where(ctx: &OpCtx) -> ShapeResult {
+pub fn broadcast_where(ctx: &ShapeCtx) -> ShapeResult {
     let elem = operand(ctx, 1)?.elem;
-    Ok(Some(vec![TensorType::new(
-        elem,
-        broadcast_operands(ctx, 0)?,
-    )]))
+    one(TensorType::new(elem, broadcast_operands(ctx, 0)?))
 }
 
 /// `Cast`: the input's shape with the element type `to`.
-pub fn cast(ctx: &OpCtx) -> ShapeResult {
+pub fn cast(ctx: &ShapeCtx) -> ShapeResult {
     let Some(to) = ctx.attr("to").and_then(|a| a.as_elem_type()) else {
         return Ok(None);
     };
-    Ok(Some(vec![TensorType::new(
-        to,
-        operand(ctx, 0)?.dims.clone(),
-    )]))
+    one(TensorType::new(to, operand(ctx, 0)?.dims.clone()))
 }
 
+/// `Dropout`: the data's type, and a bool mask of its shape.
+pub fn dropout(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    Ok(Some(vec![
+        x.clone(),
+        TensorType::new(ElemType::Bool, x.dims.clone()),
+    ]))
+}
+
+/// `DequantizeLinear`: the input's shape with the scale's element type.
+pub fn dequantize_linear(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let scale = operand(ctx, 1)?;
+    one(TensorType::new(scale.elem, x.dims.clone()))
+}
+
+/// `QuantizeLinear`: the input's shape with the zero point's element type, else
+/// `output_dtype`'s, else `ui8`.
+pub fn quantize_linear(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let elem = match (ctx.operand_type(2), ctx.int_attr("output_dtype")) {
+        (Some(zero_point), _) => zero_point.elem,
+        (None, Some(code)) if code != 0 => elem_from_onnx_dtype(code)
+            .ok_or_else(|| format!("`output_dtype` {code} is not an element type memc has"))?,
+        (None, _) => ElemType::U8,
+    };
+    one(TensorType::new(elem, x.dims.clone()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Normalization.
+
+/// `LayerNormalization`: `Y` like `X`; `Mean` and `InvStdDev` keep the dims before `axis` and
+/// have 1 from `axis` on, with the element type `stash_type` names.
+pub fn layer_normalization(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let axis = axis_index(ctx.int_attr("axis").unwrap_or(-1), x.rank())?;
+    let stash_type = ctx.int_attr("stash_type").unwrap_or(1);
+    let stat_elem = elem_from_onnx_dtype(stash_type)
+        .filter(|e| e.is_float())
+        .ok_or_else(|| format!("`stash_type` {stash_type} is not a float type"))?;
+    let mut stat_dims = x.dims[..axis].to_vec();
+    stat_dims.resize(x.rank(), Dim::Static(1));
+    let stat = TensorType::new(stat_elem, stat_dims);
+    Ok(Some(vec![x.clone(), stat.clone(), stat]))
+}
+
+/// `BatchNormalization`: `Y` like `X`; the running statistics like the input statistics.
+pub fn batch_normalization(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let mean = operand(ctx, 3)?;
+    let var = operand(ctx, 4)?;
+    Ok(Some(vec![x.clone(), mean.clone(), var.clone()]))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Contractions.
+
 /// `Transpose`: dims permuted by `perm` (reversed when absent).
-pub fn transpose(ctx: &OpCtx) -> ShapeResult {
+pub fn transpose(ctx: &ShapeCtx) -> ShapeResult {
     let input = operand(ctx, 0)?;
-    let perm = super::verify::transpose_perm(ctx, input.rank())?;
+    let perm = transpose_perm(ctx, input.rank())?;
     let dims = perm.iter().map(|&p| input.dims[p].clone()).collect();
-    Ok(Some(vec![TensorType::new(input.elem, dims)]))
+    one(TensorType::new(input.elem, dims))
 }
 
 /// `MatMul` with numpy semantics: 1-d operands are promoted and the added dim removed, batch
 /// dims broadcast.
-pub fn matmul(ctx: &OpCtx) -> ShapeResult {
+pub fn matmul(ctx: &ShapeCtx) -> ShapeResult {
     let a = operand(ctx, 0)?;
     let b = operand(ctx, 1)?;
     if a.rank() == 0 || b.rank() == 0 {
@@ -134,5 +378,1273 @@ pub fn matmul(ctx: &OpCtx) -> ShapeResult {
     if !b_vector {
         dims.push(b_dims[b_dims.len() - 1].clone());
     }
-    Ok(Some(vec![TensorType::new(a.elem, dims)]))
+    one(TensorType::new(a.elem, dims))
+}
+
+/// `Gemm`: `[M, K] x [K, N] -> [M, N]` after `transA`/`transB`; `C` must broadcast to it.
+pub fn gemm(ctx: &ShapeCtx) -> ShapeResult {
+    let a = operand(ctx, 0)?;
+    let b = operand(ctx, 1)?;
+    let ([a0, a1], [b0, b1]) = (a.dims.as_slice(), b.dims.as_slice()) else {
+        return Err(format!(
+            "Gemm needs 2-d A and B, got ranks {} and {}",
+            a.rank(),
+            b.rank()
+        ));
+    };
+    let (m, k_a) = if ctx.int_attr("transA").unwrap_or(0) != 0 {
+        (a1, a0)
+    } else {
+        (a0, a1)
+    };
+    let (k_b, n) = if ctx.int_attr("transB").unwrap_or(0) != 0 {
+        (b1, b0)
+    } else {
+        (b0, b1)
+    };
+    if let (Dim::Static(x), Dim::Static(y)) = (k_a, k_b) {
+        if x != y {
+            return Err(format!("Gemm inner dims differ: {x} and {y}"));
+        }
+    }
+    let out = vec![m.clone(), n.clone()];
+    if let Some(c) = ctx.operand_type(2) {
+        let fits = c.rank() <= 2
+            && broadcast_dims(&out, &c.dims).is_ok_and(|dims| {
+                dims.iter()
+                    .zip(&out)
+                    .all(|(d, o)| !matches!((d, o), (Dim::Static(x), Dim::Static(y)) if x != y))
+            });
+        if !fits {
+            return Err(format!(
+                "C of type {c} does not broadcast to the product's [{m}, {n}]"
+            ));
+        }
+    }
+    one(TensorType::new(a.elem, out))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Convolution and pooling.
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum AutoPad {
+    NotSet,
+    Same,
+    Valid,
+}
+
+/// The window attributes shared by convolutions and pools, checked.
+struct Window {
+    strides: Vec<u64>,
+    dilations: Vec<u64>,
+    /// Begin pads of every spatial axis, then end pads.
+    pads: Vec<i64>,
+    auto_pad: AutoPad,
+}
+
+/// A list attribute of `n` positive entries, all 1 when absent.
+fn positive_list(ctx: &ShapeCtx, name: &str, n: usize) -> Result<Vec<u64>, String> {
+    let Some(values) = ints_attr(ctx, name)? else {
+        return Ok(vec![1; n]);
+    };
+    if values.len() != n {
+        return Err(format!(
+            "`{name}` has {} entries but the input has {n} spatial dims",
+            values.len()
+        ));
+    }
+    values
+        .iter()
+        .map(|&v| {
+            u64::try_from(v)
+                .ok()
+                .filter(|&v| v > 0)
+                .ok_or_else(|| format!("`{name}` entries must be positive, got {values:?}"))
+        })
+        .collect()
+}
+
+fn window_attrs(ctx: &ShapeCtx, n_spatial: usize) -> Result<Window, String> {
+    let strides = positive_list(ctx, "strides", n_spatial)?;
+    let dilations = positive_list(ctx, "dilations", n_spatial)?;
+    let pads = match ints_attr(ctx, "pads")? {
+        None => vec![0; 2 * n_spatial],
+        Some(p) if p.len() != 2 * n_spatial => {
+            return Err(format!(
+                "`pads` has {} entries but the input has {n_spatial} spatial dims (expected {})",
+                p.len(),
+                2 * n_spatial
+            ));
+        }
+        Some(p) if p.iter().any(|&v| v < 0) => {
+            return Err(format!("`pads` entries must not be negative, got {p:?}"));
+        }
+        Some(p) => p,
+    };
+    let auto_pad = match str_attr(ctx, "auto_pad") {
+        None | Some("NOTSET") => AutoPad::NotSet,
+        Some("SAME_UPPER") | Some("SAME_LOWER") => AutoPad::Same,
+        Some("VALID") => AutoPad::Valid,
+        Some(other) => {
+            return Err(format!(
+                "`auto_pad` must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got {other:?}"
+            ));
+        }
+    };
+    Ok(Window {
+        strides,
+        dilations,
+        pads,
+        auto_pad,
+    })
+}
+
+/// The kernel's spatial sizes: `kernel_shape`, else the weight's spatial dims (`None` where
+/// symbolic).
+fn kernel_sizes(
+    ctx: &ShapeCtx,
+    n_spatial: usize,
+    weight_spatial: &[Dim],
+) -> Result<Vec<Option<u64>>, String> {
+    match ints_attr(ctx, "kernel_shape")? {
+        Some(_) => Ok(positive_list(ctx, "kernel_shape", n_spatial)?
+            .into_iter()
+            .map(Some)
+            .collect()),
+        None => Ok(weight_spatial.iter().map(Dim::as_static).collect()),
+    }
+}
+
+/// `ceil(dim / stride)`.
+fn ceil_div_dim(dim: &Dim, stride: u64) -> Dim {
+    match dim {
+        Dim::Static(n) => static_dim(ceil_div(i128::from(*n), i128::from(stride))),
+        _ if stride == 1 => dim.clone(),
+        // An exact polynomial quotient is its own ceiling.
+        _ => dim.div_exact(&Dim::Static(stride)).unwrap_or(Dim::Unknown),
+    }
+}
+
+impl Window {
+    /// The output size along spatial axis `i` of a sliding window (Conv, MaxPool,
+    /// AveragePool) over `input`, for a kernel of size `kernel` (`None` when symbolic).
+    fn output_size(
+        &self,
+        i: usize,
+        input: &Dim,
+        kernel: Option<u64>,
+        ceil_mode: bool,
+    ) -> Result<Dim, String> {
+        let n_spatial = self.strides.len();
+        let (stride, dilation) = (self.strides[i], self.dilations[i]);
+        let pads = (self.pads[i], self.pads[n_spatial + i]);
+        window_out(
+            input,
+            kernel,
+            stride,
+            dilation,
+            pads,
+            self.auto_pad,
+            ceil_mode,
+        )
+    }
+}
+
+/// One output size of a sliding window.
+fn window_out(
+    input: &Dim,
+    kernel: Option<u64>,
+    stride: u64,
+    dilation: u64,
+    pads: (i64, i64),
+    auto_pad: AutoPad,
+    ceil_mode: bool,
+) -> Result<Dim, String> {
+    let Some(kernel) = kernel else {
+        return Ok(Dim::Unknown);
+    };
+    if kernel == 0 {
+        return Err("kernel sizes must be positive".to_string());
+    }
+    let (pad_begin, pad_end) = match auto_pad {
+        AutoPad::Same => return Ok(ceil_div_dim(input, stride)),
+        AutoPad::Valid => (0, 0),
+        AutoPad::NotSet => (i128::from(pads.0), i128::from(pads.1)),
+    };
+    let extent = i128::from(dilation) * (i128::from(kernel) - 1) + 1;
+    let s = i128::from(stride);
+    // The output is `floor((input + c) / s) + 1` (ceil with ceil_mode), with:
+    let c = pad_begin + pad_end - extent;
+    if let Some(n) = input.as_static() {
+        let n = i128::from(n);
+        let total = n + c;
+        if total < 0 {
+            return Err(format!(
+                "the padded input size {} is smaller than the kernel's extent {extent}",
+                n + pad_begin + pad_end
+            ));
+        }
+        let mut out = if ceil_mode {
+            ceil_div(total, s)
+        } else {
+            floor_div(total, s)
+        } + 1;
+        // The last window must start inside the input or its left padding.
+        if ceil_mode && (out - 1) * s >= n + pad_begin {
+            out -= 1;
+        }
+        return Ok(static_dim(out));
+    }
+    // Symbolic: when input = s*q exactly, floor((s*q + c) / s) = q + floor(c / s).
+    let quotient = if stride == 1 {
+        Some(input.clone())
+    } else {
+        input.div_exact(&Dim::Static(stride))
+    };
+    let Some(q) = quotient else {
+        return Ok(Dim::Unknown);
+    };
+    let steps = if ceil_mode {
+        ceil_div(c, s)
+    } else {
+        floor_div(c, s)
+    };
+    let mut extra = steps + 1;
+    if ceil_mode && steps * s >= pad_begin {
+        extra -= 1;
+    }
+    Ok(add_const(&q, extra))
+}
+
+/// Checks that `x` and `w` have the same rank, 3 or more; returns the number of spatial dims.
+fn conv_ranks(x: &TensorType, w: &TensorType) -> Result<usize, String> {
+    if x.rank() < 3 {
+        return Err(format!(
+            "the input must have rank 3 or more (N x C x spatial dims), got rank {}",
+            x.rank()
+        ));
+    }
+    if w.rank() != x.rank() {
+        return Err(format!(
+            "the weight has rank {} but the input has rank {}",
+            w.rank(),
+            x.rank()
+        ));
+    }
+    Ok(x.rank() - 2)
+}
+
+fn group_attr(ctx: &ShapeCtx) -> Result<u64, String> {
+    let group = ctx.int_attr("group").unwrap_or(1);
+    u64::try_from(group)
+        .ok()
+        .filter(|&g| g > 0)
+        .ok_or_else(|| format!("`group` must be positive, got {group}"))
+}
+
+/// `Conv`: `[N, C, D...] x [M, C/group, k...] -> [N, M, out...]`.
+pub fn conv(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let w = operand(ctx, 1)?;
+    let n_spatial = conv_ranks(x, w)?;
+    let group = group_attr(ctx)?;
+    if let (Some(c), Some(wc)) = (x.dims[1].as_static(), w.dims[1].as_static()) {
+        if wc.checked_mul(group) != Some(c) {
+            return Err(format!(
+                "the input has {c} channels but the weight expects {wc} per group x {group} group(s)"
+            ));
+        }
+    }
+    let kernel = kernel_sizes(ctx, n_spatial, &w.dims[2..])?;
+    let window = window_attrs(ctx, n_spatial)?;
+    let mut dims = vec![x.dims[0].clone(), w.dims[0].clone()];
+    for (i, &k) in kernel.iter().enumerate() {
+        dims.push(window.output_size(i, &x.dims[2 + i], k, false)?);
+    }
+    one(TensorType::new(x.elem, dims))
+}
+
+/// `ConvTranspose`: `[N, C, D...] x [C, M/group, k...] -> [N, M, out...]` with
+/// `out = stride * (in - 1) + output_padding + extent - pads`, or `output_shape`.
+pub fn conv_transpose(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let w = operand(ctx, 1)?;
+    let n_spatial = conv_ranks(x, w)?;
+    let group = group_attr(ctx)?;
+    if let (Dim::Static(c), Dim::Static(wc)) = (&x.dims[1], &w.dims[0]) {
+        if c != wc {
+            return Err(format!(
+                "the input has {c} channels but the weight has {wc}"
+            ));
+        }
+    }
+    let kernel = kernel_sizes(ctx, n_spatial, &w.dims[2..])?;
+    let window = window_attrs(ctx, n_spatial)?;
+    let mut dims = vec![x.dims[0].clone(), w.dims[1].mul(&Dim::Static(group))];
+    if let Some(shape) = ints_attr(ctx, "output_shape")? {
+        // Either the spatial dims or the whole shape; the spatial dims are the last ones.
+        let start = match shape.len() {
+            n if n == n_spatial => 0,
+            n if n == n_spatial + 2 => 2,
+            n => {
+                return Err(format!(
+                    "`output_shape` has {n} entries but the input has {n_spatial} spatial dims"
+                ));
+            }
+        };
+        for &v in &shape[start..] {
+            let size = u64::try_from(v).map_err(|_| {
+                format!("`output_shape` entries must not be negative, got {shape:?}")
+            })?;
+            dims.push(Dim::Static(size));
+        }
+        return one(TensorType::new(x.elem, dims));
+    }
+    let output_padding = match ints_attr(ctx, "output_padding")? {
+        None => vec![0; n_spatial],
+        Some(p) if p.len() == n_spatial && p.iter().all(|&v| v >= 0) => p,
+        Some(p) => {
+            return Err(format!(
+                "`output_padding` must have {n_spatial} non-negative entries, got {p:?}"
+            ));
+        }
+    };
+    for i in 0..n_spatial {
+        let input = &x.dims[2 + i];
+        let stride = window.strides[i];
+        let dim = match (window.auto_pad, kernel[i]) {
+            (AutoPad::Same, _) => input.mul(&Dim::Static(stride)),
+            (_, None) => Dim::Unknown,
+            (auto_pad, Some(k)) => {
+                let (pad_begin, pad_end) = if auto_pad == AutoPad::Valid {
+                    (0, 0)
+                } else {
+                    (
+                        i128::from(window.pads[i]),
+                        i128::from(window.pads[n_spatial + i]),
+                    )
+                };
+                let s = i128::from(stride);
+                let extent = i128::from(window.dilations[i]) * (i128::from(k) - 1) + 1;
+                // out = s * in + c.
+                let c = i128::from(output_padding[i]) + extent - pad_begin - pad_end - s;
+                match input.as_static() {
+                    Some(n) => {
+                        let out = s * i128::from(n) + c;
+                        if out < 0 {
+                            return Err(format!(
+                                "the output size along spatial dim {i} would be negative ({out})"
+                            ));
+                        }
+                        static_dim(out)
+                    }
+                    None => add_const(&input.mul(&Dim::Static(stride)), c),
+                }
+            }
+        };
+        dims.push(dim);
+    }
+    one(TensorType::new(x.elem, dims))
+}
+
+/// `MaxPool` and `AveragePool`: `[N, C, D...] -> [N, C, out...]`; MaxPool's `Indices` has the
+/// same shape, `i64`.
+pub fn pool(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    if x.rank() < 3 {
+        return Err(format!(
+            "the input must have rank 3 or more (N x C x spatial dims), got rank {}",
+            x.rank()
+        ));
+    }
+    let n_spatial = x.rank() - 2;
+    if ctx.attr("kernel_shape").is_none() {
+        return Err("requires attribute `kernel_shape`".to_string());
+    }
+    let kernel = positive_list(ctx, "kernel_shape", n_spatial)?;
+    let window = window_attrs(ctx, n_spatial)?;
+    let ceil_mode = ctx.int_attr("ceil_mode").unwrap_or(0) != 0;
+    let mut dims = x.dims[..2].to_vec();
+    for (i, &k) in kernel.iter().enumerate() {
+        dims.push(window.output_size(i, &x.dims[2 + i], Some(k), ceil_mode)?);
+    }
+    Ok(Some(vec![
+        TensorType::new(x.elem, dims.clone()),
+        TensorType::new(ElemType::I64, dims),
+    ]))
+}
+
+/// `GlobalAveragePool`, `GlobalMaxPool`: `[N, C, D...] -> [N, C, 1...]`.
+pub fn global_pool(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    if x.rank() < 2 {
+        return Err(format!(
+            "the input must have rank 2 or more (N x C x spatial dims), got rank {}",
+            x.rank()
+        ));
+    }
+    let mut dims = x.dims[..2].to_vec();
+    dims.resize(x.rank(), Dim::Static(1));
+    one(TensorType::new(x.elem, dims))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reductions.
+
+/// The axes a reduction reduces: `Ok(None)` when the axes operand is not known; an empty list
+/// means no axes were given.
+fn reduce_axes(ctx: &ShapeCtx) -> Result<Option<Vec<i64>>, String> {
+    if ctx.operand_type(1).is_some() {
+        return Ok(known_ints(ctx, 1));
+    }
+    Ok(Some(ints_attr(ctx, "axes")?.unwrap_or_default()))
+}
+
+/// `Reduce*`: axes from the operand (opset 18) or the attribute (older), `keepdims`,
+/// `noop_with_empty_axes`.
+pub fn reduce(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let keepdims = ctx.int_attr("keepdims").unwrap_or(1) != 0;
+    let Some(axes) = reduce_axes(ctx)? else {
+        // The axes are not known: a kept dim is either itself or 1.
+        if keepdims {
+            let dims = x
+                .dims
+                .iter()
+                .map(|d| match d {
+                    Dim::Static(1) => Dim::Static(1),
+                    _ => Dim::Unknown,
+                })
+                .collect();
+            return one(TensorType::new(x.elem, dims));
+        }
+        return Ok(ctx
+            .operand_type(1)
+            .and_then(static_len)
+            .filter(|&n| n <= x.rank())
+            .map(|n| vec![TensorType::new(x.elem, vec![Dim::Unknown; x.rank() - n])]));
+    };
+    let reduced: Vec<usize> = if axes.is_empty() {
+        if ctx.int_attr("noop_with_empty_axes").unwrap_or(0) != 0 {
+            return one(x.clone());
+        }
+        (0..x.rank()).collect()
+    } else {
+        axis_set(&axes, x.rank())?
+    };
+    let dims = x
+        .dims
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| match (reduced.contains(&i), keepdims) {
+            (false, _) => Some(d.clone()),
+            (true, true) => Some(Dim::Static(1)),
+            (true, false) => None,
+        })
+        .collect();
+    one(TensorType::new(x.elem, dims))
+}
+
+/// `ArgMax`, `ArgMin`: the input's shape with `axis` reduced, `i64`.
+pub fn arg_reduce(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let axis = axis_index(ctx.int_attr("axis").unwrap_or(0), x.rank())?;
+    let mut dims = x.dims.clone();
+    if ctx.int_attr("keepdims").unwrap_or(1) != 0 {
+        dims[axis] = Dim::Static(1);
+    } else {
+        dims.remove(axis);
+    }
+    one(TensorType::new(ElemType::I64, dims))
+}
+
+/// `TopK`: `Values` and `Indices` with `axis` of size `K`.
+pub fn top_k(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let axis = axis_index(ctx.int_attr("axis").unwrap_or(-1), x.rank())?;
+    let k = match known_ints(ctx, 1).as_deref() {
+        Some(&[k]) => {
+            let k = u64::try_from(k).map_err(|_| format!("K must not be negative, got {k}"))?;
+            if let Dim::Static(n) = x.dims[axis] {
+                if k > n {
+                    return Err(format!("K is {k} but axis {axis} has size {n}"));
+                }
+            }
+            Dim::Static(k)
+        }
+        Some(other) => return Err(format!("K must have one entry, got {}", other.len())),
+        None => Dim::Unknown,
+    };
+    let mut dims = x.dims.clone();
+    dims[axis] = k;
+    Ok(Some(vec![
+        TensorType::new(x.elem, dims.clone()),
+        TensorType::new(ElemType::I64, dims),
+    ]))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shape and data movement.
+
+/// `Reshape`: entries `0` copy the input dim (unless `allowzero`), one `-1` takes what is left.
+pub fn reshape(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let shape = operand(ctx, 1)?;
+    if shape.rank() != 1 {
+        return Err(format!(
+            "the shape operand must be 1-d, got rank {}",
+            shape.rank()
+        ));
+    }
+    let allow_zero = ctx.int_attr("allowzero").unwrap_or(0) != 0;
+    let Some(values) = known_syms(ctx, 1) else {
+        return Ok(static_len(shape).map(|n| vec![TensorType::new(x.elem, vec![Dim::Unknown; n])]));
+    };
+    let mut dims = Vec::with_capacity(values.len());
+    let mut infer_at = None;
+    let mut has_zero = false;
+    for (i, v) in values.iter().enumerate() {
+        let dim = match v.as_const() {
+            Some(0) if allow_zero => {
+                has_zero = true;
+                Dim::Static(0)
+            }
+            Some(0) => x.dims.get(i).cloned().ok_or_else(|| {
+                format!(
+                    "shape entry #{i} is 0, which copies input dim #{i}, but the input has rank {}",
+                    x.rank()
+                )
+            })?,
+            Some(-1) => {
+                if infer_at.replace(i).is_some() {
+                    return Err(format!(
+                        "the shape {} has more than one -1",
+                        format_entries(&values)
+                    ));
+                }
+                Dim::Unknown
+            }
+            Some(c) if c < 0 => {
+                return Err(format!(
+                    "shape entry #{i} is {c}; entries must be -1 or more"
+                ));
+            }
+            _ => v.as_dim().unwrap_or(Dim::Unknown),
+        };
+        dims.push(dim);
+    }
+    if allow_zero && has_zero && infer_at.is_some() {
+        return Err(format!(
+            "with allowzero, the shape {} cannot hold both 0 and -1",
+            format_entries(&values)
+        ));
+    }
+    let total = product(&x.dims);
+    match infer_at {
+        Some(at) => {
+            let mut others = dims.clone();
+            others.remove(at);
+            let others = product(&others);
+            dims[at] = match (total.as_static(), others.as_static()) {
+                (Some(t), Some(0)) => {
+                    return Err(format!(
+                        "cannot reshape {t} elements into {}: the -1 entry cannot be inferred when the other entries multiply to 0",
+                        format_entries(&values)
+                    ));
+                }
+                (Some(t), Some(o)) if t % o != 0 => {
+                    return Err(format!(
+                        "cannot reshape {t} elements into {}",
+                        format_entries(&values)
+                    ));
+                }
+                (Some(t), Some(o)) => Dim::Static(t / o),
+                _ => total.div_exact(&others).unwrap_or(Dim::Unknown),
+            };
+        }
+        None => {
+            if let (Some(t), Some(o)) = (total.as_static(), product(&dims).as_static()) {
+                if t != o {
+                    return Err(format!(
+                        "cannot reshape {t} elements into {}",
+                        format_entries(&values)
+                    ));
+                }
+            }
+        }
+    }
+    one(TensorType::new(x.elem, dims))
+}
+
+/// `Flatten`: `[prod(dims[..axis]), prod(dims[axis..])]`.
+pub fn flatten(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let rank = x.rank() as i128;
+    let axis = i128::from(ctx.int_attr("axis").unwrap_or(1));
+    if axis < -rank || axis > rank {
+        return Err(format!(
+            "axis {axis} is out of range for rank {rank} (expected -{rank}..={rank})"
+        ));
+    }
+    let split = if axis < 0 { axis + rank } else { axis } as usize;
+    one(TensorType::new(
+        x.elem,
+        vec![product(&x.dims[..split]), product(&x.dims[split..])],
+    ))
+}
+
+/// `Squeeze`: removes the `axes` (each of size 1), or every dim of size 1 when absent.
+pub fn squeeze(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let has_axes = ctx.operand_type(1).is_some() && !known_empty(ctx, 1);
+    if !has_axes {
+        if x.dims.iter().any(|d| d.as_static().is_none()) {
+            // A symbolic dim may be 1 at run time.
+            return Ok(None);
+        }
+        let dims = x
+            .dims
+            .iter()
+            .filter(|d| **d != Dim::Static(1))
+            .cloned()
+            .collect();
+        return one(TensorType::new(x.elem, dims));
+    }
+    let Some(axes) = known_ints(ctx, 1) else {
+        return Ok(ctx
+            .operand_type(1)
+            .and_then(static_len)
+            .filter(|&n| n <= x.rank())
+            .map(|n| vec![TensorType::new(x.elem, vec![Dim::Unknown; x.rank() - n])]));
+    };
+    let axes = axis_set(&axes, x.rank())?;
+    for &a in &axes {
+        if let Dim::Static(n) = x.dims[a] {
+            if n != 1 {
+                return Err(format!("cannot squeeze axis {a}: its size is {n}, not 1"));
+            }
+        }
+    }
+    let dims = x
+        .dims
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !axes.contains(i))
+        .map(|(_, d)| d.clone())
+        .collect();
+    one(TensorType::new(x.elem, dims))
+}
+
+/// `Unsqueeze`: inserts dims of size 1 at `axes` (positions in the result).
+pub fn unsqueeze(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let axes_ty = operand(ctx, 1)?;
+    let Some(axes) = known_ints(ctx, 1) else {
+        return Ok(static_len(axes_ty)
+            .map(|n| vec![TensorType::new(x.elem, vec![Dim::Unknown; x.rank() + n])]));
+    };
+    let out_rank = x.rank() + axes.len();
+    let axes = axis_set(&axes, out_rank)?;
+    let mut input = x.dims.iter();
+    let dims = (0..out_rank)
+        .map(|i| {
+            if axes.contains(&i) {
+                Dim::Static(1)
+            } else {
+                // out_rank - |axes| = rank, so the input has a dim for every other position.
+                input.next().cloned().unwrap_or(Dim::Unknown)
+            }
+        })
+        .collect();
+    one(TensorType::new(x.elem, dims))
+}
+
+/// `Concat`: the axis dims add up (symbolically); the others must agree.
+pub fn concat(ctx: &ShapeCtx) -> ShapeResult {
+    let first = operand(ctx, 0).map_err(|_| "Concat needs at least one input".to_string())?;
+    if first.rank() == 0 {
+        return Err("Concat inputs must have rank 1 or more".to_string());
+    }
+    let Some(axis) = ctx.int_attr("axis") else {
+        return Err("requires attribute `axis`".to_string());
+    };
+    let axis = axis_index(axis, first.rank())?;
+    let mut dims = first.dims.clone();
+    for i in 1..ctx.n_operands() {
+        let other = operand(ctx, i)?;
+        if other.rank() != first.rank() {
+            return Err(format!(
+                "input #{i} has rank {} but input #0 has rank {}",
+                other.rank(),
+                first.rank()
+            ));
+        }
+        for (d, (acc, next)) in dims.iter_mut().zip(&other.dims).enumerate() {
+            *acc = if d == axis {
+                acc.add(next)
+            } else {
+                unify(acc, next)
+                    .map_err(|e| format!("input #{i} does not match at dim {d}: {e}"))?
+            };
+        }
+    }
+    one(TensorType::new(first.elem, dims))
+}
+
+/// `Split`: sizes from the `split` operand, else `num_outputs` (or the result count) parts
+/// of `ceil(dim / n)`, the last one smaller.
+pub fn split(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let axis = axis_index(ctx.int_attr("axis").unwrap_or(0), x.rank())?;
+    let n = ctx.n_results();
+    let dim = &x.dims[axis];
+    let has_split = ctx.operand_type(1).is_some() && !known_empty(ctx, 1);
+    let sizes: Vec<Dim> = if has_split {
+        match known_ints(ctx, 1) {
+            Some(split) => {
+                if split.len() != n {
+                    return Err(format!(
+                        "`split` has {} entries but the op has {n} results",
+                        split.len()
+                    ));
+                }
+                let sizes: Vec<u64> = split
+                    .iter()
+                    .map(|&s| u64::try_from(s))
+                    .collect::<Result<_, _>>()
+                    .map_err(|_| format!("`split` entries must not be negative, got {split:?}"))?;
+                if let Some(d) = dim.as_static() {
+                    let sum = sizes.iter().try_fold(0u64, |acc, &s| acc.checked_add(s));
+                    if sum != Some(d) {
+                        return Err(format!(
+                            "`split` {split:?} does not add up to the size {d} of axis {axis}"
+                        ));
+                    }
+                }
+                sizes.into_iter().map(Dim::Static).collect()
+            }
+            None => vec![Dim::Unknown; n],
+        }
+    } else {
+        if let Some(parts) = ctx.attr("num_outputs").and_then(Attribute::as_int) {
+            if usize::try_from(parts).ok() != Some(n) {
+                return Err(format!(
+                    "`num_outputs` is {parts} but the op has {n} results"
+                ));
+            }
+        }
+        if n == 0 {
+            return Ok(Some(Vec::new()));
+        }
+        let parts = n as u64;
+        match dim.as_static() {
+            Some(d) => {
+                let chunk = d.div_ceil(parts);
+                let last = i128::from(d) - i128::from(chunk) * (i128::from(parts) - 1);
+                if last < 0 {
+                    return Err(format!("cannot split size {d} into {n} parts"));
+                }
+                let mut sizes = vec![Dim::Static(chunk); n - 1];
+                sizes.push(static_dim(last));
+                sizes
+            }
+            None => vec![dim.div_exact(&Dim::Static(parts)).unwrap_or(Dim::Unknown); n],
+        }
+    };
+    Ok(Some(
+        sizes
+            .into_iter()
+            .map(|size| {
+                let mut dims = x.dims.clone();
+                dims[axis] = size;
+                TensorType::new(x.elem, dims)
+            })
+            .collect(),
+    ))
+}
+
+/// The length of `Slice(start, end, step)` along a dim of size `dim`.
+fn slice_len(dim: &Dim, start: &SymInt, end: &SymInt, step: i64) -> Dim {
+    let Some(d) = dim.as_static() else {
+        // A symbolic dim: only the whole axis can be told.
+        let to_end = |e: &SymInt| {
+            e.as_const().is_some_and(|e| e >= i64::from(i32::MAX))
+                || e.as_dim().is_some_and(|e| e.provably_equal(dim))
+        };
+        let whole_forward = step == 1 && start.as_const() == Some(0) && to_end(end);
+        let whole_backward = step == -1
+            && start
+                .as_const()
+                .is_some_and(|s| s == -1 || s >= i64::from(i32::MAX))
+            && end.as_const().is_some_and(|e| e <= i64::from(i32::MIN));
+        return if whole_forward || whole_backward {
+            dim.clone()
+        } else {
+            Dim::Unknown
+        };
+    };
+    let (Some(start), Some(end)) = (start.as_const(), end.as_const()) else {
+        return Dim::Unknown;
+    };
+    let (d, step) = (i128::from(d), i128::from(step));
+    if d == 0 {
+        return Dim::Static(0);
+    }
+    let resolve = |i: i64| {
+        let i = i128::from(i);
+        if i < 0 {
+            i + d
+        } else {
+            i
+        }
+    };
+    let (start, end) = (resolve(start), resolve(end));
+    let len = if step > 0 {
+        ceil_div(end.clamp(0, d) - start.clamp(0, d), step)
+    } else {
+        ceil_div(start.clamp(0, d - 1) - end.clamp(-1, d - 1), -step)
+    };
+    static_dim(len.max(0))
+}
+
+/// `Slice`: starts, ends, axes and steps as ONNX clamps them.
+pub fn slice(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let starts = known_syms(ctx, 1);
+    let ends = known_syms(ctx, 2);
+    let axes: Option<Vec<i64>> = match ctx.operand_type(3) {
+        Some(_) => known_ints(ctx, 3),
+        None => {
+            let n = starts
+                .as_ref()
+                .map(Vec::len)
+                .or_else(|| ctx.operand_type(1).and_then(static_len));
+            n.map(|n| (0..n as i64).collect())
+        }
+    };
+    let steps: Option<Vec<i64>> = match ctx.operand_type(4) {
+        Some(_) => known_ints(ctx, 4),
+        None => axes.as_ref().map(|a| vec![1; a.len()]),
+    };
+    let Some(axes) = axes else {
+        return one(TensorType::new(x.elem, vec![Dim::Unknown; x.rank()]));
+    };
+    let axes = axis_set(&axes, x.rank())?;
+    let mut dims = x.dims.clone();
+    let (Some(starts), Some(ends), Some(steps)) = (starts, ends, steps) else {
+        for &a in &axes {
+            dims[a] = Dim::Unknown;
+        }
+        return one(TensorType::new(x.elem, dims));
+    };
+    if starts.len() != axes.len() || ends.len() != axes.len() || steps.len() != axes.len() {
+        return Err(format!(
+            "starts, ends, axes and steps must have the same length, got {}, {}, {} and {}",
+            starts.len(),
+            ends.len(),
+            axes.len(),
+            steps.len()
+        ));
+    }
+    for (i, &a) in axes.iter().enumerate() {
+        if steps[i] == 0 {
+            return Err(format!("the step for axis {a} is 0"));
+        }
+        dims[a] = slice_len(&x.dims[a], &starts[i], &ends[i], steps[i]);
+    }
+    one(TensorType::new(x.elem, dims))
+}
+
+/// `Gather`: `data[..axis] ++ indices ++ data[axis + 1..]`.
+pub fn gather(ctx: &ShapeCtx) -> ShapeResult {
+    let data = operand(ctx, 0)?;
+    let indices = operand(ctx, 1)?;
+    let axis = axis_index(ctx.int_attr("axis").unwrap_or(0), data.rank())?;
+    if let (Some(values), Dim::Static(n)) = (known_ints(ctx, 1), &data.dims[axis]) {
+        let n = i128::from(*n);
+        if let Some(bad) = values.iter().find(|&&i| !(-n..n).contains(&i128::from(i))) {
+            return Err(format!(
+                "index {bad} is out of range for axis {axis} of size {n}"
+            ));
+        }
+    }
+    let mut dims = data.dims[..axis].to_vec();
+    dims.extend(indices.dims.iter().cloned());
+    dims.extend(data.dims[axis + 1..].iter().cloned());
+    one(TensorType::new(data.elem, dims))
+}
+
+/// `Expand`: the input broadcast with the shape operand's values.
+pub fn expand(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let shape = operand(ctx, 1)?;
+    if shape.rank() != 1 {
+        return Err(format!(
+            "the shape operand must be 1-d, got rank {}",
+            shape.rank()
+        ));
+    }
+    let target = match known_syms(ctx, 1) {
+        Some(values) => entries_as_dims(&values, "shape")?,
+        None => match static_len(shape) {
+            Some(n) => vec![Dim::Unknown; n],
+            None => return Ok(None),
+        },
+    };
+    let dims = broadcast_dims(&x.dims, &target)
+        .map_err(|e| format!("the input does not broadcast to the shape: {e}"))?;
+    one(TensorType::new(x.elem, dims))
+}
+
+/// `Tile`: each dim times its repeat count.
+pub fn tile(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let dims = match known_ints(ctx, 1) {
+        Some(repeats) => {
+            if repeats.len() != x.rank() {
+                return Err(format!(
+                    "`repeats` has {} entries but the input has rank {}",
+                    repeats.len(),
+                    x.rank()
+                ));
+            }
+            x.dims
+                .iter()
+                .zip(&repeats)
+                .map(|(d, &r)| {
+                    u64::try_from(r)
+                        .map(|r| d.mul(&Dim::Static(r)))
+                        .map_err(|_| {
+                            format!("`repeats` entries must not be negative, got {repeats:?}")
+                        })
+                })
+                .collect::<Result<_, _>>()?
+        }
+        None => vec![Dim::Unknown; x.rank()],
+    };
+    one(TensorType::new(x.elem, dims))
+}
+
+/// `Pad`: each padded axis grows by its begin and end pads (negative pads crop).
+pub fn pad(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let axes: Vec<usize> = match ctx.operand_type(3) {
+        Some(_) => match known_ints(ctx, 3) {
+            Some(axes) => axis_set(&axes, x.rank())?,
+            None => return one(TensorType::new(x.elem, vec![Dim::Unknown; x.rank()])),
+        },
+        None => (0..x.rank()).collect(),
+    };
+    let mut dims = x.dims.clone();
+    let Some(pads) = known_ints(ctx, 1) else {
+        for &a in &axes {
+            dims[a] = Dim::Unknown;
+        }
+        return one(TensorType::new(x.elem, dims));
+    };
+    if pads.len() != 2 * axes.len() {
+        return Err(format!(
+            "`pads` has {} entries but {} axes are padded (expected {})",
+            pads.len(),
+            axes.len(),
+            2 * axes.len()
+        ));
+    }
+    for (i, &a) in axes.iter().enumerate() {
+        let grow = i128::from(pads[i]) + i128::from(pads[axes.len() + i]);
+        dims[a] = match x.dims[a].as_static() {
+            Some(n) => {
+                let out = i128::from(n) + grow;
+                if out < 0 {
+                    return Err(format!(
+                        "pads {} and {} make axis {a} of size {n} negative",
+                        pads[i],
+                        pads[axes.len() + i]
+                    ));
+                }
+                static_dim(out)
+            }
+            None => add_const(&x.dims[a], grow),
+        };
+    }
+    one(TensorType::new(x.elem, dims))
+}
+
+/// What is known about an optional operand of Resize.
+enum Given<T> {
+    Absent,
+    Unknown,
+    Known(Vec<T>),
+}
+
+fn resize_input<T>(ctx: &ShapeCtx, index: usize, values: Option<Vec<T>>) -> Given<T> {
+    if ctx.operand_type(index).is_none() || known_empty(ctx, index) {
+        return Given::Absent;
+    }
+    match values {
+        Some(v) => Given::Known(v),
+        None => Given::Unknown,
+    }
+}
+
+/// `Resize`: sizes from `sizes`, or `floor(dim * scale)` from `scales`, on `axes`.
+pub fn resize(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let axes = match ints_attr(ctx, "axes")? {
+        Some(axes) if !axes.is_empty() => axis_set(&axes, x.rank())?,
+        _ => (0..x.rank()).collect(),
+    };
+    let scales = resize_input(ctx, 2, known_floats(ctx, 2));
+    let sizes = resize_input(ctx, 3, known_ints(ctx, 3));
+    let mut dims = x.dims.clone();
+    let check_len = |n: usize, what: &str| {
+        if n == axes.len() {
+            Ok(())
+        } else {
+            Err(format!(
+                "`{what}` has {n} entries but {} axes are resized",
+                axes.len()
+            ))
+        }
+    };
+    match (sizes, scales) {
+        (Given::Known(sizes), _) => {
+            check_len(sizes.len(), "sizes")?;
+            let sizes: Vec<u64> = sizes
+                .iter()
+                .map(|&s| u64::try_from(s))
+                .collect::<Result<_, _>>()
+                .map_err(|_| format!("`sizes` entries must not be negative, got {sizes:?}"))?;
+            let policy = str_attr(ctx, "keep_aspect_ratio_policy").unwrap_or("stretch");
+            if policy == "stretch" {
+                for (&a, &s) in axes.iter().zip(&sizes) {
+                    dims[a] = Dim::Static(s);
+                }
+            } else if policy == "not_larger" || policy == "not_smaller" {
+                let inputs: Option<Vec<u64>> =
+                    axes.iter().map(|&a| x.dims[a].as_static()).collect();
+                match inputs {
+                    Some(inputs) if inputs.iter().all(|&n| n > 0) => {
+                        let ratios = inputs
+                            .iter()
+                            .zip(&sizes)
+                            .map(|(&n, &s)| s as f64 / n as f64);
+                        let scale = if policy == "not_larger" {
+                            ratios.fold(f64::INFINITY, f64::min)
+                        } else {
+                            ratios.fold(0.0, f64::max)
+                        };
+                        for (&a, &n) in axes.iter().zip(&inputs) {
+                            dims[a] = float_dim((scale * n as f64).round());
+                        }
+                    }
+                    _ => {
+                        for &a in &axes {
+                            dims[a] = Dim::Unknown;
+                        }
+                    }
+                }
+            } else {
+                return Err(format!(
+                    "`keep_aspect_ratio_policy` must be stretch, not_larger or not_smaller, got {policy:?}"
+                ));
+            }
+        }
+        (_, Given::Known(scales)) => {
+            check_len(scales.len(), "scales")?;
+            if let Some(bad) = scales.iter().find(|s| !(**s > 0.0 && s.is_finite())) {
+                return Err(format!("`scales` entries must be positive, got {bad}"));
+            }
+            let crop =
+                str_attr(ctx, "coordinate_transformation_mode") == Some("tf_crop_and_resize");
+            for (&a, &scale) in axes.iter().zip(&scales) {
+                dims[a] = match (&x.dims[a], crop) {
+                    // The size then depends on the region of interest too.
+                    (_, true) => Dim::Unknown,
+                    (Dim::Static(n), false) => float_dim((*n as f64 * scale).floor()),
+                    (d, false) if scale.fract() == 0.0 && scale < 1e18 => {
+                        d.mul(&Dim::Static(scale as u64))
+                    }
+                    _ => Dim::Unknown,
+                };
+            }
+        }
+        (Given::Absent, Given::Absent) => return Ok(None),
+        _ => {
+            for &a in &axes {
+                dims[a] = Dim::Unknown;
+            }
+        }
+    }
+    one(TensorType::new(x.elem, dims))
+}
+
+/// A dim from a float size (already rounded); `Unknown` when it is not a representable size.
+fn float_dim(value: f64) -> Dim {
+    if value.is_finite() && (0.0..1.8e19).contains(&value) {
+        Dim::Static(value as u64)
+    } else {
+        Dim::Unknown
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shape computations.
+
+/// The `[start, end)` range of dims `Shape` returns, clamped as ONNX does.
+pub(super) fn shape_range(ctx: &ShapeCtx, rank: usize) -> (usize, usize) {
+    let r = rank as i128;
+    let clamp = |v: i128| {
+        let v = if v < 0 { v + r } else { v };
+        v.clamp(0, r) as usize
+    };
+    let start = clamp(ctx.int_attr("start").map_or(0, i128::from));
+    let end = clamp(ctx.int_attr("end").map_or(r, i128::from));
+    (start, end.max(start))
+}
+
+/// `Shape`: a 1-d `i64` tensor of `end - start` entries.
+pub fn shape(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let (start, end) = shape_range(ctx, x.rank());
+    one(TensorType::with_shape(
+        ElemType::I64,
+        &[(end - start) as u64],
+    ))
+}
+
+/// `Size`: an `i64` scalar.
+pub fn size(ctx: &ShapeCtx) -> ShapeResult {
+    operand(ctx, 0)?;
+    one(TensorType::new(ElemType::I64, Vec::new()))
+}
+
+/// `ConstantOfShape`: the shape operand's values as dims; the element type of `value` (a
+/// weight), `f32` without it.
+pub fn constant_of_shape(ctx: &ShapeCtx) -> ShapeResult {
+    let shape = operand(ctx, 0)?;
+    if shape.rank() != 1 {
+        return Err(format!(
+            "the shape operand must be 1-d, got rank {}",
+            shape.rank()
+        ));
+    }
+    let elem = match ctx.attr("value") {
+        None => ElemType::F32,
+        Some(value) => {
+            let weight = value.as_weight().and_then(|id| ctx.weights()?.get(id));
+            match weight {
+                Some(w) => w.ty().elem,
+                None => return Ok(None),
+            }
+        }
+    };
+    let dims = match known_syms(ctx, 0) {
+        Some(values) => entries_as_dims(&values, "shape")?,
+        None => match static_len(shape) {
+            Some(n) => vec![Dim::Unknown; n],
+            None => return Ok(None),
+        },
+    };
+    one(TensorType::new(elem, dims))
+}
+
+/// The single element of a known one-element operand.
+fn known_scalar(ctx: &ShapeCtx, index: usize) -> Option<SymInt> {
+    match known_syms(ctx, index)?.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    }
+}
+
+/// The number of elements of `Range(start, limit, delta)`.
+pub(super) fn range_len(start: &SymInt, limit: &SymInt, delta: &SymInt) -> Result<Dim, String> {
+    if let (Some(s), Some(l), Some(d)) = (start.as_const(), limit.as_const(), delta.as_const()) {
+        if d == 0 {
+            return Err("delta is 0".to_string());
+        }
+        let n = ceil_div(
+            (i128::from(l) - i128::from(s)) * i128::from(d.signum()),
+            i128::from(d).abs(),
+        );
+        return Ok(static_dim(n.max(0)));
+    }
+    if let (Some(s), Some(l), Some(d)) = (start.as_float(), limit.as_float(), delta.as_float()) {
+        if d == 0.0 {
+            return Err("delta is 0".to_string());
+        }
+        return Ok(float_dim(((l - s) / d).ceil().max(0.0)));
+    }
+    // Symbolic bounds with a positive integer step: the difference must be provably
+    // non-negative and divide exactly.
+    let (Some(step), Some(diff)) = (delta.as_const(), limit.sub(start).as_dim()) else {
+        return Ok(Dim::Unknown);
+    };
+    if step <= 0 || !is_non_negative(&diff) {
+        return Ok(Dim::Unknown);
+    }
+    Ok(diff
+        .div_exact(&Dim::Static(step as u64))
+        .unwrap_or(Dim::Unknown))
+}
+
+/// `Range`: a 1-d tensor of `ceil((limit - start) / delta)` elements when known.
+pub fn range(ctx: &ShapeCtx) -> ShapeResult {
+    let start = operand(ctx, 0)?;
+    for i in 0..3 {
+        let ty = operand(ctx, i)?;
+        if ty.static_num_elements() != Some(1) {
+            return Err(format!(
+                "Range operands must be scalars, operand #{i} has type {ty}"
+            ));
+        }
+    }
+    let len = match (
+        known_scalar(ctx, 0),
+        known_scalar(ctx, 1),
+        known_scalar(ctx, 2),
+    ) {
+        (Some(s), Some(l), Some(d)) => range_len(&s, &l, &d)?,
+        _ => Dim::Unknown,
+    };
+    one(TensorType::new(start.elem, vec![len]))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Control flow.
+
+/// The operand types of the `onnx.Yield` that ends `region`.
+fn yield_types(ctx: &ShapeCtx, region: crate::RegionId) -> Option<Vec<TensorType>> {
+    let func = ctx.func;
+    let layout = func.layout();
+    let [block] = layout.region_blocks(region) else {
+        return None;
+    };
+    let last = *layout.block_ops(*block).last()?;
+    if !func.is_valid_op(last) || func.op(last).opcode != super::Opcode::Yield {
+        return None;
+    }
+    func.op(last)
+        .operands
+        .iter()
+        .map(|&v| {
+            func.is_valid_value(v)
+                .then(|| func.value_type(v).tensor().clone())
+        })
+        .collect()
+}
+
+/// `If`: the types both branches yield, when they agree.
+pub fn if_op(ctx: &ShapeCtx) -> ShapeResult {
+    let regions = &ctx.func.op(ctx.op).regions;
+    let [then_region, else_region] = regions.as_slice() else {
+        return Ok(None);
+    };
+    let then_types = yield_types(ctx, *then_region);
+    let else_types = yield_types(ctx, *else_region);
+    Ok(match (then_types, else_types) {
+        (Some(a), Some(b)) if a == b => Some(a),
+        _ => None,
+    })
 }

@@ -1,5 +1,6 @@
 //! The table itself: one line per op. See the module doc of `ops` for how to add one.
 
+use super::fold as f;
 use super::shape as s;
 use super::types::*;
 use super::verify as v;
@@ -78,8 +79,11 @@ const CONV_ATTRS: &[super::AttrDef] = &[
     attr("output_padding", Ints),
     attr("output_shape", Ints),
 ];
-const REDUCE_ATTRS: &[super::AttrDef] =
-    &[int_attr("keepdims", 1), int_attr("noop_with_empty_axes", 0)];
+const REDUCE_ATTRS: &[super::AttrDef] = &[
+    attr("axes", Ints),
+    int_attr("keepdims", 1),
+    int_attr("noop_with_empty_axes", 0),
+];
 const T_FLOAT: &[(&str, &[crate::ElemType])] = &[("T", FLOAT)];
 const T_NUMERIC: &[(&str, &[crate::ElemType])] = &[("T", NUMERIC)];
 const T_SIGNED: &[(&str, &[crate::ElemType])] = &[("T", SIGNED_NUMERIC)];
@@ -88,34 +92,38 @@ const T_ANY_I64: &[(&str, &[crate::ElemType])] = &[("T", ANY), ("I", I64_ONLY)];
 const T_NUMERIC_I64: &[(&str, &[crate::ElemType])] = &[("T", NUMERIC), ("I", I64_ONLY)];
 
 define_ops! {
-    // Structure.
+    // Structure. `memc.weight` has no shape function: its type is its weight's (verifier step
+    // 10), which shape inference reads from the weight store.
     Return = op("func.return", "returns the function's results").ins(&[variadic("operands", TypeRule::OneOf(ANY))]).traits(Traits::TERMINATOR).effects();
-    Weight = op("memc.weight", "a constant tensor from the weight store").outs(&[req("output", var("T"))]).vars(T_ANY).attrs(&[required("value", Weight)]);
-    If = op("onnx.If", "runs the then or else region").ins(&[req("cond", var("B"))]).outs(&[variadic("outputs", TypeRule::OneOf(ANY))]).vars(&[("B", BOOL)]).regions(2);
+    Weight = op("memc.weight", "a constant tensor from the weight store").outs(&[req("output", var("T"))]).vars(T_ANY).attrs(&[required("value", Weight)]).fold(f::weight);
+    If = op("onnx.If", "runs the then or else region").ins(&[req("cond", var("B"))]).outs(&[variadic("outputs", TypeRule::OneOf(ANY))]).vars(&[("B", BOOL)]).regions(2).shape(s::if_op);
     Yield = op("onnx.Yield", "returns values from a region").ins(&[variadic("operands", TypeRule::OneOf(ANY))]).traits(Traits::TERMINATOR).effects();
 
     // Elementwise binary, with multidirectional broadcasting.
-    Add = op("onnx.Add", "A + B").ins(AB_T).outs(C_T).vars(T_NUMERIC).traits(COMMUTATIVE_EW).shape(s::broadcast);
-    Sub = op("onnx.Sub", "A - B").ins(AB_T).outs(C_T).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::broadcast);
-    Mul = op("onnx.Mul", "A * B").ins(AB_T).outs(C_T).vars(T_NUMERIC).traits(COMMUTATIVE_EW).shape(s::broadcast);
-    Div = op("onnx.Div", "A / B").ins(AB_T).outs(C_T).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::broadcast);
+    Add = op("onnx.Add", "A + B").ins(AB_T).outs(C_T).vars(T_NUMERIC).traits(COMMUTATIVE_EW).shape(s::broadcast).fold(f::add);
+    Sub = op("onnx.Sub", "A - B").ins(AB_T).outs(C_T).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::broadcast).fold(f::sub);
+    Mul = op("onnx.Mul", "A * B").ins(AB_T).outs(C_T).vars(T_NUMERIC).traits(COMMUTATIVE_EW).shape(s::broadcast).fold(f::mul);
+    Div = op("onnx.Div", "A / B").ins(AB_T).outs(C_T).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::broadcast).fold(f::div);
     Pow = op("onnx.Pow", "X ^ Y").ins(&[req("X", var("T")), req("Y", var("T1"))]).outs(&[req("Z", var("T"))]).vars(&[("T", NUMERIC), ("T1", NUMERIC)]).traits(ELEMENTWISE).shape(s::broadcast);
-    Min = op("onnx.Min", "elementwise minimum of the inputs").ins(&[variadic("data", var("T"))]).outs(&[req("min", var("T"))]).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::broadcast);
-    Max = op("onnx.Max", "elementwise maximum of the inputs").ins(&[variadic("data", var("T"))]).outs(&[req("max", var("T"))]).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::broadcast);
+    Min = op("onnx.Min", "elementwise minimum of the inputs").ins(&[variadic("data", var("T"))]).outs(&[req("min", var("T"))]).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::broadcast).fold(f::min);
+    Max = op("onnx.Max", "elementwise maximum of the inputs").ins(&[variadic("data", var("T"))]).outs(&[req("max", var("T"))]).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::broadcast).fold(f::max);
     Sum = op("onnx.Sum", "elementwise sum of the inputs").ins(&[variadic("data", var("T"))]).outs(&[req("sum", var("T"))]).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::broadcast);
-    Equal = op("onnx.Equal", "A == B").ins(AB_T).outs(C_BOOL).vars(&[("T", ANY), ("B", BOOL)]).traits(COMMUTATIVE_EW).shape(s::broadcast_to_bool);
-    Less = op("onnx.Less", "A < B").ins(AB_T).outs(C_BOOL).vars(&[("T", NUMERIC), ("B", BOOL)]).traits(ELEMENTWISE).shape(s::broadcast_to_bool);
-    LessOrEqual = op("onnx.LessOrEqual", "A <= B").ins(AB_T).outs(C_BOOL).vars(&[("T", NUMERIC), ("B", BOOL)]).traits(ELEMENTWISE).shape(s::broadcast_to_bool);
-    Greater = op("onnx.Greater", "A > B").ins(AB_T).outs(C_BOOL).vars(&[("T", NUMERIC), ("B", BOOL)]).traits(ELEMENTWISE).shape(s::broadcast_to_bool);
-    GreaterOrEqual = op("onnx.GreaterOrEqual", "A >= B").ins(AB_T).outs(C_BOOL).vars(&[("T", NUMERIC), ("B", BOOL)]).traits(ELEMENTWISE).shape(s::broadcast_to_bool);
-    And = op("onnx.And", "A and B").ins(AB_T).outs(C_T).vars(&[("T", BOOL)]).traits(COMMUTATIVE_EW).shape(s::broadcast);
-    Or = op("onnx.Or", "A or B").ins(AB_T).outs(C_T).vars(&[("T", BOOL)]).traits(COMMUTATIVE_EW).shape(s::broadcast);
-    Where = op("onnx.Where", "condition ? X : Y").ins(&[req("condition", var("B")), req("X", var("T")), req("Y", var("T"))]).outs(&[req("output", var("T"))]).vars(&[("B", BOOL), ("T", ANY)]).traits(ELEMENTWISE).shape(s::broadcast_where);
+    Equal = op("onnx.Equal", "A == B").ins(AB_T).outs(C_BOOL).vars(&[("T", ANY), ("B", BOOL)]).traits(COMMUTATIVE_EW).shape(s::broadcast_to_bool).fold(f::equal);
+    Less = op("onnx.Less", "A < B").ins(AB_T).outs(C_BOOL).vars(&[("T", NUMERIC), ("B", BOOL)]).traits(ELEMENTWISE).shape(s::broadcast_to_bool).fold(f::less);
+    LessOrEqual = op("onnx.LessOrEqual", "A <= B").ins(AB_T).outs(C_BOOL).vars(&[("T", NUMERIC), ("B", BOOL)]).traits(ELEMENTWISE).shape(s::broadcast_to_bool).fold(f::less_or_equal);
+    Greater = op("onnx.Greater", "A > B").ins(AB_T).outs(C_BOOL).vars(&[("T", NUMERIC), ("B", BOOL)]).traits(ELEMENTWISE).shape(s::broadcast_to_bool).fold(f::greater);
+    GreaterOrEqual = op("onnx.GreaterOrEqual", "A >= B").ins(AB_T).outs(C_BOOL).vars(&[("T", NUMERIC), ("B", BOOL)]).traits(ELEMENTWISE).shape(s::broadcast_to_bool).fold(f::greater_or_equal);
+    And = op("onnx.And", "A and B").ins(AB_T).outs(C_T).vars(&[("T", BOOL)]).traits(COMMUTATIVE_EW).shape(s::broadcast).fold(f::and);
+    Or = op("onnx.Or", "A or B").ins(AB_T).outs(C_T).vars(&[("T", BOOL)]).traits(COMMUTATIVE_EW).shape(s::broadcast).fold(f::or);
+    Mod = op("onnx.Mod", "A mod B: the divisor's sign, or the dividend's with `fmod`").ins(AB_T).outs(C_T).vars(T_NUMERIC).attrs(&[int_attr("fmod", 0)]).traits(ELEMENTWISE).shape(s::broadcast).fold(f::modulo);
+    Where = op("onnx.Where", "condition ? X : Y").ins(&[req("condition", var("B")), req("X", var("T")), req("Y", var("T"))]).outs(&[req("output", var("T"))]).vars(&[("B", BOOL), ("T", ANY)]).traits(ELEMENTWISE).shape(s::broadcast_where).fold(f::where_);
 
     // Elementwise unary.
-    Not = op("onnx.Not", "logical not").ins(X_T).outs(Y_T).vars(&[("T", BOOL)]).traits(ELEMENTWISE).shape(s::same_as_first);
-    Neg = op("onnx.Neg", "-X").ins(X_T).outs(Y_T).vars(T_SIGNED).traits(ELEMENTWISE).shape(s::same_as_first);
+    Not = op("onnx.Not", "logical not").ins(X_T).outs(Y_T).vars(&[("T", BOOL)]).traits(ELEMENTWISE).shape(s::same_as_first).fold(f::not);
+    Neg = op("onnx.Neg", "-X").ins(X_T).outs(Y_T).vars(T_SIGNED).traits(ELEMENTWISE).shape(s::same_as_first).fold(f::neg);
     Abs = op("onnx.Abs", "|X|").ins(X_T).outs(Y_T).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::same_as_first);
+    Sign = op("onnx.Sign", "-1, 0 or 1 by the sign of X").ins(X_T).outs(Y_T).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::same_as_first);
+    IsNaN = op("onnx.IsNaN", "whether X is NaN").ins(X_T).outs(&[req("Y", var("B"))]).vars(&[("T", FLOAT), ("B", BOOL)]).traits(ELEMENTWISE).shape(s::same_shape_bool);
     Sqrt = op("onnx.Sqrt", "square root").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
     Exp = op("onnx.Exp", "e ^ X").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
     Log = op("onnx.Log", "natural logarithm").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
@@ -134,56 +142,60 @@ define_ops! {
     Tanh = op("onnx.Tanh", "hyperbolic tangent").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
     Gelu = op("onnx.Gelu", "Gaussian error linear unit").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(&[attr("approximate", String)]).traits(ELEMENTWISE).verify(v::gelu).shape(s::same_as_first);
     Clip = op("onnx.Clip", "min(max(input, min), max)").ins(&[req("input", var("T")), opt("min", var("T")), opt("max", var("T"))]).outs(&[req("output", var("T"))]).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::same_as_first);
-    Identity = op("onnx.Identity", "returns its input").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_ANY).traits(Traits::VIEW).shape(s::same_as_first);
-    Cast = op("onnx.Cast", "converts to the element type `to`").ins(&[req("input", var("T1"))]).outs(&[req("output", var("T2"))]).vars(&[("T1", ANY), ("T2", ANY)]).attrs(&[required("to", ElemType), int_attr("saturate", 1)]).traits(ELEMENTWISE).shape(s::cast);
-    Dropout = op("onnx.Dropout", "identity in inference; random zeroing in training").ins(&[req("data", var("T")), opt("ratio", var("T1")), opt("training_mode", var("B"))]).outs(&[req("output", var("T")), opt("mask", var("B"))]).vars(&[("T", FLOAT), ("T1", FLOAT), ("B", BOOL)]).attrs(&[attr("seed", Int)]);
+    Identity = op("onnx.Identity", "returns its input").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_ANY).traits(Traits::VIEW).shape(s::same_as_first).fold(f::forward);
+    Cast = op("onnx.Cast", "converts to the element type `to`").ins(&[req("input", var("T1"))]).outs(&[req("output", var("T2"))]).vars(&[("T1", ANY), ("T2", ANY)]).attrs(&[required("to", ElemType), int_attr("saturate", 1)]).traits(ELEMENTWISE).shape(s::cast).fold(f::cast);
+    Dropout = op("onnx.Dropout", "identity in inference; random zeroing in training").ins(&[req("data", var("T")), opt("ratio", var("T1")), opt("training_mode", var("B"))]).outs(&[req("output", var("T")), opt("mask", var("B"))]).vars(&[("T", FLOAT), ("T1", FLOAT), ("B", BOOL)]).attrs(&[attr("seed", Int)]).shape(s::dropout);
 
     // Normalization and activation over an axis.
     Softmax = op("onnx.Softmax", "softmax along `axis`").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_FLOAT).attrs(&[int_attr("axis", -1)]).verify(v::axis_in_range).shape(s::same_as_first);
     LogSoftmax = op("onnx.LogSoftmax", "log of softmax along `axis`").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_FLOAT).attrs(&[int_attr("axis", -1)]).verify(v::axis_in_range).shape(s::same_as_first);
-    LayerNormalization = op("onnx.LayerNormalization", "normalizes over the dims from `axis` on").ins(&[req("X", var("T")), req("Scale", var("T")), opt("B", var("T"))]).outs(&[req("Y", var("T")), opt("Mean", var("U")), opt("InvStdDev", var("U"))]).vars(&[("T", FLOAT), ("U", FLOAT)]).attrs(&[int_attr("axis", -1), float_attr("epsilon", 1e-5), int_attr("stash_type", 1)]).verify(v::axis_in_range);
-    BatchNormalization = op("onnx.BatchNormalization", "normalizes each channel with running statistics").ins(&[req("X", var("T")), req("scale", var("T1")), req("B", var("T1")), req("input_mean", var("T2")), req("input_var", var("T2"))]).outs(&[req("Y", var("T")), opt("running_mean", var("T2")), opt("running_var", var("T2"))]).vars(&[("T", FLOAT), ("T1", FLOAT), ("T2", FLOAT)]).attrs(&[float_attr("epsilon", 1e-5), float_attr("momentum", 0.9), int_attr("training_mode", 0)]);
+    LayerNormalization = op("onnx.LayerNormalization", "normalizes over the dims from `axis` on").ins(&[req("X", var("T")), req("Scale", var("T")), opt("B", var("T"))]).outs(&[req("Y", var("T")), opt("Mean", var("U")), opt("InvStdDev", var("U"))]).vars(&[("T", FLOAT), ("U", FLOAT)]).attrs(&[int_attr("axis", -1), float_attr("epsilon", 1e-5), int_attr("stash_type", 1)]).verify(v::axis_in_range).shape(s::layer_normalization);
+    BatchNormalization = op("onnx.BatchNormalization", "normalizes each channel with running statistics").ins(&[req("X", var("T")), req("scale", var("T1")), req("B", var("T1")), req("input_mean", var("T2")), req("input_var", var("T2"))]).outs(&[req("Y", var("T")), opt("running_mean", var("T2")), opt("running_var", var("T2"))]).vars(&[("T", FLOAT), ("T1", FLOAT), ("T2", FLOAT)]).attrs(&[float_attr("epsilon", 1e-5), float_attr("momentum", 0.9), int_attr("training_mode", 0)]).shape(s::batch_normalization);
 
     // Contractions, convolutions and pooling.
     MatMul = op("onnx.MatMul", "matrix product with numpy broadcasting").ins(AB_T).outs(&[req("Y", var("T"))]).vars(T_NUMERIC).shape(s::matmul);
-    Gemm = op("onnx.Gemm", "alpha * A' * B' + beta * C").ins(&[req("A", var("T")), req("B", var("T")), opt("C", var("T"))]).outs(&[req("Y", var("T"))]).vars(T_NUMERIC).attrs(&[float_attr("alpha", 1.0), float_attr("beta", 1.0), int_attr("transA", 0), int_attr("transB", 0)]).verify(v::gemm);
-    Conv = op("onnx.Conv", "N-d convolution").ins(&[req("X", var("T")), req("W", var("T")), opt("B", var("T"))]).outs(&[req("Y", var("T"))]).vars(T_FLOAT).attrs(CONV_ATTRS);
-    ConvTranspose = op("onnx.ConvTranspose", "N-d transposed convolution").ins(&[req("X", var("T")), req("W", var("T")), opt("B", var("T"))]).outs(&[req("Y", var("T"))]).vars(T_FLOAT).attrs(CONV_ATTRS);
-    MaxPool = op("onnx.MaxPool", "max over sliding windows").ins(X_T).outs(&[req("Y", var("T")), opt("Indices", var("I"))]).vars(&[("T", NUMERIC), ("I", I64_ONLY)]).attrs(POOL_ATTRS);
-    AveragePool = op("onnx.AveragePool", "mean over sliding windows").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(POOL_ATTRS);
-    GlobalAveragePool = op("onnx.GlobalAveragePool", "mean over all spatial dims").ins(X_T).outs(Y_T).vars(T_FLOAT);
-    GlobalMaxPool = op("onnx.GlobalMaxPool", "max over all spatial dims").ins(X_T).outs(Y_T).vars(T_FLOAT);
+    Gemm = op("onnx.Gemm", "alpha * A' * B' + beta * C").ins(&[req("A", var("T")), req("B", var("T")), opt("C", var("T"))]).outs(&[req("Y", var("T"))]).vars(T_NUMERIC).attrs(&[float_attr("alpha", 1.0), float_attr("beta", 1.0), int_attr("transA", 0), int_attr("transB", 0)]).verify(v::gemm).shape(s::gemm);
+    Conv = op("onnx.Conv", "N-d convolution").ins(&[req("X", var("T")), req("W", var("T")), opt("B", var("T"))]).outs(&[req("Y", var("T"))]).vars(T_FLOAT).attrs(CONV_ATTRS).shape(s::conv);
+    ConvTranspose = op("onnx.ConvTranspose", "N-d transposed convolution").ins(&[req("X", var("T")), req("W", var("T")), opt("B", var("T"))]).outs(&[req("Y", var("T"))]).vars(T_FLOAT).attrs(CONV_ATTRS).shape(s::conv_transpose);
+    MaxPool = op("onnx.MaxPool", "max over sliding windows").ins(X_T).outs(&[req("Y", var("T")), opt("Indices", var("I"))]).vars(&[("T", NUMERIC), ("I", I64_ONLY)]).attrs(POOL_ATTRS).shape(s::pool);
+    AveragePool = op("onnx.AveragePool", "mean over sliding windows").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(POOL_ATTRS).shape(s::pool);
+    GlobalAveragePool = op("onnx.GlobalAveragePool", "mean over all spatial dims").ins(X_T).outs(Y_T).vars(T_FLOAT).shape(s::global_pool);
+    GlobalMaxPool = op("onnx.GlobalMaxPool", "max over all spatial dims").ins(X_T).outs(Y_T).vars(T_FLOAT).shape(s::global_pool);
 
     // Reductions.
-    ReduceMean = op("onnx.ReduceMean", "mean over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS);
-    ReduceSum = op("onnx.ReduceSum", "sum over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS);
-    ReduceMax = op("onnx.ReduceMax", "max over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS);
-    ReduceMin = op("onnx.ReduceMin", "min over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS);
-    ReduceProd = op("onnx.ReduceProd", "product over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS);
-    ArgMax = op("onnx.ArgMax", "index of the max along `axis`").ins(&[req("data", var("T"))]).outs(&[req("reduced", var("I"))]).vars(T_NUMERIC_I64).attrs(&[int_attr("axis", 0), int_attr("keepdims", 1), int_attr("select_last_index", 0)]).verify(v::axis_in_range);
+    ReduceMean = op("onnx.ReduceMean", "mean over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce);
+    ReduceSum = op("onnx.ReduceSum", "sum over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce).fold(f::reduce_sum);
+    ReduceMax = op("onnx.ReduceMax", "max over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce).fold(f::reduce_max);
+    ReduceMin = op("onnx.ReduceMin", "min over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce).fold(f::reduce_min);
+    ReduceProd = op("onnx.ReduceProd", "product over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce).fold(f::reduce_prod);
+    ArgMax = op("onnx.ArgMax", "index of the max along `axis`").ins(&[req("data", var("T"))]).outs(&[req("reduced", var("I"))]).vars(T_NUMERIC_I64).attrs(&[int_attr("axis", 0), int_attr("keepdims", 1), int_attr("select_last_index", 0)]).verify(v::axis_in_range).shape(s::arg_reduce);
+    ArgMin = op("onnx.ArgMin", "index of the min along `axis`").ins(&[req("data", var("T"))]).outs(&[req("reduced", var("I"))]).vars(T_NUMERIC_I64).attrs(&[int_attr("axis", 0), int_attr("keepdims", 1), int_attr("select_last_index", 0)]).verify(v::axis_in_range).shape(s::arg_reduce);
+    CumSum = op("onnx.CumSum", "cumulative sum along the `axis` operand").ins(&[req("x", var("T")), req("axis", var("I"))]).outs(&[req("y", var("T"))]).vars(&[("T", NUMERIC), ("I", INDEX)]).attrs(&[int_attr("exclusive", 0), int_attr("reverse", 0)]).shape(s::same_as_first);
+    TopK = op("onnx.TopK", "the K largest (or smallest) entries along `axis`, and their indices").ins(&[req("X", var("T")), req("K", var("I"))]).outs(&[req("Values", var("T")), req("Indices", var("I"))]).vars(T_NUMERIC_I64).attrs(&[int_attr("axis", -1), int_attr("largest", 1), int_attr("sorted", 1)]).verify(v::axis_in_range).shape(s::top_k);
 
     // Shape and data movement.
-    Reshape = op("onnx.Reshape", "same data, new shape").ins(&[req("data", var("T")), req("shape", var("I"))]).outs(&[req("reshaped", var("T"))]).vars(T_ANY_I64).attrs(&[int_attr("allowzero", 0)]).traits(Traits::VIEW).verify(v::reshape);
-    Flatten = op("onnx.Flatten", "reshape to 2-d around `axis`").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_ANY).attrs(&[int_attr("axis", 1)]).traits(Traits::VIEW).verify(v::flatten);
-    Squeeze = op("onnx.Squeeze", "removes dims of size 1").ins(&[req("data", var("T")), opt("axes", var("I"))]).outs(&[req("squeezed", var("T"))]).vars(T_ANY_I64).traits(Traits::VIEW);
-    Unsqueeze = op("onnx.Unsqueeze", "inserts dims of size 1").ins(&[req("data", var("T")), req("axes", var("I"))]).outs(&[req("expanded", var("T"))]).vars(T_ANY_I64).traits(Traits::VIEW);
+    Reshape = op("onnx.Reshape", "same data, new shape").ins(&[req("data", var("T")), req("shape", var("I"))]).outs(&[req("reshaped", var("T"))]).vars(T_ANY_I64).attrs(&[int_attr("allowzero", 0)]).traits(Traits::VIEW).verify(v::reshape).shape(s::reshape).fold(f::forward);
+    Flatten = op("onnx.Flatten", "reshape to 2-d around `axis`").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_ANY).attrs(&[int_attr("axis", 1)]).traits(Traits::VIEW).verify(v::flatten).shape(s::flatten).fold(f::forward);
+    Squeeze = op("onnx.Squeeze", "removes dims of size 1").ins(&[req("data", var("T")), opt("axes", var("I"))]).outs(&[req("squeezed", var("T"))]).vars(T_ANY_I64).traits(Traits::VIEW).shape(s::squeeze).fold(f::forward);
+    Unsqueeze = op("onnx.Unsqueeze", "inserts dims of size 1").ins(&[req("data", var("T")), req("axes", var("I"))]).outs(&[req("expanded", var("T"))]).vars(T_ANY_I64).traits(Traits::VIEW).shape(s::unsqueeze).fold(f::forward);
     Transpose = op("onnx.Transpose", "permutes dims by `perm`").ins(&[req("data", var("T"))]).outs(&[req("transposed", var("T"))]).vars(T_ANY).attrs(&[attr("perm", Ints)]).verify(v::transpose).shape(s::transpose);
-    Concat = op("onnx.Concat", "joins tensors along `axis`").ins(&[variadic("inputs", var("T"))]).outs(&[req("concat_result", var("T"))]).vars(T_ANY).attrs(&[required("axis", Int)]).verify(v::concat);
-    Split = op("onnx.Split", "splits a tensor along `axis`").ins(&[req("input", var("T")), opt("split", var("I"))]).outs(&[variadic("outputs", var("T"))]).vars(T_ANY_I64).attrs(&[int_attr("axis", 0), attr("num_outputs", Int)]).verify(v::axis_in_range);
-    Slice = op("onnx.Slice", "takes a strided window").ins(&[req("data", var("T")), req("starts", var("I")), req("ends", var("I")), opt("axes", var("I")), opt("steps", var("I"))]).outs(&[req("output", var("T"))]).vars(&[("T", ANY), ("I", INDEX)]);
-    Gather = op("onnx.Gather", "takes entries along `axis` by index").ins(&[req("data", var("T")), req("indices", var("I"))]).outs(&[req("output", var("T"))]).vars(&[("T", ANY), ("I", INDEX)]).attrs(&[int_attr("axis", 0)]).verify(v::axis_in_range);
-    Expand = op("onnx.Expand", "broadcasts to a shape").ins(&[req("input", var("T")), req("shape", var("I"))]).outs(&[req("output", var("T"))]).vars(T_ANY_I64);
-    Tile = op("onnx.Tile", "repeats a tensor").ins(&[req("input", var("T")), req("repeats", var("I"))]).outs(&[req("output", var("T"))]).vars(T_ANY_I64);
-    Pad = op("onnx.Pad", "pads a tensor").ins(&[req("data", var("T")), req("pads", var("I")), opt("constant_value", var("T")), opt("axes", var("J"))]).outs(&[req("output", var("T"))]).vars(&[("T", ANY), ("I", I64_ONLY), ("J", INDEX)]).attrs(&[attr("mode", String)]);
-    Resize = op("onnx.Resize", "resamples a tensor").ins(&[req("X", var("T1")), opt("roi", var("T2")), opt("scales", var("F")), opt("sizes", var("I"))]).outs(&[req("Y", var("T1"))]).vars(&[("T1", ANY), ("T2", FLOAT), ("F", FLOAT), ("I", I64_ONLY)]).attrs(&[int_attr("antialias", 0), attr("axes", Ints), attr("coordinate_transformation_mode", String), float_attr("cubic_coeff_a", -0.75), int_attr("exclude_outside", 0), float_attr("extrapolation_value", 0.0), attr("keep_aspect_ratio_policy", String), attr("mode", String), attr("nearest_mode", String)]);
-    Trilu = op("onnx.Trilu", "keeps the upper or lower triangle").ins(&[req("input", var("T")), opt("k", var("I"))]).outs(&[req("output", var("T"))]).vars(T_ANY_I64).attrs(&[int_attr("upper", 1)]);
+    Concat = op("onnx.Concat", "joins tensors along `axis`").ins(&[variadic("inputs", var("T"))]).outs(&[req("concat_result", var("T"))]).vars(T_ANY).attrs(&[required("axis", Int)]).verify(v::concat).shape(s::concat).fold(f::concat);
+    Split = op("onnx.Split", "splits a tensor along `axis`").ins(&[req("input", var("T")), opt("split", var("I"))]).outs(&[variadic("outputs", var("T"))]).vars(T_ANY_I64).attrs(&[int_attr("axis", 0), attr("num_outputs", Int)]).verify(v::axis_in_range).shape(s::split).fold(f::split);
+    Slice = op("onnx.Slice", "takes a strided window").ins(&[req("data", var("T")), req("starts", var("I")), req("ends", var("I")), opt("axes", var("I")), opt("steps", var("I"))]).outs(&[req("output", var("T"))]).vars(&[("T", ANY), ("I", INDEX)]).shape(s::slice).fold(f::slice);
+    Gather = op("onnx.Gather", "takes entries along `axis` by index").ins(&[req("data", var("T")), req("indices", var("I"))]).outs(&[req("output", var("T"))]).vars(&[("T", ANY), ("I", INDEX)]).attrs(&[int_attr("axis", 0)]).verify(v::axis_in_range).shape(s::gather).fold(f::gather);
+    Expand = op("onnx.Expand", "broadcasts to a shape").ins(&[req("input", var("T")), req("shape", var("I"))]).outs(&[req("output", var("T"))]).vars(T_ANY_I64).shape(s::expand).fold(f::expand);
+    Tile = op("onnx.Tile", "repeats a tensor").ins(&[req("input", var("T")), req("repeats", var("I"))]).outs(&[req("output", var("T"))]).vars(T_ANY_I64).shape(s::tile);
+    Pad = op("onnx.Pad", "pads a tensor").ins(&[req("data", var("T")), req("pads", var("I")), opt("constant_value", var("T")), opt("axes", var("J"))]).outs(&[req("output", var("T"))]).vars(&[("T", ANY), ("I", I64_ONLY), ("J", INDEX)]).attrs(&[attr("mode", String)]).shape(s::pad);
+    Resize = op("onnx.Resize", "resamples a tensor").ins(&[req("X", var("T1")), opt("roi", var("T2")), opt("scales", var("F")), opt("sizes", var("I"))]).outs(&[req("Y", var("T1"))]).vars(&[("T1", ANY), ("T2", FLOAT), ("F", FLOAT), ("I", I64_ONLY)]).attrs(&[int_attr("antialias", 0), attr("axes", Ints), attr("coordinate_transformation_mode", String), float_attr("cubic_coeff_a", -0.75), int_attr("exclude_outside", 0), float_attr("extrapolation_value", 0.0), attr("keep_aspect_ratio_policy", String), attr("mode", String), attr("nearest_mode", String)]).shape(s::resize);
+    Trilu = op("onnx.Trilu", "keeps the upper or lower triangle").ins(&[req("input", var("T")), opt("k", var("I"))]).outs(&[req("output", var("T"))]).vars(T_ANY_I64).attrs(&[int_attr("upper", 1)]).shape(s::same_as_first);
 
     // Shape computations.
-    Shape = op("onnx.Shape", "the shape of a tensor as an i64 tensor").ins(&[req("data", var("T"))]).outs(&[req("shape", var("I"))]).vars(T_ANY_I64).attrs(&[attr("start", Int), attr("end", Int)]);
-    ConstantOfShape = op("onnx.ConstantOfShape", "a tensor of the given shape filled with `value`").ins(&[req("input", var("I"))]).outs(&[req("output", var("T"))]).vars(T_ANY_I64).attrs(&[attr("value", Weight)]);
-    Range = op("onnx.Range", "start, start + delta, ... below limit").ins(&[req("start", var("T")), req("limit", var("T")), req("delta", var("T"))]).outs(&[req("output", var("T"))]).vars(&[("T", SIGNED_NUMERIC)]);
+    Shape = op("onnx.Shape", "the shape of a tensor as an i64 tensor").ins(&[req("data", var("T"))]).outs(&[req("shape", var("I"))]).vars(T_ANY_I64).attrs(&[attr("start", Int), attr("end", Int)]).shape(s::shape).fold(f::shape);
+    Size = op("onnx.Size", "the number of elements as an i64 scalar").ins(&[req("data", var("T"))]).outs(&[req("size", var("I"))]).vars(T_ANY_I64).shape(s::size).fold(f::size);
+    ConstantOfShape = op("onnx.ConstantOfShape", "a tensor of the given shape filled with `value`").ins(&[req("input", var("I"))]).outs(&[req("output", var("T"))]).vars(T_ANY_I64).attrs(&[attr("value", Weight)]).shape(s::constant_of_shape).fold(f::constant_of_shape);
+    Range = op("onnx.Range", "start, start + delta, ... below limit").ins(&[req("start", var("T")), req("limit", var("T")), req("delta", var("T"))]).outs(&[req("output", var("T"))]).vars(&[("T", SIGNED_NUMERIC)]).shape(s::range).fold(f::range);
 
     // Quantization.
-    DequantizeLinear = op("onnx.DequantizeLinear", "(x - zero_point) * scale, per tensor, axis or block").ins(&[req("x", var("T1")), req("x_scale", var("T2")), opt("x_zero_point", var("T1"))]).outs(&[req("y", var("T2"))]).vars(&[("T1", QUANTIZED), ("T2", FLOAT)]).attrs(&[int_attr("axis", 1), int_attr("block_size", 0)]).verify(v::quantize_linear);
-    QuantizeLinear = op("onnx.QuantizeLinear", "saturate(round(x / scale) + zero_point)").ins(&[req("x", var("T1")), req("y_scale", var("T1")), opt("y_zero_point", var("T2"))]).outs(&[req("y", var("T2"))]).vars(&[("T1", FLOAT), ("T2", QUANTIZED)]).attrs(&[int_attr("axis", 1), int_attr("block_size", 0), int_attr("saturate", 1), attr("output_dtype", Int)]).verify(v::quantize_linear);
+    DequantizeLinear = op("onnx.DequantizeLinear", "(x - zero_point) * scale, per tensor, axis or block").ins(&[req("x", var("T1")), req("x_scale", var("T2")), opt("x_zero_point", var("T1"))]).outs(&[req("y", var("T2"))]).vars(&[("T1", QUANTIZED), ("T2", FLOAT)]).attrs(&[int_attr("axis", 1), int_attr("block_size", 0)]).verify(v::quantize_linear).shape(s::dequantize_linear);
+    QuantizeLinear = op("onnx.QuantizeLinear", "saturate(round(x / scale) + zero_point)").ins(&[req("x", var("T1")), req("y_scale", var("T1")), opt("y_zero_point", var("T2"))]).outs(&[req("y", var("T2"))]).vars(&[("T1", FLOAT), ("T2", QUANTIZED)]).attrs(&[int_attr("axis", 1), int_attr("block_size", 0), int_attr("saturate", 1), attr("output_dtype", Int)]).verify(v::quantize_linear).shape(s::quantize_linear);
 }

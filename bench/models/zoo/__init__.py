@@ -1,0 +1,1 @@
+"""memc benchmark model zoo: deterministic ONNX model generators (see ../README.md)."""

@@ -1,0 +1,852 @@
+//! ONNX import: a model file (or bytes) to a verified [`Module`] in the `onnx` dialect.
+//!
+//! - The model file is memory-mapped and decoded with prost straight from the map; initializer
+//!   payloads stay slices of it, and external data files are mapped too ([`external`]). Import
+//!   copies no weight byte, except small tensors written as typed values ([`tensor`]).
+//! - Opsets: the default domain at versions 13 to 21. Ops whose form changed inside that range
+//!   keep the form they were written in; the op table declares both (Reduce* `axes` as an
+//!   attribute or an operand).
+//! - Every unsupported op (or attribute) of the whole model, subgraphs included, is reported in
+//!   one error with node names, op types, domains, opsets and counts per op type.
+//! - Structural errors name what and where: the node (name, op type, index), the input index
+//!   and value name, or the initializer. Import never panics on any input.
+//! - Result types come from shape inference ([`crate::infer`]), op by op; where it cannot tell,
+//!   from the model's `value_info`; symbolic dims keep their `dim_param` names.
+//! - Graph inputs and outputs become function arguments and results, with their ONNX names in
+//!   a `memc.name` attribute. Initializers become weights; the ops that read them see a
+//!   `memc.weight` op at the top of the function. `Constant` nodes become weights too.
+
+pub mod external;
+pub mod proto;
+pub mod tensor;
+
+use crate::diag::Diagnostic;
+use crate::infer::ShapeInference;
+use crate::ops::{AttrDef, Opcode};
+use crate::{
+    dim::sanitize_symbol, AttrDict, AttrKind, Attribute, BlockId, Dim, ElemType, Function, Module,
+    TensorType, Type, ValueId, WeightBytes, WeightId,
+};
+use bytes::Bytes;
+use external::ExternalData;
+use prost::Message;
+use proto::{attribute_type as at, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The default-domain opsets memc imports.
+pub const SUPPORTED_OPSETS: std::ops::RangeInclusive<i64> = 13..=21;
+
+/// A model after import.
+pub struct ImportedModel {
+    pub module: Module,
+    /// The default-domain opset version.
+    pub opset: i64,
+    pub ir_version: i64,
+    pub producer: String,
+}
+
+/// Imports the model at `path` (its external data is looked up beside it).
+pub fn import_file(path: &Path) -> Result<ImportedModel, Diagnostic> {
+    let bytes = external::map_file(path)
+        .map_err(|e| Diagnostic::error(format!("cannot read `{}`: {e}", path.display())))?;
+    let dir = path.parent().map(|p| {
+        if p.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            p
+        }
+    });
+    import_bytes(bytes, dir)
+}
+
+/// Imports a model from bytes; `model_dir` is where external data files are looked up (`None`:
+/// a model with external data is an error).
+pub fn import_bytes(bytes: Bytes, model_dir: Option<&Path>) -> Result<ImportedModel, Diagnostic> {
+    let model = ModelProto::decode(bytes).map_err(|e| {
+        Diagnostic::error(format!(
+            "this is not a valid ONNX model: the protobuf does not decode ({e})"
+        ))
+        .with_note("an ONNX model is a binary ModelProto, usually written by onnx.save")
+    })?;
+    let opset = default_opset(&model)?;
+    let graph = model.graph.as_ref().ok_or_else(|| {
+        Diagnostic::error("the model has no graph").with_note("ModelProto.graph (field 7) is empty")
+    })?;
+    let mut importer = Importer {
+        module: Module::new(),
+        external: ExternalData::new(model_dir),
+        opsets: model
+            .opset_import
+            .iter()
+            .map(|o| (normalize_domain(&o.domain).to_string(), o.version))
+            .collect(),
+        infer: ShapeInference::new(),
+        declared: HashMap::new(),
+        scopes: Vec::new(),
+        initializers: HashMap::new(),
+        weight_values: HashMap::new(),
+        n_synthesized: 0,
+    };
+    importer.check_supported(graph)?;
+    let func = importer.import_main_graph(graph)?;
+    let mut module = importer.module;
+    module.add_function(func);
+    if let Err(diags) = crate::verify_module(&module) {
+        let first = diags
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| Diagnostic::error("unknown verifier failure"));
+        return Err(Diagnostic::error(format!(
+            "internal error: the imported IR fails verification; this is a bug in memc: {}",
+            first.message
+        )));
+    }
+    Ok(ImportedModel {
+        module,
+        opset,
+        ir_version: model.ir_version,
+        producer: model.producer_name.clone(),
+    })
+}
+
+fn normalize_domain(domain: &str) -> &str {
+    if domain == "ai.onnx" {
+        ""
+    } else {
+        domain
+    }
+}
+
+fn domain_name(domain: &str) -> &str {
+    if domain.is_empty() {
+        "ai.onnx"
+    } else {
+        domain
+    }
+}
+
+fn default_opset(model: &ModelProto) -> Result<i64, Diagnostic> {
+    let version = model
+        .opset_import
+        .iter()
+        .find(|o| normalize_domain(&o.domain).is_empty())
+        .map(|o| o.version)
+        .ok_or_else(|| {
+            Diagnostic::error("the model imports no opset for the default domain (ai.onnx)")
+                .with_note("ModelProto.opset_import must name the ai.onnx version the model uses")
+        })?;
+    if !SUPPORTED_OPSETS.contains(&version) {
+        return Err(Diagnostic::error(format!(
+            "the model uses ai.onnx opset {version}; memc supports opsets {} to {}",
+            SUPPORTED_OPSETS.start(),
+            SUPPORTED_OPSETS.end()
+        ))
+        .with_note("convert it with onnx.version_converter.convert_version(model, 21)"));
+    }
+    Ok(version)
+}
+
+/// Where a node is, for messages: `node `name` (OpType, #index)`.
+fn node_label(node: &NodeProto, index: usize) -> String {
+    let name = if node.name.is_empty() {
+        "<unnamed>"
+    } else {
+        node.name.as_str()
+    };
+    format!("node `{name}` ({}, #{index})", node.op_type)
+}
+
+struct Importer {
+    module: Module,
+    external: ExternalData,
+    opsets: HashMap<String, i64>,
+    infer: ShapeInference,
+    /// Types the model declares for values (graph inputs, outputs, value_info).
+    declared: HashMap<String, TensorType>,
+    /// Visible value names: the main graph, then each enclosing subgraph.
+    scopes: Vec<HashMap<String, ValueId>>,
+    initializers: HashMap<String, WeightId>,
+    /// The `memc.weight` op result for each weight used so far.
+    weight_values: HashMap<WeightId, ValueId>,
+    /// A counter that keeps the names of weights made from node attributes unique.
+    n_synthesized: usize,
+}
+
+/// One unsupported use, for the combined report.
+struct Unsupported {
+    what: String,
+    node: String,
+}
+
+impl Importer {
+    // ----- Checks over the whole model before building anything. -----
+
+    fn check_supported(&self, graph: &GraphProto) -> Result<(), Diagnostic> {
+        let mut found: BTreeMap<String, Vec<Unsupported>> = BTreeMap::new();
+        self.collect_unsupported(graph, &mut found);
+        if found.is_empty() {
+            return Ok(());
+        }
+        let n_nodes: usize = found.values().map(Vec::len).sum();
+        let mut diag = Diagnostic::error(format!(
+            "the model uses {n_nodes} node(s) memc does not support, of {} kind(s)",
+            found.len()
+        ));
+        for (kind, uses) in &found {
+            let names: Vec<String> = uses.iter().take(5).map(|u| u.node.clone()).collect();
+            let more = if uses.len() > 5 {
+                format!(", and {} more", uses.len() - 5)
+            } else {
+                String::new()
+            };
+            let detail = uses.first().map(|u| u.what.as_str()).unwrap_or("");
+            diag = diag.with_note(format!(
+                "{kind}: {} node(s){detail}: {}{more}",
+                uses.len(),
+                names.join(", ")
+            ));
+        }
+        Err(diag)
+    }
+
+    fn collect_unsupported(
+        &self,
+        graph: &GraphProto,
+        found: &mut BTreeMap<String, Vec<Unsupported>>,
+    ) {
+        for (index, node) in graph.node.iter().enumerate() {
+            let domain = normalize_domain(&node.domain);
+            let opset = self.opsets.get(domain).copied();
+            let opset_text =
+                opset.map_or("no opset imported".to_string(), |v| format!("opset {v}"));
+            let label = format!(
+                "`{}` (#{index})",
+                if node.name.is_empty() {
+                    "<unnamed>"
+                } else {
+                    &node.name
+                }
+            );
+            let kind = format!(
+                "{} (domain {}, {opset_text})",
+                node.op_type,
+                domain_name(domain)
+            );
+            let opcode = onnx_opcode(node);
+            if !domain.is_empty() || (opcode.is_none() && node.op_type != "Constant") {
+                found.entry(kind).or_default().push(Unsupported {
+                    what: String::new(),
+                    node: label,
+                });
+                continue;
+            }
+            if let Some(opcode) = opcode {
+                for attr in &node.attribute {
+                    if opcode.def().attr_def(&attr.name).is_none()
+                        && !self.normalized_attr(opcode, &attr.name)
+                    {
+                        found
+                            .entry(format!("{} attribute `{}`", node.op_type, attr.name))
+                            .or_default()
+                            .push(Unsupported {
+                                what: " (memc does not know this attribute)".to_string(),
+                                node: label.clone(),
+                            });
+                    }
+                }
+            }
+            for attr in &node.attribute {
+                if let Some(g) = &attr.g {
+                    self.collect_unsupported(g, found);
+                }
+            }
+        }
+    }
+
+    /// Attributes the importer consumes instead of copying: the branches of `If` become its
+    /// regions.
+    fn normalized_attr(&self, opcode: Opcode, name: &str) -> bool {
+        opcode == Opcode::If && matches!(name, "then_branch" | "else_branch")
+    }
+
+    // ----- Building. -----
+
+    fn import_main_graph(&mut self, graph: &GraphProto) -> Result<Function, Diagnostic> {
+        check_graph_order(graph)?;
+        for vi in graph.value_info.iter().chain(&graph.output) {
+            if let Some(ty) = declared_type(vi).ok().flatten() {
+                self.declared.insert(vi.name.clone(), ty);
+            }
+        }
+        // Initializers become weights.
+        for (i, init) in graph.initializer.iter().enumerate() {
+            let where_ = format!("initializer #{i} `{}`", init.name);
+            if init.name.is_empty() {
+                return Err(Diagnostic::error(format!("{where_} has no name")));
+            }
+            let id = self
+                .add_weight(&init.name, init)
+                .map_err(|m| Diagnostic::error(format!("{where_}: {m}")))?;
+            if self.initializers.insert(init.name.clone(), id).is_some() {
+                return Err(Diagnostic::error(format!("{where_} is defined twice")));
+            }
+        }
+        if !graph.sparse_initializer.is_empty() {
+            return Err(Diagnostic::error(
+                "the model has sparse initializers, which memc does not support",
+            ));
+        }
+        // Graph inputs that are not initializers become arguments.
+        let mut arg_types = Vec::new();
+        let mut arg_names = Vec::new();
+        let mut seen = HashSet::new();
+        for (i, input) in graph.input.iter().enumerate() {
+            if !seen.insert(input.name.as_str()) {
+                return Err(Diagnostic::error(format!(
+                    "graph input #{i} `{}` is declared twice",
+                    input.name
+                )));
+            }
+            if self.initializers.contains_key(&input.name) {
+                continue;
+            }
+            let ty = declared_type(input)
+                .map_err(|m| Diagnostic::error(format!("graph input #{i} `{}`: {m}", input.name)))?
+                .ok_or_else(|| {
+                    Diagnostic::error(format!("graph input #{i} `{}` has no shape", input.name))
+                        .with_note("memc needs the rank of every input; give it a shape (dims may be symbolic)")
+                })?;
+            arg_types.push(Type::Tensor(ty));
+            arg_names.push(input.name.clone());
+        }
+        let name = if graph.name.is_empty() {
+            "main"
+        } else {
+            graph.name.as_str()
+        };
+        let mut func = Function::new(name, arg_types, Vec::new());
+        let mut scope = HashMap::new();
+        for (i, arg_name) in arg_names.into_iter().enumerate() {
+            func.arg_attrs_mut(i)
+                .insert("memc.name", Attribute::String(arg_name.clone()));
+            scope.insert(arg_name, func.args()[i]);
+        }
+        self.scopes.push(scope);
+        let entry = func.entry_block();
+        self.import_nodes(&mut func, graph, entry)?;
+
+        // Outputs become results.
+        let mut results = Vec::new();
+        for (i, output) in graph.output.iter().enumerate() {
+            let value = self.lookup(&output.name).ok_or_else(|| {
+                Diagnostic::error(format!(
+                    "graph output #{i} `{}` is not produced by any node, input or initializer",
+                    output.name
+                ))
+            })?;
+            results.push(value);
+        }
+        let types: Vec<Type> = results
+            .iter()
+            .map(|&v| func.value_type(v).clone())
+            .collect();
+        func.build_op(entry, Opcode::Return, results, Vec::new(), []);
+        for (i, ty) in types.into_iter().enumerate() {
+            func.push_result_type(ty);
+            func.result_attrs_mut(i)
+                .insert("memc.name", Attribute::String(graph.output[i].name.clone()));
+        }
+        Ok(func)
+    }
+
+    fn lookup(&self, name: &str) -> Option<ValueId> {
+        self.scopes.iter().rev().find_map(|s| s.get(name).copied())
+    }
+
+    fn add_weight(&mut self, name: &str, tensor: &TensorProto) -> Result<WeightId, String> {
+        let ty = tensor::tensor_type(tensor)?;
+        let bytes = tensor::tensor_bytes(tensor, &ty, &mut self.external)?;
+        self.module
+            .weights
+            .insert(name, ty, bytes)
+            .map_err(|e| e.to_string())
+    }
+
+    /// The value of a weight: a `memc.weight` op at the top of the function, made once.
+    fn weight_value(&mut self, func: &mut Function, id: WeightId) -> ValueId {
+        if let Some(&v) = self.weight_values.get(&id) {
+            return v;
+        }
+        let ty = self
+            .module
+            .weights
+            .get(id)
+            .map(|w| w.ty().clone())
+            .unwrap_or_else(|| TensorType::new(ElemType::F32, vec![]));
+        let op = func.create_op(
+            Opcode::Weight,
+            Vec::new(),
+            vec![Type::Tensor(ty)],
+            [("value", Attribute::Weight(id))].into_iter().collect(),
+        );
+        // Weights sit at the top of the entry block, in the order they were first used.
+        let entry = func.entry_block();
+        let ops = func.layout().block_ops(entry);
+        let first_non_weight = ops
+            .iter()
+            .copied()
+            .find(|&o| func.op(o).opcode != Opcode::Weight);
+        match first_non_weight {
+            Some(before) => {
+                func.insert_op_before(before, op);
+            }
+            None => func.append_op(entry, op),
+        }
+        let value = func.op(op).results[0];
+        self.weight_values.insert(id, value);
+        value
+    }
+
+    fn import_nodes(
+        &mut self,
+        func: &mut Function,
+        graph: &GraphProto,
+        block: BlockId,
+    ) -> Result<(), Diagnostic> {
+        for (index, node) in graph.node.iter().enumerate() {
+            self.import_node(func, node, index, block)?;
+        }
+        Ok(())
+    }
+
+    fn import_node(
+        &mut self,
+        func: &mut Function,
+        node: &NodeProto,
+        index: usize,
+        block: BlockId,
+    ) -> Result<(), Diagnostic> {
+        let label = node_label(node, index);
+        let err = |m: String| Diagnostic::error(format!("{label}: {m}"));
+        if node.op_type == "Constant" {
+            return self.import_constant(func, node).map_err(err);
+        }
+        let opcode = onnx_opcode(node).ok_or_else(|| err("unsupported op".to_string()))?;
+        let def = opcode.def();
+
+        // Operands: absent optional inputs may only trail.
+        let last_present = node
+            .input
+            .iter()
+            .rposition(|n| !n.is_empty())
+            .map_or(0, |p| p + 1);
+        let mut operands = Vec::with_capacity(last_present);
+        for (i, name) in node.input[..last_present].iter().enumerate() {
+            if name.is_empty() {
+                return Err(err(format!(
+                    "input #{i} is left out while a later input is given; memc does not support that form yet"
+                )));
+            }
+            operands.push(
+                self.operand(func, name)
+                    .map_err(|m| err(format!("input #{i} `{name}` {m}")))?,
+            );
+        }
+
+        // Attributes.
+        let mut attrs = AttrDict::new();
+        for attr in &node.attribute {
+            if self.normalized_attr(opcode, &attr.name) {
+                continue;
+            }
+            let Some(attr_def) = def.attr_def(&attr.name) else {
+                return Err(err(format!("attribute `{}` is not supported", attr.name)));
+            };
+            let value = self
+                .attribute(node, attr, attr_def)
+                .map_err(|m| err(format!("attribute `{}`: {m}", attr.name)))?;
+            attrs.insert(attr.name.clone(), value);
+        }
+
+        // Results: trailing absent outputs are dropped.
+        let n_results = node
+            .output
+            .iter()
+            .rposition(|n| !n.is_empty())
+            .map_or(0, |p| p + 1);
+        let placeholder = Type::Tensor(TensorType::new(ElemType::F32, Vec::new()));
+        let op = func.create_op(opcode, operands, vec![placeholder; n_results], attrs);
+        if !node.name.is_empty() {
+            func.op_mut(op).loc = Some(node.name.clone());
+        }
+        if opcode == Opcode::If {
+            self.import_if_branches(func, node, op).map_err(&err)?;
+        }
+        func.append_op(block, op);
+        self.type_results(func, node, op).map_err(&err)?;
+
+        let results = func.op(op).results.clone();
+        for (name, value) in node.output.iter().zip(results) {
+            if name.is_empty() {
+                continue;
+            }
+            self.define(name, value).map_err(&err)?;
+        }
+        Ok(())
+    }
+
+    fn define(&mut self, name: &str, value: ValueId) -> Result<(), String> {
+        if self.lookup(name).is_some() || self.initializers.contains_key(name) {
+            return Err(format!(
+                "output `{name}` is already defined (names must be unique in a graph)"
+            ));
+        }
+        if let Some(scope) = self.scopes.last_mut() {
+            scope.insert(name.to_string(), value);
+        }
+        Ok(())
+    }
+
+    /// The value an input name refers to: a visible value or an initializer.
+    fn operand(&mut self, func: &mut Function, name: &str) -> Result<ValueId, String> {
+        if let Some(v) = self.lookup(name) {
+            return Ok(v);
+        }
+        if let Some(&id) = self.initializers.get(name) {
+            return Ok(self.weight_value(func, id));
+        }
+        Err(
+            "is not defined: no graph input, initializer or earlier node output has this name"
+                .to_string(),
+        )
+    }
+
+    /// Sets the types of `op`'s results from shape inference, falling back on the declared
+    /// types; symbolic names from the declaration fill dims inference left unknown.
+    fn type_results(
+        &mut self,
+        func: &mut Function,
+        node: &NodeProto,
+        op: crate::OpId,
+    ) -> Result<(), String> {
+        let inferred = self.infer.infer_op(func, &self.module.weights, op)?;
+        let results = func.op(op).results.clone();
+        for (i, &value) in results.iter().enumerate() {
+            let name = node.output.get(i).map(String::as_str).unwrap_or("");
+            let declared = self.declared.get(name);
+            let ty = match (inferred.as_ref().and_then(|t| t.get(i)), declared) {
+                (Some(inferred), Some(declared)) => merge_types(inferred, declared),
+                (Some(inferred), None) => inferred.clone(),
+                (None, Some(declared)) => declared.clone(),
+                (None, None) => {
+                    return Err(format!(
+                        "cannot infer the type of output #{i} `{name}`, and the model declares none (add value_info for it)"
+                    ));
+                }
+            };
+            func.set_value_type(value, Type::Tensor(ty));
+        }
+        Ok(())
+    }
+
+    fn import_if_branches(
+        &mut self,
+        func: &mut Function,
+        node: &NodeProto,
+        op: crate::OpId,
+    ) -> Result<(), String> {
+        for branch in ["then_branch", "else_branch"] {
+            let graph = node
+                .attribute
+                .iter()
+                .find(|a| a.name == branch)
+                .and_then(|a| a.g.as_ref())
+                .ok_or_else(|| format!("attribute `{branch}` (a graph) is missing"))?;
+            check_graph_order(graph).map_err(|d| d.message)?;
+            let region = func.add_region(op);
+            let block = func.append_block(region, Vec::new());
+            self.scopes.push(HashMap::new());
+            for vi in graph.value_info.iter().chain(&graph.output) {
+                if let Some(ty) = declared_type(vi).ok().flatten() {
+                    self.declared.insert(vi.name.clone(), ty);
+                }
+            }
+            for init in &graph.initializer {
+                let id = self
+                    .add_weight(&init.name, init)
+                    .map_err(|m| format!("{branch} initializer `{}`: {m}", init.name))?;
+                let value = self.weight_value(func, id);
+                self.scopes
+                    .last_mut()
+                    .map(|s| s.insert(init.name.clone(), value));
+            }
+            let result = self.import_nodes(func, graph, block);
+            let outputs: Result<Vec<ValueId>, String> = graph
+                .output
+                .iter()
+                .map(|o| {
+                    self.lookup(&o.name).ok_or_else(|| {
+                        format!("{branch} output `{}` is not produced in the branch", o.name)
+                    })
+                })
+                .collect();
+            self.scopes.pop();
+            result.map_err(|d| format!("in {branch}: {}", d.message))?;
+            let outputs = outputs?;
+            if outputs.len() != node.output.len() {
+                return Err(format!(
+                    "{branch} yields {} value(s) but the node has {} output(s)",
+                    outputs.len(),
+                    node.output.len()
+                ));
+            }
+            func.build_op(block, Opcode::Yield, outputs, Vec::new(), []);
+        }
+        Ok(())
+    }
+
+    fn import_constant(&mut self, func: &mut Function, node: &NodeProto) -> Result<(), String> {
+        let [output] = node.output.as_slice() else {
+            return Err(format!(
+                "a Constant has one output, this one has {}",
+                node.output.len()
+            ));
+        };
+        let [attr] = node.attribute.as_slice() else {
+            return Err("a Constant needs exactly one value attribute".to_string());
+        };
+        let name = output.clone();
+        let id = match (attr.name.as_str(), attr.t.as_ref()) {
+            ("value", Some(t)) => self.add_weight(&name, t)?,
+            ("value_float", _) => {
+                self.owned_weight(&name, ElemType::F32, &[], attr.f.to_le_bytes().to_vec())?
+            }
+            ("value_floats", _) => {
+                let bytes = attr.floats.iter().flat_map(|v| v.to_le_bytes()).collect();
+                self.owned_weight(&name, ElemType::F32, &[attr.floats.len() as u64], bytes)?
+            }
+            ("value_int", _) => {
+                self.owned_weight(&name, ElemType::I64, &[], attr.i.to_le_bytes().to_vec())?
+            }
+            ("value_ints", _) => {
+                let bytes = attr.ints.iter().flat_map(|v| v.to_le_bytes()).collect();
+                self.owned_weight(&name, ElemType::I64, &[attr.ints.len() as u64], bytes)?
+            }
+            (other, _) => return Err(format!("Constant attribute `{other}` is not supported")),
+        };
+        let value = self.weight_value(func, id);
+        self.define(&name, value)
+    }
+
+    fn owned_weight(
+        &mut self,
+        name: &str,
+        elem: ElemType,
+        shape: &[u64],
+        bytes: Vec<u8>,
+    ) -> Result<WeightId, String> {
+        let ty = TensorType::with_shape(elem, shape);
+        self.module
+            .weights
+            .insert(name, ty, WeightBytes::Owned(Arc::from(bytes)))
+            .map_err(|e| e.to_string())
+    }
+
+    fn attribute(
+        &mut self,
+        node: &NodeProto,
+        attr: &proto::AttributeProto,
+        def: &AttrDef,
+    ) -> Result<Attribute, String> {
+        let utf8 = |b: &Bytes| {
+            String::from_utf8(b.to_vec()).map_err(|_| "string is not valid UTF-8".to_string())
+        };
+        let kind_error = || {
+            format!(
+                "has ONNX attribute type {} but memc expects {}",
+                attr.r#type,
+                def.kind.describe()
+            )
+        };
+        Ok(match (def.kind, attr.r#type) {
+            (AttrKind::Int, at::INT) => Attribute::Int(attr.i),
+            (AttrKind::Float, at::FLOAT) => Attribute::Float(f64::from(attr.f)),
+            (AttrKind::Float, at::INT) => Attribute::Float(attr.i as f64),
+            (AttrKind::String, at::STRING) => Attribute::String(utf8(&attr.s)?),
+            (AttrKind::Ints, at::INTS) => Attribute::ints(attr.ints.iter().copied()),
+            (AttrKind::Floats, at::FLOATS) => Attribute::Array(
+                attr.floats
+                    .iter()
+                    .map(|&f| Attribute::Float(f64::from(f)))
+                    .collect(),
+            ),
+            (AttrKind::Strings, at::STRINGS) => Attribute::Array(
+                attr.strings
+                    .iter()
+                    .map(|s| utf8(s).map(Attribute::String))
+                    .collect::<Result<_, _>>()?,
+            ),
+            (AttrKind::ElemType, at::INT) => {
+                let code = i32::try_from(attr.i)
+                    .map_err(|_| format!("element type {} is out of range", attr.i))?;
+                Attribute::ElemType(tensor::elem_type(code)?)
+            }
+            (AttrKind::Weight, at::TENSOR) => {
+                let t = attr.t.as_ref().ok_or("the tensor is missing")?;
+                let base = if node.name.is_empty() {
+                    node.output.first().cloned().unwrap_or_default()
+                } else {
+                    node.name.clone()
+                };
+                self.n_synthesized += 1;
+                let name = format!("{base}/{}#memc{}", attr.name, self.n_synthesized);
+                Attribute::Weight(self.add_weight(&name, t)?)
+            }
+            (AttrKind::Type, _) | (AttrKind::Bool, _) | (AttrKind::Weight, _) => {
+                return Err(kind_error())
+            }
+            _ => return Err(kind_error()),
+        })
+    }
+}
+
+/// The op for a default-domain node, if memc has it (`Constant` is handled apart).
+fn onnx_opcode(node: &NodeProto) -> Option<Opcode> {
+    if !normalize_domain(&node.domain).is_empty() || matches!(node.op_type.as_str(), "Yield") {
+        return None;
+    }
+    let opcode = Opcode::from_name(&format!("onnx.{}", node.op_type))?;
+    (opcode.def().dialect() == "onnx").then_some(opcode)
+}
+
+/// The tensor type a value info declares: `Ok(None)` without a shape; `Err` for non-tensor
+/// types, unsupported element types, negative dims or sizes that overflow.
+fn declared_type(vi: &ValueInfoProto) -> Result<Option<TensorType>, String> {
+    use proto::type_proto::Value;
+    let Some(ty) = vi.r#type.as_ref() else {
+        return Ok(None);
+    };
+    let tensor =
+        match &ty.value {
+            Some(Value::TensorType(t)) => t,
+            Some(_) => return Err(
+                "is not a tensor (sequences, maps, optionals and sparse tensors are not supported)"
+                    .to_string(),
+            ),
+            None => return Ok(None),
+        };
+    let elem = tensor::elem_type(tensor.elem_type)?;
+    let Some(shape) = &tensor.shape else {
+        return Ok(None);
+    };
+    let mut dims = Vec::with_capacity(shape.dim.len());
+    for (i, d) in shape.dim.iter().enumerate() {
+        use proto::tensor_shape_proto::dimension::Value as D;
+        dims.push(match &d.value {
+            Some(D::DimValue(v)) => {
+                Dim::Static(u64::try_from(*v).map_err(|_| format!("dim #{i} is negative ({v})"))?)
+            }
+            Some(D::DimParam(p)) if !p.is_empty() => Dim::symbol(&sanitize_symbol(p)),
+            _ => Dim::Unknown,
+        });
+    }
+    let ty = TensorType::new(elem, dims);
+    if ty.dims.iter().all(|d| d.as_static().is_some()) && ty.static_byte_size().is_none() {
+        return Err(format!(
+            "its shape {} has a size that overflows 64 bits",
+            ty
+        ));
+    }
+    Ok(Some(ty))
+}
+
+/// `inferred`, with dims it left unknown taken from `declared` (same rank and element type only).
+fn merge_types(inferred: &TensorType, declared: &TensorType) -> TensorType {
+    if inferred.rank() != declared.rank() || inferred.elem != declared.elem {
+        return inferred.clone();
+    }
+    let dims = inferred
+        .dims
+        .iter()
+        .zip(&declared.dims)
+        .map(|(i, d)| {
+            if *i == Dim::Unknown {
+                d.clone()
+            } else {
+                i.clone()
+            }
+        })
+        .collect();
+    TensorType::new(inferred.elem, dims)
+}
+
+/// Nodes must be in topological order with unique output names: reports a cycle, a use before
+/// definition, or a duplicate output, naming the nodes.
+fn check_graph_order(graph: &GraphProto) -> Result<(), Diagnostic> {
+    let mut producer: HashMap<&str, usize> = HashMap::new();
+    for (index, node) in graph.node.iter().enumerate() {
+        for out in node.output.iter().filter(|o| !o.is_empty()) {
+            if let Some(&first) = producer.get(out.as_str()) {
+                return Err(Diagnostic::error(format!(
+                    "{} and {} both produce `{out}`; value names must be unique",
+                    node_label(&graph.node[first], first),
+                    node_label(node, index)
+                )));
+            }
+            producer.insert(out, index);
+        }
+    }
+    // Kahn's algorithm over node-to-node edges finds a cycle if there is one.
+    let n = graph.node.len();
+    let mut indegree = vec![0usize; n];
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (index, node) in graph.node.iter().enumerate() {
+        for input in node.input.iter().filter(|i| !i.is_empty()) {
+            if let Some(&p) = producer.get(input.as_str()) {
+                indegree[index] += 1;
+                users[p].push(index);
+            }
+        }
+    }
+    let mut ready: Vec<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
+    let mut n_sorted = 0;
+    while let Some(i) = ready.pop() {
+        n_sorted += 1;
+        for &u in &users[i] {
+            indegree[u] -= 1;
+            if indegree[u] == 0 {
+                ready.push(u);
+            }
+        }
+    }
+    if n_sorted < n {
+        let in_cycle: Vec<String> = (0..n)
+            .filter(|&i| indegree[i] > 0)
+            .take(6)
+            .map(|i| node_label(&graph.node[i], i))
+            .collect();
+        return Err(
+            Diagnostic::error("the graph has a cycle").with_note(format!(
+                "nodes on or after the cycle: {}",
+                in_cycle.join(", ")
+            )),
+        );
+    }
+    for (index, node) in graph.node.iter().enumerate() {
+        for (i, input) in node.input.iter().enumerate() {
+            if let Some(&p) = producer.get(input.as_str()) {
+                if p >= index {
+                    return Err(Diagnostic::error(format!(
+                        "{} input #{i} `{input}` is used before its definition by {}",
+                        node_label(node, index),
+                        node_label(&graph.node[p], p)
+                    ))
+                    .with_note("ONNX requires nodes in topological order"));
+                }
+            }
+        }
+    }
+    Ok(())
+}

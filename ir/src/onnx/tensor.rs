@@ -1,0 +1,172 @@
+//! ONNX tensors to memc weights: element types, shapes, and where the bytes are.
+//!
+//! `raw_data` and external data stay slices of memory maps ([`WeightBytes::Mapped`]); the
+//! typed repeated fields (`float_data`, `int64_data`, ...) are packed into little-endian bytes,
+//! which copies, but exporters only use them for small tensors. Sizes are computed with checked
+//! arithmetic, and a payload whose length does not match its type is an error.
+
+use super::external::ExternalData;
+use super::proto::{TensorProto, DATA_LOCATION_EXTERNAL};
+use crate::{Dim, ElemType, TensorType, WeightBytes};
+use std::sync::Arc;
+
+/// The memc element type for an ONNX `TensorProto.DataType`, or a message naming the type.
+pub fn elem_type(data_type: i32) -> Result<ElemType, String> {
+    Ok(match data_type {
+        1 => ElemType::F32,
+        2 => ElemType::U8,
+        3 => ElemType::I8,
+        4 => ElemType::U16,
+        5 => ElemType::I16,
+        6 => ElemType::I32,
+        7 => ElemType::I64,
+        9 => ElemType::Bool,
+        10 => ElemType::F16,
+        11 => ElemType::F64,
+        12 => ElemType::U32,
+        13 => ElemType::U64,
+        16 => ElemType::BF16,
+        21 => ElemType::U4,
+        22 => ElemType::I4,
+        other => {
+            return Err(format!(
+                "element type {} is not supported",
+                data_type_name(other)
+            ))
+        }
+    })
+}
+
+/// The ONNX name of a data type number, for messages.
+pub fn data_type_name(data_type: i32) -> String {
+    let name = match data_type {
+        0 => "UNDEFINED",
+        8 => "STRING",
+        14 => "COMPLEX64",
+        15 => "COMPLEX128",
+        17 => "FLOAT8E4M3FN",
+        18 => "FLOAT8E4M3FNUZ",
+        19 => "FLOAT8E5M2",
+        20 => "FLOAT8E5M2FNUZ",
+        23 => "FLOAT4E2M1",
+        24 => "FLOAT8E8M0",
+        _ => return format!("#{data_type} (unknown)"),
+    };
+    format!("{name} (#{data_type})")
+}
+
+/// The static type of an initializer; rejects negative dims and sizes that overflow.
+pub fn tensor_type(tensor: &TensorProto) -> Result<TensorType, String> {
+    let elem = elem_type(tensor.data_type)?;
+    let mut dims = Vec::with_capacity(tensor.dims.len());
+    for (i, &d) in tensor.dims.iter().enumerate() {
+        let d = u64::try_from(d).map_err(|_| format!("dim #{i} is negative ({d})"))?;
+        dims.push(Dim::Static(d));
+    }
+    let ty = TensorType::new(elem, dims);
+    if ty.static_byte_size().is_none() {
+        return Err(format!(
+            "its shape {:?} has a size that overflows 64 bits",
+            tensor.dims
+        ));
+    }
+    Ok(ty)
+}
+
+/// The bytes of a tensor: a slice of a map for raw or external data, packed bytes otherwise.
+pub fn tensor_bytes(
+    tensor: &TensorProto,
+    ty: &TensorType,
+    external: &mut ExternalData,
+) -> Result<WeightBytes, String> {
+    let expected = ty.static_byte_size().ok_or("its size overflows 64 bits")?;
+    let n_elements = ty
+        .static_num_elements()
+        .ok_or("its element count overflows 64 bits")?;
+    let check_len = |actual: u64, what: &str| {
+        if actual == expected {
+            Ok(())
+        } else {
+            Err(format!(
+                "{what} holds {actual} bytes but its type {ty} needs {expected}"
+            ))
+        }
+    };
+    if tensor.data_location == DATA_LOCATION_EXTERNAL {
+        let bytes = external.load(&tensor.external_data, expected)?;
+        check_len(bytes.len() as u64, "its external data")?;
+        return Ok(WeightBytes::Mapped(bytes));
+    }
+    if !tensor.raw_data.is_empty() || n_elements == 0 {
+        check_len(tensor.raw_data.len() as u64, "its raw_data")?;
+        return Ok(WeightBytes::Mapped(tensor.raw_data.clone()));
+    }
+    let count_mismatch = |actual: usize, field: &str| {
+        format!("its {field} holds {actual} values but its type {ty} has {n_elements} elements")
+    };
+    let n = usize::try_from(n_elements).map_err(|_| "it is too large for this machine")?;
+    let mut out: Vec<u8> = Vec::new();
+    match ty.elem {
+        ElemType::F32 => {
+            if tensor.float_data.len() != n {
+                return Err(count_mismatch(tensor.float_data.len(), "float_data"));
+            }
+            out.extend(tensor.float_data.iter().flat_map(|v| v.to_le_bytes()));
+        }
+        ElemType::F64 => {
+            if tensor.double_data.len() != n {
+                return Err(count_mismatch(tensor.double_data.len(), "double_data"));
+            }
+            out.extend(tensor.double_data.iter().flat_map(|v| v.to_le_bytes()));
+        }
+        ElemType::I64 => {
+            if tensor.int64_data.len() != n {
+                return Err(count_mismatch(tensor.int64_data.len(), "int64_data"));
+            }
+            out.extend(tensor.int64_data.iter().flat_map(|v| v.to_le_bytes()));
+        }
+        ElemType::U64 | ElemType::U32 => {
+            if tensor.uint64_data.len() != n {
+                return Err(count_mismatch(tensor.uint64_data.len(), "uint64_data"));
+            }
+            for &v in &tensor.uint64_data {
+                if ty.elem == ElemType::U32 {
+                    let v = u32::try_from(v)
+                        .map_err(|_| format!("uint64_data value {v} does not fit UINT32"))?;
+                    out.extend(v.to_le_bytes());
+                } else {
+                    out.extend(v.to_le_bytes());
+                }
+            }
+        }
+        ElemType::I4 | ElemType::U4 => {
+            // Two 4-bit values per byte, one byte per int32_data entry.
+            let n_bytes = n.div_ceil(2);
+            if tensor.int32_data.len() != n_bytes {
+                return Err(count_mismatch(
+                    tensor.int32_data.len(),
+                    "int32_data (packed bytes)",
+                ));
+            }
+            out.extend(tensor.int32_data.iter().map(|&v| v as u8));
+        }
+        ElemType::I32
+        | ElemType::I16
+        | ElemType::U16
+        | ElemType::I8
+        | ElemType::U8
+        | ElemType::Bool
+        | ElemType::F16
+        | ElemType::BF16 => {
+            if tensor.int32_data.len() != n {
+                return Err(count_mismatch(tensor.int32_data.len(), "int32_data"));
+            }
+            let width = (ty.elem.bits() / 8) as usize;
+            for &v in &tensor.int32_data {
+                out.extend_from_slice(&v.to_le_bytes()[..width]);
+            }
+        }
+    }
+    check_len(out.len() as u64, "its data")?;
+    Ok(WeightBytes::Owned(Arc::from(out)))
+}

@@ -1,0 +1,113 @@
+//! The `memc compile` pipeline, written out once, in order.
+//!
+//! ```text
+//! import (ir::onnx)  ->  verify  ->  shape-infer (--dim bindings)  ->  canonicalize  ->  cse
+//!   ->  dce  ->  [egraph fuse -> schedule -> remat -> bufferize -> liveness -> assign ->
+//!   validate -> codegen -> plan: not built yet]
+//! ```
+//!
+//! Stages that exist run here and nowhere else; the CLI and library users call [`compile`].
+//! What is not built yet is said plainly by [`Emit::is_built`].
+
+use memc_ir::{Diagnostic, Module};
+use memc_passes::Pass;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// What `memc compile` writes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Emit {
+    /// The IR after the built stages, in MLIR generic syntax.
+    Ir,
+    /// The same text: memc's IR text is MLIR.
+    Mlir,
+    /// The buffer plan as JSON (the memory planner's issue).
+    PlanJson,
+    /// The plan file (code generation and the runtime's issues).
+    Plan,
+}
+
+impl Emit {
+    pub fn is_built(self) -> bool {
+        matches!(self, Emit::Ir | Emit::Mlir)
+    }
+}
+
+/// Options of `memc compile`.
+#[derive(Clone, Debug, Default)]
+pub struct CompileOptions {
+    /// Values for symbolic dims (`--dim batch=4`).
+    pub dims: HashMap<String, u64>,
+}
+
+/// Parses `name=value` for `--dim`.
+pub fn parse_dim_binding(text: &str) -> Result<(String, u64), String> {
+    let (name, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`--dim {text}`: expected NAME=VALUE, such as `--dim batch=4`"))?;
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(format!("`--dim {text}`: the dim name is empty"));
+    }
+    let value: u64 = value
+        .trim()
+        .parse()
+        .map_err(|_| format!("`--dim {text}`: `{value}` is not a non-negative integer"))?;
+    Ok((name.to_string(), value))
+}
+
+/// Runs every built stage on the model at `path`.
+pub fn compile(path: &Path, options: &CompileOptions) -> Result<Module, Diagnostic> {
+    let imported = memc_ir::onnx::import_file(path)?;
+    let mut module = imported.module;
+
+    // Bindings must name symbols the model has; a typo would silently leave the dim symbolic.
+    let known: Vec<String> = memc_ir::infer::unbound_symbols(&module);
+    let mut unknown: Vec<&String> = options.dims.keys().filter(|k| !known.contains(k)).collect();
+    unknown.sort();
+    if let Some(first) = unknown.first() {
+        let listed = if known.is_empty() {
+            "it has none".to_string()
+        } else {
+            known.join(", ")
+        };
+        return Err(Diagnostic::error(format!(
+            "`--dim {first}=...` names no symbolic dim of the model"
+        ))
+        .with_note(format!("the model's symbolic dims: {listed}")));
+    }
+
+    memc_ir::infer::infer_module(&mut module, &options.dims).map_err(|diags| {
+        let mut diags = diags.into_iter();
+        let first = diags
+            .next()
+            .unwrap_or_else(|| Diagnostic::error("shape inference failed"));
+        let rest = diags.len();
+        if rest > 0 {
+            first.with_note(format!("{rest} more error(s) after this one"))
+        } else {
+            first
+        }
+    })?;
+
+    let cleanup: [&dyn Pass; 3] = [
+        &memc_passes::Canonicalize,
+        &memc_passes::Cse,
+        &memc_passes::Dce,
+    ];
+    for pass in cleanup {
+        pass.run(&mut module)
+            .map_err(|e| Diagnostic::error(e.to_string()))?;
+        if let Err(diags) = memc_ir::verify_module(&module) {
+            let first = diags
+                .into_iter()
+                .next()
+                .map_or_else(String::new, |d| d.message);
+            return Err(Diagnostic::error(format!(
+                "internal error: pass `{}` produced invalid IR; this is a bug in memc: {first}",
+                pass.name()
+            )));
+        }
+    }
+    Ok(module)
+}

@@ -1,0 +1,486 @@
+#!/usr/bin/env python3
+"""Write the small ONNX fixtures for memc's importer tests, deterministically.
+
+    .venv/bin/python tests/onnx/make_fixtures.py [--check]
+
+Writes tests/onnx/fixtures/ (valid models), tests/onnx/bad/ (malformed or
+invalid models) and tests/onnx/secret.bin (target of bad/external_dotdot.onnx).
+Re-running produces byte-identical files (fixed seeds, no timestamps). See
+fixtures/README.md and bad/README.md for what each file exercises.
+
+--check additionally runs onnx.checker and onnxruntime on every file and prints
+what they say, to confirm the valid fixtures are valid and the bad ones are bad.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, external_data_helper, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIX = os.path.join(HERE, "fixtures")
+BAD = os.path.join(HERE, "bad")
+IR = 10
+PRODUCER = "memc-fixtures"
+
+
+def model(nodes, inputs, outputs, inits=(), value_info=(), opset=17, extra_opsets=(), name="g"):
+    g = helper.make_graph(nodes, name, inputs, outputs, initializer=list(inits), value_info=list(value_info))
+    ops = [helper.make_opsetid("", opset), *[helper.make_opsetid(d, v) for d, v in extra_opsets]]
+    return helper.make_model(g, opset_imports=ops, ir_version=IR, producer_name=PRODUCER)
+
+
+def vi(name, elem, shape):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def save(m: onnx.ModelProto, path: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(m.SerializeToString())
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def rnd(seed, shape):
+    """Small float32 values with few significant digits (readable in float_data dumps)."""
+    return np.round(np.random.default_rng(seed).standard_normal(shape), 3).astype(np.float32)
+
+
+# ---------------------------------------------------------------------------------------
+# valid fixtures
+# ---------------------------------------------------------------------------------------
+
+
+def mlp_arrays():
+    return {
+        "fc1.weight": rnd(1, (4, 8)),
+        "fc1.bias": rnd(2, (8,)),
+        "fc2.weight": rnd(3, (8, 3)),
+        "fc2.bias": rnd(4, (3,)),
+        "out_shape": np.array([2, 3], dtype=np.int64),
+    }
+
+
+def mlp(inits) -> onnx.ModelProto:
+    """x[2,4] -> MatMul+Add -> Relu -> MatMul+Add -> Reshape(out_shape) -> y[2,3]."""
+    nodes = [
+        helper.make_node("MatMul", ["x", "fc1.weight"], ["h0"], name="fc1/MatMul"),
+        helper.make_node("Add", ["h0", "fc1.bias"], ["h1"], name="fc1/Add"),
+        helper.make_node("Relu", ["h1"], ["h2"], name="relu"),
+        helper.make_node("MatMul", ["h2", "fc2.weight"], ["h3"], name="fc2/MatMul"),
+        helper.make_node("Add", ["h3", "fc2.bias"], ["h4"], name="fc2/Add"),
+        helper.make_node("Reshape", ["h4", "out_shape"], ["y"], name="reshape"),
+    ]
+    return model(nodes, [vi("x", TensorProto.FLOAT, [2, 4])], [vi("y", TensorProto.FLOAT, [2, 3])], inits, name="mlp")
+
+
+def mlp_raw():
+    return mlp([numpy_helper.from_array(a, n) for n, a in mlp_arrays().items()])
+
+
+def mlp_typed():
+    inits = []
+    for n, a in mlp_arrays().items():
+        dt = helper.np_dtype_to_tensor_dtype(a.dtype)
+        inits.append(helper.make_tensor(n, dt, a.shape, a.reshape(-1).tolist(), raw=False))
+    m = mlp(inits)
+    assert all(not t.HasField("raw_data") for t in m.graph.initializer)
+    return m
+
+
+def symbolic():
+    """x[batch,seq,8] -> MatMul -> Relu -> Add(x) -> y; ReduceSum over seq -> pooled[batch,8]."""
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"], name="matmul"),
+        helper.make_node("Relu", ["h"], ["r"], name="relu"),
+        helper.make_node("Add", ["r", "x"], ["y"], name="residual"),
+        helper.make_node("ReduceSum", ["y", "axes"], ["pooled"], name="pool", keepdims=0),
+    ]
+    inits = [numpy_helper.from_array(rnd(5, (8, 8)), "w"), numpy_helper.from_array(np.array([1], np.int64), "axes")]
+    value_info = [vi("h", TensorProto.FLOAT, ["batch", "seq", 8]), vi("r", TensorProto.FLOAT, ["batch", "seq", 8])]
+    return model(
+        nodes,
+        [vi("x", TensorProto.FLOAT, ["batch", "seq", 8])],
+        [vi("y", TensorProto.FLOAT, ["batch", "seq", 8]), vi("pooled", TensorProto.FLOAT, ["batch", 8])],
+        inits,
+        value_info,
+        name="symbolic",
+    )
+
+
+def shape_subgraph():
+    """Run-time shape arithmetic as exporters emit it.
+
+    x[batch,seq,8]:
+      Shape -> Gather(0|1) -> Unsqueeze -> Concat(b, s, [2], [4]) -> Reshape(x) -> split[batch,seq,2,4]
+      ConstantOfShape(Concat(s, s), value=1.0)                           -> ones[seq,seq]
+      Range(0, s, 1) -> Cast(float) -> Expand(Concat(b, s))               -> positions[batch,seq]
+    """
+    c = lambda n, v: numpy_helper.from_array(np.array(v, dtype=np.int64), n)  # noqa: E731
+    inits = [c("zero", 0), c("one", 1), c("axes0", [0]), c("two", [2]), c("four", [4])]
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Gather", ["shape", "zero"], ["b0"], axis=0),
+        helper.make_node("Gather", ["shape", "one"], ["s0"], axis=0),
+        helper.make_node("Unsqueeze", ["b0", "axes0"], ["b"]),
+        helper.make_node("Unsqueeze", ["s0", "axes0"], ["s"]),
+        helper.make_node("Concat", ["b", "s", "two", "four"], ["split_shape"], axis=0),
+        helper.make_node("Reshape", ["x", "split_shape"], ["split"]),
+        helper.make_node("Concat", ["s", "s"], ["sq_shape"], axis=0),
+        helper.make_node(
+            "ConstantOfShape", ["sq_shape"], ["ones"], value=helper.make_tensor("value", TensorProto.FLOAT, [1], [1.0])
+        ),
+        helper.make_node("Range", ["zero", "s0", "one"], ["range"]),
+        helper.make_node("Cast", ["range"], ["range_f"], to=TensorProto.FLOAT),
+        helper.make_node("Concat", ["b", "s"], ["bs_shape"], axis=0),
+        helper.make_node("Expand", ["range_f", "bs_shape"], ["positions"]),
+    ]
+    for i, n in enumerate(nodes):
+        n.name = f"n{i}_{n.op_type}"
+    return model(
+        nodes,
+        [vi("x", TensorProto.FLOAT, ["batch", "seq", 8])],
+        [
+            vi("split", TensorProto.FLOAT, ["batch", "seq", 2, 4]),
+            vi("ones", TensorProto.FLOAT, ["seq", "seq"]),
+            vi("positions", TensorProto.FLOAT, ["batch", "seq"]),
+        ],
+        inits,
+        name="shape_subgraph",
+    )
+
+
+def constant_node():
+    """Constant nodes: value (tensor), value_float, value_ints. y = Reshape((x + c0) * c1, c2)."""
+    nodes = [
+        helper.make_node(
+            "Constant", [], ["c0"], name="c_tensor",
+            value=numpy_helper.from_array(rnd(6, (2, 3)), "c0_value"),
+        ),
+        helper.make_node("Constant", [], ["c1"], name="c_float", value_float=2.0),
+        helper.make_node("Constant", [], ["c2"], name="c_ints", value_ints=[3, 2]),
+        helper.make_node("Add", ["x", "c0"], ["a"], name="add"),
+        helper.make_node("Mul", ["a", "c1"], ["m"], name="mul"),
+        helper.make_node("Reshape", ["m", "c2"], ["y"], name="reshape"),
+    ]
+    inputs, outputs = [vi("x", TensorProto.FLOAT, [2, 3])], [vi("y", TensorProto.FLOAT, [3, 2])]
+    return model(nodes, inputs, outputs, name="constant_node")
+
+
+def qdq(symmetric: bool):
+    """x[batch,64] @ W[64,32] quantized by MatMulNBitsQuantizer (QDQ, 4 bits, block_size 32)."""
+    from onnxruntime.quantization import QuantFormat
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(logging.WARNING)
+
+    fp = model(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="matmul")],
+        [vi("x", TensorProto.FLOAT, ["batch", 64])],
+        [vi("y", TensorProto.FLOAT, ["batch", 32])],
+        [numpy_helper.from_array(rnd(7, (64, 32)), "w")],
+        opset=21,
+        name="qdq_int4" if symmetric else "qdq_uint4",
+    )
+    q = MatMulNBitsQuantizer(fp, bits=4, block_size=32, is_symmetric=symmetric, quant_format=QuantFormat.QDQ)
+    q.process()
+    m = q.model.model
+    dq = [n for n in m.graph.node if n.op_type == "DequantizeLinear"]
+    want = TensorProto.INT4 if symmetric else TensorProto.UINT4
+    inits = {t.name: t for t in m.graph.initializer}
+    assert len(dq) == 1 and inits[dq[0].input[0]].data_type == want
+    assert any(a.name == "block_size" and a.i == 32 for a in dq[0].attribute)
+    return m
+
+
+def external(dirpath: str):
+    """MLP whose four float initializers live in weights.bin at offsets 0, 128, 160, 256.
+
+    Written with onnx's own external-data writer (set_external_data + save_external_data,
+    i.e. what onnx.save(save_as_external_data=True, size_threshold=0) does). The int64
+    out_shape stays inline (raw_data), so the file mixes inline and external tensors.
+    """
+    m = mlp_raw()
+    data = os.path.join(dirpath, "weights.bin")
+    os.makedirs(dirpath, exist_ok=True)
+    if os.path.exists(data):
+        os.remove(data)
+    for t in m.graph.initializer:
+        if t.data_type == TensorProto.FLOAT:
+            external_data_helper.set_external_data(t, "weights.bin")
+            external_data_helper.save_external_data(t, dirpath)
+            t.ClearField("raw_data")
+    os.chmod(data, 0o644)
+    m.graph.name = "external"
+    return m
+
+
+def subgraph_if():
+    """If(cond): then y = x + c (c an initializer of the then-branch), else y = x * x.
+
+    Both branches read `x` from the outer scope.
+    """
+    then_g = helper.make_graph(
+        [helper.make_node("Add", ["x", "then_c"], ["then_y"], name="then_add")],
+        "then_branch",
+        [],
+        [vi("then_y", TensorProto.FLOAT, [2, 3])],
+        initializer=[numpy_helper.from_array(rnd(8, (2, 3)), "then_c")],
+    )
+    else_g = helper.make_graph(
+        [helper.make_node("Mul", ["x", "x"], ["else_y"], name="else_mul")],
+        "else_branch",
+        [],
+        [vi("else_y", TensorProto.FLOAT, [2, 3])],
+    )
+    nodes = [helper.make_node("If", ["cond"], ["y"], name="if", then_branch=then_g, else_branch=else_g)]
+    return model(
+        nodes,
+        [vi("cond", TensorProto.BOOL, []), vi("x", TensorProto.FLOAT, [2, 3])],
+        [vi("y", TensorProto.FLOAT, [2, 3])],
+        name="subgraph_if",
+    )
+
+
+def unsupported_ops():
+    """2x NonMaxSuppression, 1x Einsum, 1x com.example.Foo (custom domain), plus a supported Relu."""
+    nodes = [
+        helper.make_node("NonMaxSuppression", ["boxes", "scores", "max_out", "iou_a"], ["sel_a"], name="nms_a"),
+        helper.make_node("NonMaxSuppression", ["boxes", "scores", "max_out", "iou_b"], ["sel_b"], name="nms_b",
+                         center_point_box=1),
+        helper.make_node("Einsum", ["a", "b"], ["ab"], name="einsum", equation="ij,jk->ik"),
+        helper.make_node("Foo", ["ab"], ["foo"], name="foo", domain="com.example", alpha=0.5),
+        helper.make_node("Relu", ["foo"], ["out"], name="relu"),
+    ]
+    inits = [
+        numpy_helper.from_array(np.array([5], np.int64), "max_out"),
+        numpy_helper.from_array(np.array([0.5], np.float32), "iou_a"),
+        numpy_helper.from_array(np.array([0.7], np.float32), "iou_b"),
+    ]
+    return model(
+        nodes,
+        [
+            vi("boxes", TensorProto.FLOAT, [1, 6, 4]),
+            vi("scores", TensorProto.FLOAT, [1, 1, 6]),
+            vi("a", TensorProto.FLOAT, [2, 3]),
+            vi("b", TensorProto.FLOAT, [3, 4]),
+        ],
+        [
+            vi("sel_a", TensorProto.INT64, [None, 3]),
+            vi("sel_b", TensorProto.INT64, [None, 3]),
+            vi("out", TensorProto.FLOAT, [2, 4]),
+        ],
+        inits,
+        extra_opsets=[("com.example", 1)],
+        name="unsupported_ops",
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# bad fixtures
+# ---------------------------------------------------------------------------------------
+
+
+def simple(nodes, inputs=None, outputs=None, inits=(), name="bad"):
+    inputs = inputs if inputs is not None else [vi("x", TensorProto.FLOAT, [2, 2])]
+    outputs = outputs if outputs is not None else [vi("y", TensorProto.FLOAT, [2, 2])]
+    return model(nodes, inputs, outputs, inits, name=name)
+
+
+def varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def wrong_field_type() -> bytes:
+    """ModelProto with ir_version=10, opset_import {"" 17}, then field 7 (graph) as a VARINT."""
+    opset = b"\x10" + varint(17)  # OperatorSetIdProto.version = 17 (domain "" omitted)
+    return (
+        b"\x08" + varint(IR)  # field 1 ir_version, varint
+        + b"\x42" + varint(len(opset)) + opset  # field 8 opset_import, length-delimited
+        + b"\x38" + varint(1)  # field 7 graph, wire type 0 (varint) instead of 2
+    )
+
+
+def random_bytes() -> bytes:
+    data = np.random.default_rng(1234).bytes(256)
+    try:
+        onnx.ModelProto.FromString(data)
+    except Exception:  # noqa: BLE001
+        return data
+    raise AssertionError("random bytes parsed as a ModelProto; pick another seed")
+
+
+def ext_tensor(name, shape, location, offset, length):
+    t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=shape)
+    t.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", location), ("offset", str(offset)), ("length", str(length))):
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    return t
+
+
+def ext_model(location, offset=0, n=2, name="bad_external"):
+    """y = x + w, w[n,n] float stored externally at `location` (length = n*n*4, consistent)."""
+    shape = [n, n]
+    return simple(
+        [helper.make_node("Add", ["x", "w"], ["y"], name="add")],
+        inputs=[vi("x", TensorProto.FLOAT, shape)],
+        outputs=[vi("y", TensorProto.FLOAT, shape)],
+        inits=[ext_tensor("w", shape, location, offset, n * n * 4)],
+        name=name,
+    )
+
+
+def write_bad():
+    os.makedirs(BAD, exist_ok=True)
+    good = mlp_raw().SerializeToString()
+    write_bytes(os.path.join(BAD, "truncated.onnx"), good[: len(good) // 2])
+    write_bytes(os.path.join(BAD, "random_bytes.onnx"), random_bytes())
+    write_bytes(os.path.join(BAD, "wrong_field_type.onnx"), wrong_field_type())
+
+    save(simple([helper.make_node("Add", ["x", "bias"], ["y"], name="add")], name="missing_initializer"),
+         os.path.join(BAD, "missing_initializer.onnx"))
+    save(simple([helper.make_node("Relu", ["t"], ["y"], name="relu_first"),
+                 helper.make_node("Neg", ["x"], ["t"], name="neg_second")], name="use_before_def"),
+         os.path.join(BAD, "use_before_def.onnx"))
+    save(simple([helper.make_node("Add", ["x", "b"], ["a"], name="add_a"),
+                 helper.make_node("Relu", ["a"], ["b"], name="relu_b")],
+                outputs=[vi("a", TensorProto.FLOAT, [2, 2])], name="cycle"),
+         os.path.join(BAD, "cycle.onnx"))
+    save(simple([helper.make_node("Relu", ["x"], ["y"], name="relu"),
+                 helper.make_node("Neg", ["x"], ["y"], name="neg")], name="duplicate_names"),
+         os.path.join(BAD, "duplicate_names.onnx"))
+    save(simple([helper.make_node("Relu", ["x"], ["y"], name="relu")],
+                inputs=[vi("x", TensorProto.FLOAT, [-3, 4])], outputs=[vi("y", TensorProto.FLOAT, [-3, 4])],
+                name="negative_dim"),
+         os.path.join(BAD, "negative_dim.onnx"))
+    big = [4294967296, 4294967296, 16]
+    save(simple([helper.make_node("Relu", ["x"], ["y"], name="relu")],
+                inputs=[vi("x", TensorProto.FLOAT, big)], outputs=[vi("y", TensorProto.FLOAT, big)],
+                name="dim_overflow"),
+         os.path.join(BAD, "dim_overflow.onnx"))
+    save(simple([helper.make_node("Identity", ["x"], ["y"], name="identity")],
+                inputs=[vi("x", 99, [2, 2])], outputs=[vi("y", 99, [2, 2])], name="unknown_elem_type"),
+         os.path.join(BAD, "unknown_elem_type.onnx"))
+
+    save(ext_model("/etc/passwd", name="external_absolute"), os.path.join(BAD, "external_absolute.onnx"))
+    save(ext_model("../secret.bin", name="external_dotdot"), os.path.join(BAD, "external_dotdot.onnx"))
+    write_bytes(os.path.join(HERE, "secret.bin"), b"memc-test-secret")  # 16 bytes; must never be read
+
+    d = os.path.join(BAD, "external_symlink")
+    save(ext_model("link.bin", name="external_symlink"), os.path.join(d, "model.onnx"))
+    link = os.path.join(d, "link.bin")
+    if os.path.lexists(link):
+        os.remove(link)
+    os.symlink("../random_bytes.onnx", link)  # 256 bytes, so offset/length are in range
+
+    d = os.path.join(BAD, "external_beyond_eof")
+    save(ext_model("weights.bin", offset=8, n=4, name="external_beyond_eof"), os.path.join(d, "model.onnx"))
+    write_bytes(os.path.join(d, "weights.bin"), np.arange(4, dtype=np.float32).tobytes())  # 16 bytes
+
+    w = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[4, 4], raw_data=b"\x00" * 10)  # needs 64
+    save(simple([helper.make_node("MatMul", ["x", "w"], ["y"], name="matmul")],
+                inputs=[vi("x", TensorProto.FLOAT, [2, 4])], outputs=[vi("y", TensorProto.FLOAT, [2, 4])],
+                inits=[w], name="raw_data_size_mismatch"),
+         os.path.join(BAD, "raw_data_size_mismatch.onnx"))
+
+
+def write_valid():
+    os.makedirs(FIX, exist_ok=True)
+    for name, fn in [
+        ("mlp_raw", mlp_raw),
+        ("mlp_typed", mlp_typed),
+        ("symbolic", symbolic),
+        ("shape_subgraph", shape_subgraph),
+        ("constant_node", constant_node),
+        ("qdq_int4", lambda: qdq(True)),
+        ("qdq_uint4", lambda: qdq(False)),
+        ("subgraph_if", subgraph_if),
+        ("unsupported_ops", unsupported_ops),
+    ]:
+        save(fn(), os.path.join(FIX, f"{name}.onnx"))
+    save(external(os.path.join(FIX, "external")), os.path.join(FIX, "external", "model.onnx"))
+
+
+# ---------------------------------------------------------------------------------------
+# --check
+# ---------------------------------------------------------------------------------------
+
+FEEDS = {
+    "x": lambda shape: np.linspace(-1, 1, int(np.prod(shape)), dtype=np.float32).reshape(shape),
+    "cond": lambda shape: np.array(True),
+}
+
+
+def check():
+    import onnxruntime as ort
+
+    ort.set_default_logger_severity(4)
+
+    files = []
+    for root, dirs, names in os.walk(HERE):
+        dirs.sort()
+        files += [os.path.join(root, n) for n in sorted(names) if n.endswith(".onnx")]
+    ok = True
+    for path in files:
+        rel = os.path.relpath(path, HERE)
+        valid = rel.startswith("fixtures")
+        try:
+            onnx.checker.check_model(path, full_check=not rel.endswith("unsupported_ops.onnx"))
+            chk = "checker ok"
+        except Exception as e:  # noqa: BLE001
+            chk = "checker: " + str(e).strip().splitlines()[0][:110]
+        try:
+            sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+            feeds = {}
+            for i in sess.get_inputs():
+                shape = [d if isinstance(d, int) else 2 for d in i.shape]
+                feeds[i.name] = FEEDS.get(i.name, FEEDS["x"])(shape)
+            outs = sess.run(None, feeds)
+            finite = all(np.all(np.isfinite(o)) for o in outs if np.issubdtype(o.dtype, np.floating))
+            run = "ort ok" if finite else "ort: non-finite output"
+        except Exception as e:  # noqa: BLE001
+            run = "ort: " + str(e).strip().splitlines()[0][:110]
+        if valid:
+            expect_run = "ort: " if rel.endswith("unsupported_ops.onnx") else "ort ok"
+            good = chk == "checker ok" and run.startswith(expect_run)
+            tag = "ok " if good else "BAD"
+            ok &= good
+        else:
+            tag = "-- "  # informational: what onnx / onnxruntime make of a bad file
+        print(f"{tag} {rel:<38} {chk} | {run}")
+    total = sum(os.path.getsize(p) for p in files)
+    print(f"total .onnx bytes: {total}")
+    if not ok:
+        sys.exit("unexpected checker/onnxruntime result")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true", help="run onnx.checker and onnxruntime on every file")
+    args = ap.parse_args()
+    write_valid()
+    write_bad()
+    if args.check:
+        check()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+//! ONNX import as a user meets it, data-driven over the committed fixtures
+//! (`tests/onnx/make_fixtures.py` regenerates them):
+//!
+//! - every model under `tests/onnx/fixtures/` imports; `memc compile --emit ir` output is an
+//!   insta snapshot, parses back to the same text, and upstream mlir-opt-22 accepts it;
+//! - every model under `tests/onnx/bad/` fails with exit code 1 and a message naming what and
+//!   where (snapshotted), never a panic;
+//! - weights are not copied: raw and external data stay slices of memory maps.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn onnx_files(dir: &str) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+        paths.sort();
+        for path in paths {
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "onnx") {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&root().join(dir), &mut out);
+    out
+}
+
+/// Runs `memc compile <model> --emit ir` from the workspace root.
+fn compile_ir(model: &Path, extra: &[&str]) -> (i32, String, String) {
+    let relative = model.strip_prefix(root()).unwrap_or(model);
+    let output = Command::new(env!("CARGO_BIN_EXE_memc"))
+        .arg("compile")
+        .arg(relative)
+        .args(["--emit", "ir"])
+        .args(extra)
+        .current_dir(root())
+        .output()
+        .expect("the memc binary runs");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn fixtures_import() {
+    let files = onnx_files("tests/onnx/fixtures");
+    assert!(
+        files.len() >= 5,
+        "expected the committed fixtures, found {}",
+        files.len()
+    );
+    for path in files {
+        let name = path
+            .strip_prefix(root().join("tests/onnx/fixtures"))
+            .expect("under fixtures")
+            .display()
+            .to_string();
+        let (code, stdout, stderr) = compile_ir(&path, &[]);
+        if name.starts_with("unsupported") {
+            assert_eq!(code, 1, "{name} must be rejected");
+            insta::assert_snapshot!(format!("fixture_{name}"), stderr);
+            continue;
+        }
+        assert_eq!(code, 0, "{name} failed to import:\n{stderr}");
+        let module = memc::ir::parse_module(&stdout).unwrap_or_else(|d| {
+            panic!(
+                "{name}: output does not parse: {}",
+                d.render("out", &stdout, false)
+            )
+        });
+        assert_eq!(
+            memc::ir::print_module(&module),
+            stdout,
+            "{name}: round trip"
+        );
+        insta::assert_snapshot!(format!("fixture_{name}"), stdout);
+    }
+}
+
+#[test]
+fn bad_models_fail_with_a_message() {
+    let files = onnx_files("tests/onnx/bad");
+    assert!(
+        files.len() >= 10,
+        "expected the committed bad models, found {}",
+        files.len()
+    );
+    for path in files {
+        let name = path
+            .strip_prefix(root().join("tests/onnx/bad"))
+            .expect("under bad")
+            .display()
+            .to_string();
+        let (code, stdout, stderr) = compile_ir(&path, &[]);
+        assert_eq!(
+            code, 1,
+            "{name}: expected exit code 1, got {code}\n{stderr}"
+        );
+        assert!(stdout.is_empty(), "{name}: no IR for a bad model");
+        assert!(
+            !stderr.contains("panicked"),
+            "{name}: memc panicked:\n{stderr}"
+        );
+        // Absolute paths differ between machines; the messages name them relative to the root.
+        let stderr = stderr.replace(&root().display().to_string(), "<root>");
+        insta::assert_snapshot!(format!("bad_{name}"), stderr);
+    }
+}
+
+#[test]
+fn weights_stay_in_the_memory_map() {
+    use memc::ir::WeightBytes;
+    let fixtures = root().join("tests/onnx/fixtures");
+    let raw = memc::ir::onnx::import_file(&fixtures.join("mlp_raw.onnx")).expect("mlp_raw imports");
+    assert!(raw.module.weights.len() >= 2);
+    for (_, w) in raw.module.weights.iter() {
+        assert!(
+            matches!(w.data(), WeightBytes::Mapped(_)),
+            "`{}` was copied",
+            w.name()
+        );
+    }
+    let external = memc::ir::onnx::import_file(&fixtures.join("external/model.onnx"))
+        .expect("external imports");
+    let mapped = external
+        .module
+        .weights
+        .iter()
+        .filter(|(_, w)| matches!(w.data(), WeightBytes::Mapped(_)))
+        .count();
+    assert!(mapped >= 1, "external data must be mapped, not read");
+}
+
+#[test]
+fn dim_bindings_specialize_the_ir() {
+    let model = root().join("tests/onnx/fixtures/symbolic.onnx");
+    let (code, stdout, stderr) = compile_ir(&model, &["--dim", "batch=2", "--dim", "seq=16"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        !stdout.contains("memc.dims"),
+        "every dim is bound, so no symbol remains:\n{stdout}"
+    );
+    let (code, _, stderr) = compile_ir(&model, &["--dim", "batchh=2"]);
+    assert_eq!(code, 1);
+    insta::assert_snapshot!(stderr);
+    let (code, _, stderr) = compile_ir(&model, &["--dim", "batch"]);
+    assert_eq!(code, 2);
+    insta::assert_snapshot!(stderr);
+}

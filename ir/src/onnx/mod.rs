@@ -404,6 +404,9 @@ impl Importer {
             }
             None => func.append_op(entry, op),
         }
+        // Record the weight's value for shape inference (small integer tensors feed shape
+        // computations). A weight op's type is its weight's, so the result is not needed.
+        let _ = self.infer.infer_op(func, &self.module.weights, op);
         let value = func.op(op).results[0];
         self.weight_values.insert(id, value);
         value

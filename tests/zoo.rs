@@ -19,7 +19,9 @@ fn root() -> &'static Path {
 }
 
 fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?} does not start: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd:?} does not start: {e}"));
     assert!(
         out.status.success(),
         "{cmd:?} failed:\n{}\n{}",
@@ -39,7 +41,12 @@ fn reference_shapes(meta: &Path) -> HashMap<String, Vec<u64>> {
         .iter()
         .map(|o| {
             let name = o["name"].as_str().expect("output name").to_string();
-            let shape = o["shape"].as_array().expect("output shape").iter().map(|d| d.as_u64().expect("dim")).collect();
+            let shape = o["shape"]
+                .as_array()
+                .expect("output shape")
+                .iter()
+                .map(|d| d.as_u64().expect("dim"))
+                .collect();
             (name, shape)
         })
         .collect()
@@ -69,7 +76,11 @@ fn zoo_shapes_match_onnxruntime() {
         let path = out.join(format!("{model}.onnx"));
         let ref_dir = out.join(format!("ref_{model}"));
         let mut reference = Command::new(&python);
-        reference.arg(root().join("bench/models/reference.py")).arg(&path).arg("--out").arg(&ref_dir);
+        reference
+            .arg(root().join("bench/models/reference.py"))
+            .arg(&path)
+            .arg("--out")
+            .arg(&ref_dir);
         for (name, value) in DIMS {
             reference.arg("--dim").arg(format!("{name}={value}"));
         }
@@ -77,7 +88,10 @@ fn zoo_shapes_match_onnxruntime() {
         let expected = reference_shapes(&ref_dir.join("meta.json"));
 
         // Bind only the dims the model has; memc rejects a binding for a dim it lacks.
-        let unbound_ir = run(Command::new(env!("CARGO_BIN_EXE_memc")).arg("compile").arg(&path).args(["--emit", "ir"]));
+        let unbound_ir = run(Command::new(env!("CARGO_BIN_EXE_memc"))
+            .arg("compile")
+            .arg(&path)
+            .args(["--emit", "ir"]));
         let mut compile = Command::new(env!("CARGO_BIN_EXE_memc"));
         compile.arg("compile").arg(&path).args(["--emit", "ir"]);
         for (name, value) in DIMS {
@@ -88,12 +102,30 @@ fn zoo_shapes_match_onnxruntime() {
         let ir = run(&mut compile);
         let module = memc::ir::parse_module(&ir).expect("memc's output parses");
         let (_, func) = module.functions().next().expect("one function");
-        assert_eq!(func.result_types().len(), expected.len(), "{model}: result count");
+        assert_eq!(
+            func.result_types().len(),
+            expected.len(),
+            "{model}: result count"
+        );
         for (i, ty) in func.result_types().iter().enumerate() {
-            let name = func.result_attrs(i).get("memc.name").and_then(|a| a.as_str()).expect("results carry memc.name");
-            let shape = ty.tensor().static_shape().unwrap_or_else(|| panic!("{model}: `{name}` is not static: {ty}"));
-            assert_eq!(Some(&shape), expected.get(name), "{model}: output `{name}` ({ty}) vs onnxruntime");
+            let name = func
+                .result_attrs(i)
+                .get("memc.name")
+                .and_then(|a| a.as_str())
+                .expect("results carry memc.name");
+            let shape = ty
+                .tensor()
+                .and_then(|t| t.static_shape())
+                .unwrap_or_else(|| panic!("{model}: `{name}` is not static: {ty}"));
+            assert_eq!(
+                Some(&shape),
+                expected.get(name),
+                "{model}: output `{name}` ({ty}) vs onnxruntime"
+            );
         }
-        println!("{model}: {} output shape(s) match onnxruntime", expected.len());
+        println!(
+            "{model}: {} output shape(s) match onnxruntime",
+            expected.len()
+        );
     }
 }

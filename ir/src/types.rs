@@ -190,13 +190,23 @@ impl fmt::Display for TensorType {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Type {
     Tensor(TensorType),
+    /// The type of `memc.none`: stands for an optional operand that is left out while a later
+    /// one is given (ONNX's empty input name), as in `Resize(X, none, none, sizes)`. Only
+    /// `memc.none` produces it, and only optional operand positions accept it.
+    None,
 }
 
 impl Type {
-    pub fn tensor(&self) -> &TensorType {
+    /// The tensor type, or `None` for the `none` type.
+    pub fn tensor(&self) -> Option<&TensorType> {
         match self {
-            Type::Tensor(t) => t,
+            Type::Tensor(t) => Some(t),
+            Type::None => None,
         }
+    }
+
+    pub fn is_none(&self) -> bool {
+        matches!(self, Type::None)
     }
 }
 
@@ -210,6 +220,7 @@ impl fmt::Display for Type {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Type::Tensor(t) => fmt::Display::fmt(t, f),
+            Type::None => f.write_str("none"),
         }
     }
 }

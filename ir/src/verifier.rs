@@ -14,7 +14,8 @@
 //! 4. **Attribute schema.** Required attributes are present, no attribute is unknown to the op
 //!    table, and each has its declared kind.
 //! 5. **Element types.** Each operand and result has an element type its rule allows, and every
-//!    entry naming the same type variable has the same element type.
+//!    entry naming the same type variable has the same element type. Only `memc.none` results
+//!    have type `none`, and only optional operand positions take a `none` operand.
 //! 6. **Tensor sizes.** No fully static tensor type has an element count that overflows 64 bits.
 //! 7. **SSA dominance.** Every operand is defined before its use: by an earlier op of the same
 //!    block, by an earlier op of a block that holds one of the user's ancestors (before that
@@ -35,7 +36,7 @@
 
 use crate::diag::Diagnostic;
 use crate::function::ValueDef;
-use crate::ops::{entry_for_position, OpCtx, Opcode, ShapeCtx, TypeRule};
+use crate::ops::{entry_for_position, Arity, OpCtx, Opcode, ShapeCtx, TypeRule};
 use crate::{Attribute, BlockId, ElemType, Function, Module, OpId, RegionId, Type, ValueId};
 use cranelift_entity::SecondaryMap;
 use std::collections::{HashMap, HashSet};
@@ -222,7 +223,8 @@ impl Verifier<'_> {
         let overflowing: Vec<String> = args
             .chain(results)
             .enumerate()
-            .filter_map(|(i, (what, Type::Tensor(ty)))| {
+            .filter_map(|(i, (what, ty))| {
+                let ty = ty.tensor()?;
                 let all_static = ty.dims.iter().all(|d| d.as_static().is_some());
                 (all_static && ty.static_byte_size().is_none()).then(|| {
                     format!("{what} type {ty} (position {i}) has a size that overflows 64 bits")
@@ -320,6 +322,7 @@ impl Verifier<'_> {
         let schema_ok = self.errors.len() == errors_before_schema;
 
         // 5. Element types, and 6. sizes.
+        let errors_before_types = self.errors.len();
         let mut bindings: HashMap<&str, (ElemType, String)> = HashMap::new();
         let sides = [
             ("operand", &data.operands, def.operands),
@@ -327,7 +330,26 @@ impl Verifier<'_> {
         ];
         for (what, values, entries) in sides {
             for (i, &value) in values.iter().enumerate() {
-                let Type::Tensor(ty) = func.value_type(value);
+                let entry = entry_for_position(entries, i);
+                let Type::Tensor(ty) = func.value_type(value) else {
+                    // `none` stands for a left-out optional operand; only `memc.none` makes it.
+                    let allowed = match what {
+                        "operand" => entry.is_some_and(|e| e.arity == Arity::Optional),
+                        _ => data.opcode == Opcode::None,
+                    };
+                    if !allowed {
+                        let name = entry.map_or("", |e| e.name);
+                        self.error(Some(op), format!("{what} #{i} (`{name}`) has type none, which only a left-out optional operand may have"));
+                    }
+                    continue;
+                };
+                if data.opcode == Opcode::None {
+                    self.error(
+                        Some(op),
+                        format!("{what} #{i} must have type none, not {ty}"),
+                    );
+                    continue;
+                }
                 if ty.dims.iter().all(|d| d.as_static().is_some())
                     && ty.static_byte_size().is_none()
                 {
@@ -395,6 +417,8 @@ impl Verifier<'_> {
                 }
             }
         }
+        let types_ok = self.errors.len() == errors_before_types;
+
         // 7. Dominance.
         for (i, &operand) in data.operands.iter().enumerate() {
             if let Some(problem) = self.dominance_problem(op, operand) {
@@ -409,8 +433,8 @@ impl Verifier<'_> {
                 data.results.first(),
             ) {
                 if let Some(weight) = self.module.weights.get(id) {
-                    let Type::Tensor(ty) = func.value_type(result);
-                    if ty != weight.ty() {
+                    let ty = func.value_type(result);
+                    if ty.tensor() != Some(weight.ty()) {
                         self.error(
                             Some(op),
                             format!(
@@ -424,9 +448,9 @@ impl Verifier<'_> {
             }
         }
 
-        // 9. Op rules. Hooks and shape functions may assume the counts and the attribute
-        // schema hold, so they run only when both do.
-        if !counts_ok || !schema_ok {
+        // 9. Op rules. Hooks and shape functions may assume the counts, the attribute schema
+        // and the element types hold, so they run only when all three do.
+        if !counts_ok || !schema_ok || !types_ok {
             return;
         }
         let ctx = OpCtx { func, op };
@@ -443,7 +467,9 @@ impl Verifier<'_> {
                 Ok(None) => {}
                 Ok(Some(inferred)) => {
                     for (i, (expected, &result)) in inferred.iter().zip(&data.results).enumerate() {
-                        let Type::Tensor(actual) = func.value_type(result);
+                        let Some(actual) = func.value_type(result).tensor() else {
+                            continue;
+                        };
                         let static_conflict = expected.rank() != actual.rank()
                             || expected.elem != actual.elem
                             || expected.dims.iter().zip(&actual.dims).any(|(e, a)| {

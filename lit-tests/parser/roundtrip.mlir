@@ -78,6 +78,16 @@ module {
 }
 
 // -----
+// A left-out optional operand before a given one is `memc.none`, of type `none`.
+module {
+  func.func @left_out(%arg0: tensor<1x2x4x3xf32>, %arg1: tensor<4xi64>) -> tensor<?x?x?x?xf32> {
+    %0 = "memc.none"() : () -> none
+    %1 = "onnx.Resize"(%arg0, %0, %0, %arg1) {mode = "linear"} : (tensor<1x2x4x3xf32>, none, none, tensor<4xi64>) -> tensor<?x?x?x?xf32>
+    return %1 : tensor<?x?x?x?xf32>
+  }
+}
+
+// -----
 // Hand-written variants normalize to the printed form: no `module`, named values, typed
 // integers, `array<i64: ...>`, generic `func.return`, comments and odd spacing.
 func.func @handwritten(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {

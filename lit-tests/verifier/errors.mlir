@@ -104,6 +104,13 @@ func.func @cast_result_type(%arg0: tensor<4xf32>) -> tensor<4xi32> {
 }
 
 // -----
+func.func @none_for_a_required_operand(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = "memc.none"() : () -> none
+  %1 = "onnx.Add"(%arg0, %0) : (tensor<4xf32>, none) -> tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+
+// -----
 // Several errors in one function are all reported.
 func.func @several(%arg0: tensor<2x3xf32>, %arg1: tensor<4xi64>) -> tensor<2x3xf32> {
   %0 = "onnx.Gemm"(%arg0, %arg0) {transB = 0} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x2xf32>

@@ -183,7 +183,7 @@ fn fold_cast(func: &Function, op: OpId) -> Fold {
     let data = func.op(op);
     let to = data.attrs.get("to").and_then(Attribute::as_elem_type);
     match data.operands.first() {
-        Some(&input) if Some(func.value_type(input).tensor().elem) == to => {
+        Some(&input) if func.value_type(input).tensor().map(|t| t.elem) == to && to.is_some() => {
             forward_operand(func, op)
         }
         _ => Fold::Unchanged,
@@ -246,9 +246,15 @@ fn copies_no_changed_dim(
     {
         return true;
     }
-    let input_dims = &func.value_type(input).tensor().dims;
-    let source_dims = &func.value_type(source).tensor().dims;
-    let output_dims = &func.value_type(output).tensor().dims;
+    let types = (
+        func.value_type(input).tensor(),
+        func.value_type(source).tensor(),
+        func.value_type(output).tensor(),
+    );
+    let (Some(input), Some(source), Some(output)) = types else {
+        return false;
+    };
+    let (input_dims, source_dims, output_dims) = (&input.dims, &source.dims, &output.dims);
     output_dims.iter().enumerate().all(|(index, output_dim)| {
         // A `0` past the input's rank is an error before the rewrite; a program that fails
         // there may compute something after it.
@@ -304,15 +310,13 @@ fn fold_transpose(func: &mut Function, op: OpId) -> Fold {
     Fold::Updated
 }
 
-/// The permutation of a Transpose with one operand and one result: `perm`, or the dims
-/// reversed when it is absent; `None` when `perm` is not a permutation of the input's dims.
 /// The permutation of a Transpose (the reversed dims when `perm` is absent), or `None` when
 /// the op is malformed.
 fn transpose_perm(func: &Function, op: OpId) -> Option<Vec<usize>> {
     let &[input] = func.op(op).operands.as_slice() else {
         return None;
     };
-    let rank = func.value_type(input).tensor().rank();
+    let rank = func.value_type(input).tensor()?.rank();
     memc_ir::ops::transpose_perm(&memc_ir::ops::OpCtx { func, op }, rank).ok()
 }
 

@@ -25,5 +25,7 @@ pub(crate) fn resolve_operands(
 
 /// Whether the type of `value` has a dim nobody named, which equals no other dim.
 pub(crate) fn has_unknown_dim(func: &Function, value: ValueId) -> bool {
-    func.value_type(value).tensor().dims.contains(&Dim::Unknown)
+    func.value_type(value)
+        .tensor()
+        .is_none_or(|t| t.dims.contains(&Dim::Unknown))
 }

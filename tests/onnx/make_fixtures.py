@@ -253,6 +253,44 @@ def subgraph_if():
     )
 
 
+def optional_inputs():
+    """Optional inputs left out before given ones (empty input names), as exporters write them:
+    Clip(x, "", max), Resize(x, "", scales), Resize(x, "", "", sizes), Pad(x, pads, "", axes),
+    Slice(x, starts, ends, "", steps)."""
+    i64 = lambda name, values: numpy_helper.from_array(np.array(values, dtype=np.int64), name)
+    f32 = lambda name, values: numpy_helper.from_array(np.array(values, dtype=np.float32), name)
+    nodes = [
+        helper.make_node("Clip", ["x", "", "clip_max"], ["clipped"], name="clip"),
+        helper.make_node("Resize", ["clipped", "", "scales"], ["up_scales"], name="resize_scales", mode="nearest"),
+        helper.make_node("Resize", ["clipped", "", "", "sizes"], ["up_sizes"], name="resize_sizes", mode="linear"),
+        helper.make_node("Pad", ["x", "pads", "", "pad_axes"], ["padded"], name="pad"),
+        helper.make_node("Slice", ["x", "starts", "ends", "", "steps"], ["sliced"], name="slice"),
+    ]
+    inits = [
+        f32("clip_max", 0.5),
+        f32("scales", [1, 1, 2, 2]),
+        i64("sizes", [1, 2, 8, 6]),
+        i64("pads", [1, 2]),
+        i64("pad_axes", [3]),
+        i64("starts", [0, 0, 0, 0]),
+        i64("ends", [1, 2, 4, 3]),
+        i64("steps", [1, 1, 2, 1]),
+    ]
+    return model(
+        nodes,
+        [vi("x", TensorProto.FLOAT, [1, 2, 4, 3])],
+        [
+            vi("up_scales", TensorProto.FLOAT, None),
+            vi("up_sizes", TensorProto.FLOAT, None),
+            vi("padded", TensorProto.FLOAT, None),
+            vi("sliced", TensorProto.FLOAT, None),
+        ],
+        inits=inits,
+        opset=18,
+        name="optional_inputs",
+    )
+
+
 def unsupported_ops():
     """2x NonMaxSuppression, 1x Einsum, 1x com.example.Foo (custom domain), plus a supported Relu."""
     nodes = [
@@ -413,6 +451,7 @@ def write_valid():
         ("qdq_int4", lambda: qdq(True)),
         ("qdq_uint4", lambda: qdq(False)),
         ("subgraph_if", subgraph_if),
+        ("optional_inputs", optional_inputs),
         ("unsupported_ops", unsupported_ops),
     ]:
         save(fn(), os.path.join(FIX, f"{name}.onnx"))

@@ -173,7 +173,7 @@ pub fn infer_module(
 pub fn unbound_symbols(module: &Module) -> Vec<String> {
     let mut symbols = BTreeSet::new();
     let mut add = |ty: &Type| {
-        for dim in &ty.tensor().dims {
+        for dim in ty.tensor().map_or(&[][..], |t| &t.dims) {
             symbols.extend(dim.symbols().iter().map(|s| s.to_string()));
         }
     };
@@ -232,7 +232,7 @@ fn infer_function(
 fn bind_symbols(func: &mut Function, bindings: &HashMap<String, u64>) {
     let lookup = |name: &str| bindings.get(name).copied();
     let bind = |ty: &Type| -> Option<Type> {
-        let t = ty.tensor();
+        let t = ty.tensor()?;
         if !t.dims.iter().any(Dim::is_symbolic) {
             return None;
         }
@@ -315,8 +315,14 @@ fn reconcile_branches(func: &mut Function, if_op: OpId) {
         .map(|((&a, &b), &r)| (a, b, r))
         .collect();
     for (a, b, result) in pairs {
-        let (ta, tb) = (func.value_type(a).tensor(), func.value_type(b).tensor());
-        let written = func.value_type(result).tensor();
+        let types = (
+            func.value_type(a).tensor(),
+            func.value_type(b).tensor(),
+            func.value_type(result).tensor(),
+        );
+        let (Some(ta), Some(tb), Some(written)) = types else {
+            continue;
+        };
         if ta == tb || ta.elem != tb.elem || ta.rank() != tb.rank() || written.rank() != ta.rank() {
             continue;
         }
@@ -357,7 +363,9 @@ fn apply(
     };
     let results = func.op(op).results.clone();
     for (i, (inferred, result)) in types.iter().zip(results).enumerate() {
-        let written = func.value_type(result).tensor();
+        let Some(written) = func.value_type(result).tensor() else {
+            continue;
+        };
         match refine(written, inferred) {
             Some(ty) => func.set_value_type(result, ty.into()),
             None => {

@@ -169,6 +169,7 @@ impl Builder {
         self.func
             .value_type(value)
             .tensor()
+            .expect("test values are tensors")
             .dims
             .iter()
             .map(ToString::to_string)
@@ -176,7 +177,11 @@ impl Builder {
     }
 
     fn ty(&self, value: ValueId) -> TensorType {
-        self.func.value_type(value).tensor().clone()
+        self.func
+            .value_type(value)
+            .tensor()
+            .expect("test values are tensors")
+            .clone()
     }
 
     /// The known value of `value`, as text.

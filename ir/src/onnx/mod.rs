@@ -87,6 +87,7 @@ pub fn import_bytes(bytes: Bytes, model_dir: Option<&Path>) -> Result<ImportedMo
         scopes: Vec::new(),
         initializers: HashMap::new(),
         weight_values: HashMap::new(),
+        none: None,
         n_synthesized: 0,
     };
     importer.check_supported(graph)?;
@@ -170,6 +171,8 @@ struct Importer {
     initializers: HashMap<String, WeightId>,
     /// The `memc.weight` op result for each weight used so far.
     weight_values: HashMap<WeightId, ValueId>,
+    /// The function's `memc.none` value, once made.
+    none: Option<ValueId>,
     /// A counter that keeps the names of weights made from node attributes unique.
     n_synthesized: usize,
 }
@@ -374,6 +377,24 @@ impl Importer {
             .map_err(|e| e.to_string())
     }
 
+    /// The `memc.none` value standing for left-out inputs: one per function, at the top.
+    fn none_value(&mut self, func: &mut Function) -> ValueId {
+        if let Some(v) = self.none {
+            return v;
+        }
+        let op = func.create_op(Opcode::None, Vec::new(), vec![Type::None], AttrDict::new());
+        let entry = func.entry_block();
+        match func.layout().block_ops(entry).first().copied() {
+            Some(first) => {
+                func.insert_op_before(first, op);
+            }
+            None => func.append_op(entry, op),
+        }
+        let value = func.op(op).results[0];
+        self.none = Some(value);
+        value
+    }
+
     /// The value of a weight: a `memc.weight` op at the top of the function, made once.
     fn weight_value(&mut self, func: &mut Function, id: WeightId) -> ValueId {
         if let Some(&v) = self.weight_values.get(&id) {
@@ -439,7 +460,8 @@ impl Importer {
         let opcode = onnx_opcode(node).ok_or_else(|| err("unsupported op".to_string()))?;
         let def = opcode.def();
 
-        // Operands: absent optional inputs may only trail.
+        // Operands: trailing left-out inputs are dropped; one left out before a given one
+        // becomes `memc.none` (the verifier checks that the position is optional).
         let last_present = node
             .input
             .iter()
@@ -448,9 +470,8 @@ impl Importer {
         let mut operands = Vec::with_capacity(last_present);
         for (i, name) in node.input[..last_present].iter().enumerate() {
             if name.is_empty() {
-                return Err(err(format!(
-                    "input #{i} is left out while a later input is given; memc does not support that form yet"
-                )));
+                operands.push(self.none_value(func));
+                continue;
             }
             operands.push(
                 self.operand(func, name)

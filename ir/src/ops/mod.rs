@@ -135,6 +135,8 @@ impl<'a> OpCtx<'a> {
         let value = *self.operands().get(index)?;
         match self.func.value_type(value) {
             Type::Tensor(t) => Some(t),
+            // A `none` operand is a left-out optional operand.
+            Type::None => None,
         }
     }
 
@@ -146,6 +148,7 @@ impl<'a> OpCtx<'a> {
         let value = *self.func.op(self.op).results.get(index)?;
         match self.func.value_type(value) {
             Type::Tensor(t) => Some(t),
+            Type::None => None,
         }
     }
 

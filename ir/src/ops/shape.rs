@@ -1630,7 +1630,8 @@ fn yield_types(ctx: &ShapeCtx, region: crate::RegionId) -> Option<Vec<TensorType
         .iter()
         .map(|&v| {
             func.is_valid_value(v)
-                .then(|| func.value_type(v).tensor().clone())
+                .then(|| func.value_type(v).tensor().cloned())
+                .flatten()
         })
         .collect()
 }

@@ -95,6 +95,7 @@ define_ops! {
     // Structure. `memc.weight` has no shape function: its type is its weight's (verifier step
     // 10), which shape inference reads from the weight store.
     Return = op("func.return", "returns the function's results").ins(&[variadic("operands", TypeRule::OneOf(ANY))]).traits(Traits::TERMINATOR).effects();
+    None = op("memc.none", "a left-out optional operand (ONNX's empty input name)").outs(&[req("none", TypeRule::OneOf(&[]))]);
     Weight = op("memc.weight", "a constant tensor from the weight store").outs(&[req("output", var("T"))]).vars(T_ANY).attrs(&[required("value", Weight)]).fold(f::weight);
     If = op("onnx.If", "runs the then or else region").ins(&[req("cond", var("B"))]).outs(&[variadic("outputs", TypeRule::OneOf(ANY))]).vars(&[("B", BOOL)]).regions(2).shape(s::if_op);
     Yield = op("onnx.Yield", "returns values from a region").ins(&[variadic("operands", TypeRule::OneOf(ANY))]).traits(Traits::TERMINATOR).effects();

@@ -664,7 +664,11 @@ impl<'s> Parser<'s> {
             };
             self.cur.expect(">", "`>` to close `dense_resource`")?;
             self.cur.expect(":", "`:` and the weight's tensor type")?;
-            let Type::Tensor(ty) = self.ty()?;
+            let ty_start = self.cur.pos();
+            let Type::Tensor(ty) = self.ty()? else {
+                return Err(Diagnostic::error("a weight must have a tensor type")
+                    .with_span(self.cur.span_from(ty_start), "`none` is not a tensor"));
+            };
             let span = self.cur.span_from(start);
             return self.weight(&key, ty, span).map(Attribute::Weight);
         }
@@ -782,6 +786,9 @@ impl<'s> Parser<'s> {
 
     fn ty(&mut self) -> PResult<Type> {
         let start = self.cur.pos();
+        if self.cur.eat_keyword("none") {
+            return Ok(Type::None);
+        }
         if !self.cur.peek_keyword("tensor") {
             if self.cur.peek_ident() {
                 let word = self.cur.bare_name()?;

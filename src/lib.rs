@@ -29,3 +29,18 @@ pub const PLANNED_COMMANDS: &[(&str, &str)] = &[
     ("report", "the memory planner's report"),
     ("inspect", "the plan file format"),
 ];
+
+/// The peak resident set size of this process in bytes (`VmHWM` in `/proc/self/status`), or
+/// `None` where the kernel does not report it.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line
+        .trim_start_matches("VmHWM:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
+}

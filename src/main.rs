@@ -15,6 +15,9 @@ struct Cli {
     /// When to color diagnostics.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
     color: ColorChoice,
+    /// Print the peak resident memory and the wall time to standard error at exit.
+    #[arg(long, global = true)]
+    stats: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -93,6 +96,22 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let started = std::time::Instant::now();
+    let stats = cli.stats;
+    let code = run(cli);
+    if stats {
+        let peak = memc::peak_rss_bytes().map_or("unavailable".to_string(), |b| {
+            format!("{:.1} MiB", b as f64 / 1048576.0)
+        });
+        eprintln!(
+            "memc: peak RSS {peak}, wall {:.3} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    code
+}
+
+fn run(cli: Cli) -> ExitCode {
     let color = match cli.color {
         ColorChoice::Always => true,
         ColorChoice::Never => false,

@@ -128,4 +128,34 @@ fn zoo_shapes_match_onnxruntime() {
             expected.len()
         );
     }
+
+    // Compiling must not read the weights: they stay in the memory map, untouched. The peak RSS
+    // of compiling llm_qdq, less that of compiling the tiny MLP with the same binary (which
+    // removes the binary's own footprint, larger in debug builds), must stay under 0.1x the
+    // weight bytes, the goal for import.
+    let peak_mib = |model: &str| -> f64 {
+        let stats = Command::new(env!("CARGO_BIN_EXE_memc"))
+            .arg("compile")
+            .arg(out.join(model))
+            .args(["--emit", "ir", "-o", "/dev/null", "--stats"])
+            .output()
+            .expect("memc runs");
+        let stderr = String::from_utf8_lossy(&stats.stderr).into_owned();
+        stderr
+            .split("peak RSS ")
+            .nth(1)
+            .and_then(|rest| rest.split(" MiB").next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("--stats prints the peak RSS: {stderr}"))
+    };
+    let weight_bytes = std::fs::metadata(out.join("llm_qdq.onnx"))
+        .expect("llm_qdq exists")
+        .len() as f64;
+    let (llm, baseline) = (peak_mib("llm_qdq.onnx"), peak_mib("mlp.onnx"));
+    let growth = (llm - baseline) * 1048576.0 / weight_bytes;
+    println!("llm_qdq: compile peak RSS {llm:.1} MiB, mlp {baseline:.1} MiB: growth {growth:.3} x the weights");
+    assert!(
+        growth < 0.1,
+        "compiling touched the weights: {llm:.1} MiB vs {baseline:.1} MiB for the MLP"
+    );
 }

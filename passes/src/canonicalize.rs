@@ -88,13 +88,23 @@ fn zero_free_shapes(func: &Function, weights: &WeightStore) -> HashSet<ValueId> 
             .and_then(Attribute::as_weight)
             .and_then(|w| weights.get(w));
         let Some(weight) = weight else { continue };
+        // Only small i64 vectors can be shapes; reading any other weight would fault its pages
+        // in from the memory map, which is what memc must never do while compiling.
+        let ty = weight.ty();
+        let is_shape_like = ty.elem == ElemType::I64
+            && ty.rank() == 1
+            && ty
+                .static_num_elements()
+                .is_some_and(|n| n <= memc_ir::ops::MAX_KNOWN_ELEMENTS);
+        if !is_shape_like {
+            continue;
+        }
         let Some(bytes) = weight.bytes() else {
             continue;
         };
-        let is_i64_vector = weight.ty().elem == ElemType::I64 && weight.ty().rank() == 1;
         // An i64 is zero exactly when all its eight bytes are.
         let no_zero = bytes.len() % 8 == 0 && bytes.chunks_exact(8).all(|entry| entry != [0u8; 8]);
-        if let (true, true, [result]) = (is_i64_vector, no_zero, data.results.as_slice()) {
+        if let (true, [result]) = (no_zero, data.results.as_slice()) {
             out.insert(*result);
         }
     }

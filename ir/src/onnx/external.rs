@@ -124,5 +124,10 @@ pub fn map_file(path: &Path) -> std::io::Result<Bytes> {
     // a concurrent truncation could fault, as with any memory-mapped reader (ONNX Runtime's
     // included).
     let map = unsafe { memmap2::Mmap::map(&file)? };
+    // Importing reads only protobuf headers between large payloads. Without this hint the
+    // kernel reads ahead and maps the cached pages around each header into the process, which
+    // grows its resident set with weight bytes nobody reads.
+    #[cfg(unix)]
+    let _ = map.advise(memmap2::Advice::Random);
     Ok(Bytes::from_owner(map))
 }

@@ -18,6 +18,8 @@
 
 pub mod external;
 pub mod proto;
+#[cfg(unix)]
+pub mod reader;
 pub mod tensor;
 
 use crate::diag::Diagnostic;
@@ -49,8 +51,9 @@ pub struct ImportedModel {
 
 /// Imports the model at `path` (its external data is looked up beside it).
 pub fn import_file(path: &Path) -> Result<ImportedModel, Diagnostic> {
-    let bytes = external::map_file(path)
-        .map_err(|e| Diagnostic::error(format!("cannot read `{}`: {e}", path.display())))?;
+    let cannot_read =
+        |e: std::io::Error| Diagnostic::error(format!("cannot read `{}`: {e}", path.display()));
+    let map = external::map_file(path).map_err(cannot_read)?;
     let dir = path.parent().map(|p| {
         if p.as_os_str().is_empty() {
             Path::new(".")
@@ -58,19 +61,37 @@ pub fn import_file(path: &Path) -> Result<ImportedModel, Diagnostic> {
             p
         }
     });
-    import_bytes(bytes, dir)
+    #[cfg(unix)]
+    let model = {
+        let file = std::fs::File::open(path).map_err(cannot_read)?;
+        let mut buf = reader::MappedBuf::new(&file, &map);
+        let decoded = ModelProto::decode(&mut buf);
+        if let Some(e) = buf.take_error() {
+            return Err(cannot_read(e));
+        }
+        decoded.map_err(decode_error)?
+    };
+    #[cfg(not(unix))]
+    let model = ModelProto::decode(map).map_err(decode_error)?;
+    import_model(&model, dir)
 }
 
 /// Imports a model from bytes; `model_dir` is where external data files are looked up (`None`:
 /// a model with external data is an error).
 pub fn import_bytes(bytes: Bytes, model_dir: Option<&Path>) -> Result<ImportedModel, Diagnostic> {
-    let model = ModelProto::decode(bytes).map_err(|e| {
-        Diagnostic::error(format!(
-            "this is not a valid ONNX model: the protobuf does not decode ({e})"
-        ))
-        .with_note("an ONNX model is a binary ModelProto, usually written by onnx.save")
-    })?;
-    let opset = default_opset(&model)?;
+    let model = ModelProto::decode(bytes).map_err(decode_error)?;
+    import_model(&model, model_dir)
+}
+
+fn decode_error(e: prost::DecodeError) -> Diagnostic {
+    Diagnostic::error(format!(
+        "this is not a valid ONNX model: the protobuf does not decode ({e})"
+    ))
+    .with_note("an ONNX model is a binary ModelProto, usually written by onnx.save")
+}
+
+fn import_model(model: &ModelProto, model_dir: Option<&Path>) -> Result<ImportedModel, Diagnostic> {
+    let opset = default_opset(model)?;
     let graph = model.graph.as_ref().ok_or_else(|| {
         Diagnostic::error("the model has no graph").with_note("ModelProto.graph (field 7) is empty")
     })?;

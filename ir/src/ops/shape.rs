@@ -1275,6 +1275,55 @@ pub fn gather(ctx: &ShapeCtx) -> ShapeResult {
     one(TensorType::new(data.elem, dims))
 }
 
+/// `GatherElements`: the output has the indices' shape; data and indices have the same rank.
+pub fn gather_elements(ctx: &ShapeCtx) -> ShapeResult {
+    let data = operand(ctx, 0)?;
+    let indices = operand(ctx, 1)?;
+    if data.rank() != indices.rank() {
+        return Err(format!(
+            "data has rank {} but indices have rank {}; GatherElements needs equal ranks",
+            data.rank(),
+            indices.rank()
+        ));
+    }
+    axis_index(ctx.int_attr("axis").unwrap_or(0), data.rank())?;
+    one(TensorType::new(data.elem, indices.dims.clone()))
+}
+
+/// `GatherND`: `indices.shape[..-1] ++ data.shape[batch_dims + k..]`, where `k` is the last
+/// dim of the indices (it must be static to know the output rank).
+pub fn gather_nd(ctx: &ShapeCtx) -> ShapeResult {
+    let data = operand(ctx, 0)?;
+    let indices = operand(ctx, 1)?;
+    let batch_dims = usize::try_from(ctx.int_attr("batch_dims").unwrap_or(0))
+        .map_err(|_| "`batch_dims` must not be negative".to_string())?;
+    let Some(last) = indices.dims.last() else {
+        return Err("indices must have rank 1 or more".to_string());
+    };
+    let Some(k) = last.as_static() else {
+        return Ok(None);
+    };
+    let k = usize::try_from(k).map_err(|_| "the index depth is too large".to_string())?;
+    let consumed = batch_dims
+        .checked_add(k)
+        .filter(|&c| c <= data.rank())
+        .ok_or_else(|| {
+            format!(
+                "batch_dims {batch_dims} plus index depth {k} exceeds the data's rank {}",
+                data.rank()
+            )
+        })?;
+    if batch_dims >= indices.rank() {
+        return Err(format!(
+            "batch_dims {batch_dims} must be less than the indices' rank {}",
+            indices.rank()
+        ));
+    }
+    let mut dims = indices.dims[..indices.rank() - 1].to_vec();
+    dims.extend(data.dims[consumed..].iter().cloned());
+    one(TensorType::new(data.elem, dims))
+}
+
 /// `Expand`: the input broadcast with the shape operand's values.
 pub fn expand(ctx: &ShapeCtx) -> ShapeResult {
     let x = operand(ctx, 0)?;

@@ -138,6 +138,7 @@ define_ops! {
     LeakyRelu = op("onnx.LeakyRelu", "X < 0 ? alpha * X : X").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(&[float_attr("alpha", 0.01)]).traits(ELEMENTWISE).shape(s::same_as_first);
     Elu = op("onnx.Elu", "X < 0 ? alpha * (e ^ X - 1) : X").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(&[float_attr("alpha", 1.0)]).traits(ELEMENTWISE).shape(s::same_as_first);
     Sigmoid = op("onnx.Sigmoid", "1 / (1 + e ^ -X)").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    HardSwish = op("onnx.HardSwish", "X * max(0, min(1, X / 6 + 1 / 2))").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
     HardSigmoid = op("onnx.HardSigmoid", "max(0, min(1, alpha * X + beta))").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(&[float_attr("alpha", 0.2), float_attr("beta", 0.5)]).traits(ELEMENTWISE).shape(s::same_as_first);
     Softplus = op("onnx.Softplus", "ln(e ^ X + 1)").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
     Tanh = op("onnx.Tanh", "hyperbolic tangent").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
@@ -183,6 +184,8 @@ define_ops! {
     Concat = op("onnx.Concat", "joins tensors along `axis`").ins(&[variadic("inputs", var("T"))]).outs(&[req("concat_result", var("T"))]).vars(T_ANY).attrs(&[required("axis", Int)]).verify(v::concat).shape(s::concat).fold(f::concat);
     Split = op("onnx.Split", "splits a tensor along `axis`").ins(&[req("input", var("T")), opt("split", var("I"))]).outs(&[variadic("outputs", var("T"))]).vars(T_ANY_I64).attrs(&[int_attr("axis", 0), attr("num_outputs", Int)]).verify(v::axis_in_range).shape(s::split).fold(f::split);
     Slice = op("onnx.Slice", "takes a strided window").ins(&[req("data", var("T")), req("starts", var("I")), req("ends", var("I")), opt("axes", var("I")), opt("steps", var("I"))]).outs(&[req("output", var("T"))]).vars(&[("T", ANY), ("I", INDEX)]).shape(s::slice).fold(f::slice);
+    GatherElements = op("onnx.GatherElements", "takes entries along `axis` at an index per output element").ins(&[req("data", var("T")), req("indices", var("I"))]).outs(&[req("output", var("T"))]).vars(&[("T", ANY), ("I", INDEX)]).attrs(&[int_attr("axis", 0)]).verify(v::axis_in_range).shape(s::gather_elements);
+    GatherND = op("onnx.GatherND", "takes slices at N-d indices").ins(&[req("data", var("T")), req("indices", var("I"))]).outs(&[req("output", var("T"))]).vars(&[("T", ANY), ("I", I64_ONLY)]).attrs(&[int_attr("batch_dims", 0)]).shape(s::gather_nd);
     Gather = op("onnx.Gather", "takes entries along `axis` by index").ins(&[req("data", var("T")), req("indices", var("I"))]).outs(&[req("output", var("T"))]).vars(&[("T", ANY), ("I", INDEX)]).attrs(&[int_attr("axis", 0)]).verify(v::axis_in_range).shape(s::gather).fold(f::gather);
     Expand = op("onnx.Expand", "broadcasts to a shape").ins(&[req("input", var("T")), req("shape", var("I"))]).outs(&[req("output", var("T"))]).vars(T_ANY_I64).shape(s::expand).fold(f::expand);
     Tile = op("onnx.Tile", "repeats a tensor").ins(&[req("input", var("T")), req("repeats", var("I"))]).outs(&[req("output", var("T"))]).vars(T_ANY_I64).shape(s::tile);

@@ -75,7 +75,7 @@ def main():
         ratio = f"{m_rss / wb:.3f}" if wb else "-"
         memc_s = f"{m_s:.2f}" if m_rc == 0 else f"failed ({m_rc})"
         ort_s = f"{o_s:.2f}" if o_rc == 0 else f"failed ({o_rc})"
-        name = os.path.relpath(path, ROOT)
+        name = os.path.basename(path)
         print(f"| {name} | {mib(wb)} | {memc_s} | {mib(m_rss)} | {ratio} | {ort_s} | {mib(o_rss)} |")
 
 

@@ -90,6 +90,28 @@ impl ElemType {
         }
     }
 
+    /// The element type for an ONNX `TensorProto.DataType` code, when memc has it.
+    pub fn from_onnx(code: i64) -> Option<ElemType> {
+        Some(match code {
+            1 => ElemType::F32,
+            2 => ElemType::U8,
+            3 => ElemType::I8,
+            4 => ElemType::U16,
+            5 => ElemType::I16,
+            6 => ElemType::I32,
+            7 => ElemType::I64,
+            9 => ElemType::Bool,
+            10 => ElemType::F16,
+            11 => ElemType::F64,
+            12 => ElemType::U32,
+            13 => ElemType::U64,
+            16 => ElemType::BF16,
+            21 => ElemType::U4,
+            22 => ElemType::I4,
+            _ => return None,
+        })
+    }
+
     pub fn is_float(self) -> bool {
         matches!(
             self,

@@ -12,29 +12,8 @@ use std::sync::Arc;
 
 /// The memc element type for an ONNX `TensorProto.DataType`, or a message naming the type.
 pub fn elem_type(data_type: i32) -> Result<ElemType, String> {
-    Ok(match data_type {
-        1 => ElemType::F32,
-        2 => ElemType::U8,
-        3 => ElemType::I8,
-        4 => ElemType::U16,
-        5 => ElemType::I16,
-        6 => ElemType::I32,
-        7 => ElemType::I64,
-        9 => ElemType::Bool,
-        10 => ElemType::F16,
-        11 => ElemType::F64,
-        12 => ElemType::U32,
-        13 => ElemType::U64,
-        16 => ElemType::BF16,
-        21 => ElemType::U4,
-        22 => ElemType::I4,
-        other => {
-            return Err(format!(
-                "element type {} is not supported",
-                data_type_name(other)
-            ))
-        }
-    })
+    ElemType::from_onnx(i64::from(data_type))
+        .ok_or_else(|| format!("element type {} is not supported", data_type_name(data_type)))
 }
 
 /// The ONNX name of a data type number, for messages.

@@ -83,21 +83,7 @@ fn str_attr<'a>(ctx: &ShapeCtx<'a>, name: &str) -> Option<&'a str> {
 
 /// `axis` (negative counts from the end) as an index into `rank` dims.
 fn axis_index(axis: i64, rank: usize) -> Result<usize, String> {
-    let r = i64::try_from(rank).map_err(|_| "the rank is too large".to_string())?;
-    if r == 0 {
-        return Err(format!("axis {axis} needs an input of rank 1 or more"));
-    }
-    let normalized = if axis < 0 {
-        axis.checked_add(r)
-    } else {
-        Some(axis)
-    };
-    match normalized {
-        Some(a) if (0..r).contains(&a) => Ok(a as usize),
-        _ => Err(format!(
-            "axis {axis} is out of range for rank {rank} (expected -{rank}..{rank})"
-        )),
-    }
+    super::verify::normalize_axis(axis, rank)
 }
 
 /// Normalizes a list of axes; `Err` on an axis out of range or listed twice.

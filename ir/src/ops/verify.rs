@@ -15,17 +15,15 @@ fn operand<'a>(ctx: &OpCtx<'a>, index: usize) -> Result<&'a TensorType, String> 
 
 /// Normalizes `axis` (negative counts from the end) against `rank`.
 pub fn normalize_axis(axis: i64, rank: usize) -> Result<usize, String> {
-    let r = rank as i64;
-    if axis < -r || axis >= r.max(1) {
-        return Err(format!(
-            "axis {axis} is out of range for rank {rank} (expected -{rank}..{rank})"
-        ));
+    let r = i64::try_from(rank).map_err(|_| "the rank is too large".to_string())?;
+    if r == 0 {
+        return Err(format!("axis {axis} needs an input of rank 1 or more"));
     }
-    Ok(if axis < 0 {
-        (axis + r) as usize
-    } else {
-        axis as usize
-    })
+    let normalized = if axis < 0 { axis.checked_add(r) } else { Some(axis) };
+    match normalized {
+        Some(a) if (0..r).contains(&a) => Ok(a as usize),
+        _ => Err(format!("axis {axis} is out of range for rank {rank} (expected -{rank}..{rank})")),
+    }
 }
 
 /// `axis` (or its default) is within the first operand's rank.

@@ -1,9 +1,10 @@
 //! The `memc compile` pipeline, written out once, in order.
 //!
 //! ```text
-//! import (ir::onnx)  ->  verify  ->  shape-infer (--dim bindings)  ->  canonicalize  ->  cse
-//!   ->  dce  ->  [egraph fuse -> schedule -> remat -> bufferize -> liveness -> assign ->
-//!   validate -> codegen -> plan: not built yet]
+//! import (ir::onnx) -> verify -> shape-infer -> canonicalize -> cse -> dce      (symbolic dims)
+//!   -> bind --dim values (shape-infer) -> canonicalize -> cse -> dce            (static dims)
+//!   -> schedule -> bufferize (views, in-place) -> liveness -> assign offsets -> validate
+//!   -> [egraph fuse, remat, codegen, plan file: not built yet]
 //! ```
 //!
 //! Stages that exist run here and nowhere else; the CLI and library users call [`compile`].
@@ -21,7 +22,7 @@ pub enum Emit {
     Ir,
     /// The same text: memc's IR text is MLIR.
     Mlir,
-    /// The buffer plan as JSON (the memory planner's issue).
+    /// The buffer plan as JSON.
     PlanJson,
     /// The plan file (code generation and the runtime's issues).
     Plan,
@@ -29,7 +30,7 @@ pub enum Emit {
 
 impl Emit {
     pub fn is_built(self) -> bool {
-        matches!(self, Emit::Ir | Emit::Mlir)
+        matches!(self, Emit::Ir | Emit::Mlir | Emit::PlanJson)
     }
 }
 
@@ -38,6 +39,19 @@ impl Emit {
 pub struct CompileOptions {
     /// Values for symbolic dims (`--dim batch=4`).
     pub dims: HashMap<String, u64>,
+    /// Plan memory (needs every dim static).
+    pub plan_memory: bool,
+    /// Time the offset search may use.
+    pub plan_budget: std::time::Duration,
+}
+
+/// What [`compile`] produced.
+pub struct Compiled {
+    /// The IR with the `--dim` values bound.
+    pub module: Module,
+    /// The IR before binding, with symbolic dims (same value handles as `module`).
+    pub symbolic: Module,
+    pub plan: Option<memc_passes::memory::MemoryPlan>,
 }
 
 /// Parses `name=value` for `--dim`.
@@ -57,7 +71,7 @@ pub fn parse_dim_binding(text: &str) -> Result<(String, u64), String> {
 }
 
 /// Runs every built stage on the model at `path`.
-pub fn compile(path: &Path, options: &CompileOptions) -> Result<Module, Diagnostic> {
+pub fn compile(path: &Path, options: &CompileOptions) -> Result<Compiled, Diagnostic> {
     let imported = memc_ir::onnx::import_file(path)?;
     let mut module = imported.module;
 
@@ -77,7 +91,30 @@ pub fn compile(path: &Path, options: &CompileOptions) -> Result<Module, Diagnost
         .with_note(format!("the model's symbolic dims: {listed}")));
     }
 
-    memc_ir::infer::infer_module(&mut module, &options.dims).map_err(|diags| {
+    infer(&mut module, &HashMap::new())?;
+    cleanup(&mut module)?;
+    let symbolic = module.clone();
+    if !options.dims.is_empty() {
+        infer(&mut module, &options.dims)?;
+        cleanup(&mut module)?;
+    }
+    let plan = if options.plan_memory {
+        let plan_options = memc_passes::plan::PlanOptions {
+            budget: options.plan_budget,
+        };
+        Some(memc_passes::memory::plan_module(&module, &plan_options)?)
+    } else {
+        None
+    };
+    Ok(Compiled {
+        module,
+        symbolic,
+        plan,
+    })
+}
+
+fn infer(module: &mut Module, dims: &HashMap<String, u64>) -> Result<(), Diagnostic> {
+    memc_ir::infer::infer_module(module, dims).map_err(|diags| {
         let mut diags = diags.into_iter();
         let first = diags
             .next()
@@ -88,17 +125,19 @@ pub fn compile(path: &Path, options: &CompileOptions) -> Result<Module, Diagnost
         } else {
             first
         }
-    })?;
+    })
+}
 
+fn cleanup(module: &mut Module) -> Result<(), Diagnostic> {
     let cleanup: [&dyn Pass; 3] = [
         &memc_passes::Canonicalize,
         &memc_passes::Cse,
         &memc_passes::Dce,
     ];
     for pass in cleanup {
-        pass.run(&mut module)
+        pass.run(module)
             .map_err(|e| Diagnostic::error(e.to_string()))?;
-        if let Err(diags) = memc_ir::verify_module(&module) {
+        if let Err(diags) = memc_ir::verify_module(module) {
             let first = diags
                 .into_iter()
                 .next()
@@ -109,5 +148,5 @@ pub fn compile(path: &Path, options: &CompileOptions) -> Result<Module, Diagnost
             )));
         }
     }
-    Ok(module)
+    Ok(())
 }

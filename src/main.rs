@@ -76,6 +76,15 @@ enum Command {
         /// Bind a symbolic dim, e.g. `--dim batch=1 --dim seq=128`.
         #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = memc::compile::parse_dim_binding)]
         dims: Vec<(String, u64)>,
+        /// Plan memory and print where it goes (to standard error), with an SVG timeline.
+        #[arg(long)]
+        report: bool,
+        /// Where `--report` writes the SVG timeline (default: MODEL's name with `.memory.svg`).
+        #[arg(long, value_name = "FILE")]
+        report_svg: Option<PathBuf>,
+        /// Time the offset search may use, in milliseconds.
+        #[arg(long, default_value_t = 200, value_name = "MS")]
+        plan_budget_ms: u64,
     },
     /// Execute a plan (not built yet).
     Run {
@@ -142,6 +151,9 @@ fn run(cli: Cli) -> ExitCode {
             emit,
             output,
             dims,
+            report,
+            report_svg,
+            plan_budget_ms,
         } => {
             let emit = match emit {
                 EmitArg::Ir => memc::compile::Emit::Ir,
@@ -149,7 +161,16 @@ fn run(cli: Cli) -> ExitCode {
                 EmitArg::PlanJson => memc::compile::Emit::PlanJson,
                 EmitArg::Plan => memc::compile::Emit::Plan,
             };
-            compile(&model, emit, output.as_deref(), dims, color)
+            let request = CompileRequest {
+                emit,
+                output,
+                dims,
+                report,
+                report_svg,
+                plan_budget_ms,
+                color,
+            };
+            compile(&model, request)
         }
         Command::Run { .. } => not_built("run"),
         Command::Report { .. } => not_built("report"),
@@ -199,34 +220,63 @@ fn opt(
     }
 }
 
-fn compile(
-    model: &std::path::Path,
+struct CompileRequest {
     emit: memc::compile::Emit,
-    output: Option<&std::path::Path>,
+    output: Option<PathBuf>,
     dims: Vec<(String, u64)>,
+    report: bool,
+    report_svg: Option<PathBuf>,
+    plan_budget_ms: u64,
     color: bool,
-) -> ExitCode {
+}
+
+fn compile(model: &std::path::Path, request: CompileRequest) -> ExitCode {
+    use memc::compile::Emit;
+    let emit = request.emit;
     if !emit.is_built() {
+        eprintln!("error: `memc compile` cannot write a plan file yet: code generation and the runtime are not built.");
         eprintln!(
-            "error: `memc compile` cannot write a plan yet: the memory planner and code generation are not built."
-        );
-        eprintln!(
-            "       `memc compile {} --emit ir` prints the imported, shape-inferred IR.",
-            model.display()
+            "       `--emit plan-json` writes the memory plan; `--emit ir` prints the IR; `--report` shows where memory goes."
         );
         return ExitCode::FAILURE;
     }
     let options = memc::compile::CompileOptions {
-        dims: dims.into_iter().collect(),
+        dims: request.dims.into_iter().collect(),
+        plan_memory: request.report || emit == Emit::PlanJson,
+        plan_budget: std::time::Duration::from_millis(request.plan_budget_ms),
     };
-    let module = match memc::compile::compile(model, &options) {
-        Ok(module) => module,
+    let compiled = match memc::compile::compile(model, &options) {
+        Ok(compiled) => compiled,
         Err(diag) => {
-            eprint!("{}", diag.render(&model.display().to_string(), "", color));
+            eprint!(
+                "{}",
+                diag.render(&model.display().to_string(), "", request.color)
+            );
             return ExitCode::FAILURE;
         }
     };
-    write_output(output, &memc::ir::print_module(&module))
+    if let (true, Some(plan)) = (request.report, &compiled.plan) {
+        let svg_path = request.report_svg.unwrap_or_else(|| {
+            let stem = model
+                .file_stem()
+                .map_or("model".into(), |s| s.to_string_lossy().into_owned());
+            PathBuf::from(format!("{stem}.memory.svg"))
+        });
+        if let Err(e) = std::fs::write(&svg_path, memc::report::svg(plan)) {
+            eprintln!("error: cannot write `{}`: {e}", svg_path.display());
+            return ExitCode::FAILURE;
+        }
+        let symbolic = compiled.symbolic.functions().next().map(|(_, f)| f);
+        eprint!(
+            "{}",
+            memc::report::table(plan, symbolic, Some(&svg_path.display().to_string()))
+        );
+    }
+    let text = match (emit, &compiled.plan) {
+        (Emit::PlanJson, Some(plan)) => memc::report::json(plan),
+        _ => memc::ir::print_module(&compiled.module),
+    };
+    write_output(request.output.as_deref(), &text)
 }
 
 fn write_output(output: Option<&std::path::Path>, text: &str) -> ExitCode {

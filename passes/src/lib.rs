@@ -20,7 +20,10 @@ pub mod canonicalize;
 pub mod cse;
 pub mod dce;
 pub mod manager;
+pub mod memory;
+pub mod plan;
 pub mod shape_infer;
+pub mod validate;
 
 mod rewrite;
 #[cfg(test)]

@@ -12,8 +12,12 @@ use std::sync::Arc;
 
 /// The memc element type for an ONNX `TensorProto.DataType`, or a message naming the type.
 pub fn elem_type(data_type: i32) -> Result<ElemType, String> {
-    ElemType::from_onnx(i64::from(data_type))
-        .ok_or_else(|| format!("element type {} is not supported", data_type_name(data_type)))
+    ElemType::from_onnx(i64::from(data_type)).ok_or_else(|| {
+        format!(
+            "element type {} is not supported",
+            data_type_name(data_type)
+        )
+    })
 }
 
 /// The ONNX name of a data type number, for messages.

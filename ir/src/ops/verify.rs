@@ -19,10 +19,16 @@ pub fn normalize_axis(axis: i64, rank: usize) -> Result<usize, String> {
     if r == 0 {
         return Err(format!("axis {axis} needs an input of rank 1 or more"));
     }
-    let normalized = if axis < 0 { axis.checked_add(r) } else { Some(axis) };
+    let normalized = if axis < 0 {
+        axis.checked_add(r)
+    } else {
+        Some(axis)
+    };
     match normalized {
         Some(a) if (0..r).contains(&a) => Ok(a as usize),
-        _ => Err(format!("axis {axis} is out of range for rank {rank} (expected -{rank}..{rank})")),
+        _ => Err(format!(
+            "axis {axis} is out of range for rank {rank} (expected -{rank}..{rank})"
+        )),
     }
 }
 

@@ -210,6 +210,8 @@ pub fn json(plan: &MemoryPlan) -> String {
         "load_model_order": plan.load_model_order,
         "load_without_sharing": plan.load_without_sharing,
         "schedule": plan.schedule_name,
+        "strategy": plan.strategy,
+        "plan_time_ms": plan.plan_time.as_secs_f64() * 1000.0,
         "n_steps": plan.schedule.len() + 2,
         "buffers": buffers,
         "aliases": aliases,

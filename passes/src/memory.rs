@@ -8,8 +8,9 @@
 //!   use, so their bytes are reused after it.
 //! - **Graph outputs** live in the arena from the step that produces them to the end (the
 //!   caller copies them out after `func.return`).
-//! - **Views** (Reshape, Squeeze, Unsqueeze, Flatten, Identity, inference Dropout, and
-//!   Transpose that only moves size-1 dims) alias their source's bytes: no copy, no buffer.
+//! - **Views** (Reshape, Squeeze, Unsqueeze, Flatten, Identity, inference Dropout,
+//!   Transpose that only moves size-1 dims, and Slice that cuts one contiguous run of bytes)
+//!   alias their source's bytes: no copy, no buffer.
 //! - **In-place**: an elementwise op whose result has exactly the type of an operand that dies
 //!   at the op may write over that operand's bytes.
 //!
@@ -24,7 +25,9 @@
 use crate::plan::{load_with_sharing, plan, BufferSpec, Constraint, PlanOptions};
 use crate::validate::{validate, Access, BufferKind, CheckedBuffer, PlanToCheck};
 use memc_ir::ops::Traits;
-use memc_ir::{Diagnostic, Function, Module, OpId, Opcode, TensorType, Type, ValueId};
+use memc_ir::{
+    Diagnostic, ElemType, Function, Module, OpId, Opcode, TensorType, Type, ValueId, WeightStore,
+};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -103,7 +106,7 @@ pub fn plan_module(module: &Module, options: &PlanOptions) -> Result<MemoryPlan,
         ))
         .with_note(format!("bind every one, e.g. {}", flags.join(" "))));
     }
-    plan_function(func, options)
+    plan_function(func, &module.weights, options)
 }
 
 /// A value's bytes, or an error naming the unbound dims.
@@ -148,7 +151,7 @@ fn static_bytes(func: &Function, value: ValueId) -> Result<Option<u64>, Diagnost
 }
 
 /// The op's view source (the operand whose bytes the result aliases), if the op is a view.
-fn view_source(func: &Function, op: OpId) -> Option<ValueId> {
+fn view_source(func: &Function, weights: &WeightStore, op: OpId) -> Option<(ValueId, u64)> {
     let data = func.op(op);
     let first = *data.operands.first()?;
     match data.opcode {
@@ -156,8 +159,8 @@ fn view_source(func: &Function, op: OpId) -> Option<ValueId> {
         | Opcode::Squeeze
         | Opcode::Unsqueeze
         | Opcode::Flatten
-        | Opcode::Identity => Some(first),
-        Opcode::Dropout if data.results.len() == 1 && data.operands.len() == 1 => Some(first),
+        | Opcode::Identity => Some((first, 0)),
+        Opcode::Dropout if data.results.len() == 1 && data.operands.len() == 1 => Some((first, 0)),
         Opcode::Transpose => {
             let input = func.value_type(first).tensor()?;
             let perm =
@@ -169,10 +172,103 @@ fn view_source(func: &Function, op: OpId) -> Option<ValueId> {
                 .copied()
                 .filter(|&p| input.dims[p].as_static() != Some(1))
                 .collect();
-            non_unit.windows(2).all(|w| w[0] < w[1]).then_some(first)
+            non_unit
+                .windows(2)
+                .all(|w| w[0] < w[1])
+                .then_some((first, 0))
         }
+        Opcode::Slice => contiguous_slice(func, weights, op).map(|offset| (first, offset)),
         _ => None,
     }
+}
+
+/// The i64 values of a constant operand (a `memc.weight` with loaded bytes), if small.
+fn constant_ints(func: &Function, weights: &WeightStore, value: ValueId) -> Option<Vec<i64>> {
+    let op = func.defining_op(value)?;
+    if func.op(op).opcode != Opcode::Weight {
+        return None;
+    }
+    let weight = weights.get(func.op(op).attrs.get("value")?.as_weight()?)?;
+    let ty = weight.ty();
+    if ty.rank() != 1 || ty.static_num_elements()? > 64 {
+        return None;
+    }
+    let bytes = weight.bytes()?;
+    match ty.elem {
+        ElemType::I64 => Some(
+            bytes
+                .chunks_exact(8)
+                .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                .collect(),
+        ),
+        ElemType::I32 => Some(
+            bytes
+                .chunks_exact(4)
+                .map(|c| i64::from(i32::from_le_bytes(c.try_into().unwrap_or([0; 4]))))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// The byte offset of a Slice result inside its input when the result is one contiguous run
+/// of the input's bytes: only one axis is cut, with step 1, and every axis before it has
+/// size 1.
+fn contiguous_slice(func: &Function, weights: &WeightStore, op: OpId) -> Option<u64> {
+    let data = func.op(op);
+    let input = func
+        .value_type(*data.operands.first()?)
+        .tensor()?
+        .static_shape()?;
+    let output = func.value_type(*data.results.first()?).tensor()?;
+    let elem_bits = u64::from(output.elem.bits());
+    let output = output.static_shape()?;
+    if input.len() != output.len() || elem_bits % 8 != 0 {
+        return None;
+    }
+    let cut: Vec<usize> = (0..input.len())
+        .filter(|&k| input[k] != output[k])
+        .collect();
+    let k = match cut.as_slice() {
+        [] => return Some(0),
+        [k] => *k,
+        _ => return None,
+    };
+    if input[..k].iter().any(|&d| d != 1) {
+        return None;
+    }
+    let operand = |i: usize| {
+        data.operands
+            .get(i)
+            .copied()
+            .filter(|&v| !func.value_type(v).is_none())
+    };
+    let starts = constant_ints(func, weights, operand(1)?)?;
+    let axes = match operand(3) {
+        Some(v) => constant_ints(func, weights, v)?,
+        None => (0..starts.len() as i64).collect(),
+    };
+    if let Some(v) = operand(4) {
+        if constant_ints(func, weights, v)?.iter().any(|&s| s != 1) {
+            return None;
+        }
+    }
+    let rank = input.len() as i64;
+    let position = axes
+        .iter()
+        .position(|&a| a == k as i64 || a + rank == k as i64)?;
+    let dim = i64::try_from(input[k]).ok()?;
+    let start = starts[position];
+    let start = if start < 0 {
+        start.checked_add(dim)?
+    } else {
+        start
+    }
+    .clamp(0, dim) as u64;
+    let row: u64 = input[k + 1..]
+        .iter()
+        .try_fold(elem_bits / 8, |acc, &d| acc.checked_mul(d))?;
+    start.checked_mul(row)
 }
 
 struct Graph {
@@ -187,13 +283,13 @@ struct Graph {
 
 /// The root value whose bytes a value uses (itself, or the source of its view chain), or
 /// `None` for values outside the arena (weights, `none`).
-fn root_values(func: &Function, ops: &[OpId]) -> HashMap<ValueId, ValueId> {
+fn root_values(func: &Function, weights: &WeightStore, ops: &[OpId]) -> HashMap<ValueId, ValueId> {
     let mut root: HashMap<ValueId, ValueId> = HashMap::new();
     for &arg in func.args() {
         root.insert(arg, arg);
     }
     for &op in ops {
-        let source = view_source(func, op);
+        let source = view_source(func, weights, op).map(|(s, _)| s);
         for &r in &func.op(op).results {
             match source.and_then(|s| root.get(&s).copied()) {
                 Some(base) => root.insert(r, base),
@@ -206,7 +302,11 @@ fn root_values(func: &Function, ops: &[OpId]) -> HashMap<ValueId, ValueId> {
 }
 
 /// Plans one function.
-pub fn plan_function(func: &Function, options: &PlanOptions) -> Result<MemoryPlan, Diagnostic> {
+pub fn plan_function(
+    func: &Function,
+    weights: &WeightStore,
+    options: &PlanOptions,
+) -> Result<MemoryPlan, Diagnostic> {
     let started = Instant::now();
     let entry = func.entry_block();
     let block_ops = func.layout().block_ops(entry).to_vec();
@@ -237,7 +337,7 @@ pub fn plan_function(func: &Function, options: &PlanOptions) -> Result<MemoryPla
             static_bytes(func, r)?;
         }
     }
-    let root = root_values(func, &ops);
+    let root = root_values(func, weights, &ops);
 
     // Dependencies among schedulable ops.
     let index: HashMap<OpId, usize> = ops.iter().enumerate().map(|(i, &op)| (op, i)).collect();
@@ -293,7 +393,7 @@ pub fn plan_function(func: &Function, options: &PlanOptions) -> Result<MemoryPla
     )> = None;
     let mut load_model_order = 0;
     for (name, order) in candidates {
-        let (specs, infos) = buffers_for(func, &graph, &order, &root)?;
+        let (specs, infos) = buffers_for(func, weights, &graph, &order, &root)?;
         let (load, _) = load_with_sharing(&specs).map_err(|e| {
             Diagnostic::error(format!(
                 "internal error: the planner rejected its own problem; this is a bug in memc: {e}"
@@ -405,6 +505,7 @@ fn value_name(func: &Function, value: ValueId) -> String {
 /// The buffers (with live ranges and constraints) for the ops in `order`.
 fn buffers_for(
     func: &Function,
+    weights: &WeightStore,
     graph: &Graph,
     order: &[usize],
     root: &HashMap<ValueId, ValueId>,
@@ -451,9 +552,14 @@ fn buffers_for(
             .cloned()
             .unwrap_or_else(|| TensorType::new(memc_ir::ElemType::U8, vec![]));
         buffer_of.insert(value, specs.len());
+        // Allocations are cache-line aligned; a view only needs its element alignment.
+        let align = match constraint {
+            Constraint::AliasOf { .. } => u64::from(ty.elem.bits() / 8).max(1),
+            _ => ALIGN,
+        };
         specs.push(
             BufferSpec::new(size, start, end)
-                .with_align(ALIGN)
+                .with_align(align)
                 .with_constraint(constraint),
         );
         infos.push(BufferInfo {
@@ -485,17 +591,18 @@ fn buffers_for(
             Some(loc) => format!("{} \"{loc}\"", data.opcode.name()),
             None => data.opcode.name().to_string(),
         };
-        let source = view_source(func, op);
+        let source = view_source(func, weights, op);
         for &r in &data.results {
             if !root.contains_key(&r) {
                 continue; // a view of a weight
             }
-            let constraint = match source.and_then(|s| buffer_of.get(&s).copied()) {
-                Some(base) => Constraint::AliasOf { base, offset: 0 },
-                None => {
-                    in_place_candidate(func, op, r, step, &last_use, &buffer_of, root, &outputs)
-                }
-            };
+            let constraint =
+                match source.and_then(|(s, offset)| Some((*buffer_of.get(&s)?, offset))) {
+                    Some((base, offset)) => Constraint::AliasOf { base, offset },
+                    None => {
+                        in_place_candidate(func, op, r, step, &last_use, &buffer_of, root, &outputs)
+                    }
+                };
             add(
                 r,
                 step,
@@ -776,7 +883,11 @@ fn check(func: &Function, plan: &MemoryPlan) -> Result<(), Diagnostic> {
             size: b.size,
             start: b.start,
             end: b.end,
-            align: ALIGN,
+            // Allocations are cache-line aligned; a view only needs its element alignment.
+            align: match b.kind {
+                PlannedKind::View { .. } => u64::from(b.ty.elem.bits() / 8).max(1),
+                _ => ALIGN,
+            },
             kind: match b.kind {
                 PlannedKind::View { base, offset } => BufferKind::View { base, offset },
                 PlannedKind::InPlace { input } => BufferKind::InPlace { input },

@@ -49,6 +49,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 /// How many violations [`validate`] reports before it stops looking.
+thread_local!(static T0: std::cell::RefCell<std::time::Instant> = std::cell::RefCell::new(std::time::Instant::now()));
 pub const DEFAULT_MAX_VIOLATIONS: usize = 100;
 
 /// One buffer of the plan to check.
@@ -457,6 +458,7 @@ pub fn validate_with_limit(
     plan: &PlanToCheck,
     max_violations: usize,
 ) -> Result<(), Vec<Violation>> {
+    T0.with(|t| *t = std::time::Instant::now());
     let mut sink = Sink {
         found: Vec::new(),
         limit: max_violations,
@@ -464,13 +466,18 @@ pub fn validate_with_limit(
     };
     let indices_valid = check_indices(plan, &mut sink);
     check_buffers(plan, &mut sink);
+    eprintln!("T idx+buf {:?}", T0.with(|t| t.elapsed()));
     if indices_valid {
         // Rule 1 holds: every index below is in range and every chain ends.
         let writers = writers_of(plan);
+        eprintln!("T writers {:?}", T0.with(|t| t.elapsed()));
         check_views(plan, &mut sink);
         check_in_place(plan, &writers, &mut sink);
+        eprintln!("T views inplace {:?}", T0.with(|t| t.elapsed()));
         check_overlaps(plan, &mut sink);
+        eprintln!("T overlaps {:?}", T0.with(|t| t.elapsed()));
         check_accesses(plan, &writers, &mut sink);
+        eprintln!("T accesses {:?}", T0.with(|t| t.elapsed()));
     }
     if sink.found.is_empty() {
         Ok(())
@@ -822,6 +829,7 @@ fn roots_of(plan: &PlanToCheck) -> Vec<usize> {
 /// the groups sorted by first byte.
 fn check_overlaps(plan: &PlanToCheck, sink: &mut Sink) {
     let roots = roots_of(plan);
+    eprintln!("T  roots {:?}", T0.with(|t| t.elapsed()));
     let mut hulls: HashMap<usize, (Option<Range>, Option<Range>)> = HashMap::new();
     for (index, buffer) in plan.buffers.iter().enumerate() {
         if buffer.size == 0 {
@@ -847,6 +855,7 @@ fn check_overlaps(plan: &PlanToCheck, sink: &mut Sink) {
         })
         .collect();
     groups.sort_unstable_by_key(|group| (group.bytes.start, group.root));
+    eprintln!("T  groups sorted {:?}", T0.with(|t| t.elapsed()));
     let slot_of_root: HashMap<usize, usize> = groups
         .iter()
         .enumerate()
@@ -873,6 +882,7 @@ fn check_overlaps(plan: &PlanToCheck, sink: &mut Sink) {
     }
     events.sort_unstable();
 
+    eprintln!("T  events sorted {:?}", T0.with(|t| t.elapsed()));
     let mut active = MaxTree::new(groups.len());
     let mut hits = Vec::new();
     for (step, enters, slot) in events {

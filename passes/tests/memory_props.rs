@@ -92,9 +92,105 @@ proptest! {
         memc_ir::verify_module(&module).map_err(|d| TestCaseError::fail(format!("{d:?}")))?;
         let (_, func) = module.functions().next().expect("one function");
         let options = PlanOptions { budget: Duration::from_millis(5) };
-        let plan = plan_function(func, &options).map_err(|d| TestCaseError::fail(d.to_string()))?;
+        let plan = plan_function(func, &module.weights, &options).map_err(|d| TestCaseError::fail(d.to_string()))?;
         prop_assert!(plan.arena_size >= plan.load, "arena {} < LOAD {}", plan.arena_size, plan.load);
         prop_assert!(plan.load <= plan.load_model_order, "chosen order worse than model order");
         prop_assert!(plan.load <= plan.load_without_sharing);
     }
+}
+
+/// A Slice of whole rows is a view at the rows' byte offset; a Slice of columns is not.
+#[test]
+fn contiguous_slices_are_views() {
+    use memc_passes::memory::PlannedKind;
+    let i64s = |module: &mut Module, name: &str, values: &[i64]| {
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        module
+            .weights
+            .insert(
+                name,
+                TensorType::with_shape(ElemType::I64, &[values.len() as u64]),
+                WeightBytes::Owned(Arc::from(bytes)),
+            )
+            .expect("unique weight names")
+    };
+    let mut module = Module::new();
+    let (rows_start, rows_end, rows_axis) = (
+        i64s(&mut module, "rs", &[2]),
+        i64s(&mut module, "re", &[6]),
+        i64s(&mut module, "ra", &[0]),
+    );
+    let (cols_axis,) = (i64s(&mut module, "ca", &[1]),);
+    let t = |shape: &[u64]| Type::Tensor(TensorType::with_shape(ElemType::F32, shape));
+    let w = |func: &mut Function, id| {
+        let block = func.entry_block();
+        let op = func.build_op(
+            block,
+            Opcode::Weight,
+            vec![],
+            vec![Type::Tensor(TensorType::with_shape(ElemType::I64, &[1]))],
+            [("value", Attribute::Weight(id))],
+        );
+        func.op(op).results[0]
+    };
+    let mut func = Function::new("slices", vec![t(&[8, 4])], Vec::new());
+    let x = func.args()[0];
+    let (rs, re, ra, ca) = (
+        w(&mut func, rows_start),
+        w(&mut func, rows_end),
+        w(&mut func, rows_axis),
+        w(&mut func, cols_axis),
+    );
+    let block = func.entry_block();
+    let relu = func.build_op(block, Opcode::Relu, vec![x], vec![t(&[8, 4])], []);
+    let y = func.op(relu).results[0];
+    let rows = func.build_op(
+        block,
+        Opcode::Slice,
+        vec![y, rs, re, ra],
+        vec![t(&[4, 4])],
+        [],
+    );
+    let cols = func.build_op(
+        block,
+        Opcode::Slice,
+        vec![y, rs, re, ca],
+        vec![t(&[8, 2])],
+        [],
+    );
+    let (rows, cols) = (func.op(rows).results[0], func.op(cols).results[0]);
+    func.build_op(block, Opcode::Return, vec![rows, cols], vec![], []);
+    func.push_result_type(t(&[4, 4]));
+    func.push_result_type(t(&[8, 2]));
+    module.add_function(func);
+    memc_ir::verify_module(&module).expect("valid IR");
+    let (_, func) = module.functions().next().expect("one function");
+    let plan = plan_function(
+        func,
+        &module.weights,
+        &PlanOptions {
+            budget: Duration::from_millis(5),
+        },
+    )
+    .expect("plans");
+    let buffer = |v: ValueId| {
+        plan.buffers
+            .iter()
+            .find(|b| b.value == v)
+            .expect("a buffer")
+    };
+    let base = plan
+        .buffers
+        .iter()
+        .position(|b| b.value == y)
+        .expect("relu's buffer");
+    assert_eq!(
+        buffer(rows).kind,
+        PlannedKind::View {
+            base,
+            offset: 2 * 4 * 4
+        }
+    );
+    assert_eq!(buffer(rows).offset, buffer(y).offset + 32);
+    assert_eq!(buffer(cols).kind, PlannedKind::Owned);
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 pub(crate) mod best_fit;
 pub(crate) mod problem;
+pub(crate) mod search;
 pub(crate) mod skyline;
 
 use problem::{OverlapIndex, Problem};

@@ -167,15 +167,6 @@ pub fn plan(buffers: &[BufferSpec], options: &PlanOptions) -> Result<PlanResult,
                 .ok_or(PlanError::Overflow)?,
         );
     }
-    let plain: Vec<Interval> = buffers
-        .iter()
-        .map(|b| Interval {
-            size: b.size,
-            start: b.start,
-            end: b.end,
-            align: b.align,
-        })
-        .collect();
     Ok(PlanResult {
         offsets,
         arena_size: assignment.arena_size,

@@ -94,7 +94,10 @@ pub(crate) fn section_members(p: &Problem) -> Csr {
             fill[s as usize] += 1;
         }
     }
-    Csr { start: count, items }
+    Csr {
+        start: count,
+        items,
+    }
 }
 
 /// Why a search ended.
@@ -172,7 +175,10 @@ impl<'a> Dfs<'a> {
             affected: Vec::new(),
             candidates: Vec::new(),
             nodes: 0,
-            limits: Limits { nodes: 0, deadline: Instant::now() },
+            limits: Limits {
+                nodes: 0,
+                deadline: Instant::now(),
+            },
         }
     }
 
@@ -209,7 +215,14 @@ impl<'a> Dfs<'a> {
         self.search(&buffers, sec_lo, sec_hi, 0, 0)
     }
 
-    fn search(&mut self, buffers: &[u32], sec_lo: u32, sec_hi: u32, x: u64, last_pre: u32) -> Outcome {
+    fn search(
+        &mut self,
+        buffers: &[u32],
+        sec_lo: u32,
+        sec_hi: u32,
+        x: u64,
+        last_pre: u32,
+    ) -> Outcome {
         self.nodes += 1;
         if self.nodes > self.limits.nodes
             || (self.nodes % 1024 == 0 && Instant::now() >= self.limits.deadline)
@@ -327,7 +340,11 @@ impl<'a> Dfs<'a> {
     }
 
     fn place(&mut self, b: usize, at: u64) -> (usize, usize, usize) {
-        let marks = (self.log_min.len(), self.log_sky.len(), self.log_ufloor.len());
+        let marks = (
+            self.log_min.len(),
+            self.log_sky.len(),
+            self.log_ufloor.len(),
+        );
         let p = self.p;
         self.offset[b] = at;
         self.solution[b] = at;
@@ -379,7 +396,10 @@ impl<'a> Dfs<'a> {
     fn unplace(&mut self, b: usize, marks: (usize, usize, usize)) {
         let p = self.p;
         while self.log_ufloor.len() > marks.2 {
-            let (s, v) = self.log_ufloor.pop().expect("the log is longer than its mark");
+            let (s, v) = self
+                .log_ufloor
+                .pop()
+                .expect("the log is longer than its mark");
             self.ufloor[s as usize] = v;
         }
         while self.log_sky.len() > marks.1 {

@@ -23,7 +23,9 @@
 //!    Views of views are checked against their direct base.
 //! 4. **In-place results.** An in-place result `Y` of input `X` has `X`'s offset and
 //!    `Y.size <= X.size`; `X`'s last live step is `Y`'s first (`X.end == Y.start + 1`); and every
-//!    access at step `Y.start` that writes `Y` reads `X` and is elementwise.
+//!    access at step `Y.start` that writes `Y` reads `X`, is elementwise, and reads no other
+//!    buffer of `X`'s storage group (see rule 5) that shares bytes with `Y` at another offset
+//!    (writing `Y` element by element would clobber it before it is read).
 //! 5. **No overlap.** No two buffers that are live at a common step share a byte, except:
 //!    - a view and its base. Each buffer belongs to the *storage group* of its root (follow
 //!      `View` bases until a buffer that is not a view); buffers of one group never conflict.
@@ -49,7 +51,6 @@ use std::collections::HashMap;
 use std::fmt;
 
 /// How many violations [`validate`] reports before it stops looking.
-thread_local!(static T0: std::cell::RefCell<std::time::Instant> = std::cell::RefCell::new(std::time::Instant::now()));
 pub const DEFAULT_MAX_VIOLATIONS: usize = 100;
 
 /// One buffer of the plan to check.
@@ -137,14 +138,14 @@ impl fmt::Display for BufferRef {
 
 /// A half-open range `[start, end)` of bytes or of schedule steps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Range {
+pub struct HalfOpen {
     /// The first element.
     pub start: u64,
     /// One past the last element.
     pub end: u64,
 }
 
-impl fmt::Display for Range {
+impl fmt::Display for HalfOpen {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "[{}, {})", self.start, self.end)
     }
@@ -259,7 +260,7 @@ pub enum Violation {
     EmptyLiveRange {
         buffer: BufferRef,
         size: u64,
-        live: Range,
+        live: HalfOpen,
     },
 
     // Rule 3: views.
@@ -290,9 +291,9 @@ pub enum Violation {
     #[error("view {view} is live in {view_live}, but its base {base} only in {base_live}")]
     ViewOutlivesBase {
         view: BufferRef,
-        view_live: Range,
+        view_live: HalfOpen,
         base: BufferRef,
-        base_live: Range,
+        base_live: HalfOpen,
     },
 
     // Rule 4: in-place results.
@@ -316,7 +317,7 @@ pub enum Violation {
     #[error("in-place input {input} is live in {input_live}, but must die at step {step}, where {result} is written over it")]
     InPlaceInputLifetime {
         input: BufferRef,
-        input_live: Range,
+        input_live: HalfOpen,
         result: BufferRef,
         step: u64,
     },
@@ -327,6 +328,23 @@ pub enum Violation {
         step: u64,
         result: BufferRef,
         input: BufferRef,
+    },
+    /// The op writing an in-place result reads another view of its input's storage that the
+    /// result overlaps at a different offset.
+    #[error(
+        "op `{op}` at step {step} writes {result} {} in place while reading {read} {}, which shares bytes with it at another offset",
+        ByteRange(.result_bytes.0, .result_bytes.1),
+        ByteRange(.read_bytes.0, .read_bytes.1)
+    )]
+    InPlaceClobbersRead {
+        op: String,
+        step: u64,
+        result: BufferRef,
+        /// The result's offset and size.
+        result_bytes: (u64, u64),
+        read: BufferRef,
+        /// The read buffer's offset and size.
+        read_bytes: (u64, u64),
     },
     /// The op writing an in-place result is not elementwise.
     #[error("op `{op}` at step {step} writes {result} in place, but is not elementwise")]
@@ -347,13 +365,13 @@ pub enum Violation {
         /// The root of the first storage group (the lower index).
         first: BufferRef,
         /// The first group's bytes.
-        first_bytes: Range,
+        first_bytes: HalfOpen,
         /// Whether the first group's bytes or live range extend past its root's own.
         first_with_views: bool,
         /// The root of the second storage group.
         second: BufferRef,
         /// The second group's bytes.
-        second_bytes: Range,
+        second_bytes: HalfOpen,
         /// Whether the second group's bytes or live range extend past its root's own.
         second_with_views: bool,
         /// A step at which both are live (and may not share bytes).
@@ -374,7 +392,7 @@ pub enum Violation {
         op: String,
         step: u64,
         buffer: BufferRef,
-        live: Range,
+        live: HalfOpen,
     },
     /// A write of a buffer at a step other than its first.
     #[error("op `{op}` at step {step} writes {buffer}, which starts at step {start}; a buffer is written at its first live step")]
@@ -432,6 +450,7 @@ impl Violation {
             | InPlaceTooLarge { .. }
             | InPlaceInputLifetime { .. }
             | InPlaceInputNotRead { .. }
+            | InPlaceClobbersRead { .. }
             | InPlaceNotElementwise { .. } => 4,
             Overlap { .. } => 5,
             DuplicateStep { .. }
@@ -458,7 +477,6 @@ pub fn validate_with_limit(
     plan: &PlanToCheck,
     max_violations: usize,
 ) -> Result<(), Vec<Violation>> {
-    T0.with(|t| *t = std::time::Instant::now());
     let mut sink = Sink {
         found: Vec::new(),
         limit: max_violations,
@@ -466,18 +484,14 @@ pub fn validate_with_limit(
     };
     let indices_valid = check_indices(plan, &mut sink);
     check_buffers(plan, &mut sink);
-    eprintln!("T idx+buf {:?}", T0.with(|t| t.elapsed()));
     if indices_valid {
         // Rule 1 holds: every index below is in range and every chain ends.
-        let writers = writers_of(plan);
-        eprintln!("T writers {:?}", T0.with(|t| t.elapsed()));
+        let writers = Writers::new(plan);
         check_views(plan, &mut sink);
-        check_in_place(plan, &writers, &mut sink);
-        eprintln!("T views inplace {:?}", T0.with(|t| t.elapsed()));
-        check_overlaps(plan, &mut sink);
-        eprintln!("T overlaps {:?}", T0.with(|t| t.elapsed()));
+        let roots = roots_of(plan);
+        check_in_place(plan, &writers, &roots, &mut sink);
+        check_overlaps(plan, &roots, &mut sink);
         check_accesses(plan, &writers, &mut sink);
-        eprintln!("T accesses {:?}", T0.with(|t| t.elapsed()));
     }
     if sink.found.is_empty() {
         Ok(())
@@ -514,8 +528,8 @@ fn buffer_ref(plan: &PlanToCheck, index: usize) -> BufferRef {
     }
 }
 
-fn live_of(buffer: &CheckedBuffer) -> Range {
-    Range {
+fn live_of(buffer: &CheckedBuffer) -> HalfOpen {
+    HalfOpen {
         start: buffer.start,
         end: buffer.end,
     }
@@ -653,18 +667,50 @@ fn check_buffers(plan: &PlanToCheck, sink: &mut Sink) {
     }
 }
 
-/// For each buffer, the indices of the accesses that write it, each access once.
-fn writers_of(plan: &PlanToCheck) -> Vec<Vec<usize>> {
-    let mut writers: Vec<Vec<usize>> = vec![Vec::new(); plan.buffers.len()];
-    for (access_index, access) in plan.accesses.iter().enumerate() {
-        for &buffer_index in &access.writes {
-            let list = &mut writers[buffer_index];
-            if list.last() != Some(&access_index) && !list.contains(&access_index) {
-                list.push(access_index);
+/// For each buffer, the indices of the accesses that write it, each access once, in order.
+/// Needs rule 1 (write indices in range).
+struct Writers {
+    /// Buffer `i`'s writers are `accesses[first[i]..first[i + 1]]`.
+    first: Vec<usize>,
+    accesses: Vec<usize>,
+}
+
+impl Writers {
+    fn new(plan: &PlanToCheck) -> Writers {
+        const NONE: usize = usize::MAX;
+        let n_buffers = plan.buffers.len();
+        // The last access counted for each buffer: an access that lists a buffer twice counts once.
+        let mut last = vec![NONE; n_buffers];
+        let mut first = vec![0usize; n_buffers + 1];
+        for (access_index, access) in plan.accesses.iter().enumerate() {
+            for &buffer_index in &access.writes {
+                if last[buffer_index] != access_index {
+                    last[buffer_index] = access_index;
+                    first[buffer_index + 1] += 1;
+                }
             }
         }
+        for i in 0..n_buffers {
+            first[i + 1] += first[i];
+        }
+        let mut next = first.clone();
+        let mut accesses = vec![0usize; first[n_buffers]];
+        last.fill(NONE);
+        for (access_index, access) in plan.accesses.iter().enumerate() {
+            for &buffer_index in &access.writes {
+                if last[buffer_index] != access_index {
+                    last[buffer_index] = access_index;
+                    accesses[next[buffer_index]] = access_index;
+                    next[buffer_index] += 1;
+                }
+            }
+        }
+        Writers { first, accesses }
     }
-    writers
+
+    fn of(&self, buffer_index: usize) -> &[usize] {
+        &self.accesses[self.first[buffer_index]..self.first[buffer_index + 1]]
+    }
 }
 
 /// Rule 3.
@@ -713,7 +759,7 @@ fn check_views(plan: &PlanToCheck, sink: &mut Sink) {
 }
 
 /// Rule 4.
-fn check_in_place(plan: &PlanToCheck, writers: &[Vec<usize>], sink: &mut Sink) {
+fn check_in_place(plan: &PlanToCheck, writers: &Writers, roots: &[usize], sink: &mut Sink) {
     for (index, result) in plan.buffers.iter().enumerate() {
         if sink.full {
             return;
@@ -747,7 +793,7 @@ fn check_in_place(plan: &PlanToCheck, writers: &[Vec<usize>], sink: &mut Sink) {
             });
         }
         // An access writing the result at another step is rule 6's to report.
-        for access in writers[index].iter().map(|&a| &plan.accesses[a]) {
+        for access in writers.of(index).iter().map(|&a| &plan.accesses[a]) {
             if access.step != result.start {
                 continue;
             }
@@ -766,8 +812,35 @@ fn check_in_place(plan: &PlanToCheck, writers: &[Vec<usize>], sink: &mut Sink) {
                     result: buffer_ref(plan, index),
                 });
             }
+            // Other views of the input's storage that the op reads must not be clobbered by
+            // the result before they are read: overlapping the result means starting with it.
+            // (A read from another group that overlaps the result is rule 5's to report.)
+            for &read_index in &access.reads {
+                let read = &plan.buffers[read_index];
+                if read_index != input_index
+                    && roots[read_index] == roots[input_index]
+                    && read.offset != result.offset
+                    && bytes_overlap(read, result)
+                {
+                    sink.push(Violation::InPlaceClobbersRead {
+                        op: access.op.clone(),
+                        step: access.step,
+                        result: buffer_ref(plan, index),
+                        result_bytes: (result.offset, result.size),
+                        read: buffer_ref(plan, read_index),
+                        read_bytes: (read.offset, read.size),
+                    });
+                }
+            }
         }
     }
+}
+
+/// Whether two buffers share a byte.
+fn bytes_overlap(a: &CheckedBuffer, b: &CheckedBuffer) -> bool {
+    let a_end = u128::from(a.offset) + u128::from(a.size);
+    let b_end = u128::from(b.offset) + u128::from(b.size);
+    u128::from(a.offset.max(b.offset)) < a_end.min(b_end)
 }
 
 /// A storage group for rule 5: a root and the views that lead to it.
@@ -776,19 +849,19 @@ struct Group {
     /// The root's index.
     root: usize,
     /// The smallest range covering the members' bytes.
-    bytes: Range,
+    bytes: HalfOpen,
     /// The smallest range covering the members' live ranges.
-    live: Range,
+    live: HalfOpen,
 }
 
 /// Grows `hull` to cover `range`, ignoring empty ranges.
-fn cover(hull: &mut Option<Range>, range: Range) {
+fn cover(hull: &mut Option<HalfOpen>, range: HalfOpen) {
     if range.start >= range.end {
         return;
     }
     *hull = Some(match *hull {
         None => range,
-        Some(h) => Range {
+        Some(h) => HalfOpen {
             start: h.start.min(range.start),
             end: h.end.max(range.end),
         },
@@ -827,19 +900,19 @@ fn roots_of(plan: &PlanToCheck) -> Vec<usize> {
 /// end (leaving first at a step, so touching ranges do not meet); each entering group is
 /// compared with the active groups that share a byte with it, found in a max-segment tree over
 /// the groups sorted by first byte.
-fn check_overlaps(plan: &PlanToCheck, sink: &mut Sink) {
-    let roots = roots_of(plan);
-    eprintln!("T  roots {:?}", T0.with(|t| t.elapsed()));
-    let mut hulls: HashMap<usize, (Option<Range>, Option<Range>)> = HashMap::new();
+fn check_overlaps(plan: &PlanToCheck, roots: &[usize], sink: &mut Sink) {
+    // The hulls of each group's bytes and live range, at its root's index.
+    let mut hulls: Vec<(Option<HalfOpen>, Option<HalfOpen>)> =
+        vec![(None, None); plan.buffers.len()];
     for (index, buffer) in plan.buffers.iter().enumerate() {
         if buffer.size == 0 {
             continue;
         }
-        let (bytes, live) = hulls.entry(roots[index]).or_insert((None, None));
+        let (bytes, live) = &mut hulls[roots[index]];
         let end = buffer.offset.saturating_add(buffer.size);
         cover(
             bytes,
-            Range {
+            HalfOpen {
                 start: buffer.offset,
                 end,
             },
@@ -849,26 +922,25 @@ fn check_overlaps(plan: &PlanToCheck, sink: &mut Sink) {
     // Groups that hold bytes at some step, sorted by first byte (then root, for determinism).
     let mut groups: Vec<Group> = hulls
         .into_iter()
+        .enumerate()
         .filter_map(|(root, hull)| match hull {
             (Some(bytes), Some(live)) => Some(Group { root, bytes, live }),
             _ => None,
         })
         .collect();
     groups.sort_unstable_by_key(|group| (group.bytes.start, group.root));
-    eprintln!("T  groups sorted {:?}", T0.with(|t| t.elapsed()));
-    let slot_of_root: HashMap<usize, usize> = groups
-        .iter()
-        .enumerate()
-        .map(|(slot, group)| (group.root, slot))
-        .collect();
+    const NO_SLOT: usize = usize::MAX;
+    let mut slot_of_root = vec![NO_SLOT; plan.buffers.len()];
+    for (slot, group) in groups.iter().enumerate() {
+        slot_of_root[group.root] = slot;
+    }
 
     // In-place pairs (group of the input, result) may share bytes at the result's first step.
     let mut exempt: HashMap<(usize, usize), u64> = HashMap::new();
     for (index, buffer) in plan.buffers.iter().enumerate() {
         if let BufferKind::InPlace { input } = buffer.kind {
-            if let (Some(&a), Some(&b)) =
-                (slot_of_root.get(&roots[input]), slot_of_root.get(&index))
-            {
+            let (a, b) = (slot_of_root[roots[input]], slot_of_root[index]);
+            if a != NO_SLOT && b != NO_SLOT {
                 exempt.insert((a.min(b), a.max(b)), buffer.start);
             }
         }
@@ -882,13 +954,15 @@ fn check_overlaps(plan: &PlanToCheck, sink: &mut Sink) {
     }
     events.sort_unstable();
 
-    eprintln!("T  events sorted {:?}", T0.with(|t| t.elapsed()));
     let mut active = MaxTree::new(groups.len());
     let mut hits = Vec::new();
     for (step, enters, slot) in events {
         if !enters {
             active.set(slot, 0);
             continue;
+        }
+        if sink.full {
+            return;
         }
         let group = groups[slot];
         // Active groups that start below this one's end and end above its start.
@@ -920,7 +994,7 @@ fn overlap(plan: &PlanToCheck, a: Group, b: Group, step: u64) -> Violation {
     let (first, second) = if a.root < b.root { (a, b) } else { (b, a) };
     let extends = |group: Group| {
         let root = &plan.buffers[group.root];
-        let own_bytes = Range {
+        let own_bytes = HalfOpen {
             start: root.offset,
             end: root.offset.saturating_add(root.size),
         };
@@ -944,6 +1018,8 @@ struct MaxTree {
     width: usize,
     /// Node `i` has children `2i` and `2i + 1`; leaves start at `width`.
     max: Vec<u64>,
+    /// Scratch space for [`MaxTree::collect_above`]: (node, first slot, number of slots).
+    stack: Vec<(usize, usize, usize)>,
 }
 
 impl MaxTree {
@@ -952,6 +1028,7 @@ impl MaxTree {
         MaxTree {
             width,
             max: vec![0; 2 * width],
+            stack: Vec::new(),
         }
     }
 
@@ -965,9 +1042,10 @@ impl MaxTree {
     }
 
     /// Pushes every slot below `limit` whose value is above `byte` onto `out`.
-    fn collect_above(&self, limit: usize, byte: u64, out: &mut Vec<usize>) {
-        // Nodes to visit: (node, first slot it covers, number of slots it covers).
-        let mut stack = vec![(1usize, 0usize, self.width)];
+    fn collect_above(&mut self, limit: usize, byte: u64, out: &mut Vec<usize>) {
+        let stack = &mut self.stack;
+        stack.clear();
+        stack.push((1, 0, self.width));
         while let Some((node, first, len)) = stack.pop() {
             if first >= limit || self.max[node] <= byte {
                 continue;
@@ -984,7 +1062,7 @@ impl MaxTree {
 }
 
 /// Rule 6.
-fn check_accesses(plan: &PlanToCheck, writers: &[Vec<usize>], sink: &mut Sink) {
+fn check_accesses(plan: &PlanToCheck, writers: &Writers, sink: &mut Sink) {
     let mut by_step: Vec<usize> = (0..plan.accesses.len()).collect();
     by_step.sort_by_key(|&a| plan.accesses[a].step);
     for pair in by_step.windows(2) {
@@ -1049,7 +1127,7 @@ fn check_accesses(plan: &PlanToCheck, writers: &[Vec<usize>], sink: &mut Sink) {
             }
             continue;
         }
-        match writers[index].as_slice() {
+        match writers.of(index) {
             [] if buffer.size > 0 && !matches!(buffer.kind, BufferKind::View { .. }) => {
                 sink.push(Violation::NeverWritten {
                     buffer: buffer_ref(plan, index),
@@ -1512,6 +1590,28 @@ mod tests {
             &plan,
             &["op `op2` at step 2 writes `%y` in place, but is not elementwise"],
         );
+    }
+
+    #[test]
+    fn rule4_in_place_result_clobbers_another_read_view() {
+        // `%y` is written over `%x` = `%a`[0, 64) while the op also reads `%w` = `%a`[32, 96).
+        let mut plan = plan(
+            128,
+            vec![
+                owned("%a", 0, 128, (0, 3)),
+                view("%x", 0, 0, 0, 64, (1, 3)),
+                view("%w", 0, 32, 32, 64, (1, 3)),
+                in_place("%y", 1, 0, 64, (2, 4)),
+            ],
+        );
+        plan.accesses[1].reads.push(2);
+        check(
+            &plan,
+            &["op `op2` at step 2 writes `%y` [0, 64) in place while reading `%w` [32, 96), which shares bytes with it at another offset"],
+        );
+        // Reading the same bytes at the same offset is fine for an elementwise op.
+        plan.buffers[2] = view("%w", 0, 0, 0, 64, (1, 3));
+        check(&plan, &[]);
     }
 
     // Rule 5.

@@ -12,6 +12,7 @@
 
 pub mod compile;
 pub mod opt;
+pub mod plan_csv;
 pub mod report;
 
 pub use memc_codegen as codegen;

@@ -86,6 +86,15 @@ enum Command {
         #[arg(long, default_value_t = 200, value_name = "MS")]
         plan_budget_ms: u64,
     },
+    /// Plan offset-assignment instances (`id,lower,upper,size` CSV) and print arena/LOAD.
+    PlanCsv {
+        /// The instances.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Time the improvement search may use per instance, in milliseconds.
+        #[arg(long, default_value_t = 1000, value_name = "MS")]
+        budget_ms: u64,
+    },
     /// Execute a plan (not built yet).
     Run {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
@@ -171,6 +180,15 @@ fn run(cli: Cli) -> ExitCode {
                 color,
             };
             compile(&model, request)
+        }
+        Command::PlanCsv { files, budget_ms } => {
+            match memc::plan_csv::run(&files, std::time::Duration::from_millis(budget_ms)) {
+                Ok(table) => write_output(None, &table),
+                Err(message) => {
+                    eprintln!("error: {message}");
+                    ExitCode::FAILURE
+                }
+            }
         }
         Command::Run { .. } => not_built("run"),
         Command::Report { .. } => not_built("report"),

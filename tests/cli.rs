@@ -187,3 +187,38 @@ fn time_passes_reports_every_pass() {
         .join("examples/mlp.mlir")
         .exists());
 }
+
+/// `memc plan-csv` names the file and line of a malformed row.
+#[test]
+fn plan_csv_reports_bad_rows() {
+    let dir = scratch_dir("csv");
+    let path = dir.join("bad.csv");
+    std::fs::write(&path, "id,lower,upper,size\n0,0,4,100\n1,3,2,50\n").expect("write");
+    let out = memc(&["plan-csv", path.to_str().expect("utf-8 path")], None);
+    let _ = std::fs::remove_dir_all(&dir);
+    insta::assert_snapshot!(out.replace(path.to_str().expect("utf-8 path"), "<tmp>/bad.csv"));
+}
+
+/// `memc plan-csv` plans a small instance; the optimum is known (two buffers live together,
+/// a third reuses the first one's bytes).
+#[test]
+fn plan_csv_plans() {
+    let dir = scratch_dir("csv-ok");
+    let path = dir.join("tiny.csv");
+    std::fs::write(
+        &path,
+        "id,lower,upper,size\n0,0,2,1024\n1,1,3,512\n2,2,4,1024\n",
+    )
+    .expect("write");
+    let out = memc(
+        &[
+            "plan-csv",
+            path.to_str().expect("utf-8 path"),
+            "--budget-ms",
+            "10",
+        ],
+        None,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.contains("| tiny | 3 | 1536 | 1536 | 1.0000 |"), "{out}");
+}

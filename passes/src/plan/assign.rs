@@ -1,15 +1,45 @@
 //! Offset assignment for plain intervals (dynamic storage allocation).
 //!
-//! (Being written.)
+//! Given intervals (a size, a half-open range of live steps, an alignment), give each an
+//! offset so that no two intervals live at a common step overlap in memory, with the arena
+//! (the largest `offset + size`) as small as possible. LOAD, the largest total size live at
+//! one step, is a lower bound; the problem is NP-hard, so [`assign_offsets`] runs several
+//! strategies and keeps the best placement any of them finds.
+//!
+//! 1. **Best fit, largest first** ([`best_fit_largest_first`], the TFLite / XLA greedy): in
+//!    order of decreasing size, each buffer takes the smallest gap among the placed buffers it
+//!    meets in time, or goes on top. It always runs, so the result is never worse than it.
+//! 2. **More constructive strategies**: best fit in other orders (fullest section first,
+//!    longest first), and *lowest floor first* ([`skyline`]): repeatedly place, at its floor,
+//!    the unplaced buffer that can sit lowest, with a static order breaking ties (by area, by
+//!    start, by size). Each is `O(n log n)` to `O(n k log k)`.
+//! 3. **Search**, within the time budget, once the constructive strategies are done:
+//!    - on problems with a modest conflict graph (up to a few thousand buffers), MiniMalloc's
+//!      exact search ([`search`]: depth-first over canonical placements with section
+//!      inference, dominance and dynamic decomposition) as a decision procedure, first at
+//!      LOAD (the answer is optimal when it succeeds), then in a binary search on the arena
+//!      between LOAD and the best found, with several preorders taking turns under growing
+//!      node limits;
+//!    - on larger traces, *peak windows* ([`window`]): the same search on the buffers live
+//!      where the live total is within 3% of the target, clipped to that span, and best fit
+//!      for everything else, fullest section first.
+//!
+//! Every strategy is deterministic; only the budget decides how far the search goes. The
+//! strategies share nothing but the preprocessed [`problem`]; the caller's validator checks
+//! the result independently.
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 pub(crate) mod best_fit;
+pub(crate) mod order;
 pub(crate) mod problem;
 pub(crate) mod search;
 pub(crate) mod skyline;
+pub(crate) mod window;
 
-use problem::{OverlapIndex, Problem};
+use order::{ranks, Keys};
+use problem::{Problem, TreeShape};
 
 /// One block to place: `size` bytes live on steps `[start, end)`, at an offset that is a
 /// multiple of `align` (a power of two).
@@ -31,36 +61,335 @@ pub struct Assignment {
     pub strategy: &'static str,
 }
 
-/// Best fit with the largest buffers first (the TFLite and XLA greedy).
+/// The name of the baseline strategy.
+pub const BEST_FIT_LARGEST_FIRST: &str = "best-fit-largest-first";
+
+/// Best fit with the largest buffers first (the TFLite and XLA greedy); ties go to the earlier
+/// start, then to the earlier interval.
 pub fn best_fit_largest_first(intervals: &[Interval]) -> Assignment {
     let p = Problem::new(intervals);
-    let index = OverlapIndex::new(&p);
-    let order = order_largest_first(&p);
-    let core = best_fit::best_fit(&p, &index, &order, &mut best_fit::Scratch::default());
+    let shape = TreeShape::new(&p);
+    let mut scratch = best_fit::Scratch::new(&shape);
+    let core = best_fit::best_fit(&p, &shape, &order_largest_first(&p), &mut scratch);
     Assignment {
         arena_size: p.arena(&core),
         offsets: p.expand(intervals.len(), &core),
-        strategy: "best-fit-largest-first",
+        strategy: BEST_FIT_LARGEST_FIRST,
     }
 }
 
-/// Largest size first; ties: longer lifetime first, then earlier start, then index.
-pub(crate) fn order_largest_first(p: &Problem) -> Vec<u32> {
+/// Largest size first; ties: earlier start first, then the caller's order.
+fn order_largest_first(p: &Problem) -> Vec<u32> {
     let mut order: Vec<u32> = (0..p.len() as u32).collect();
-    order.sort_by_key(|&b| {
+    order.sort_unstable_by_key(|&b| {
         let b = b as usize;
-        (
-            std::cmp::Reverse(p.size[b]),
-            std::cmp::Reverse(p.width(b)),
-            p.lo[b],
-            b,
-        )
+        (std::cmp::Reverse(p.size[b]), p.start[b], b)
     });
     order
 }
 
 /// Places every interval; no two intervals live at a common step overlap in memory.
+///
+/// `budget` bounds the improvement search; best fit, largest first always runs, so a tiny
+/// budget still returns that. A zero-size interval, or one with `start >= end`, meets nothing
+/// and gets offset 0. Alignments are powers of two (0 counts as 1), and the sizes and
+/// alignments must be small enough that stacking every interval fits in a `u64`.
 pub fn assign_offsets(intervals: &[Interval], budget: Duration) -> Assignment {
-    let _ = budget;
-    best_fit_largest_first(intervals)
+    let start = Instant::now();
+    if std::env::var("DSA_DEBUG").is_ok() {
+        eprintln!("  start {:?}", std::time::SystemTime::now());
+    }
+    let p = Problem::new(intervals);
+    let shape = TreeShape::new(&p);
+    let keys = Keys::new(&p);
+    if std::env::var("DSA_DEBUG").is_ok() {
+        eprintln!("  prep done {:?}", std::time::SystemTime::now());
+    }
+    let run = Run {
+        p: &p,
+        shape: &shape,
+        keys: &keys,
+        deadline: start + budget,
+        cancel: AtomicBool::new(false),
+        best_arena: AtomicU64::new(u64::MAX),
+        baseline_time: AtomicU64::new(0),
+    };
+    let stack = deep_stack(p.len().min(window::MAX_WINDOW_BUFFERS.max(SMALL_BUFFERS)));
+    // Two workers (the machine may have two cores); each keeps its own best, and the first
+    // worker's wins ties, so the outcome does not depend on which finishes first.
+    let (first, second) = std::thread::scope(|scope| {
+        let run = &run;
+        let spawn = |name: &str| {
+            std::thread::Builder::new()
+                .name(name.into())
+                .stack_size(stack)
+        };
+        let first = spawn("memc-assign-1").spawn_scoped(scope, move || run.first_worker());
+        let second = spawn("memc-assign-2").spawn_scoped(scope, move || run.second_worker());
+        (join(first), join(second))
+    });
+    // Without threads, best fit alone on this one.
+    let mut best = first.unwrap_or_else(|| run.baseline());
+    if let Some(other) = second {
+        best.offer(other.arena, other.offsets, other.strategy);
+    }
+    Assignment {
+        arena_size: best.arena,
+        offsets: p.expand(intervals.len(), &best.offsets),
+        strategy: best.strategy,
+    }
 }
+
+/// The result of a worker thread, if it could be started.
+fn join<T>(worker: std::io::Result<std::thread::ScopedJoinHandle<'_, Option<T>>>) -> Option<T> {
+    let worker = worker.ok()?;
+    worker
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
+/// A placement and its arena.
+struct Best {
+    arena: u64,
+    offsets: Vec<u64>,
+    strategy: &'static str,
+}
+
+impl Best {
+    /// Keeps `offsets` when strictly better.
+    fn offer(&mut self, arena: u64, offsets: Vec<u64>, strategy: &'static str) {
+        if arena < self.arena {
+            (self.arena, self.offsets, self.strategy) = (arena, offsets, strategy);
+        }
+    }
+}
+
+/// What both workers share.
+struct Run<'a> {
+    p: &'a Problem,
+    shape: &'a TreeShape,
+    keys: &'a Keys,
+    deadline: Instant,
+    /// Set once some placement is [`good_enough`].
+    cancel: AtomicBool,
+    /// The smallest arena found by either worker.
+    best_arena: AtomicU64,
+    /// How long the baseline took, in nanoseconds (0 until known): the estimate of what one
+    /// more constructive strategy costs.
+    baseline_time: AtomicU64,
+}
+
+impl Run<'_> {
+    /// Best fit, largest first.
+    fn baseline(&self) -> Best {
+        let p = self.p;
+        let mut scratch = best_fit::Scratch::new(self.shape);
+        let offsets = best_fit::best_fit(p, self.shape, &order_largest_first(p), &mut scratch);
+        Best {
+            arena: p.arena(&offsets),
+            offsets,
+            strategy: BEST_FIT_LARGEST_FIRST,
+        }
+    }
+
+    /// Records a placement in `best` and tells the other worker about its arena.
+    fn offer(&self, best: &mut Best, offsets: Vec<u64>, strategy: &'static str) {
+        let arena = self.p.arena(&offsets);
+        self.best_arena.fetch_min(arena, Ordering::Relaxed);
+        if arena <= good_enough(self.p.load) {
+            self.cancel.store(true, Ordering::Relaxed);
+        }
+        best.offer(arena, offsets, strategy);
+    }
+
+    fn done(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed) || Instant::now() >= self.deadline
+    }
+
+    /// Whether one more constructive strategy fits in the budget. While the baseline runs,
+    /// its time is unknown; a strategy started then runs beside it.
+    fn time_for_one_more(&self) -> bool {
+        let estimate = Duration::from_nanos(self.baseline_time.load(Ordering::Relaxed));
+        !self.done() && Instant::now() + estimate * 5 / 4 <= self.deadline
+    }
+
+    /// The baseline, then constructive strategies, then (on small problems) the exact search
+    /// with half of the preorders.
+    fn first_worker(&self) -> Option<Best> {
+        let p = self.p;
+        let started = Instant::now();
+        let baseline = self.baseline();
+        let elapsed = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.baseline_time.store(elapsed.max(1), Ordering::Relaxed);
+        let mut best = Best {
+            arena: u64::MAX,
+            offsets: Vec::new(),
+            strategy: "",
+        };
+        self.offer(&mut best, baseline.offsets, baseline.strategy);
+        if std::env::var("DSA_DEBUG").is_ok() {
+            eprintln!("  baseline done {:?}", std::time::SystemTime::now());
+        }
+        if p.len() <= SMALL_BUFFERS {
+            self.constructive(CONSTRUCTIVE, &mut best);
+            self.exact_search(SEARCH_PREORDERS_FIRST, &mut best);
+        } else {
+            self.constructive(CONSTRUCTIVE_LARGE_FIRST, &mut best);
+        }
+        Some(best)
+    }
+
+    /// On small problems the exact search with the other preorders; on large ones peak
+    /// windows, then more constructive strategies.
+    fn second_worker(&self) -> Option<Best> {
+        let p = self.p;
+        let mut best = Best {
+            arena: u64::MAX,
+            offsets: Vec::new(),
+            strategy: "",
+        };
+        if p.len() <= SMALL_BUFFERS {
+            self.exact_search(SEARCH_PREORDERS_SECOND, &mut best);
+        } else {
+            self.peak_windows(&mut best);
+            self.constructive(CONSTRUCTIVE_LARGE_SECOND, &mut best);
+        }
+        (best.arena != u64::MAX).then_some(best)
+    }
+
+    /// Runs `strategies` in turn while the budget lasts (small problems run them all: they
+    /// take microseconds).
+    fn constructive(&self, strategies: &[(Construct, &'static str)], best: &mut Best) {
+        let p = self.p;
+        let mut scratch = best_fit::Scratch::new(self.shape);
+        let mut sky = skyline::Skyline::new(p.n_sections);
+        for (construct, name) in strategies {
+            if self.cancel.load(Ordering::Relaxed)
+                || (p.len() > SMALL_BUFFERS && !self.time_for_one_more())
+            {
+                return;
+            }
+            let offsets = match construct {
+                Construct::BestFit(order_keys) => {
+                    best_fit::best_fit(p, self.shape, &self.keys.order(p, order_keys), &mut scratch)
+                }
+                Construct::LowestFloor(order_keys) => skyline::lowest_floor_first(
+                    p,
+                    &ranks(&self.keys.order(p, order_keys)),
+                    &mut sky,
+                ),
+            };
+            self.offer(best, offsets, name);
+            if std::env::var("DSA_DEBUG").is_ok() {
+                eprintln!(
+                    "  {name} done {:?} {}",
+                    std::time::SystemTime::now(),
+                    best.arena as f64 / p.load as f64
+                );
+            }
+        }
+    }
+
+    /// MiniMalloc's search on the whole problem, when its conflict graph is modest.
+    fn exact_search(&self, preorders: &[&'static str], best: &mut Best) {
+        let p = self.p;
+        let memberships: u64 = (0..p.len()).map(|b| u64::from(p.width(b))).sum();
+        if self.done() || memberships > SEARCH_MAX_MEMBERSHIPS {
+            return;
+        }
+        let Some(conflicts) = search::conflict_graph(p, SEARCH_MAX_PAIRS) else {
+            return;
+        };
+        let sections = search::section_members(p);
+        let mut searches =
+            search::Searches::new(p, &conflicts, &sections, self.keys, preorders, &self.cancel);
+        searches.minimize(&self.best_arena, self.deadline, |offsets, _| {
+            self.offer(best, offsets, "search");
+        });
+    }
+
+    /// Peak windows at LOAD and a little above, while the budget lasts.
+    fn peak_windows(&self, best: &mut Best) {
+        let p = self.p;
+        let mut scratch = best_fit::Scratch::new(self.shape);
+        for permille in [0u64, 1, 2, 4] {
+            let cap = p.load + p.load / 1000 * permille;
+            if cap >= self.best_arena.load(Ordering::Relaxed) || self.done() {
+                return;
+            }
+            let found = window::peak_window(
+                p,
+                self.shape,
+                self.keys,
+                cap,
+                WINDOW_FRACTION,
+                self.deadline,
+                &self.cancel,
+                &mut scratch,
+            );
+            match found {
+                Some(offsets) => self.offer(best, offsets, "peak-window"),
+                // Too large a window stays too large at a higher cap.
+                None if permille == 0 && Instant::now() < self.deadline => {}
+                None => {}
+            }
+        }
+    }
+}
+
+/// An arena within 1/1024 (0.1%) of LOAD ends the search: what is left to gain is smaller
+/// than what the search would cost on large problems.
+fn good_enough(load: u64) -> u64 {
+    load + load / 1024
+}
+
+/// A constructive strategy: best fit or lowest floor first, in a static order.
+enum Construct {
+    BestFit(&'static str),
+    LowestFloor(&'static str),
+}
+
+/// The constructive strategies after the baseline, with their names.
+const CONSTRUCTIVE: &[(Construct, &str)] = &[
+    (Construct::BestFit("TZ"), "best-fit-fullest-first"),
+    (Construct::LowestFloor("A"), "lowest-floor-area"),
+    (Construct::LowestFloor("S"), "lowest-floor-start"),
+    (Construct::BestFit("WZ"), "best-fit-longest-first"),
+    (Construct::LowestFloor("Z"), "lowest-floor-size"),
+    (Construct::LowestFloor("TZW"), "lowest-floor-fullest"),
+    (Construct::LowestFloor("WAT"), "lowest-floor-longest"),
+];
+
+/// On large problems, the strategies worth their time (each takes a good fraction of a
+/// second on 30k buffers), most useful first, split between the workers.
+const CONSTRUCTIVE_LARGE_FIRST: &[(Construct, &str)] = &[
+    (Construct::LowestFloor("S"), "lowest-floor-start"),
+    (Construct::BestFit("WZ"), "best-fit-longest-first"),
+];
+const CONSTRUCTIVE_LARGE_SECOND: &[(Construct, &str)] = &[
+    (Construct::LowestFloor("A"), "lowest-floor-area"),
+    (Construct::BestFit("TZ"), "best-fit-fullest-first"),
+];
+
+/// Problems up to this many buffers run every constructive strategy and the exact search.
+const SMALL_BUFFERS: usize = 2000;
+
+/// The exact search takes problems with at most this many conflicting pairs...
+const SEARCH_MAX_PAIRS: usize = 2_000_000;
+/// ... and at most this many (buffer, section) memberships.
+const SEARCH_MAX_MEMBERSHIPS: u64 = 4_000_000;
+
+/// The preorders the exact search takes turns with, split between the workers.
+const SEARCH_PREORDERS_FIRST: &[&str] = &["WAT", "TWA", "TCA"];
+const SEARCH_PREORDERS_SECOND: &[&str] = &["TAW", "CAT", "WTA"];
+
+/// A peak window spans the sections whose live total is within 3% of the target.
+const WINDOW_FRACTION: f64 = 0.97;
+
+/// A stack size for a search that recurses once per buffer placed.
+fn deep_stack(n_buffers: usize) -> usize {
+    (8 << 20) + n_buffers * 4096
+}
+
+#[cfg(test)]
+mod tests;

@@ -15,6 +15,10 @@ pub(crate) struct Problem {
     pub size: Vec<u64>,
     /// A power of two (an alignment of 0 is read as 1).
     pub align: Vec<u64>,
+    /// The first step the buffer is live.
+    pub start: Vec<u64>,
+    /// One past the last step the buffer is live.
+    pub end: Vec<u64>,
     /// First section the buffer covers.
     pub lo: Vec<u32>,
     /// One past the last section the buffer covers.
@@ -47,6 +51,8 @@ impl Problem {
             original: Vec::new(),
             size: Vec::new(),
             align: Vec::new(),
+            start: Vec::new(),
+            end: Vec::new(),
             lo: Vec::new(),
             hi: Vec::new(),
             n_sections,
@@ -61,6 +67,8 @@ impl Problem {
                 .push(u32::try_from(idx).expect("fewer than 2^32 intervals"));
             p.size.push(iv.size);
             p.align.push(iv.align.max(1));
+            p.start.push(iv.start);
+            p.end.push(iv.end);
             p.lo.push(rank(iv.start));
             p.hi.push(rank(iv.end));
         }
@@ -90,6 +98,12 @@ impl Problem {
     #[inline]
     pub fn overlap(&self, a: usize, b: usize) -> bool {
         self.lo[a] < self.hi[b] && self.lo[b] < self.hi[a]
+    }
+
+    /// The number of steps buffer `b` is live.
+    #[inline]
+    pub fn duration(&self, b: usize) -> u64 {
+        self.end[b] - self.start[b]
     }
 
     /// The number of sections buffer `b` covers.
@@ -124,51 +138,70 @@ pub(crate) fn align_up(x: u64, align: u64) -> u64 {
     (x + (align - 1)) & !(align - 1)
 }
 
-/// A static index answering "which buffers are live at some step of sections `[s, e)`" in
-/// `O(log n + answers)`: a centered interval tree over the core buffers.
-pub(crate) struct OverlapIndex {
-    nodes: Vec<Node>,
-    /// Per node, its buffers by ascending `lo`.
-    by_lo: Vec<u32>,
-    /// Per node, its buffers by descending `hi`.
-    by_hi: Vec<u32>,
+/// The shape of a centered interval tree over the core buffers: each buffer belongs to the
+/// highest node whose center section it covers. Lists of buffers per node are kept by the
+/// users (see `best_fit`), which fill them as they place buffers.
+pub(crate) struct TreeShape {
+    pub nodes: Vec<TreeNode>,
+    /// For each core buffer, its node.
+    pub node_of: Vec<u32>,
+    /// For each core buffer, how many core buffers (itself included) are live at a common
+    /// step.
+    pub overlaps: Vec<u32>,
 }
 
-struct Node {
-    center: u32,
-    /// The node's buffers are `by_lo[first..last]` and `by_hi[first..last]`.
-    first: u32,
-    last: u32,
-    left: u32,
-    right: u32,
+pub(crate) struct TreeNode {
+    /// Every buffer of the node covers this section.
+    pub center: u32,
+    pub left: u32,
+    pub right: u32,
 }
 
-const NO_NODE: u32 = u32::MAX;
+pub(crate) const NO_NODE: u32 = u32::MAX;
 
-impl OverlapIndex {
-    pub fn new(p: &Problem) -> OverlapIndex {
-        let mut index = OverlapIndex {
+impl TreeShape {
+    pub fn new(p: &Problem) -> TreeShape {
+        let mut shape = TreeShape {
             nodes: Vec::new(),
-            by_lo: Vec::new(),
-            by_hi: Vec::new(),
+            node_of: vec![NO_NODE; p.len()],
+            overlaps: Vec::new(),
         };
         let all: Vec<u32> = (0..p.len() as u32).collect();
-        index.build(p, all);
-        index
+        shape.build(p, all);
+        // Buffers that do not overlap `b` end by its start or start at or after its end.
+        let mut his = p.hi.clone();
+        let mut los = p.lo.clone();
+        his.sort_unstable();
+        los.sort_unstable();
+        shape.overlaps = (0..p.len())
+            .map(|b| {
+                let ended = his.partition_point(|&h| h <= p.lo[b]);
+                let later = los.len() - los.partition_point(|&l| l < p.hi[b]);
+                (p.len() - ended - later) as u32
+            })
+            .collect();
+        shape
     }
 
     fn build(&mut self, p: &Problem, buffers: Vec<u32>) -> u32 {
         if buffers.is_empty() {
             return NO_NODE;
         }
-        // The median of the buffers' midpoints splits them evenly.
+        // The median of the buffers' midpoints: each child gets at most half of them, so the
+        // depth is at most 33.
         let mut mids: Vec<u32> = buffers
             .iter()
             .map(|&b| (p.lo[b as usize] + p.hi[b as usize] - 1) / 2)
             .collect();
         let half = mids.len() / 2;
         let center = *mids.select_nth_unstable(half).1;
-        let (mut here, mut left, mut right) = (Vec::new(), Vec::new(), Vec::new());
+        let node = self.nodes.len() as u32;
+        self.nodes.push(TreeNode {
+            center,
+            left: NO_NODE,
+            right: NO_NODE,
+        });
+        let (mut left, mut right) = (Vec::new(), Vec::new());
         for b in buffers {
             let (lo, hi) = (p.lo[b as usize], p.hi[b as usize]);
             if hi <= center {
@@ -176,73 +209,13 @@ impl OverlapIndex {
             } else if lo > center {
                 right.push(b);
             } else {
-                here.push(b);
+                self.node_of[b as usize] = node;
             }
         }
-        let first = self.by_lo.len() as u32;
-        here.sort_unstable_by_key(|&b| p.lo[b as usize]);
-        self.by_lo.extend_from_slice(&here);
-        here.sort_unstable_by_key(|&b| std::cmp::Reverse(p.hi[b as usize]));
-        self.by_hi.extend_from_slice(&here);
-        let last = self.by_lo.len() as u32;
-        let node = self.nodes.len();
-        self.nodes.push(Node {
-            center,
-            first,
-            last,
-            left: NO_NODE,
-            right: NO_NODE,
-        });
         let l = self.build(p, left);
         let r = self.build(p, right);
-        self.nodes[node].left = l;
-        self.nodes[node].right = r;
-        node as u32
-    }
-
-    /// Calls `f` once for every buffer whose sections intersect `[s, e)`.
-    pub fn for_each_overlap(&self, p: &Problem, s: u32, e: u32, mut f: impl FnMut(u32)) {
-        if self.nodes.is_empty() {
-            return;
-        }
-        let mut stack = [0u32; 64];
-        let mut depth = 1;
-        stack[0] = 0;
-        while depth > 0 {
-            depth -= 1;
-            let node = &self.nodes[stack[depth] as usize];
-            let (first, last) = (node.first as usize, node.last as usize);
-            let mut push = |child: u32| {
-                if child != NO_NODE {
-                    stack[depth] = child;
-                    depth += 1;
-                }
-            };
-            if node.center < s {
-                // Every buffer here starts at or before the center, so it overlaps when it
-                // ends after `s`.
-                for &b in &self.by_hi[first..last] {
-                    if p.hi[b as usize] <= s {
-                        break;
-                    }
-                    f(b);
-                }
-                push(node.right);
-            } else if node.center >= e {
-                for &b in &self.by_lo[first..last] {
-                    if p.lo[b as usize] >= e {
-                        break;
-                    }
-                    f(b);
-                }
-                push(node.left);
-            } else {
-                for &b in &self.by_lo[first..last] {
-                    f(b);
-                }
-                push(node.left);
-                push(node.right);
-            }
-        }
+        self.nodes[node as usize].left = l;
+        self.nodes[node as usize].right = r;
+        node
     }
 }

@@ -21,6 +21,7 @@
 
 use super::best_fit::UNPLACED;
 use super::problem::{align_up, Problem};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 /// A compressed adjacency list: `items[start[i]..start[i + 1]]` belong to `i`.
@@ -135,23 +136,36 @@ pub(crate) struct Dfs<'a> {
     total: Vec<u64>,
     /// Per section: the lowest floor of its unplaced buffers (a lower bound of it).
     ufloor: Vec<u64>,
+    /// Per section: how many unplaced buffers have their floor at `ufloor`.
+    ufloor_count: Vec<u32>,
     /// Per section boundary `s | s + 1`: the unplaced buffers spanning it.
     cuts: Vec<u32>,
     /// The offsets of the last successful placements.
     pub solution: Vec<u64>,
     log_min: Vec<(u32, u64)>,
     log_sky: Vec<(u32, u64)>,
-    log_ufloor: Vec<(u32, u64)>,
+    log_ufloor: Vec<(u32, u64, u32)>,
     stamp: Vec<u32>,
     stamp_now: u32,
     affected: Vec<u32>,
-    candidates: Vec<(u64, u32, u32)>,
+    /// Sort keys `(floor, preorder, buffer)` of the children of the nodes on the path.
+    candidates: Vec<u128>,
     nodes: u64,
+    /// Set by another thread when there is nothing left to find.
+    cancel: &'a AtomicBool,
+    clock_ticks: u64,
+    timed_out: bool,
     limits: Limits,
 }
 
 impl<'a> Dfs<'a> {
-    pub fn new(p: &'a Problem, conflicts: &'a Csr, members: &'a Csr, pre: Vec<u32>) -> Dfs<'a> {
+    pub fn new(
+        p: &'a Problem,
+        conflicts: &'a Csr,
+        members: &'a Csr,
+        pre: Vec<u32>,
+        cancel: &'a AtomicBool,
+    ) -> Dfs<'a> {
         let n = p.len();
         let n_sections = p.n_sections;
         Dfs {
@@ -165,6 +179,9 @@ impl<'a> Dfs<'a> {
             sky: vec![0; n_sections],
             total: p.section_load.clone(),
             ufloor: vec![0; n_sections],
+            ufloor_count: (0..n_sections)
+                .map(|s| members.of(s).len() as u32)
+                .collect(),
             cuts: vec![0; n_sections.saturating_sub(1)],
             solution: vec![0; n],
             log_min: Vec::new(),
@@ -175,6 +192,9 @@ impl<'a> Dfs<'a> {
             affected: Vec::new(),
             candidates: Vec::new(),
             nodes: 0,
+            cancel,
+            clock_ticks: 0,
+            timed_out: false,
             limits: Limits {
                 nodes: 0,
                 deadline: Instant::now(),
@@ -192,6 +212,7 @@ impl<'a> Dfs<'a> {
         self.cap = cap;
         self.limits = limits;
         self.nodes = 0;
+        self.timed_out = Instant::now() >= limits.deadline;
         for b in 0..self.p.len() {
             if self.p.size[b] > cap {
                 return Outcome::Infeasible;
@@ -224,38 +245,62 @@ impl<'a> Dfs<'a> {
         last_pre: u32,
     ) -> Outcome {
         self.nodes += 1;
-        if self.nodes > self.limits.nodes
-            || (self.nodes % 1024 == 0 && Instant::now() >= self.limits.deadline)
-        {
+        if self.nodes > self.limits.nodes || self.past_deadline() {
             return Outcome::Stopped;
         }
-        let base = self.candidates.len();
         let mut min_height = u64::MAX;
+        let mut any = false;
         for &b in buffers {
             let bu = b as usize;
             if self.offset[bu] == UNPLACED {
-                let m = self.min_off[bu];
-                min_height = min_height.min(m + self.p.size[bu]);
-                self.candidates.push((m, self.pre[bu], b));
+                any = true;
+                min_height = min_height.min(self.min_off[bu] + self.p.size[bu]);
             }
         }
-        if self.candidates.len() == base {
+        if !any {
             return Outcome::Found;
+        }
+        // Placing at offset `m` leaves at least `m + total` in every section (its own
+        // sections get the buffer's top and lose its size), so the fullest section bounds
+        // `m`, unless the buffer is the last one there.
+        let (mut fullest, mut fullest_total) = (sec_lo as usize, 0u64);
+        for s in sec_lo as usize..sec_hi as usize {
+            if self.total[s] > fullest_total {
+                (fullest, fullest_total) = (s, self.total[s]);
+            }
+        }
+        let m_limit = self.cap.saturating_sub(fullest_total);
+        // The children: unplaced buffers whose floor is at least the current offset (at the
+        // current offset, only later in the preorder), below every unplaced buffer's top.
+        let base = self.candidates.len();
+        for &b in buffers {
+            let bu = b as usize;
+            let m = self.min_off[bu];
+            if self.offset[bu] != UNPLACED
+                || m < x
+                || m >= min_height
+                || (m == x && self.pre[bu] < last_pre)
+                || m + self.p.size[bu] > self.cap
+                || (m > m_limit
+                    && !(self.p.size[bu] == fullest_total
+                        && self.p.lo[bu] as usize <= fullest
+                        && fullest < self.p.hi[bu] as usize))
+            {
+                continue;
+            }
+            self.candidates
+                .push((u128::from(m) << 64) | (u128::from(self.pre[bu]) << 32) | u128::from(b));
         }
         self.candidates[base..].sort_unstable();
         let end = self.candidates.len();
         let mut outcome = Outcome::Infeasible;
         for i in base..end {
-            let (m, pre, b) = self.candidates[i];
-            if m < x || (m == x && pre < last_pre) {
-                continue;
-            }
-            if m >= min_height {
-                break;
-            }
+            let key = self.candidates[i];
+            let (m, pre, b) = ((key >> 64) as u64, (key >> 32) as u32, key as u32);
             let bu = b as usize;
-            if m + self.p.size[bu] > self.cap {
-                continue;
+            if self.past_deadline() {
+                outcome = Outcome::Stopped;
+                break;
             }
             let marks = self.place(bu, m);
             let mut result = Outcome::Infeasible;
@@ -270,6 +315,17 @@ impl<'a> Dfs<'a> {
         }
         self.candidates.truncate(base);
         outcome
+    }
+
+    /// Whether the deadline has passed; looks at the clock once every 64 calls.
+    fn past_deadline(&mut self) -> bool {
+        self.clock_ticks += 1;
+        if self.clock_ticks % 64 == 0
+            && (Instant::now() >= self.limits.deadline || self.cancel.load(Ordering::Relaxed))
+        {
+            self.timed_out = true;
+        }
+        self.timed_out
     }
 
     /// Continues the search after placing `b`: splits the partition where no unplaced buffer
@@ -355,52 +411,73 @@ impl<'a> Dfs<'a> {
             self.stamp_now = 1;
         }
         self.affected.clear();
+        // A section's lowest floor can only change where the buffer that changed held it;
+        // it is rescanned when the last such buffer leaves.
         for s in p.lo[b]..p.hi[b] {
             let su = s as usize;
             self.log_sky.push((s, self.sky[su]));
             self.sky[su] = self.sky[su].max(top);
             self.total[su] -= p.size[b];
-            self.stamp[su] = self.stamp_now;
-            self.affected.push(s);
+            if self.ufloor[su] == at {
+                self.leave_ufloor(su);
+            }
         }
         for &c in self.conflicts.of(b) {
             let cu = c as usize;
-            if self.offset[cu] != UNPLACED || self.min_off[cu] >= top {
+            let old = self.min_off[cu];
+            if self.offset[cu] != UNPLACED || old >= top {
                 continue;
             }
-            self.log_min.push((c, self.min_off[cu]));
+            self.log_min.push((c, old));
             self.min_off[cu] = align_up(top, p.align[cu]);
             for s in p.lo[cu]..p.hi[cu] {
-                if self.stamp[s as usize] != self.stamp_now {
-                    self.stamp[s as usize] = self.stamp_now;
-                    self.affected.push(s);
+                if self.ufloor[s as usize] == old {
+                    self.leave_ufloor(s as usize);
                 }
             }
         }
         for k in 0..self.affected.len() {
             let s = self.affected[k] as usize;
-            let mut lowest = u64::MAX;
+            let (mut lowest, mut count) = (u64::MAX, 0u32);
             for &c in self.members.of(s) {
                 if self.offset[c as usize] == UNPLACED {
-                    lowest = lowest.min(self.min_off[c as usize]);
+                    let m = self.min_off[c as usize];
+                    if m < lowest {
+                        (lowest, count) = (m, 1);
+                    } else if m == lowest {
+                        count += 1;
+                    }
                 }
             }
-            if lowest != self.ufloor[s] {
-                self.log_ufloor.push((s as u32, self.ufloor[s]));
-                self.ufloor[s] = lowest;
-            }
+            self.ufloor[s] = lowest;
+            self.ufloor_count[s] = count;
         }
         marks
+    }
+
+    /// One buffer with its floor at section `s`'s lowest floor leaves that level. The section
+    /// is logged once per placement, and queued for a rescan when no such buffer is left.
+    fn leave_ufloor(&mut self, s: usize) {
+        if self.stamp[s] != self.stamp_now {
+            self.stamp[s] = self.stamp_now;
+            self.log_ufloor
+                .push((s as u32, self.ufloor[s], self.ufloor_count[s]));
+        }
+        self.ufloor_count[s] -= 1;
+        if self.ufloor_count[s] == 0 {
+            self.affected.push(s as u32);
+        }
     }
 
     fn unplace(&mut self, b: usize, marks: (usize, usize, usize)) {
         let p = self.p;
         while self.log_ufloor.len() > marks.2 {
-            let (s, v) = self
+            let (s, v, count) = self
                 .log_ufloor
                 .pop()
                 .expect("the log is longer than its mark");
             self.ufloor[s as usize] = v;
+            self.ufloor_count[s as usize] = count;
         }
         while self.log_sky.len() > marks.1 {
             let (s, v) = self.log_sky.pop().expect("the log is longer than its mark");
@@ -414,5 +491,110 @@ impl<'a> Dfs<'a> {
             self.total[s as usize] += p.size[b];
         }
         self.offset[b] = UNPLACED;
+    }
+}
+
+/// What one capacity probe learned.
+pub(crate) enum Probe {
+    /// A placement with every top at most the capacity, and the preorder that found it.
+    Found(Vec<u64>, &'static str),
+    /// No such placement exists.
+    Infeasible,
+    /// The deadline came first.
+    Unknown,
+}
+
+/// The searches of one problem, one per preorder, sharing its conflict graph.
+pub(crate) struct Searches<'a> {
+    p: &'a Problem,
+    cancel: &'a AtomicBool,
+    dfs: Vec<(Dfs<'a>, &'static str)>,
+}
+
+impl<'a> Searches<'a> {
+    /// One search per preorder in `variants` (see [`super::order`]); `ufloor` turns on the
+    /// lowest-floor bound, which prunes much more but costs time where sections are crowded.
+    pub fn new(
+        p: &'a Problem,
+        conflicts: &'a Csr,
+        members: &'a Csr,
+        keys: &super::order::Keys,
+        variants: &[&'static str],
+        cancel: &'a AtomicBool,
+    ) -> Searches<'a> {
+        let dfs = variants
+            .iter()
+            .map(|&v| {
+                let pre = super::order::ranks(&keys.order(p, v));
+                (Dfs::new(p, conflicts, members, pre, cancel), v)
+            })
+            .collect();
+        Searches { p, cancel, dfs }
+    }
+
+    /// Looks for a placement below `cap`: the preorders take turns under a node limit that
+    /// doubles each round (MiniMalloc's round robin), until one decides or the deadline.
+    pub fn probe(&mut self, cap: u64, deadline: Instant) -> Probe {
+        let mut limit = 2 * self.p.len() as u64;
+        loop {
+            for (dfs, name) in &mut self.dfs {
+                match dfs.run(
+                    cap,
+                    Limits {
+                        nodes: limit,
+                        deadline,
+                    },
+                ) {
+                    Outcome::Found => return Probe::Found(dfs.solution.clone(), name),
+                    Outcome::Infeasible => return Probe::Infeasible,
+                    Outcome::Stopped => {}
+                }
+                if Instant::now() >= deadline || self.cancel.load(Ordering::Relaxed) {
+                    return Probe::Unknown;
+                }
+            }
+            limit = limit.saturating_mul(2);
+        }
+    }
+
+    /// Lowers the arena below `best` (shared with other threads) as far as the deadline
+    /// allows: first a probe at LOAD (optimal when it succeeds), then a binary search between
+    /// LOAD and the best arena known. `report` receives each improvement; the caller updates
+    /// `best`.
+    pub fn minimize(
+        &mut self,
+        best: &AtomicU64,
+        deadline: Instant,
+        mut report: impl FnMut(Vec<u64>, &'static str),
+    ) {
+        let p = self.p;
+        let load = p.load;
+        if load >= best.load(Ordering::Relaxed) {
+            return;
+        }
+        let share =
+            |now: Instant, parts: u32| now + deadline.saturating_duration_since(now) / parts;
+        let first = share(Instant::now(), 2);
+        if let Probe::Found(offsets, name) = self.probe(load, first) {
+            report(offsets, name);
+            return;
+        }
+        let mut lo = load + 1;
+        // Stop once the interval is within 0.05% of LOAD.
+        let granule = (load / 2048).max(1);
+        loop {
+            let hi = best.load(Ordering::Relaxed).saturating_sub(1);
+            if lo + granule > hi
+                || Instant::now() >= deadline
+                || self.cancel.load(Ordering::Relaxed)
+            {
+                return;
+            }
+            let cap = lo + (hi - lo) / 2;
+            match self.probe(cap, share(Instant::now(), 3)) {
+                Probe::Found(offsets, name) => report(offsets, name),
+                Probe::Infeasible | Probe::Unknown => lo = cap + 1,
+            }
+        }
     }
 }

@@ -9,24 +9,26 @@
 //! 1. **Best fit, largest first** ([`best_fit_largest_first`], the TFLite / XLA greedy): in
 //!    order of decreasing size, each buffer takes the smallest gap among the placed buffers it
 //!    meets in time, or goes on top. It always runs, so the result is never worse than it.
-//! 2. **More constructive strategies**: best fit in other orders (fullest section first,
-//!    longest first), and *lowest floor first* ([`skyline`]): repeatedly place, at its floor,
-//!    the unplaced buffer that can sit lowest, with a static order breaking ties (by area, by
-//!    start, by size). Each is `O(n log n)` to `O(n k log k)`.
-//! 3. **Search**, within the time budget, once the constructive strategies are done:
-//!    - on problems with a modest conflict graph (up to a few thousand buffers), MiniMalloc's
-//!      exact search ([`search`]: depth-first over canonical placements with section
-//!      inference, dominance and dynamic decomposition) as a decision procedure, first at
-//!      LOAD (the answer is optimal when it succeeds), then in a binary search on the arena
-//!      between LOAD and the best found, with several preorders taking turns under growing
-//!      node limits;
-//!    - on larger traces, *peak windows* ([`window`]): the same search on the buffers live
-//!      where the live total is within 3% of the target, clipped to that span, and best fit
-//!      for everything else, fullest section first.
+//! 2. **More constructive strategies** (`best_fit`, `skyline`): best fit in other orders
+//!    (fullest section first, longest first), and *lowest floor first*: repeatedly place, at
+//!    its floor, the unplaced buffer that can sit lowest, a static order breaking ties (by
+//!    area, by start, by size). Each costs about as much as the baseline.
+//! 3. **Search** within the time budget:
+//!    - on problems of up to 2000 buffers with a modest conflict graph, MiniMalloc's exact
+//!      search (`search`: depth-first over canonical placements with section inference,
+//!      dominance and dynamic decomposition) as a decision procedure, first at LOAD (the
+//!      placement is optimal when it succeeds), then in a binary search on the arena between
+//!      LOAD and the best found, several preorders taking turns under growing node limits;
+//!    - on larger traces, *peak windows* (`window`): the same search on the buffers live
+//!      where the live total is within 3% of the target (around each peak), and best fit for
+//!      everything else, fullest section first.
 //!
-//! Every strategy is deterministic; only the budget decides how far the search goes. The
-//! strategies share nothing but the preprocessed [`problem`]; the caller's validator checks
-//! the result independently.
+//! Two worker threads share the work (the baseline and constructive strategies on one, the
+//! search on the other, or the search split by preorder) and the best arena found. The search
+//! ends at the budget, or as soon as an arena is within 0.1% of LOAD (what is left to gain is
+//! smaller than what searching costs). Every strategy is deterministic; the budget, and which
+//! worker finds what first, decide how far the search gets. The strategies share nothing but
+//! the preprocessed `problem`; the caller's validator checks the result independently.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -96,15 +98,9 @@ fn order_largest_first(p: &Problem) -> Vec<u32> {
 /// alignments must be small enough that stacking every interval fits in a `u64`.
 pub fn assign_offsets(intervals: &[Interval], budget: Duration) -> Assignment {
     let start = Instant::now();
-    if std::env::var("DSA_DEBUG").is_ok() {
-        eprintln!("  start {:?}", std::time::SystemTime::now());
-    }
     let p = Problem::new(intervals);
     let shape = TreeShape::new(&p);
     let keys = Keys::new(&p);
-    if std::env::var("DSA_DEBUG").is_ok() {
-        eprintln!("  prep done {:?}", std::time::SystemTime::now());
-    }
     let run = Run {
         p: &p,
         shape: &shape,
@@ -115,8 +111,8 @@ pub fn assign_offsets(intervals: &[Interval], budget: Duration) -> Assignment {
         baseline_time: AtomicU64::new(0),
     };
     let stack = deep_stack(p.len().min(window::MAX_WINDOW_BUFFERS.max(SMALL_BUFFERS)));
-    // Two workers (the machine may have two cores); each keeps its own best, and the first
-    // worker's wins ties, so the outcome does not depend on which finishes first.
+    // Two workers (the machine may have two cores), each keeping its own best; on a tie the
+    // first worker's placement is kept.
     let (first, second) = std::thread::scope(|scope| {
         let run = &run;
         let spawn = |name: &str| {
@@ -209,8 +205,13 @@ impl Run<'_> {
     /// Whether one more constructive strategy fits in the budget. While the baseline runs,
     /// its time is unknown; a strategy started then runs beside it.
     fn time_for_one_more(&self) -> bool {
-        let estimate = Duration::from_nanos(self.baseline_time.load(Ordering::Relaxed));
-        !self.done() && Instant::now() + estimate * 5 / 4 <= self.deadline
+        !self.done() && Instant::now() + self.strategy_estimate() <= self.deadline
+    }
+
+    /// What one constructive strategy is expected to cost: a quarter more than the baseline
+    /// took (zero while it runs).
+    fn strategy_estimate(&self) -> Duration {
+        Duration::from_nanos(self.baseline_time.load(Ordering::Relaxed)) * 5 / 4
     }
 
     /// The baseline, then constructive strategies, then (on small problems) the exact search
@@ -227,11 +228,9 @@ impl Run<'_> {
             strategy: "",
         };
         self.offer(&mut best, baseline.offsets, baseline.strategy);
-        if std::env::var("DSA_DEBUG").is_ok() {
-            eprintln!("  baseline done {:?}", std::time::SystemTime::now());
-        }
         if p.len() <= SMALL_BUFFERS {
             self.constructive(CONSTRUCTIVE, &mut best);
+            // Where the exact search does not apply, the second worker takes the large path.
             self.exact_search(SEARCH_PREORDERS_FIRST, &mut best);
         } else {
             self.constructive(CONSTRUCTIVE_LARGE_FIRST, &mut best);
@@ -239,8 +238,9 @@ impl Run<'_> {
         Some(best)
     }
 
-    /// On small problems the exact search with the other preorders; on large ones peak
-    /// windows, then more constructive strategies.
+    /// On small problems the exact search with the other preorders; on large ones (or where
+    /// the exact search would not fit in memory) peak windows, then more constructive
+    /// strategies.
     fn second_worker(&self) -> Option<Best> {
         let p = self.p;
         let mut best = Best {
@@ -248,11 +248,10 @@ impl Run<'_> {
             offsets: Vec::new(),
             strategy: "",
         };
-        if p.len() <= SMALL_BUFFERS {
-            self.exact_search(SEARCH_PREORDERS_SECOND, &mut best);
-        } else {
-            self.peak_windows(&mut best);
+        if p.len() > SMALL_BUFFERS || !self.exact_search(SEARCH_PREORDERS_SECOND, &mut best) {
+            self.peak_windows(&[0], &mut best);
             self.constructive(CONSTRUCTIVE_LARGE_SECOND, &mut best);
+            self.peak_windows(&[1, 2, 4], &mut best);
         }
         (best.arena != u64::MAX).then_some(best)
     }
@@ -280,58 +279,61 @@ impl Run<'_> {
                 ),
             };
             self.offer(best, offsets, name);
-            if std::env::var("DSA_DEBUG").is_ok() {
-                eprintln!(
-                    "  {name} done {:?} {}",
-                    std::time::SystemTime::now(),
-                    best.arena as f64 / p.load as f64
-                );
-            }
         }
     }
 
-    /// MiniMalloc's search on the whole problem, when its conflict graph is modest.
-    fn exact_search(&self, preorders: &[&'static str], best: &mut Best) {
+    /// MiniMalloc's search on the whole problem, when its conflict graph is modest; whether
+    /// it was.
+    fn exact_search(&self, preorders: &[&'static str], best: &mut Best) -> bool {
         let p = self.p;
         let memberships: u64 = (0..p.len()).map(|b| u64::from(p.width(b))).sum();
-        if self.done() || memberships > SEARCH_MAX_MEMBERSHIPS {
-            return;
+        if memberships > SEARCH_MAX_MEMBERSHIPS {
+            return false;
         }
         let Some(conflicts) = search::conflict_graph(p, SEARCH_MAX_PAIRS) else {
-            return;
+            return false;
         };
+        if self.done() {
+            return true;
+        }
         let sections = search::section_members(p);
         let mut searches =
             search::Searches::new(p, &conflicts, &sections, self.keys, preorders, &self.cancel);
         searches.minimize(&self.best_arena, self.deadline, |offsets, _| {
             self.offer(best, offsets, "search");
         });
+        true
     }
 
-    /// Peak windows at LOAD and a little above, while the budget lasts.
-    fn peak_windows(&self, best: &mut Best) {
+    /// Peak windows at LOAD plus the given thousandths, while the budget lasts.
+    fn peak_windows(&self, permilles: &[u64], best: &mut Best) {
         let p = self.p;
         let mut scratch = best_fit::Scratch::new(self.shape);
-        for permille in [0u64, 1, 2, 4] {
+        for &permille in permilles {
             let cap = p.load + p.load / 1000 * permille;
-            if cap >= self.best_arena.load(Ordering::Relaxed) || self.done() {
+            if cap >= self.best_arena.load(Ordering::Relaxed) || !self.time_for_one_more() {
                 return;
             }
+            // The search gets a third of the time left once the best fit that completes the
+            // window is set aside: a window that needs more is rarely worth it, and the
+            // constructive strategies still get their turn.
+            let now = Instant::now();
+            let spare = self
+                .deadline
+                .saturating_duration_since(now)
+                .saturating_sub(self.strategy_estimate());
+            let deadline = now + spare / 3;
             let found = window::peak_window(
                 p,
                 self.shape,
                 self.keys,
                 cap,
-                WINDOW_FRACTION,
-                self.deadline,
+                deadline,
                 &self.cancel,
                 &mut scratch,
             );
-            match found {
-                Some(offsets) => self.offer(best, offsets, "peak-window"),
-                // Too large a window stays too large at a higher cap.
-                None if permille == 0 && Instant::now() < self.deadline => {}
-                None => {}
+            if let Some(offsets) = found {
+                self.offer(best, offsets, "peak-window");
             }
         }
     }
@@ -340,7 +342,7 @@ impl Run<'_> {
 /// An arena within 1/1024 (0.1%) of LOAD ends the search: what is left to gain is smaller
 /// than what the search would cost on large problems.
 fn good_enough(load: u64) -> u64 {
-    load + load / 1024
+    load.saturating_add(load / 1024)
 }
 
 /// A constructive strategy: best fit or lowest floor first, in a static order.
@@ -380,11 +382,8 @@ const SEARCH_MAX_PAIRS: usize = 2_000_000;
 const SEARCH_MAX_MEMBERSHIPS: u64 = 4_000_000;
 
 /// The preorders the exact search takes turns with, split between the workers.
-const SEARCH_PREORDERS_FIRST: &[&str] = &["WAT", "TWA", "TCA"];
+const SEARCH_PREORDERS_FIRST: &[&str] = &["WAT", "TWA", "TCA", "AWT"];
 const SEARCH_PREORDERS_SECOND: &[&str] = &["TAW", "CAT", "WTA"];
-
-/// A peak window spans the sections whose live total is within 3% of the target.
-const WINDOW_FRACTION: f64 = 0.97;
 
 /// A stack size for a search that recurses once per buffer placed.
 fn deep_stack(n_buffers: usize) -> usize {

@@ -5,10 +5,13 @@
 //! candidate places, and the smallest gap that fits the buffer (at its alignment) wins, the
 //! lowest such gap on ties; with no gap that fits, the buffer goes on top of them.
 //!
-//! Cost: the overlapping placed buffers come from the [`OverlapIndex`] and are sorted, `O(k log
-//! k)` for `k` of them. A long-lived buffer late in the order meets most placed buffers; for it
-//! a scan of all placed buffers in offset order (kept sorted, merged in batches) is cheaper
-//! than sorting, `O(placed)`.
+//! Cost: the placed buffers sit in the nodes of a centered interval tree ([`TreeShape`]), each
+//! node's list ordered by first and by last section, so the `k` that overlap a buffer are
+//! found in `O(log n + k)`; they are then bucket-sorted by offset (offsets spread over the
+//! arena). A buffer that meets a quarter of all buffers instead walks every placed buffer in
+//! offset order (a list kept sorted, recent placements merged in batches), `O(placed)`. The
+//! whole is `O(n log n + P)` for `P` overlapping pairs, about half a second on a 30k-buffer
+//! training trace with 43 million pairs.
 
 use super::problem::{align_up, Problem, TreeShape, NO_NODE};
 
@@ -86,9 +89,6 @@ impl Scratch {
 
     /// Merges the pending placements into `by_offset`.
     fn merge_pending(&mut self) {
-        if self.pending.is_empty() {
-            return;
-        }
         self.pending.sort_unstable();
         self.merged.clear();
         self.merged
@@ -237,9 +237,23 @@ fn best_fit_offset(p: &Problem, shape: &TreeShape, b: usize, scratch: &mut Scrat
     };
     if shape.overlaps[b] as usize * 4 > p.len() && scratch.placed() > 64 {
         // This buffer meets a quarter of all buffers: walk the placed ones in offset order
-        // rather than gathering and sorting.
-        scratch.merge_pending();
-        for x in &scratch.by_offset {
+        // rather than gathering and sorting. Recent placements are merged in on the fly, and
+        // for good once they are many.
+        if scratch.pending.len() * 8 > scratch.by_offset.len() {
+            scratch.merge_pending();
+        } else {
+            scratch.pending.sort_unstable();
+        }
+        let (sorted, pending) = (&scratch.by_offset, &scratch.pending);
+        let (mut i, mut j) = (0, 0);
+        while i < sorted.len() || j < pending.len() {
+            let x = if j == pending.len() || (i < sorted.len() && sorted[i] <= pending[j]) {
+                i += 1;
+                &sorted[i - 1]
+            } else {
+                j += 1;
+                &pending[j - 1]
+            };
             if x.lo < hi && lo < x.hi {
                 walk.visit(x.offset, x.end);
             }
@@ -291,15 +305,27 @@ fn sort_keys(keys: &mut [u128], out: &mut Vec<u128>, counts: &mut Vec<u32>) {
         out[counts[bucket] as usize] = key;
         counts[bucket] += 1;
     }
-    // `counts[i]` is now the end of bucket `i`.
+    // `counts[i]` is now the end of bucket `i`; buckets hold a few keys each.
     let mut start = 0;
-    for i in 0..n_buckets {
-        let end = counts[i] as usize;
-        if end - start > 1 {
-            out[start..end].sort_unstable();
+    for &end in &counts[..n_buckets] {
+        let bucket = &mut out[start..end as usize];
+        if bucket.len() > 16 {
+            bucket.sort_unstable();
+        } else {
+            insertion_sort(bucket);
         }
-        start = end;
+        start = end as usize;
     }
 }
 
-pub static mut BF_STATS: [u64; 5] = [0; 5];
+fn insertion_sort(keys: &mut [u128]) {
+    for i in 1..keys.len() {
+        let key = keys[i];
+        let mut j = i;
+        while j > 0 && keys[j - 1] > key {
+            keys[j] = keys[j - 1];
+            j -= 1;
+        }
+        keys[j] = key;
+    }
+}

@@ -13,7 +13,7 @@ pub(crate) struct Problem {
     /// For each core buffer, its index in the caller's slice.
     pub original: Vec<u32>,
     pub size: Vec<u64>,
-    /// A power of two (an alignment of 0 is read as 1).
+    /// The alignment, at least 1 (an alignment of 0 is read as 1).
     pub align: Vec<u64>,
     /// The first step the buffer is live.
     pub start: Vec<u64>,
@@ -94,12 +94,6 @@ impl Problem {
         self.size.len()
     }
 
-    /// Whether core buffers `a` and `b` are live at a common step.
-    #[inline]
-    pub fn overlap(&self, a: usize, b: usize) -> bool {
-        self.lo[a] < self.hi[b] && self.lo[b] < self.hi[a]
-    }
-
     /// The number of steps buffer `b` is live.
     #[inline]
     pub fn duration(&self, b: usize) -> u64 {
@@ -132,10 +126,15 @@ impl Problem {
     }
 }
 
-/// Rounds `x` up to a multiple of `align` (a power of two).
+/// Rounds `x` up to a multiple of `align` (at least 1; a power of two is the fast path, any
+/// other alignment still comes out right).
 #[inline]
 pub(crate) fn align_up(x: u64, align: u64) -> u64 {
-    (x + (align - 1)) & !(align - 1)
+    if align.is_power_of_two() {
+        (x + (align - 1)) & !(align - 1)
+    } else {
+        x.div_ceil(align) * align
+    }
 }
 
 /// The shape of a centered interval tree over the core buffers: each buffer belongs to the

@@ -14,10 +14,18 @@
 //! - *Dominance*: a buffer is not placed at an offset some unplaced buffer could sit entirely
 //!   below: placing that one first is never worse.
 //! - *Dynamic decomposition*: once no unplaced buffer spans a section boundary, the two sides
-//!   are independent problems and are solved one after the other, each from offset 0.
+//!   are independent problems and are solved one after the other, each from offset 0 (from
+//!   the start, too: stretches of the schedule no buffer spans).
 //!
-//! Children are tried in order of floor, then preorder. The search stops at a node limit or a
-//! deadline, and then says so: it proves infeasibility only when it ran to the end.
+//! Children are tried in order of floor, then preorder. The search stops at a node limit, a
+//! deadline or a cancel flag, and then says so: it proves infeasibility only when it ran to
+//! the end.
+//!
+//! A subproblem clipped to part of the schedule (see [`super::window`]) may have conflicts
+//! between buffers that share no section; they are in the conflict graph, so floors respect
+//! them, and they are declared ([`Searches::with_conflicts_beyond_sections`]) so that
+//! decomposition never separates two unplaced buffers in conflict. Section inference stays a
+//! relaxation, so the search remains sound and complete.
 
 use super::best_fit::UNPLACED;
 use super::problem::{align_up, Problem};
@@ -40,16 +48,22 @@ impl Csr {
 /// The conflict graph (pairs of buffers live at a common step), or `None` when it would have
 /// more than `max_pairs` pairs.
 pub(crate) fn conflict_graph(p: &Problem, max_pairs: usize) -> Option<Csr> {
-    let n = p.len();
+    conflict_graph_of(&p.lo, &p.hi, max_pairs)
+}
+
+/// The conflict graph of the section ranges `[lo[b], hi[b])`, or `None` when it would have
+/// more than `max_pairs` pairs.
+pub(crate) fn conflict_graph_of(lo: &[u32], hi: &[u32], max_pairs: usize) -> Option<Csr> {
+    let n = lo.len();
     // Count pairs with a sweep in start order.
     let mut by_lo: Vec<u32> = (0..n as u32).collect();
-    by_lo.sort_unstable_by_key(|&b| p.lo[b as usize]);
-    let mut his: Vec<u32> = p.hi.clone();
+    by_lo.sort_unstable_by_key(|&b| lo[b as usize]);
+    let mut his: Vec<u32> = hi.to_vec();
     his.sort_unstable();
     let mut pairs = 0usize;
     for (rank, &b) in by_lo.iter().enumerate() {
         // Buffers starting before `b` (in this order) that end after it starts.
-        let ended = his.partition_point(|&h| h <= p.lo[b as usize]);
+        let ended = his.partition_point(|&h| h <= lo[b as usize]);
         pairs += rank.saturating_sub(ended);
     }
     if pairs > max_pairs {
@@ -58,8 +72,8 @@ pub(crate) fn conflict_graph(p: &Problem, max_pairs: usize) -> Option<Csr> {
     let mut lists: Vec<Vec<u32>> = vec![Vec::new(); n];
     let mut active: Vec<u32> = Vec::new();
     for &b in &by_lo {
-        let lo = p.lo[b as usize];
-        active.retain(|&a| p.hi[a as usize] > lo);
+        let start = lo[b as usize];
+        active.retain(|&a| hi[a as usize] > start);
         for &a in &active {
             lists[a as usize].push(b);
             lists[b as usize].push(a);
@@ -134,11 +148,24 @@ pub(crate) struct Dfs<'a> {
     sky: Vec<u64>,
     /// Per section: the total size of its unplaced buffers.
     total: Vec<u64>,
-    /// Per section: the lowest floor of its unplaced buffers (a lower bound of it).
+    /// Per section: the lowest floor of its unplaced buffers (`u64::MAX` when none is left).
     ufloor: Vec<u64>,
     /// Per section: how many unplaced buffers have their floor at `ufloor`.
     ufloor_count: Vec<u32>,
-    /// Per section boundary `s | s + 1`: the unplaced buffers spanning it.
+    /// Per section, its members with the unplaced ones first: `unplaced_len[s]` of them from
+    /// `members.start[s]`.
+    member_items: Vec<u32>,
+    unplaced_len: Vec<u32>,
+    /// Where each (buffer, section) membership sits in `member_items`: buffer `b`'s entries
+    /// start at `slot_start[b]`, one per section it covers.
+    slot: Vec<u32>,
+    slot_start: Vec<u32>,
+    /// Conflicts between buffers that share no section (a clipped subproblem), one list per
+    /// buffer; each such pair binds the section boundaries between the two while both are
+    /// unplaced, like a buffer spanning them.
+    cross: Option<&'a Csr>,
+    /// Per section boundary `s | s + 1`: the unplaced buffers spanning it, and the cross pairs
+    /// of unplaced buffers on either side of it.
     cuts: Vec<u32>,
     /// The offsets of the last successful placements.
     pub solution: Vec<u64>,
@@ -168,6 +195,18 @@ impl<'a> Dfs<'a> {
     ) -> Dfs<'a> {
         let n = p.len();
         let n_sections = p.n_sections;
+        let mut slot_start = Vec::with_capacity(n + 1);
+        slot_start.push(0u32);
+        for b in 0..n {
+            slot_start.push(slot_start[b] + p.width(b));
+        }
+        let mut slot = vec![0u32; slot_start[n] as usize];
+        for s in 0..n_sections {
+            for (k, &b) in members.of(s).iter().enumerate() {
+                let b = b as usize;
+                slot[(slot_start[b] + s as u32 - p.lo[b]) as usize] = members.start[s] + k as u32;
+            }
+        }
         Dfs {
             p,
             conflicts,
@@ -182,6 +221,13 @@ impl<'a> Dfs<'a> {
             ufloor_count: (0..n_sections)
                 .map(|s| members.of(s).len() as u32)
                 .collect(),
+            member_items: members.items.clone(),
+            unplaced_len: (0..n_sections)
+                .map(|s| members.of(s).len() as u32)
+                .collect(),
+            slot,
+            slot_start,
+            cross: None,
             cuts: vec![0; n_sections.saturating_sub(1)],
             solution: vec![0; n],
             log_min: Vec::new(),
@@ -202,38 +248,45 @@ impl<'a> Dfs<'a> {
         }
     }
 
-    /// The nodes visited by the last [`Dfs::run`].
-    pub fn nodes(&self) -> u64 {
-        self.nodes
-    }
-
     /// Searches for a placement with every top at most `cap`.
     pub fn run(&mut self, cap: u64, limits: Limits) -> Outcome {
         self.cap = cap;
         self.limits = limits;
         self.nodes = 0;
         self.timed_out = Instant::now() >= limits.deadline;
+        if self.p.load > cap {
+            return Outcome::Infeasible;
+        }
         for b in 0..self.p.len() {
-            if self.p.size[b] > cap {
-                return Outcome::Infeasible;
-            }
             for s in self.p.lo[b]..self.p.hi[b].saturating_sub(1) {
                 self.cuts[s as usize] += 1;
             }
         }
-        if self.p.load > cap {
-            self.cuts.fill(0);
-            return Outcome::Infeasible;
+        if let Some(cross) = self.cross {
+            for u in 0..self.p.len() {
+                for &v in cross.of(u) {
+                    if (v as usize) > u {
+                        for s in self.cross_span(u, v as usize) {
+                            self.cuts[s as usize] += 1;
+                        }
+                    }
+                }
+            }
         }
+        // Stretches of the schedule that no buffer spans are independent from the start.
+        let n_sections = self.p.n_sections as u32;
+        let mut bounds = vec![0];
+        bounds.extend((1..n_sections).filter(|&s| self.cuts[s as usize - 1] == 0));
+        bounds.push(n_sections);
         let all: Vec<u32> = (0..self.p.len() as u32).collect();
-        let outcome = self.solve_partition(0, self.p.n_sections as u32, all);
+        let outcome = self.solve_parts(&all, &bounds);
         self.cuts.fill(0);
         outcome
     }
 
-    fn solve_partition(&mut self, sec_lo: u32, sec_hi: u32, mut buffers: Vec<u32>) -> Outcome {
+    fn solve_partition(&mut self, sec_lo: u32, sec_hi: u32, buffers: &mut [u32]) -> Outcome {
         buffers.sort_unstable_by_key(|&b| self.pre[b as usize]);
-        self.search(&buffers, sec_lo, sec_hi, 0, 0)
+        self.search(buffers, sec_lo, sec_hi, 0, 0)
     }
 
     fn search(
@@ -341,43 +394,75 @@ impl<'a> Dfs<'a> {
     ) -> Outcome {
         let (lo, hi) = (self.p.lo[b], self.p.hi[b]);
         let mut cutpoints = Vec::new();
-        for s in lo..hi.saturating_sub(1) {
-            self.cuts[s as usize] -= 1;
-            if self.cuts[s as usize] == 0 && s + 1 > sec_lo && s + 1 < sec_hi {
+        let mut release = |cuts: &mut [u32], s: u32| {
+            cuts[s as usize] -= 1;
+            if cuts[s as usize] == 0 && s + 1 > sec_lo && s + 1 < sec_hi {
                 cutpoints.push(s + 1);
             }
+        };
+        for s in lo..hi.saturating_sub(1) {
+            release(&mut self.cuts, s);
         }
+        // Cross pairs with `b` no longer bind: the other buffer's floor now accounts for it.
+        let mut released_pairs = Vec::new();
+        if let Some(cross) = self.cross {
+            for &c in cross.of(b) {
+                if self.offset[c as usize] == UNPLACED {
+                    for s in self.cross_span(b, c as usize) {
+                        release(&mut self.cuts, s);
+                    }
+                    released_pairs.push(c as usize);
+                }
+            }
+        }
+        cutpoints.sort_unstable();
         let outcome = if cutpoints.is_empty() {
             self.search(buffers, sec_lo, sec_hi, x, pre)
         } else {
-            let mut outcome = Outcome::Found;
             let mut bounds = vec![sec_lo];
             bounds.extend_from_slice(&cutpoints);
             bounds.push(sec_hi);
-            for w in bounds.windows(2) {
-                let (a, z) = (w[0], w[1]);
-                let part: Vec<u32> = buffers
-                    .iter()
-                    .copied()
-                    .filter(|&c| {
-                        let c = c as usize;
-                        self.offset[c] == UNPLACED && self.p.lo[c] < z && self.p.hi[c] > a
-                    })
-                    .collect();
-                if part.is_empty() {
-                    continue;
-                }
-                outcome = self.solve_partition(a, z, part);
-                if outcome != Outcome::Found {
-                    break;
-                }
-            }
-            outcome
+            self.solve_parts(buffers, &bounds)
         };
         for s in lo..hi.saturating_sub(1) {
             self.cuts[s as usize] += 1;
         }
+        for c in released_pairs {
+            for s in self.cross_span(b, c) {
+                self.cuts[s as usize] += 1;
+            }
+        }
         outcome
+    }
+
+    /// The section boundaries between two buffers that share no section.
+    fn cross_span(&self, u: usize, v: usize) -> std::ops::Range<u32> {
+        let p = self.p;
+        (p.hi[u].min(p.hi[v]) - 1)..p.lo[u].max(p.lo[v])
+    }
+
+    /// Solves the unplaced `buffers` between each pair of consecutive `bounds` (section
+    /// boundaries no unplaced buffer spans) as independent problems, in turn.
+    fn solve_parts(&mut self, buffers: &[u32], bounds: &[u32]) -> Outcome {
+        for w in bounds.windows(2) {
+            let (a, z) = (w[0], w[1]);
+            let mut part: Vec<u32> = buffers
+                .iter()
+                .copied()
+                .filter(|&c| {
+                    let c = c as usize;
+                    self.offset[c] == UNPLACED && self.p.lo[c] < z && self.p.hi[c] > a
+                })
+                .collect();
+            if part.is_empty() {
+                continue;
+            }
+            let outcome = self.solve_partition(a, z, &mut part);
+            if outcome != Outcome::Found {
+                return outcome;
+            }
+        }
+        Outcome::Found
     }
 
     /// Section inference: every section's unplaced total fits above its lowest usable offset.
@@ -402,6 +487,9 @@ impl<'a> Dfs<'a> {
             self.log_ufloor.len(),
         );
         let p = self.p;
+        // The floor at which `b` counted among the section's unplaced buffers (`at` itself
+        // in a canonical placement).
+        let level = self.min_off[b];
         self.offset[b] = at;
         self.solution[b] = at;
         let top = at + p.size[b];
@@ -415,10 +503,19 @@ impl<'a> Dfs<'a> {
         // it is rescanned when the last such buffer leaves.
         for s in p.lo[b]..p.hi[b] {
             let su = s as usize;
+            // Move `b` behind the section's unplaced members.
+            let mine = (self.slot_start[b] + s - p.lo[b]) as usize;
+            let at_b = self.slot[mine];
+            let last = self.members.start[su] + self.unplaced_len[su] - 1;
+            let c = self.member_items[last as usize] as usize;
+            self.member_items.swap(at_b as usize, last as usize);
+            self.slot[(self.slot_start[c] + s - p.lo[c]) as usize] = at_b;
+            self.slot[mine] = last;
+            self.unplaced_len[su] -= 1;
             self.log_sky.push((s, self.sky[su]));
             self.sky[su] = self.sky[su].max(top);
             self.total[su] -= p.size[b];
-            if self.ufloor[su] == at {
+            if self.ufloor[su] == level {
                 self.leave_ufloor(su);
             }
         }
@@ -439,14 +536,13 @@ impl<'a> Dfs<'a> {
         for k in 0..self.affected.len() {
             let s = self.affected[k] as usize;
             let (mut lowest, mut count) = (u64::MAX, 0u32);
-            for &c in self.members.of(s) {
-                if self.offset[c as usize] == UNPLACED {
-                    let m = self.min_off[c as usize];
-                    if m < lowest {
-                        (lowest, count) = (m, 1);
-                    } else if m == lowest {
-                        count += 1;
-                    }
+            let first = self.members.start[s] as usize;
+            for &c in &self.member_items[first..first + self.unplaced_len[s] as usize] {
+                let m = self.min_off[c as usize];
+                if m < lowest {
+                    (lowest, count) = (m, 1);
+                } else if m == lowest {
+                    count += 1;
                 }
             }
             self.ufloor[s] = lowest;
@@ -489,6 +585,8 @@ impl<'a> Dfs<'a> {
         }
         for s in p.lo[b]..p.hi[b] {
             self.total[s as usize] += p.size[b];
+            // `b` still sits just behind the unplaced members: undoing is LIFO.
+            self.unplaced_len[s as usize] += 1;
         }
         self.offset[b] = UNPLACED;
     }
@@ -532,11 +630,26 @@ impl<'a> Searches<'a> {
         Searches { p, cancel, dfs }
     }
 
+    /// Declares the conflicts between buffers that share no section (in a clipped
+    /// subproblem, where the conflict graph is more than the sections' conflicts), so that
+    /// decomposition keeps such pairs in one part.
+    pub fn with_conflicts_beyond_sections(mut self, cross: &'a Csr) -> Searches<'a> {
+        for (dfs, _) in &mut self.dfs {
+            dfs.cross = Some(cross);
+        }
+        self
+    }
+
     /// Looks for a placement below `cap`: the preorders take turns under a node limit that
     /// doubles each round (MiniMalloc's round robin), until one decides or the deadline.
     pub fn probe(&mut self, cap: u64, deadline: Instant) -> Probe {
+        self.probe_within(cap, deadline, u64::MAX)
+    }
+
+    /// [`Searches::probe`], giving up once the node limit would pass `max_limit`.
+    pub fn probe_within(&mut self, cap: u64, deadline: Instant, max_limit: u64) -> Probe {
         let mut limit = 2 * self.p.len() as u64;
-        loop {
+        while limit <= max_limit {
             for (dfs, name) in &mut self.dfs {
                 match dfs.run(
                     cap,
@@ -555,6 +668,7 @@ impl<'a> Searches<'a> {
             }
             limit = limit.saturating_mul(2);
         }
+        Probe::Unknown
     }
 
     /// Lowers the arena below `best` (shared with other threads) as far as the deadline

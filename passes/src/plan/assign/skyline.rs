@@ -5,7 +5,10 @@
 //! floor is placed at its floor, ties going to the earlier buffer of a static priority order.
 //! Offsets come out in non-decreasing order, and every buffer rests on another (or on 0): the
 //! shape MiniMalloc calls canonical. A section tree (range "raise to at least", range max)
-//! gives floors in `O(log sections)`, so the whole greedy is `O(n log n)`.
+//! gives a floor in `O(log sections)`; the queue holds floors that may have gone stale, and a
+//! buffer whose floor rose since it was queued goes back in when it reaches the front. That
+//! is `O(n log n)` plus `O(log n)` per requeue, at most one per overlapping pair (about a
+//! quarter of a second on a 30k-buffer training trace).
 
 use super::problem::{align_up, Problem};
 use std::cmp::Reverse;

@@ -185,6 +185,33 @@ fn alignment_is_respected() {
 }
 
 #[test]
+fn an_alignment_that_is_not_a_power_of_two_is_still_respected() {
+    let intervals = [
+        Interval {
+            size: 5,
+            start: 0,
+            end: 4,
+            align: 1,
+        },
+        Interval {
+            size: 7,
+            start: 1,
+            end: 3,
+            align: 3,
+        },
+        Interval {
+            size: 4,
+            start: 2,
+            end: 5,
+            align: 6,
+        },
+    ];
+    let a = assign_offsets(&intervals, Duration::from_millis(20));
+    check(&intervals, &a);
+    check(&intervals, &best_fit_largest_first(&intervals));
+}
+
+#[test]
 fn an_alignment_of_zero_counts_as_one() {
     let intervals = [
         Interval {
@@ -284,4 +311,40 @@ fn a_zero_budget_still_places_everything() {
     let a = assign_offsets(&intervals, Duration::ZERO);
     check(&intervals, &a);
     assert!(a.arena_size <= best_fit_largest_first(&intervals).arena_size);
+}
+
+#[test]
+fn peak_windows_keep_conflicts_outside_the_tight_sections() {
+    // Two peaks of 1000 bytes, on steps 0..40 and 100..140. A (300 bytes) belongs to the
+    // first and D (300 bytes) to the second, but both reach into the quiet stretch between,
+    // where they meet: the window search sees them clipped to their peaks and must still
+    // keep them apart.
+    let mut intervals = vec![
+        iv(300, 0, 80),    // A
+        iv(700, 0, 20),    // B
+        iv(700, 20, 40),   // C
+        iv(300, 70, 140),  // D
+        iv(700, 100, 120), // E
+        iv(700, 120, 140), // F
+    ];
+    for k in 0..10 {
+        intervals.push(iv(10 + k, 45 + 4 * k, 55 + 4 * k));
+    }
+    let p = Problem::new(&intervals);
+    assert_eq!(p.load, 1000);
+    let shape = super::problem::TreeShape::new(&p);
+    let keys = Keys::new(&p);
+    let cancel = AtomicBool::new(false);
+    let mut scratch = super::best_fit::Scratch::new(&shape);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let offsets =
+        super::window::peak_window(&p, &shape, &keys, 1000, deadline, &cancel, &mut scratch)
+            .expect("A below B and C, D above E and F");
+    let a = Assignment {
+        arena_size: p.arena(&offsets),
+        offsets: p.expand(intervals.len(), &offsets),
+        strategy: "peak-window",
+    };
+    check(&intervals, &a);
+    assert_eq!(a.arena_size, 1000);
 }

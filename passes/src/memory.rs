@@ -384,13 +384,7 @@ pub fn plan_function(
             candidates.push(("exact search", order));
         }
     }
-    let mut best: Option<(
-        u64,
-        &'static str,
-        Vec<usize>,
-        Vec<BufferSpec>,
-        Vec<BufferInfo>,
-    )> = None;
+    let mut best: Option<Candidate> = None;
     let mut load_model_order = 0;
     for (name, order) in candidates {
         let (specs, infos) = buffers_for(func, weights, &graph, &order, &root)?;
@@ -462,6 +456,15 @@ pub fn plan_function(
     check(func, &memory_plan)?;
     Ok(memory_plan)
 }
+
+/// A scored schedule: its LOAD, its name, the order, and its buffers.
+type Candidate = (
+    u64,
+    &'static str,
+    Vec<usize>,
+    Vec<BufferSpec>,
+    Vec<BufferInfo>,
+);
 
 struct BufferInfo {
     name: String,
@@ -803,8 +806,8 @@ fn exact_order(
         for &set in &frontier {
             let (peak, _, _) = best[&set];
             let before = live_after(set);
-            for i in 0..n {
-                if set & (1 << i) != 0 || pred_mask[i] & !set != 0 {
+            for (i, &preds) in pred_mask.iter().enumerate() {
+                if set & (1 << i) != 0 || preds & !set != 0 {
                     continue;
                 }
                 let during = before + graph.alloc[i];

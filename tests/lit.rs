@@ -11,14 +11,13 @@
 //! so, when mlir-opt-22 is not installed; `scripts/test` installs it and sets
 //! `MEMC_REQUIRE_MLIR_OPT=1` so that CI cannot skip it).
 
+mod common;
+
+use common::{files_with_extension, root};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const SPLIT_MARKER: &str = "// -----";
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// Runs a lit-test file's RUN line; returns (exit code, stdout, stderr).
 fn run_lit_file(path: &Path) -> (i32, String, String) {
@@ -67,23 +66,7 @@ fn run_lit_file(path: &Path) -> (i32, String, String) {
 }
 
 fn lit_files() -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-            .expect("lit-tests directory is readable")
-            .map(|e| e.expect("directory entry is readable").path())
-            .collect();
-        entries.sort();
-        for path in entries {
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "mlir") {
-                out.push(path);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(&root().join("lit-tests"), &mut out);
-    out
+    files_with_extension("lit-tests", "mlir")
 }
 
 /// The printed modules in a `memc opt` output (empty pieces are failed cases).

@@ -7,31 +7,14 @@
 //!   where (snapshotted), never a panic;
 //! - weights are not copied: raw and external data stay slices of memory maps.
 
+mod common;
+
+use common::{files_with_extension, root};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
 fn onnx_files(dir: &str) -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
-        paths.sort();
-        for path in paths {
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "onnx") {
-                out.push(path);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(&root().join(dir), &mut out);
-    out
+    files_with_extension(dir, "onnx")
 }
 
 /// Runs `memc compile <model> --emit ir` from the workspace root.

@@ -856,16 +856,22 @@ pub fn top_k(ctx: &ShapeCtx) -> ShapeResult {
 // ---------------------------------------------------------------------------------------------
 // Shape and data movement.
 
-/// `Reshape`: entries `0` copy the input dim (unless `allowzero`), one `-1` takes what is left.
-pub fn reshape(ctx: &ShapeCtx) -> ShapeResult {
-    let x = operand(ctx, 0)?;
-    let shape = operand(ctx, 1)?;
+/// Operand `index`, which holds a shape: it must be 1-d.
+fn shape_operand<'a>(ctx: &ShapeCtx<'a>, index: usize) -> Result<&'a TensorType, String> {
+    let shape = operand(ctx, index)?;
     if shape.rank() != 1 {
         return Err(format!(
             "the shape operand must be 1-d, got rank {}",
             shape.rank()
         ));
     }
+    Ok(shape)
+}
+
+/// `Reshape`: entries `0` copy the input dim (unless `allowzero`), one `-1` takes what is left.
+pub fn reshape(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let shape = shape_operand(ctx, 1)?;
     let allow_zero = ctx.int_attr("allowzero").unwrap_or(0) != 0;
     let Some(values) = known_syms(ctx, 1) else {
         return Ok(static_len(shape).map(|n| vec![TensorType::new(x.elem, vec![Dim::Unknown; n])]));
@@ -1296,13 +1302,7 @@ pub fn gather_nd(ctx: &ShapeCtx) -> ShapeResult {
 /// `Expand`: the input broadcast with the shape operand's values.
 pub fn expand(ctx: &ShapeCtx) -> ShapeResult {
     let x = operand(ctx, 0)?;
-    let shape = operand(ctx, 1)?;
-    if shape.rank() != 1 {
-        return Err(format!(
-            "the shape operand must be 1-d, got rank {}",
-            shape.rank()
-        ));
-    }
+    let shape = shape_operand(ctx, 1)?;
     let target = match known_syms(ctx, 1) {
         Some(values) => entries_as_dims(&values, "shape")?,
         None => match static_len(shape) {
@@ -1541,13 +1541,7 @@ pub fn size(ctx: &ShapeCtx) -> ShapeResult {
 /// `ConstantOfShape`: the shape operand's values as dims; the element type of `value` (a
 /// weight), `f32` without it.
 pub fn constant_of_shape(ctx: &ShapeCtx) -> ShapeResult {
-    let shape = operand(ctx, 0)?;
-    if shape.rank() != 1 {
-        return Err(format!(
-            "the shape operand must be 1-d, got rank {}",
-            shape.rank()
-        ));
-    }
+    let shape = shape_operand(ctx, 0)?;
     let elem = match ctx.attr("value") {
         None => ElemType::F32,
         Some(value) => {

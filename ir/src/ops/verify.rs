@@ -74,32 +74,6 @@ pub fn transpose(ctx: &OpCtx) -> Check {
     transpose_perm(ctx, operand(ctx, 0)?.rank()).map(|_| ())
 }
 
-/// Concat: at least one input, same rank, `axis` in range, equal static dims off the axis.
-pub fn concat(ctx: &OpCtx) -> Check {
-    let first = operand(ctx, 0).map_err(|_| "Concat needs at least one input".to_string())?;
-    let axis = normalize_axis(ctx.int_attr("axis").unwrap_or(0), first.rank())?;
-    for i in 1..ctx.n_operands() {
-        let other = operand(ctx, i)?;
-        if other.rank() != first.rank() {
-            return Err(format!(
-                "input #{i} has rank {} but input #0 has rank {}",
-                other.rank(),
-                first.rank()
-            ));
-        }
-        for (d, (x, y)) in first.dims.iter().zip(&other.dims).enumerate() {
-            if let (false, Dim::Static(x), Dim::Static(y)) = (d == axis, x, y) {
-                if x != y {
-                    return Err(format!(
-                        "input #{i} has {y} at dim {d} but input #0 has {x}"
-                    ));
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Gemm: 2-d `A` and `B` whose inner dims (after transA/transB) match.
 pub fn gemm(ctx: &OpCtx) -> Check {
     let a = operand(ctx, 0)?;

@@ -142,11 +142,6 @@ impl<'s> Cursor<'s> {
         }
     }
 
-    /// Like [`Cursor::expect`]; used where the token normally follows without space.
-    pub fn expect_glued(&mut self, text: &str, what: &str) -> PResult<()> {
-        self.expect(text, what)
-    }
-
     pub fn peek_keyword(&mut self, keyword: &str) -> bool {
         self.peek(keyword) && !self.byte(keyword.len()).is_some_and(is_ident_char)
     }

@@ -807,7 +807,7 @@ impl<'s> Parser<'s> {
                 .error_here("expected a type such as `tensor<2x3xf32>`"));
         }
         self.cur.expect_keyword("tensor")?;
-        self.cur.expect_glued("<", "`<` right after `tensor`")?;
+        self.cur.expect("<", "`<` right after `tensor`")?;
         let mut dims = Vec::new();
         if self.cur.peek("*") {
             return Err(Diagnostic::error("unranked tensors are not supported")
@@ -851,7 +851,7 @@ impl<'s> Parser<'s> {
                 return Err(Diagnostic::error("unsupported tensor encoding")
                     .with_span(self.cur.span_here(), "expected `#memc.dims<[...]>`"));
             }
-            self.cur.expect_glued("<", "`<` after `#memc.dims`")?;
+            self.cur.expect("<", "`<` after `#memc.dims`")?;
             self.cur.expect("[", "`[` and the names of the `?` dims")?;
             let mut names = Vec::new();
             if !self.cur.eat("]") {

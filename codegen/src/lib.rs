@@ -1,4 +1,4 @@
-//! memc-codegen: from planned IR to kernels. Not built yet; this is what it will hold.
+//! memc-codegen: from planned IR to kernels.
 //!
 //! - `kernel`: one small loop-level IR over strided buffer views (elementwise maps with
 //!   broadcasting, reductions, contractions, gathers, copies). Every supported op lowers to it
@@ -12,6 +12,14 @@
 //! Invariants it will keep: it reads IR that passed the verifier and the memory planner's
 //! validator, and either emits a kernel for every op or returns an error naming the op; it never
 //! panics on verified input. It depends on memc-ir and memc-passes only.
+
+pub mod cpu;
+pub mod kernel;
+pub mod lower;
+pub mod program;
+
+pub use kernel::{Kernel, KernelBody, KernelError, Scalar};
+pub use program::Program;
 
 /// The code generation targets memc plans for, as named on the command line (`--target`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -35,6 +43,6 @@ impl Target {
     /// Whether this target's backend exists yet. Both arrive with later issues; the CLI uses
     /// this to answer plainly instead of pretending.
     pub fn is_built(self) -> bool {
-        false
+        matches!(self, Target::Cpu)
     }
 }

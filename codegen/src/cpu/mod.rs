@@ -1,0 +1,1 @@
+//! The Cranelift CPU backend. (Being written.)

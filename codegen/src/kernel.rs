@@ -1,0 +1,809 @@
+//! The kernel IR: loop nests over strided buffer views, the one form every supported op lowers
+//! to, so each backend implements a handful of primitives instead of every op.
+//!
+//! A [`Kernel`] is either a [`LoopKernel`] or a [`Contract`] (a batched matrix product, which a
+//! backend may hand to a GEMM library).
+//!
+//! # Loop kernels
+//!
+//! A loop kernel iterates an *outer* index space (`outer`, a list of extents) and, inside each
+//! outer point, runs its [`Stage`]s in order. A stage either folds a value over the *inner*
+//! index space (`inner`; [`Stage::Reduce`]), writes a value at every inner point
+//! ([`Stage::Map`]), or writes once per outer point ([`Stage::Once`]). The loop indices are
+//! numbered outer first, then inner: axis `a < outer.len()` is outer axis `a`, axis
+//! `outer.len() + j` is inner axis `j`.
+//!
+//! - A plain elementwise op (and a fused chain of them) is `outer = output shape`, `inner = []`
+//!   and one `Map` stage; with `inner` empty a `Map` runs once per outer point.
+//! - A reduction is `outer = kept axes`, `inner = reduced axes`, a `Reduce` stage and a `Once`
+//!   stage that stores the accumulator.
+//! - Softmax and the normalizations are `Reduce, Reduce, Map` over one row: the later stages read
+//!   the earlier accumulators with [`InstKind::Acc`].
+//! - Gathers use [`InstKind::LoadIndirect`]; pooling and direct convolution use [`View::guards`]
+//!   to read padding; index-dependent ops (Range, Trilu, CumSum) use [`InstKind::Index`].
+//!
+//! Each stage has its own SSA instruction list; an instruction names earlier ones of the same
+//! stage by position ([`InstId`]).
+//!
+//! # Memory
+//!
+//! Every [`View`] points into one of two regions: the arena (read-write, one allocation of the
+//! plan's arena size) or the weights section (read-only, memory-mapped from the plan file). A
+//! view's element address at loop point `i` is
+//! `region_base + byte_offset + elem_size * (sum_a strides[a] * i[a] + sum indirect terms)`.
+//! Strides are in elements and may be zero (broadcast) or negative.
+//!
+//! # Parallelism
+//!
+//! A backend runs a loop kernel as `rows` independent pieces ([`LoopKernel::parallel_rows`]): the
+//! product of the outer extents, except that with `inner` empty the last outer axis is kept whole
+//! inside each row so it can be vectorized. Rows never write the same element, so they may run
+//! on different threads in any order.
+//!
+//! # Guarantees
+//!
+//! [`Kernel::validate`] checks a kernel read from an untrusted plan: instruction types and
+//! operand order, and that every address any loop point can form stays inside its region
+//! (indirect indices are clamped to `[0, limit)` at run time, so their range is known). Backends
+//! may assume a validated kernel; they never see one that reads or writes out of bounds.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Element types kernels compute in. Bool is one byte, 0 or 1.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Scalar {
+    Bool,
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+    F16,
+    F32,
+    F64,
+}
+
+impl Scalar {
+    pub fn size(self) -> u64 {
+        match self {
+            Scalar::Bool | Scalar::I8 | Scalar::U8 => 1,
+            Scalar::I16 | Scalar::U16 | Scalar::F16 => 2,
+            Scalar::I32 | Scalar::U32 | Scalar::F32 => 4,
+            Scalar::I64 | Scalar::U64 | Scalar::F64 => 8,
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, Scalar::F16 | Scalar::F32 | Scalar::F64)
+    }
+
+    pub fn is_signed_int(self) -> bool {
+        matches!(self, Scalar::I8 | Scalar::I16 | Scalar::I32 | Scalar::I64)
+    }
+
+    pub fn is_unsigned_int(self) -> bool {
+        matches!(self, Scalar::U8 | Scalar::U16 | Scalar::U32 | Scalar::U64)
+    }
+
+    pub fn is_int(self) -> bool {
+        self.is_signed_int() || self.is_unsigned_int()
+    }
+
+    /// The kernel type of an IR element type; `None` for the sub-byte and bf16 types, which
+    /// kernels do not compute in.
+    pub fn from_elem(elem: memc_ir::ElemType) -> Option<Scalar> {
+        use memc_ir::ElemType as E;
+        Some(match elem {
+            E::Bool => Scalar::Bool,
+            E::I8 => Scalar::I8,
+            E::I16 => Scalar::I16,
+            E::I32 => Scalar::I32,
+            E::I64 => Scalar::I64,
+            E::U8 => Scalar::U8,
+            E::U16 => Scalar::U16,
+            E::U32 => Scalar::U32,
+            E::U64 => Scalar::U64,
+            E::F16 => Scalar::F16,
+            E::F32 => Scalar::F32,
+            E::F64 => Scalar::F64,
+            E::BF16 | E::I4 | E::U4 => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scalar::Bool => "bool",
+            Scalar::I8 => "i8",
+            Scalar::I16 => "i16",
+            Scalar::I32 => "i32",
+            Scalar::I64 => "i64",
+            Scalar::U8 => "u8",
+            Scalar::U16 => "u16",
+            Scalar::U32 => "u32",
+            Scalar::U64 => "u64",
+            Scalar::F16 => "f16",
+            Scalar::F32 => "f32",
+            Scalar::F64 => "f64",
+        }
+    }
+}
+
+/// Which memory a view points into.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Region {
+    /// The arena: intermediates, graph inputs and outputs. Read-write.
+    Arena,
+    /// The weights section of the plan file. Read-only.
+    Weights,
+}
+
+/// A condition on the loop indices: the view's element exists only where
+/// `0 <= offset + sum_a coeffs[a] * i[a] < limit`. Where any guard fails, a load yields the
+/// view's `pad` value instead of reading memory (padding in Pad, pooling and convolution).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Guard {
+    /// One coefficient per loop axis (outer then inner).
+    pub coeffs: Vec<i64>,
+    pub offset: i64,
+    pub limit: i64,
+}
+
+/// A strided window onto a region.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct View {
+    pub region: Region,
+    pub elem: Scalar,
+    /// Byte offset of element (0, ..., 0) from the region's base; may be adjusted by the strides
+    /// of guarded axes, so it need not itself be in bounds when guards exclude it.
+    pub byte_offset: i64,
+    /// Stride in elements for each loop axis (outer then inner); 0 broadcasts.
+    pub strides: Vec<i64>,
+    /// Conditions under which an element exists; empty for views that are always in bounds.
+    pub guards: Vec<Guard>,
+    /// The value a load yields where a guard fails, as `f64` bits converted to `elem`.
+    pub pad: u64,
+}
+
+/// The position of an instruction in its stage.
+pub type InstId = u32;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum UnaryOp {
+    Neg,
+    Abs,
+    /// -1, 0 or 1 (NaN stays NaN).
+    Sign,
+    Exp,
+    Log,
+    Sqrt,
+    Reciprocal,
+    Floor,
+    Ceil,
+    /// Round half to even.
+    Round,
+    Sin,
+    Cos,
+    Tan,
+    Asin,
+    Acos,
+    Atan,
+    Sinh,
+    Cosh,
+    Tanh,
+    Asinh,
+    Acosh,
+    Atanh,
+    Erf,
+    /// Logical not of a bool.
+    Not,
+    /// Bitwise not of an integer.
+    BitNot,
+    /// Bool result: the operand is NaN.
+    IsNan,
+    /// Bool result: the operand is +inf.
+    IsPosInf,
+    /// Bool result: the operand is -inf.
+    IsNegInf,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    /// Float division; integer division truncates toward zero, and a zero divisor gives 0
+    /// (ONNX leaves it undefined; memc must not trap).
+    Div,
+    /// Float: C `fmod` (sign of the dividend). Integer: remainder with the sign of the dividend;
+    /// a zero divisor gives 0.
+    Rem,
+    /// Integer remainder with the sign of the divisor (Python `%`, ONNX Mod with fmod=0); a zero
+    /// divisor gives 0.
+    FloorMod,
+    Pow,
+    /// Minimum; NaN if either float operand is NaN.
+    Min,
+    /// Maximum; NaN if either float operand is NaN.
+    Max,
+    /// Logical ops on bools.
+    And,
+    Or,
+    Xor,
+    /// Bitwise ops on integers.
+    BitAnd,
+    BitOr,
+    BitXor,
+    /// Shifts on unsigned integers; a shift count of the bit width or more gives 0.
+    Shl,
+    Shr,
+    /// Comparisons; the result is bool.
+    Eq,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl BinaryOp {
+    pub fn is_comparison(self) -> bool {
+        matches!(self, BinaryOp::Eq | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge)
+    }
+}
+
+/// One SSA instruction. Its result type is `ty`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Inst {
+    pub ty: Scalar,
+    pub kind: InstKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum InstKind {
+    /// The element of view `view` at the current loop point (its `pad` where a guard fails).
+    /// `ty` equals the view's `elem`.
+    Load { view: u32 },
+    /// Like `Load`, plus one term per index: the integer value of `index` (an earlier I64
+    /// instruction), made non-negative by adding `limit` when it is negative, then clamped to
+    /// `[0, limit)`, times `stride` elements. Gather, GatherElements, GatherND.
+    LoadIndirect { view: u32, indices: Vec<IndirectIndex> },
+    /// A constant: `bits` holds an `f64` for float types and an `i64`/`u64` for integer and
+    /// bool types, converted to `ty`.
+    Const { bits: u64 },
+    /// The current index of loop axis `axis` (outer then inner), as I64.
+    Index { axis: u32 },
+    /// The accumulator of an earlier `Reduce` stage of this kernel, by stage position.
+    Acc { stage: u32 },
+    Unary { op: UnaryOp, arg: InstId },
+    /// Both operands have the same type; the result is that type, or bool for comparisons.
+    Binary { op: BinaryOp, lhs: InstId, rhs: InstId },
+    /// `cond` (bool) ? `then` : `else_`; `then` and `else_` have type `ty`.
+    Select { cond: InstId, then: InstId, else_: InstId },
+    /// Convert `arg` to `ty`: float to integer truncates toward zero and saturates (NaN gives
+    /// 0); to bool is `!= 0`; integer to integer wraps.
+    Cast { arg: InstId },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IndirectIndex {
+    pub index: InstId,
+    pub stride: i64,
+    pub limit: i64,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ReduceOp {
+    Sum,
+    Prod,
+    /// NaN-propagating maximum.
+    Max,
+    /// NaN-propagating minimum.
+    Min,
+    /// The inner linear index (row-major over `inner`, as I64) of the first maximum; with
+    /// `last` the last one.
+    ArgMax { last: bool },
+    ArgMin { last: bool },
+}
+
+/// A step of a loop kernel, run at each outer point in order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Stage {
+    /// Fold `insts[value]` over the inner space with `op`, starting from `init` (bits as in
+    /// [`InstKind::Const`], type `ty`). The accumulator type `ty` is `insts[value].ty`, except
+    /// for ArgMax/ArgMin, whose accumulator is I64. Later stages read it with `Acc`.
+    Reduce { insts: Vec<Inst>, value: InstId, op: ReduceOp, init: u64, ty: Scalar },
+    /// At every inner point (once if `inner` is empty), store `insts[value]` into `view` for each
+    /// store. The value's type equals the view's `elem`.
+    Map { insts: Vec<Inst>, stores: Vec<Store> },
+    /// Once per outer point; the inner loop indices read as 0 (stores' inner strides are
+    /// ignored, `Index` of an inner axis is 0).
+    Once { insts: Vec<Inst>, stores: Vec<Store> },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Store {
+    pub view: u32,
+    pub value: InstId,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoopKernel {
+    pub outer: Vec<u64>,
+    pub inner: Vec<u64>,
+    pub views: Vec<View>,
+    pub stages: Vec<Stage>,
+}
+
+impl LoopKernel {
+    pub fn n_axes(&self) -> usize {
+        self.outer.len() + self.inner.len()
+    }
+
+    /// The number of independent pieces a backend runs (see the module doc).
+    pub fn parallel_rows(&self) -> u64 {
+        if self.inner.is_empty() {
+            match self.outer.split_last() {
+                Some((_, rest)) => rest.iter().product(),
+                None => 1,
+            }
+        } else {
+            self.outer.iter().product()
+        }
+    }
+
+    /// Elements of work in one row, for splitting rows across threads.
+    pub fn work_per_row(&self) -> u64 {
+        let inner: u64 = self.inner.iter().product::<u64>().max(1);
+        let last = if self.inner.is_empty() { self.outer.last().copied().unwrap_or(1) } else { 1 };
+        inner.saturating_mul(last).saturating_mul(self.stages.len() as u64)
+    }
+}
+
+/// A strided matrix operand of a [`Contract`]: element `(b, r, c)` is at
+/// `byte_offset + elem_size * (sum_j batch_strides[j] * b[j] + r * row_stride + c * col_stride)`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MatView {
+    pub region: Region,
+    pub byte_offset: i64,
+    pub batch_strides: Vec<i64>,
+    pub row_stride: i64,
+    pub col_stride: i64,
+}
+
+/// `c[b] = alpha * a[b] @ b[b] + (accumulate ? c[b] : 0)` for every batch index `b`; `a` is
+/// `m x k`, `b` is `k x n`, `c` is `m x n`. All three have element type `elem` (F32 or F64).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Contract {
+    pub elem: Scalar,
+    pub batch: Vec<u64>,
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+    pub a: MatView,
+    pub b: MatView,
+    pub c: MatView,
+    /// `f64` bits.
+    pub alpha: u64,
+    pub accumulate: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum KernelBody {
+    Loop(LoopKernel),
+    Contract(Contract),
+}
+
+/// One kernel, named for profiles and error messages (`"MatMul fc1/MatMul #0"`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Kernel {
+    pub name: String,
+    pub body: KernelBody,
+}
+
+/// Why a kernel is malformed (only plans from outside, or a memc bug, produce these).
+#[derive(Debug, Error, PartialEq)]
+pub enum KernelError {
+    #[error("kernel `{kernel}`: {message}")]
+    Malformed { kernel: String, message: String },
+    #[error("kernel `{kernel}`: view {view} reaches bytes {lo}..{hi} outside its region of {size} bytes")]
+    OutOfBounds { kernel: String, view: String, lo: i128, hi: i128, size: u64 },
+}
+
+/// The byte sizes of the two regions a kernel may touch.
+#[derive(Copy, Clone, Debug)]
+pub struct RegionSizes {
+    pub arena: u64,
+    pub weights: u64,
+}
+
+impl RegionSizes {
+    fn of(self, region: Region) -> u64 {
+        match region {
+            Region::Arena => self.arena,
+            Region::Weights => self.weights,
+        }
+    }
+}
+
+/// Most loop axes a kernel may have.
+pub const MAX_AXES: usize = 16;
+/// Most instructions in one stage.
+pub const MAX_INSTS: usize = 4096;
+
+impl Kernel {
+    /// Checks everything a backend relies on: see the module doc.
+    pub fn validate(&self, sizes: RegionSizes) -> Result<(), KernelError> {
+        let bad = |message: String| KernelError::Malformed { kernel: self.name.clone(), message };
+        match &self.body {
+            KernelBody::Loop(k) => validate_loop(self, k, sizes, &bad),
+            KernelBody::Contract(c) => validate_contract(self, c, sizes, &bad),
+        }
+    }
+}
+
+fn validate_loop(
+    kernel: &Kernel,
+    k: &LoopKernel,
+    sizes: RegionSizes,
+    bad: &dyn Fn(String) -> KernelError,
+) -> Result<(), KernelError> {
+    let n_axes = k.n_axes();
+    if n_axes > MAX_AXES {
+        return Err(bad(format!("{n_axes} loop axes (at most {MAX_AXES})")));
+    }
+    if k.outer.iter().chain(&k.inner).any(|&e| e > i64::MAX as u64 / 2) {
+        return Err(bad("a loop extent is too large".into()));
+    }
+    let total = k.outer.iter().chain(&k.inner).try_fold(1u64, |acc, &e| acc.checked_mul(e));
+    if total.is_none() {
+        return Err(bad("the loop extents overflow".into()));
+    }
+    let empty = k.outer.iter().chain(&k.inner).any(|&e| e == 0);
+    // Extra index ranges of each view from its indirect loads: (stride, limit) pairs.
+    let mut indirect: Vec<Vec<(i64, i64)>> = vec![Vec::new(); k.views.len()];
+    let mut stored = vec![false; k.views.len()];
+    let mut reduces_before: Vec<Option<Scalar>> = Vec::new();
+    for (stage_idx, stage) in k.stages.iter().enumerate() {
+        let (insts, stores): (&[Inst], &[Store]) = match stage {
+            Stage::Reduce { insts, .. } => (insts, &[]),
+            Stage::Map { insts, stores } | Stage::Once { insts, stores } => (insts, stores),
+        };
+        if insts.len() > MAX_INSTS {
+            return Err(bad(format!("stage {stage_idx} has {} instructions", insts.len())));
+        }
+        for (i, inst) in insts.iter().enumerate() {
+            check_inst(k, insts, i, inst, &reduces_before, &mut indirect)
+                .map_err(|m| bad(format!("stage {stage_idx}, instruction {i}: {m}")))?;
+        }
+        for store in stores {
+            let view = k.views.get(store.view as usize).ok_or_else(|| {
+                bad(format!("stage {stage_idx} stores to missing view {}", store.view))
+            })?;
+            let value = insts.get(store.value as usize).ok_or_else(|| {
+                bad(format!("stage {stage_idx} stores missing instruction {}", store.value))
+            })?;
+            if view.region != Region::Arena {
+                return Err(bad(format!("stage {stage_idx} stores into the read-only weights")));
+            }
+            if value.ty != view.elem {
+                return Err(bad(format!(
+                    "stage {stage_idx} stores a {} into a {} view",
+                    value.ty.name(),
+                    view.elem.name()
+                )));
+            }
+            if !view.guards.is_empty() {
+                return Err(bad(format!("stage {stage_idx} stores into a guarded view")));
+            }
+            stored[store.view as usize] = true;
+        }
+        match stage {
+            Stage::Reduce { insts, value, op, ty, .. } => {
+                let v = insts
+                    .get(*value as usize)
+                    .ok_or_else(|| bad(format!("stage {stage_idx} reduces a missing instruction")))?;
+                let acc_ty = match op {
+                    ReduceOp::ArgMax { .. } | ReduceOp::ArgMin { .. } => Scalar::I64,
+                    _ => v.ty,
+                };
+                if *ty != acc_ty {
+                    return Err(bad(format!("stage {stage_idx}: accumulator type mismatch")));
+                }
+                reduces_before.push(Some(acc_ty));
+            }
+            _ => reduces_before.push(None),
+        }
+    }
+    for (idx, view) in k.views.iter().enumerate() {
+        if view.strides.len() != n_axes || view.guards.iter().any(|g| g.coeffs.len() != n_axes) {
+            return Err(bad(format!("view {idx} does not have one stride per loop axis")));
+        }
+        if empty {
+            continue;
+        }
+        check_view_bounds(kernel, k, idx, view, &indirect[idx], stored[idx], sizes)?;
+    }
+    Ok(())
+}
+
+fn check_inst(
+    k: &LoopKernel,
+    insts: &[Inst],
+    i: usize,
+    inst: &Inst,
+    reduces_before: &[Option<Scalar>],
+    indirect: &mut [Vec<(i64, i64)>],
+) -> Result<(), String> {
+    let arg = |id: InstId| -> Result<&Inst, String> {
+        if (id as usize) < i {
+            Ok(&insts[id as usize])
+        } else {
+            Err(format!("operand {id} is not an earlier instruction"))
+        }
+    };
+    let view = |v: u32| k.views.get(v as usize).ok_or_else(|| format!("missing view {v}"));
+    match &inst.kind {
+        InstKind::Load { view: v } => {
+            if view(*v)?.elem != inst.ty {
+                return Err("load type differs from its view".into());
+            }
+        }
+        InstKind::LoadIndirect { view: v, indices } => {
+            if view(*v)?.elem != inst.ty {
+                return Err("load type differs from its view".into());
+            }
+            for ix in indices {
+                if arg(ix.index)?.ty != Scalar::I64 {
+                    return Err("an indirect index is not i64".into());
+                }
+                if ix.limit <= 0 {
+                    return Err("an indirect index has an empty range".into());
+                }
+                indirect[*v as usize].push((ix.stride, ix.limit));
+            }
+        }
+        InstKind::Const { .. } => {}
+        InstKind::Index { axis } => {
+            if *axis as usize >= k.n_axes() || inst.ty != Scalar::I64 {
+                return Err("bad loop index".into());
+            }
+        }
+        InstKind::Acc { stage } => match reduces_before.get(*stage as usize) {
+            Some(Some(ty)) if *ty == inst.ty => {}
+            _ => return Err(format!("stage {stage} is not an earlier reduction of this type")),
+        },
+        InstKind::Unary { op, arg: a } => {
+            let a = arg(*a)?;
+            let want = match op {
+                UnaryOp::IsNan | UnaryOp::IsPosInf | UnaryOp::IsNegInf => {
+                    if !a.ty.is_float() {
+                        return Err("a float test of a non-float".into());
+                    }
+                    Scalar::Bool
+                }
+                UnaryOp::Not => {
+                    if a.ty != Scalar::Bool {
+                        return Err("not of a non-bool".into());
+                    }
+                    Scalar::Bool
+                }
+                UnaryOp::BitNot => {
+                    if !a.ty.is_int() {
+                        return Err("bitwise not of a non-integer".into());
+                    }
+                    a.ty
+                }
+                UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign => a.ty,
+                _ => {
+                    if !a.ty.is_float() {
+                        return Err(format!("{op:?} of a non-float"));
+                    }
+                    a.ty
+                }
+            };
+            if inst.ty != want {
+                return Err("wrong result type".into());
+            }
+        }
+        InstKind::Binary { op, lhs, rhs } => {
+            let (l, r) = (arg(*lhs)?, arg(*rhs)?);
+            if l.ty != r.ty {
+                return Err("operands of different types".into());
+            }
+            let ok = match op {
+                BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => l.ty == Scalar::Bool,
+                BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor => l.ty.is_int(),
+                BinaryOp::Shl | BinaryOp::Shr => l.ty.is_unsigned_int(),
+                BinaryOp::FloorMod => l.ty.is_int() || l.ty.is_float(),
+                _ => true,
+            };
+            if !ok {
+                return Err(format!("{op:?} of {}", l.ty.name()));
+            }
+            let want = if op.is_comparison() { Scalar::Bool } else { l.ty };
+            if inst.ty != want {
+                return Err("wrong result type".into());
+            }
+        }
+        InstKind::Select { cond, then, else_ } => {
+            if arg(*cond)?.ty != Scalar::Bool
+                || arg(*then)?.ty != inst.ty
+                || arg(*else_)?.ty != inst.ty
+            {
+                return Err("select operand types".into());
+            }
+        }
+        InstKind::Cast { arg: a } => {
+            arg(*a)?;
+        }
+    }
+    Ok(())
+}
+
+/// The lowest and highest element index a view can reach, ignoring guards' exclusions (a guarded
+/// element is never read, but the bound stays conservative only where no guard applies; guarded
+/// axes are checked on the guard-admitted range instead).
+fn check_view_bounds(
+    kernel: &Kernel,
+    k: &LoopKernel,
+    idx: usize,
+    view: &View,
+    indirect: &[(i64, i64)],
+    stored: bool,
+    sizes: RegionSizes,
+) -> Result<(), KernelError> {
+    let extents: Vec<u64> = k.outer.iter().chain(&k.inner).copied().collect();
+    let (mut lo, mut hi) = (0i128, 0i128);
+    let guarded_axes: Vec<bool> = (0..extents.len())
+        .map(|a| view.guards.iter().any(|g| g.coeffs[a] != 0))
+        .collect();
+    for (a, &e) in extents.iter().enumerate() {
+        if guarded_axes[a] {
+            continue;
+        }
+        let span = view.strides[a] as i128 * (e as i128 - 1);
+        if span < 0 {
+            lo += span;
+        } else {
+            hi += span;
+        }
+    }
+    // A guarded axis reads only where its guards hold. For the common form (each guard a
+    // single-axis or two-axis sum mapping loop indices onto one input axis with one stride),
+    // bounding by the guard range is exact; in general, fall back to the loop extents and
+    // require them in bounds too.
+    let mut guarded_lo = 0i128;
+    let mut guarded_hi = 0i128;
+    let mut covered = vec![false; extents.len()];
+    for g in &view.guards {
+        // The address contribution of this guard's axes must be `s * (offset + sum coeffs*i)`
+        // for one element stride `s` for the guard to bound it.
+        let axes: Vec<usize> = (0..extents.len()).filter(|&a| g.coeffs[a] != 0).collect();
+        let Some(&first) = axes.first() else { continue };
+        let s_num = view.strides[first] as i128;
+        let c_first = g.coeffs[first] as i128;
+        let proportional = axes.iter().all(|&a| {
+            !covered[a] && view.strides[a] as i128 * c_first == s_num * g.coeffs[a] as i128
+        }) && s_num % c_first == 0;
+        if !proportional || g.limit <= 0 {
+            continue;
+        }
+        let s = s_num / c_first;
+        // In-bounds guard values are 0..limit-1; the address term is s * (value - offset).
+        let a0 = s * (0 - g.offset as i128);
+        let a1 = s * (g.limit as i128 - 1 - g.offset as i128);
+        guarded_lo += a0.min(a1);
+        guarded_hi += a0.max(a1);
+        for &a in &axes {
+            covered[a] = true;
+        }
+    }
+    for (a, &e) in extents.iter().enumerate() {
+        if guarded_axes[a] && !covered[a] {
+            let span = view.strides[a] as i128 * (e as i128 - 1);
+            if span < 0 {
+                lo += span;
+            } else {
+                hi += span;
+            }
+        }
+    }
+    lo += guarded_lo;
+    hi += guarded_hi;
+    for &(stride, limit) in indirect {
+        let span = stride as i128 * (limit as i128 - 1);
+        if span < 0 {
+            lo += span;
+        } else {
+            hi += span;
+        }
+    }
+    let size = view.elem.size() as i128;
+    let lo_byte = view.byte_offset as i128 + lo * size;
+    let hi_byte = view.byte_offset as i128 + (hi + 1) * size;
+    let region = sizes.of(view.region);
+    if lo_byte < 0 || hi_byte > region as i128 || (stored && view.region != Region::Arena) {
+        return Err(KernelError::OutOfBounds {
+            kernel: kernel.name.clone(),
+            view: idx.to_string(),
+            lo: lo_byte,
+            hi: hi_byte,
+            size: region,
+        });
+    }
+    Ok(())
+}
+
+fn validate_contract(
+    kernel: &Kernel,
+    c: &Contract,
+    sizes: RegionSizes,
+    bad: &dyn Fn(String) -> KernelError,
+) -> Result<(), KernelError> {
+    if !matches!(c.elem, Scalar::F32 | Scalar::F64) {
+        return Err(bad(format!("contraction in {}", c.elem.name())));
+    }
+    if c.batch.len() > MAX_AXES {
+        return Err(bad("too many batch axes".into()));
+    }
+    for (name, v) in [("a", &c.a), ("b", &c.b), ("c", &c.c)] {
+        if v.batch_strides.len() != c.batch.len() {
+            return Err(bad(format!("operand {name} does not have one stride per batch axis")));
+        }
+    }
+    if c.c.region != Region::Arena {
+        return Err(bad("the result is in the read-only weights".into()));
+    }
+    let dims = [c.m, c.n, c.k];
+    if dims.iter().chain(&c.batch).any(|&d| d > i64::MAX as u64 / 2) {
+        return Err(bad("a dimension is too large".into()));
+    }
+    if dims.iter().chain(&c.batch).any(|&d| d == 0) {
+        return Ok(());
+    }
+    for (name, v, rows, cols) in [("a", &c.a, c.m, c.k), ("b", &c.b, c.k, c.n), ("c", &c.c, c.m, c.n)] {
+        let mut lo = 0i128;
+        let mut hi = 0i128;
+        let spans = c
+            .batch
+            .iter()
+            .zip(&v.batch_strides)
+            .map(|(&e, &s)| (e, s))
+            .chain([(rows, v.row_stride), (cols, v.col_stride)]);
+        for (e, s) in spans {
+            let span = s as i128 * (e as i128 - 1);
+            if span < 0 {
+                lo += span;
+            } else {
+                hi += span;
+            }
+        }
+        let size = c.elem.size() as i128;
+        let lo_byte = v.byte_offset as i128 + lo * size;
+        let hi_byte = v.byte_offset as i128 + (hi + 1) * size;
+        let region = sizes.of(v.region);
+        if lo_byte < 0 || hi_byte > region as i128 {
+            return Err(KernelError::OutOfBounds {
+                kernel: kernel.name.clone(),
+                view: name.to_string(),
+                lo: lo_byte,
+                hi: hi_byte,
+                size: region,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Bits of an `f64` constant, for [`InstKind::Const`] and reduction inits.
+pub fn f64_bits(value: f64) -> u64 {
+    value.to_bits()
+}
+
+/// Bits of an `i64` constant.
+pub fn i64_bits(value: i64) -> u64 {
+    value as u64
+}

@@ -1,0 +1,1 @@
+//! Lowering from planned IR to kernels. (Being written.)

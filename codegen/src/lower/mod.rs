@@ -1,1 +1,316 @@
-//! Lowering from planned IR to kernels. (Being written.)
+//! Lowering: from a planned function to a [`Program`] of kernels.
+//!
+//! Every scheduled op becomes one [`Step`] holding zero or more kernels, in schedule order. An op
+//! whose result the planner made a view of its operand (Reshape, Squeeze, a contiguous Slice, ...)
+//! gets no kernel: its bytes are already there. Elementwise chains are fused into one kernel at
+//! the step of their last op (see `elementwise::chains`). Each op family lowers in its own module:
+//!
+//! - `elementwise`: unary, binary, variadic and select ops, casts, activations, and fusion;
+//! - `reduce`: reductions, arg-reductions, softmax and the normalizations, cumulative ops;
+//! - `movement`: transpose, concat, split, slice, gathers, expand, tile, pad, resize, trilu,
+//!   range, shape ops, copies for view ops the planner could not alias;
+//! - `linalg`: MatMul, Gemm, convolutions, pooling, (de)quantization.
+//!
+//! Guarantees: lowering reads only verified, planned IR; every kernel it returns addresses the
+//! planner's offsets and passes [`Kernel::validate`] (checked here, a failure is a memc bug);
+//! an op it cannot lower is reported with its name and the reason, all such ops at once.
+
+pub mod build;
+mod elementwise;
+mod linalg;
+mod movement;
+mod reduce;
+
+pub use build::TensorRef;
+
+use crate::kernel::{Kernel, Region, Scalar};
+use crate::program::{IoTensor, Program, Step, WeightSlot, WEIGHT_ALIGN};
+use memc_ir::ops::ShapeCtx;
+use memc_ir::{Attribute, Diagnostic, Function, OpData, OpId, Opcode, ValueId, WeightId, WeightStore};
+use memc_passes::memory::{MemoryPlan, PlannedKind};
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+/// Why one op could not be lowered.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LowerError {
+    /// The op, or this use of it, has no kernel yet; the message says what.
+    Unsupported(String),
+}
+
+pub type LowerResult = Result<Vec<Kernel>, LowerError>;
+
+/// Shorthand for an unsupported-case error.
+pub fn unsupported(message: impl Into<String>) -> LowerError {
+    LowerError::Unsupported(message.into())
+}
+
+/// What lowering knows while it lowers one function: the IR, the weights and the plan.
+pub struct LowerCtx<'a> {
+    pub func: &'a Function,
+    pub weights: &'a WeightStore,
+    pub plan: &'a MemoryPlan,
+    buffer_of: HashMap<ValueId, usize>,
+    slots: RefCell<WeightSlots>,
+}
+
+#[derive(Default)]
+struct WeightSlots {
+    by_weight: HashMap<WeightId, usize>,
+    slots: Vec<WeightSlot>,
+    size: u64,
+}
+
+impl<'a> LowerCtx<'a> {
+    pub fn new(func: &'a Function, weights: &'a WeightStore, plan: &'a MemoryPlan) -> LowerCtx<'a> {
+        let buffer_of = plan.buffers.iter().enumerate().map(|(i, b)| (b.value, i)).collect();
+        LowerCtx { func, weights, plan, buffer_of, slots: RefCell::default() }
+    }
+
+    pub fn op(&self, op: OpId) -> &'a OpData {
+        self.func.op(op)
+    }
+
+    /// `onnx.MatMul "fc1/MatMul"`: how messages and kernel names refer to an op.
+    pub fn op_label(&self, op: OpId) -> String {
+        let data = self.func.op(op);
+        match &data.loc {
+            Some(loc) => format!("{} \"{}\"", data.opcode.name(), loc),
+            None => data.opcode.name().to_string(),
+        }
+    }
+
+    /// A kernel name for kernel `index` of `op`.
+    pub fn kernel_name(&self, op: OpId, index: usize) -> String {
+        format!("{} #{index}", self.op_label(op))
+    }
+
+    /// The weight a value is, when it is the result of `memc.weight`.
+    pub fn weight_of(&self, value: ValueId) -> Option<WeightId> {
+        let def = self.func.defining_op(value)?;
+        let data = self.func.op(def);
+        if data.opcode != Opcode::Weight {
+            return None;
+        }
+        data.attrs.get("value").and_then(Attribute::as_weight)
+    }
+
+    fn weight_slot(&self, weight: WeightId) -> Result<u64, LowerError> {
+        let mut slots = self.slots.borrow_mut();
+        if let Some(&i) = slots.by_weight.get(&weight) {
+            return Ok(slots.slots[i].byte_offset);
+        }
+        let w = self
+            .weights
+            .get(weight)
+            .ok_or_else(|| unsupported("a weight is missing from the weight store"))?;
+        let size = w
+            .ty()
+            .static_byte_size()
+            .ok_or_else(|| unsupported(format!("weight `{}` has no static size", w.name())))?;
+        let offset = slots.size.div_ceil(WEIGHT_ALIGN) * WEIGHT_ALIGN;
+        slots.size = offset + size;
+        let i = slots.slots.len();
+        slots.slots.push(WeightSlot { name: w.name().to_string(), byte_offset: offset, byte_size: size });
+        slots.by_weight.insert(weight, i);
+        Ok(offset)
+    }
+
+    /// Where `value`'s bytes are while the plan runs.
+    pub fn tensor(&self, value: ValueId) -> Result<TensorRef, LowerError> {
+        let ty = self
+            .func
+            .value_type(value)
+            .tensor()
+            .ok_or_else(|| unsupported("an operand is not a tensor"))?;
+        let elem = Scalar::from_elem(ty.elem).ok_or_else(|| {
+            unsupported(format!("element type {} has no CPU kernels", ty.elem.mlir_name()))
+        })?;
+        let shape = ty.static_shape().ok_or_else(|| unsupported("a shape is not static"))?;
+        if let Some(weight) = self.weight_of(value) {
+            let offset = self.weight_slot(weight)?;
+            return Ok(TensorRef { region: Region::Weights, byte_offset: offset as i64, elem, shape });
+        }
+        let &buffer = self
+            .buffer_of
+            .get(&value)
+            .ok_or_else(|| unsupported("a value has no planned buffer"))?;
+        let b = &self.plan.buffers[buffer];
+        Ok(TensorRef { region: Region::Arena, byte_offset: b.offset as i64, elem, shape })
+    }
+
+    /// Operand `index` of `op`, or `None` when it is absent (`memc.none` or past the end).
+    pub fn operand(&self, op: OpId, index: usize) -> Result<Option<TensorRef>, LowerError> {
+        let Some(&value) = self.func.op(op).operands.get(index) else { return Ok(None) };
+        if self.func.value_type(value).is_none() {
+            return Ok(None);
+        }
+        self.tensor(value).map(Some)
+    }
+
+    /// Operand `index` of `op`, which the verifier guarantees is present.
+    pub fn input(&self, op: OpId, index: usize) -> Result<TensorRef, LowerError> {
+        self.operand(op, index)?
+            .ok_or_else(|| unsupported(format!("operand #{index} is missing")))
+    }
+
+    /// Result `index` of `op`.
+    pub fn result(&self, op: OpId, index: usize) -> Result<TensorRef, LowerError> {
+        let &value = self
+            .func
+            .op(op)
+            .results
+            .get(index)
+            .ok_or_else(|| unsupported(format!("result #{index} is missing")))?;
+        self.tensor(value)
+    }
+
+    /// Whether result `index` of `op` is present and used (optional outputs may be left out).
+    pub fn result_used(&self, op: OpId, index: usize) -> bool {
+        let Some(&value) = self.func.op(op).results.get(index) else { return false };
+        !self.func.value_type(value).is_none() && self.buffer_of.contains_key(&value)
+    }
+
+    /// The integer values of operand `index` when they are compile-time constants.
+    pub fn const_ints(&self, op: OpId, index: usize) -> Option<Vec<i64>> {
+        let ctx = ShapeCtx::new(self.func, op).with_weights(self.weights);
+        ctx.known_operand(index)?.ints()
+    }
+
+    /// The float values of operand `index` when they are compile-time constants.
+    pub fn const_floats(&self, op: OpId, index: usize) -> Option<Vec<f64>> {
+        let ctx = ShapeCtx::new(self.func, op).with_weights(self.weights);
+        ctx.known_operand(index)?.floats()
+    }
+
+    pub fn attr(&self, op: OpId, name: &str) -> Option<&'a Attribute> {
+        self.func.op(op).attrs.get(name)
+    }
+
+    pub fn attr_int(&self, op: OpId, name: &str, default: i64) -> i64 {
+        self.attr(op, name).and_then(Attribute::as_int).unwrap_or(default)
+    }
+
+    pub fn attr_float(&self, op: OpId, name: &str, default: f64) -> f64 {
+        self.attr(op, name).and_then(Attribute::as_float).unwrap_or(default)
+    }
+
+    pub fn attr_ints(&self, op: OpId, name: &str) -> Option<Vec<i64>> {
+        self.attr(op, name).and_then(Attribute::as_ints)
+    }
+
+    pub fn attr_str(&self, op: OpId, name: &str) -> Option<&'a str> {
+        self.attr(op, name).and_then(Attribute::as_str)
+    }
+
+    /// Whether the planner made result 0 of `op` a view of another buffer (no kernel needed).
+    pub fn is_planned_view(&self, op: OpId) -> bool {
+        let Some(&value) = self.func.op(op).results.first() else { return false };
+        self.buffer_of
+            .get(&value)
+            .is_some_and(|&b| matches!(self.plan.buffers[b].kind, PlannedKind::View { .. }))
+    }
+}
+
+/// Lowers the planned function `func` to a program. On failure, returns one diagnostic listing
+/// every op that could not be lowered.
+pub fn lower_function(
+    func: &Function,
+    weights: &WeightStore,
+    plan: &MemoryPlan,
+) -> Result<Program, Diagnostic> {
+    let ctx = LowerCtx::new(func, weights, plan);
+    let mut failures: Vec<(String, String)> = Vec::new();
+    let chains = elementwise::chains(&ctx);
+    let mut steps = Vec::with_capacity(plan.schedule.len());
+    for &op in &plan.schedule {
+        let label = ctx.op_label(op);
+        let lowered = match chains.get(&op) {
+            Some(elementwise::ChainRole::Inner) => Ok(Vec::new()),
+            Some(elementwise::ChainRole::Last(chain)) => elementwise::lower_chain(&ctx, chain),
+            None => lower_op(&ctx, op),
+        };
+        match lowered {
+            Ok(kernels) => steps.push(Step { op: label, kernels }),
+            Err(LowerError::Unsupported(reason)) => failures.push((label, reason)),
+        }
+    }
+    if !failures.is_empty() {
+        let mut d = Diagnostic::error(format!(
+            "the CPU backend cannot lower {} op{} of this model",
+            failures.len(),
+            if failures.len() == 1 { "" } else { "s" }
+        ));
+        for (label, reason) in failures.iter().take(50) {
+            d = d.with_note(format!("{label}: {reason}"));
+        }
+        if failures.len() > 50 {
+            d = d.with_note(format!("... and {} more", failures.len() - 50));
+        }
+        return Err(d);
+    }
+    let io = |value: ValueId, name: String| -> Result<IoTensor, Diagnostic> {
+        let t = ctx.tensor(value).map_err(|LowerError::Unsupported(reason)| {
+            Diagnostic::error(format!("graph input or output `{name}`: {reason}"))
+        })?;
+        Ok(IoTensor {
+            name,
+            elem: t.elem,
+            shape: t.shape,
+            region: t.region,
+            byte_offset: t.byte_offset as u64,
+        })
+    };
+    let mut inputs = Vec::new();
+    for (i, &arg) in func.args().iter().enumerate() {
+        inputs.push(io(arg, io_name(func.arg_attrs(i), || format!("input{i}")))?);
+    }
+    let mut outputs = Vec::new();
+    let ret = func
+        .layout()
+        .block_ops(func.entry_block())
+        .last()
+        .copied()
+        .filter(|&op| func.op(op).opcode == Opcode::Return)
+        .ok_or_else(|| Diagnostic::error("the function has no return (a memc bug)"))?;
+    for (i, &value) in func.op(ret).operands.iter().enumerate() {
+        outputs.push(io(value, io_name(func.result_attrs(i), || format!("output{i}")))?);
+    }
+    let slots = ctx.slots.into_inner();
+    let program = Program {
+        arena_size: plan.arena_size,
+        weights_size: slots.size,
+        inputs,
+        outputs,
+        weights: slots.slots,
+        steps,
+    };
+    program.validate().map_err(|e| {
+        Diagnostic::error(format!("lowering produced an invalid kernel (a memc bug): {e}"))
+    })?;
+    Ok(program)
+}
+
+/// The ONNX name of a function argument or result, from its `memc.name` attribute.
+fn io_name(attrs: &memc_ir::AttrDict, fallback: impl FnOnce() -> String) -> String {
+    attrs.get("memc.name").and_then(Attribute::as_str).map(str::to_string).unwrap_or_else(fallback)
+}
+
+/// Lowers one op that is not part of a fused chain.
+fn lower_op(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let opcode = ctx.op(op).opcode;
+    if ctx.is_planned_view(op) {
+        return Ok(Vec::new());
+    }
+    match opcode {
+        Opcode::Weight | Opcode::None | Opcode::Return => return Ok(Vec::new()),
+        Opcode::If => return Err(unsupported("If with a condition unknown at compile time")),
+        _ => {}
+    }
+    for lower in [elementwise::lower, reduce::lower, movement::lower, linalg::lower] {
+        if let Some(result) = lower(ctx, op) {
+            return result;
+        }
+    }
+    Err(unsupported("no CPU kernel for this op yet"))
+}

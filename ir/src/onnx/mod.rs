@@ -38,7 +38,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// The default-domain opsets memc imports.
-pub const SUPPORTED_OPSETS: std::ops::RangeInclusive<i64> = 13..=21;
+pub const SUPPORTED_OPSETS: std::ops::RangeInclusive<i64> = 13..=27;
 
 /// A model after import.
 pub struct ImportedModel {

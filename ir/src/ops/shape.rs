@@ -1661,3 +1661,56 @@ pub fn if_op(ctx: &ShapeCtx) -> ShapeResult {
         _ => None,
     })
 }
+
+/// `CastLike`: the input's shape with the target's element type.
+pub fn cast_like(ctx: &ShapeCtx) -> ShapeResult {
+    let target = operand(ctx, 1)?;
+    one(TensorType::new(target.elem, operand(ctx, 0)?.dims.clone()))
+}
+
+/// `EyeLike`: the input's 2-d shape, with `dtype` or the input's element type.
+pub fn eye_like(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    if x.rank() != 2 {
+        return Err(format!("EyeLike needs a 2-d input, got rank {}", x.rank()));
+    }
+    let elem = ctx.attr("dtype").and_then(|a| a.as_elem_type()).unwrap_or(x.elem);
+    one(TensorType::new(elem, x.dims.clone()))
+}
+
+fn block_size(ctx: &ShapeCtx) -> Result<u64, String> {
+    match ctx.attr("blocksize").and_then(|a| a.as_int()) {
+        Some(b) if b > 0 => Ok(b as u64),
+        _ => Err("`blocksize` must be positive".to_string()),
+    }
+}
+
+/// `DepthToSpace`: `[N, C, H, W]` to `[N, C / b^2, H * b, W * b]`.
+pub fn depth_to_space(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let b = block_size(ctx)?;
+    if x.rank() != 4 {
+        return Err(format!("DepthToSpace needs a 4-d input, got rank {}", x.rank()));
+    }
+    let c = x.dims[1]
+        .div_exact(&Dim::Static(b * b))
+        .ok_or_else(|| format!("channels {} are not divisible by blocksize^2 = {}", x.dims[1], b * b))?;
+    let scale = Dim::Static(b);
+    one(TensorType::new(
+        x.elem,
+        vec![x.dims[0].clone(), c, x.dims[2].mul(&scale), x.dims[3].mul(&scale)],
+    ))
+}
+
+/// `SpaceToDepth`: `[N, C, H, W]` to `[N, C * b^2, H / b, W / b]`.
+pub fn space_to_depth(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let b = block_size(ctx)?;
+    if x.rank() != 4 {
+        return Err(format!("SpaceToDepth needs a 4-d input, got rank {}", x.rank()));
+    }
+    let block = Dim::Static(b);
+    let h = x.dims[2].div_exact(&block).ok_or_else(|| format!("height {} is not divisible by {b}", x.dims[2]))?;
+    let w = x.dims[3].div_exact(&block).ok_or_else(|| format!("width {} is not divisible by {b}", x.dims[3]))?;
+    one(TensorType::new(x.elem, vec![x.dims[0].clone(), x.dims[1].mul(&Dim::Static(b * b)), h, w]))
+}

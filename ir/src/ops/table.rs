@@ -116,6 +116,13 @@ define_ops! {
     GreaterOrEqual = op("onnx.GreaterOrEqual", "A >= B").ins(AB_T).outs(C_BOOL).vars(&[("T", NUMERIC), ("B", BOOL)]).traits(ELEMENTWISE).shape(s::broadcast_to_bool).fold(f::greater_or_equal);
     And = op("onnx.And", "A and B").ins(AB_T).outs(C_T).vars(&[("T", BOOL)]).traits(COMMUTATIVE_EW).shape(s::broadcast).fold(f::and);
     Or = op("onnx.Or", "A or B").ins(AB_T).outs(C_T).vars(&[("T", BOOL)]).traits(COMMUTATIVE_EW).shape(s::broadcast).fold(f::or);
+    Xor = op("onnx.Xor", "A xor B").ins(AB_T).outs(C_T).vars(&[("T", BOOL)]).traits(COMMUTATIVE_EW).shape(s::broadcast);
+    BitwiseAnd = op("onnx.BitwiseAnd", "A & B").ins(AB_T).outs(C_T).vars(&[("T", INT)]).traits(COMMUTATIVE_EW).shape(s::broadcast);
+    BitwiseOr = op("onnx.BitwiseOr", "A | B").ins(AB_T).outs(C_T).vars(&[("T", INT)]).traits(COMMUTATIVE_EW).shape(s::broadcast);
+    BitwiseXor = op("onnx.BitwiseXor", "A ^ B").ins(AB_T).outs(C_T).vars(&[("T", INT)]).traits(COMMUTATIVE_EW).shape(s::broadcast);
+    BitShift = op("onnx.BitShift", "X shifted by Y bits in `direction`").ins(&[req("X", var("T")), req("Y", var("T"))]).outs(&[req("Z", var("T"))]).vars(&[("T", &[crate::ElemType::U64, crate::ElemType::U32, crate::ElemType::U16, crate::ElemType::U8])]).attrs(&[required("direction", String)]).traits(ELEMENTWISE).shape(s::broadcast);
+    PRelu = op("onnx.PRelu", "X < 0 ? slope * X : X").ins(&[req("X", var("T")), req("slope", var("T"))]).outs(Y_T).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::broadcast);
+    Mean = op("onnx.Mean", "elementwise mean of the inputs").ins(&[variadic("data_0", var("T"))]).outs(&[req("mean", var("T"))]).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::broadcast);
     Mod = op("onnx.Mod", "A mod B: the divisor's sign, or the dividend's with `fmod`").ins(AB_T).outs(C_T).vars(T_NUMERIC).attrs(&[int_attr("fmod", 0)]).traits(ELEMENTWISE).shape(s::broadcast).fold(f::modulo);
     Where = op("onnx.Where", "condition ? X : Y").ins(&[req("condition", var("B")), req("X", var("T")), req("Y", var("T"))]).outs(&[req("output", var("T"))]).vars(&[("B", BOOL), ("T", ANY)]).traits(ELEMENTWISE).shape(s::broadcast_where).fold(f::where_);
 
@@ -134,6 +141,26 @@ define_ops! {
     Sin = op("onnx.Sin", "sine").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
     Cos = op("onnx.Cos", "cosine").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
     Erf = op("onnx.Erf", "the error function").ins(X_T).outs(Y_T).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::same_as_first);
+    Tan = op("onnx.Tan", "tangent").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    Asin = op("onnx.Asin", "arcsine").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    Acos = op("onnx.Acos", "arccosine").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    Atan = op("onnx.Atan", "arctangent").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    Sinh = op("onnx.Sinh", "hyperbolic sine").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    Cosh = op("onnx.Cosh", "hyperbolic cosine").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    Asinh = op("onnx.Asinh", "inverse hyperbolic sine").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    Acosh = op("onnx.Acosh", "inverse hyperbolic cosine").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    Atanh = op("onnx.Atanh", "inverse hyperbolic tangent").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    Round = op("onnx.Round", "round half to even").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    Softsign = op("onnx.Softsign", "X / (1 + |X|)").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    Mish = op("onnx.Mish", "X * tanh(softplus(X))").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    Selu = op("onnx.Selu", "gamma * (X > 0 ? X : alpha * (e ^ X - 1))").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(&[float_attr("alpha", 1.673_263_192_176_818_8), float_attr("gamma", 1.050_701_022_148_132_3)]).traits(ELEMENTWISE).shape(s::same_as_first);
+    ThresholdedRelu = op("onnx.ThresholdedRelu", "X > alpha ? X : 0").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(&[float_attr("alpha", 1.0)]).traits(ELEMENTWISE).shape(s::same_as_first);
+    Celu = op("onnx.Celu", "max(0, X) + min(0, alpha * (e ^ (X / alpha) - 1))").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(&[float_attr("alpha", 1.0)]).traits(ELEMENTWISE).shape(s::same_as_first);
+    Swish = op("onnx.Swish", "X * sigmoid(alpha * X)").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(&[float_attr("alpha", 1.0)]).traits(ELEMENTWISE).shape(s::same_as_first);
+    Shrink = op("onnx.Shrink", "X < -lambd ? X + bias : X > lambd ? X - bias : 0").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_NUMERIC).attrs(&[float_attr("bias", 0.0), float_attr("lambd", 0.5)]).traits(ELEMENTWISE).shape(s::same_as_first);
+    IsInf = op("onnx.IsInf", "whether X is infinite (of the selected signs)").ins(X_T).outs(&[req("Y", var("B"))]).vars(&[("T", FLOAT), ("B", BOOL)]).attrs(&[int_attr("detect_negative", 1), int_attr("detect_positive", 1)]).traits(ELEMENTWISE).shape(s::same_shape_bool);
+    BitwiseNot = op("onnx.BitwiseNot", "bitwise not").ins(X_T).outs(Y_T).vars(&[("T", INT)]).traits(ELEMENTWISE).shape(s::same_as_first);
+    CastLike = op("onnx.CastLike", "converts to the element type of `target_type`").ins(&[req("input", var("T1")), req("target_type", var("T2"))]).outs(&[req("output", var("T2"))]).vars(&[("T1", ANY), ("T2", ANY)]).attrs(&[int_attr("saturate", 1)]).traits(ELEMENTWISE).shape(s::cast_like);
     Relu = op("onnx.Relu", "max(X, 0)").ins(X_T).outs(Y_T).vars(T_SIGNED).traits(ELEMENTWISE).shape(s::same_as_first);
     LeakyRelu = op("onnx.LeakyRelu", "X < 0 ? alpha * X : X").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(&[float_attr("alpha", 0.01)]).traits(ELEMENTWISE).shape(s::same_as_first);
     Elu = op("onnx.Elu", "X < 0 ? alpha * (e ^ X - 1) : X").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(&[float_attr("alpha", 1.0)]).traits(ELEMENTWISE).shape(s::same_as_first);
@@ -151,6 +178,11 @@ define_ops! {
     // Normalization and activation over an axis.
     Softmax = op("onnx.Softmax", "softmax along `axis`").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_FLOAT).attrs(&[int_attr("axis", -1)]).verify(v::axis_in_range).shape(s::same_as_first);
     LogSoftmax = op("onnx.LogSoftmax", "log of softmax along `axis`").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_FLOAT).attrs(&[int_attr("axis", -1)]).verify(v::axis_in_range).shape(s::same_as_first);
+    Hardmax = op("onnx.Hardmax", "1 at the first max along `axis`, else 0").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_FLOAT).attrs(&[int_attr("axis", -1)]).verify(v::axis_in_range).shape(s::same_as_first);
+    RMSNormalization = op("onnx.RMSNormalization", "X / sqrt(mean(X^2) + epsilon) * scale over the dims from `axis` on").ins(&[req("X", var("T")), req("scale", var("V"))]).outs(&[req("Y", var("V"))]).vars(&[("T", FLOAT), ("V", FLOAT)]).attrs(&[int_attr("axis", -1), float_attr("epsilon", 1e-5), int_attr("stash_type", 1)]).verify(v::axis_in_range).shape(s::same_as_first);
+    InstanceNormalization = op("onnx.InstanceNormalization", "normalizes each channel of each instance").ins(&[req("input", var("T")), req("scale", var("T")), req("B", var("T"))]).outs(&[req("output", var("T"))]).vars(T_FLOAT).attrs(&[float_attr("epsilon", 1e-5)]).shape(s::same_as_first);
+    LpNormalization = op("onnx.LpNormalization", "divides by the Lp norm along `axis`").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_FLOAT).attrs(&[int_attr("axis", -1), int_attr("p", 2)]).verify(v::axis_in_range).shape(s::same_as_first);
+    MeanVarianceNormalization = op("onnx.MeanVarianceNormalization", "(X - mean) / std over `axes`").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(&[attr("axes", Ints)]).shape(s::same_as_first);
     LayerNormalization = op("onnx.LayerNormalization", "normalizes over the dims from `axis` on").ins(&[req("X", var("T")), req("Scale", var("T")), opt("B", var("T"))]).outs(&[req("Y", var("T")), opt("Mean", var("U")), opt("InvStdDev", var("U"))]).vars(&[("T", FLOAT), ("U", FLOAT)]).attrs(&[int_attr("axis", -1), float_attr("epsilon", 1e-5), int_attr("stash_type", 1)]).verify(v::axis_in_range).shape(s::layer_normalization);
     BatchNormalization = op("onnx.BatchNormalization", "normalizes each channel with running statistics").ins(&[req("X", var("T")), req("scale", var("T1")), req("B", var("T1")), req("input_mean", var("T2")), req("input_var", var("T2"))]).outs(&[req("Y", var("T")), opt("running_mean", var("T2")), opt("running_var", var("T2"))]).vars(&[("T", FLOAT), ("T1", FLOAT), ("T2", FLOAT)]).attrs(&[float_attr("epsilon", 1e-5), float_attr("momentum", 0.9), int_attr("training_mode", 0)]).shape(s::batch_normalization);
 
@@ -170,6 +202,12 @@ define_ops! {
     ReduceMax = op("onnx.ReduceMax", "max over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce).fold(f::reduce_max);
     ReduceMin = op("onnx.ReduceMin", "min over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce).fold(f::reduce_min);
     ReduceProd = op("onnx.ReduceProd", "product over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce).fold(f::reduce_prod);
+    ReduceL1 = op("onnx.ReduceL1", "sum of |x| over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce);
+    ReduceL2 = op("onnx.ReduceL2", "square root of the sum of squares over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce);
+    ReduceLogSum = op("onnx.ReduceLogSum", "log of the sum over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce);
+    ReduceLogSumExp = op("onnx.ReduceLogSumExp", "log of the sum of e ^ x over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce);
+    ReduceSumSquare = op("onnx.ReduceSumSquare", "sum of squares over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce);
+    CumProd = op("onnx.CumProd", "cumulative product along the `axis` operand").ins(&[req("x", var("T")), req("axis", var("I"))]).outs(&[req("y", var("T"))]).vars(&[("T", NUMERIC), ("I", INDEX)]).attrs(&[int_attr("exclusive", 0), int_attr("reverse", 0)]).shape(s::same_as_first);
     ArgMax = op("onnx.ArgMax", "index of the max along `axis`").ins(&[req("data", var("T"))]).outs(&[req("reduced", var("I"))]).vars(T_NUMERIC_I64).attrs(&[int_attr("axis", 0), int_attr("keepdims", 1), int_attr("select_last_index", 0)]).verify(v::axis_in_range).shape(s::arg_reduce);
     ArgMin = op("onnx.ArgMin", "index of the min along `axis`").ins(&[req("data", var("T"))]).outs(&[req("reduced", var("I"))]).vars(T_NUMERIC_I64).attrs(&[int_attr("axis", 0), int_attr("keepdims", 1), int_attr("select_last_index", 0)]).verify(v::axis_in_range).shape(s::arg_reduce);
     CumSum = op("onnx.CumSum", "cumulative sum along the `axis` operand").ins(&[req("x", var("T")), req("axis", var("I"))]).outs(&[req("y", var("T"))]).vars(&[("T", NUMERIC), ("I", INDEX)]).attrs(&[int_attr("exclusive", 0), int_attr("reverse", 0)]).shape(s::same_as_first);
@@ -192,6 +230,9 @@ define_ops! {
     Pad = op("onnx.Pad", "pads a tensor").ins(&[req("data", var("T")), req("pads", var("I")), opt("constant_value", var("T")), opt("axes", var("J"))]).outs(&[req("output", var("T"))]).vars(&[("T", ANY), ("I", I64_ONLY), ("J", INDEX)]).attrs(&[attr("mode", String)]).shape(s::pad);
     Resize = op("onnx.Resize", "resamples a tensor").ins(&[req("X", var("T1")), opt("roi", var("T2")), opt("scales", var("F")), opt("sizes", var("I"))]).outs(&[req("Y", var("T1"))]).vars(&[("T1", ANY), ("T2", FLOAT), ("F", FLOAT), ("I", I64_ONLY)]).attrs(&[int_attr("antialias", 0), attr("axes", Ints), attr("coordinate_transformation_mode", String), float_attr("cubic_coeff_a", -0.75), int_attr("exclude_outside", 0), float_attr("extrapolation_value", 0.0), attr("keep_aspect_ratio_policy", String), attr("mode", String), attr("nearest_mode", String)]).shape(s::resize);
     Trilu = op("onnx.Trilu", "keeps the upper or lower triangle").ins(&[req("input", var("T")), opt("k", var("I"))]).outs(&[req("output", var("T"))]).vars(T_ANY_I64).attrs(&[int_attr("upper", 1)]).shape(s::same_as_first);
+    EyeLike = op("onnx.EyeLike", "ones on the `k`-th diagonal of the input's 2-d shape").ins(&[req("input", var("T1"))]).outs(&[req("output", var("T2"))]).vars(&[("T1", ANY), ("T2", ANY)]).attrs(&[attr("dtype", ElemType), int_attr("k", 0)]).shape(s::eye_like);
+    DepthToSpace = op("onnx.DepthToSpace", "moves channel blocks into spatial blocks").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_ANY).attrs(&[required("blocksize", Int), attr("mode", String)]).shape(s::depth_to_space);
+    SpaceToDepth = op("onnx.SpaceToDepth", "moves spatial blocks into channels").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_ANY).attrs(&[required("blocksize", Int)]).shape(s::space_to_depth);
 
     // Shape computations.
     Shape = op("onnx.Shape", "the shape of a tensor as an i64 tensor").ins(&[req("data", var("T"))]).outs(&[req("shape", var("I"))]).vars(T_ANY_I64).attrs(&[attr("start", Int), attr("end", Int)]).shape(s::shape).fold(f::shape);

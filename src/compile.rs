@@ -4,7 +4,8 @@
 //! import (ir::onnx) -> verify -> shape-infer -> canonicalize -> cse -> dce      (symbolic dims)
 //!   -> bind --dim values (shape-infer) -> canonicalize -> cse -> dce            (static dims)
 //!   -> schedule -> bufferize (views, in-place) -> liveness -> assign offsets -> validate
-//!   -> [egraph fuse, remat, codegen, plan file: not built yet]
+//!   -> lower to kernels (codegen::lower) -> validate kernels
+//!   -> [egraph fuse, remat: not built yet]
 //! ```
 //!
 //! Stages that exist run here and nowhere else; the CLI and library users call [`compile`].
@@ -43,6 +44,8 @@ pub struct CompileOptions {
     pub plan_memory: bool,
     /// Time the offset search may use.
     pub plan_budget: std::time::Duration,
+    /// Lower the planned function to kernels (implies `plan_memory`).
+    pub lower: bool,
 }
 
 /// What [`compile`] produced.
@@ -52,6 +55,8 @@ pub struct Compiled {
     /// The IR before binding, with symbolic dims (same value handles as `module`).
     pub symbolic: Module,
     pub plan: Option<memc_passes::memory::MemoryPlan>,
+    /// The kernels, when [`CompileOptions::lower`] asked for them.
+    pub program: Option<memc_codegen::Program>,
 }
 
 /// Parses `name=value` for `--dim`.
@@ -98,7 +103,7 @@ pub fn compile(path: &Path, options: &CompileOptions) -> Result<Compiled, Diagno
         infer(&mut module, &options.dims)?;
         cleanup(&mut module)?;
     }
-    let plan = if options.plan_memory {
+    let plan = if options.plan_memory || options.lower {
         let plan_options = memc_passes::plan::PlanOptions {
             budget: options.plan_budget,
         };
@@ -106,10 +111,21 @@ pub fn compile(path: &Path, options: &CompileOptions) -> Result<Compiled, Diagno
     } else {
         None
     };
+    let program = match (&plan, options.lower) {
+        (Some(plan), true) => {
+            let (_, func) = module
+                .functions()
+                .next()
+                .ok_or_else(|| Diagnostic::error("the model has no function"))?;
+            Some(memc_codegen::lower::lower_function(func, &module.weights, plan)?)
+        }
+        _ => None,
+    };
     Ok(Compiled {
         module,
         symbolic,
         plan,
+        program,
     })
 }
 

@@ -262,6 +262,7 @@ fn compile(model: &std::path::Path, request: CompileRequest) -> ExitCode {
         dims: request.dims.into_iter().collect(),
         plan_memory: request.report || emit == Emit::PlanJson,
         plan_budget: std::time::Duration::from_millis(request.plan_budget_ms),
+        lower: emit == Emit::Plan,
     };
     let compiled = match memc::compile::compile(model, &options) {
         Ok(compiled) => compiled,

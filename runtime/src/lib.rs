@@ -1,17 +1,54 @@
-//! memc-runtime: the plan file and the executors that run it. Not built yet; this is what it
-//! will hold.
+//! memc-runtime: the plan file and the executor that runs it.
 //!
-//! - `plan`: the plan file format: a versioned header with a checksum, the schedule, the buffer
-//!   table (offset, size and live range of every intermediate inside one arena), the kernels in
-//!   a form that JITs in milliseconds, the I/O signature, and a weights section aligned so it can
-//!   be memory-mapped. Writing streams weights from the mapped model; reading validates every
-//!   field and reports a corrupted, truncated or wrong-version file as an error.
-//! - `cpu`: an executor that allocates one arena of the planned size and runs the kernels in
-//!   schedule order.
-//! - `gpu`: the same through cudarc, loaded dynamically so memc builds without CUDA.
+//! - [`plan`]: the plan file format, byte by byte: a versioned header with checksums, the
+//!   metadata (the lowered [`memc_codegen::Program`] as JSON: kernels, I/O signature, weight
+//!   slots, arena size, plus where the plan came from), and a page-aligned weights section
+//!   that is memory-mapped and used in place. [`plan::write_plan`] streams weights from the
+//!   model's map; [`plan::PlanFile::open`] treats the file as untrusted and reports a
+//!   corrupted, truncated or wrong-version file as an error.
+//! - [`session`]: the CPU executor: one arena of the planned size, the kernels JIT-compiled
+//!   at load, run in schedule order on a thread pool.
+//! - [`tensor`]: the tensors a session takes and returns; [`npy`]: reading and writing them as
+//!   NumPy `.npy` files.
+//! - [`error`]: [`RuntimeError`], every expected failure, with the file it is about.
 //!
-//! Invariants it will keep: it never allocates per-op memory beyond the planned arena, never
-//! copies weights out of their map, and treats every plan file as untrusted input.
+//! A GPU executor (through cudarc, loaded dynamically) is not built yet.
+//!
+//! Invariants: a session never allocates per-op memory beyond the planned arena, never copies
+//! weights out of their map, and every plan file is untrusted input: nothing in it is used
+//! before it is checked, and no kernel runs before [`memc_codegen::Program::validate`] passed.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use memc_runtime::{Session, TensorRef};
+//!
+//! let image = vec![0.5f32; 3 * 224 * 224];
+//! let shape = [1, 3, 224, 224];
+//! let inputs = [("input", TensorRef::from_slice(&shape, &image)?)];
+//! let outputs = Session::load("resnet50.plan")?.run(&inputs)?;
+//! for output in &outputs {
+//!     println!("{}: {:?}", output.name(), output.shape());
+//! }
+//! let logits: Vec<f32> = outputs[0].to_vec()?;
+//! # Ok::<(), memc_runtime::RuntimeError>(())
+//! ```
+
+#[cfg(target_endian = "big")]
+compile_error!(
+    "memc's plan files, tensors and kernels are little-endian; big-endian hosts are not supported"
+);
+
+pub mod error;
+pub mod npy;
+pub mod plan;
+pub mod session;
+pub mod tensor;
+
+pub use error::{Result, RuntimeError};
+pub use plan::{write_plan, PlanFile, PlanMeta};
+pub use session::{Session, SessionOptions};
+pub use tensor::{Element, Tensor, TensorRef};
 
 /// The plan file format version this build writes and reads.
-pub const PLAN_FORMAT_VERSION: u32 = 0;
+pub const PLAN_FORMAT_VERSION: u32 = 1;

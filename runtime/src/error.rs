@@ -1,0 +1,157 @@
+//! The runtime's one error type: every expected failure of writing or reading a plan file,
+//! loading it, running it, and reading or writing `.npy` tensors.
+//!
+//! Every message names the file it is about where there is one, and says what was expected and
+//! what was found, so the CLI prints it as is.
+
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;
+
+#[derive(Debug, Error)]
+pub enum RuntimeError {
+    /// Opening, reading or mapping a file failed.
+    #[error("cannot read `{}`: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Creating, writing or renaming a file failed.
+    #[error("cannot write `{}`: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("`{}` is not a memc plan file (it does not start with `MEMCPLAN`)", path.display())]
+    NotAPlan { path: PathBuf },
+    #[error(
+        "`{}`: the plan file is truncated: it has {len} bytes but its {what} ends at byte {needed}",
+        path.display()
+    )]
+    Truncated {
+        path: PathBuf,
+        len: u64,
+        needed: u64,
+        what: &'static str,
+    },
+    #[error(
+        "`{}`: plan format version {found}, this memc reads version {supported}; recompile the model",
+        path.display()
+    )]
+    Version {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+    /// A checksum over part of the file does not match the one the header records.
+    #[error(
+        "`{}`: the plan file is corrupted: {section} checksum mismatch (recorded {recorded:#010x}, computed {computed:#010x})",
+        path.display()
+    )]
+    Checksum {
+        path: PathBuf,
+        section: &'static str,
+        recorded: u32,
+        computed: u32,
+    },
+    /// The header's fields contradict each other or the file (sections out of bounds,
+    /// misaligned, overlapping, or trailing bytes).
+    #[error("`{}`: the plan file is corrupted: {message}", path.display())]
+    Layout { path: PathBuf, message: String },
+    #[error("`{}`: the plan's metadata is not valid: {source}", path.display())]
+    Metadata {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    /// The program in a plan file fails [`memc_codegen::Program::validate`].
+    #[error("`{}`: the plan's program is invalid: {source}", path.display())]
+    InvalidProgram {
+        path: PathBuf,
+        source: memc_codegen::KernelError,
+    },
+    /// [`crate::plan::write_plan`] was handed a program that fails validation: a memc bug.
+    #[error("memc bug: the program to write is invalid: {0}")]
+    ProgramToWrite(memc_codegen::KernelError),
+    #[error("weight `{name}` has a slot in the plan but is not in the model's weight store")]
+    WeightMissing { name: String },
+    #[error("weight `{name}` has no bytes (IR parsed from text names weights without their data)")]
+    WeightAbsent { name: String },
+    #[error("weight `{name}` has {actual} bytes but its slot in the plan holds {slot}")]
+    WeightSize {
+        name: String,
+        slot: u64,
+        actual: u64,
+    },
+    #[error("weight slots `{first}` and `{second}` overlap in the weights section")]
+    WeightOverlap { first: String, second: String },
+    #[error("cannot compile the plan's kernels: {0}")]
+    Jit(#[from] memc_codegen::cpu::CpuError),
+    #[error("cannot allocate the arena of {bytes} bytes")]
+    Arena { bytes: u64 },
+    #[error("cannot start the thread pool: {0}")]
+    ThreadPool(String),
+    #[error("unknown input `{name}`; the plan's inputs are {expected}")]
+    UnknownInput { name: String, expected: String },
+    #[error("missing input `{name}` ({expected}); the plan's inputs are {all}")]
+    MissingInput {
+        name: String,
+        expected: String,
+        all: String,
+    },
+    #[error("input `{name}` is given twice")]
+    DuplicateInput { name: String },
+    #[error("input `{name}`: expected element type {expected}, got {got}")]
+    InputType {
+        name: String,
+        expected: &'static str,
+        got: &'static str,
+    },
+    #[error("input `{name}`: expected shape {expected}, got {got}")]
+    InputShape {
+        name: String,
+        expected: String,
+        got: String,
+    },
+    /// A tensor's byte length disagrees with its element type and shape.
+    #[error("tensor of {elem}{shape} needs {expected} bytes, got {got}")]
+    TensorSize {
+        elem: &'static str,
+        shape: String,
+        expected: String,
+        got: u64,
+    },
+    /// A typed read of a tensor of another element type.
+    #[error("tensor `{name}` holds {actual}, not {requested}")]
+    ElementType {
+        name: String,
+        actual: &'static str,
+        requested: &'static str,
+    },
+    /// A `.npy` file memc cannot read, or a tensor it cannot write as one.
+    #[error("`{}`: {message}", path.display())]
+    Npy { path: PathBuf, message: String },
+}
+
+impl RuntimeError {
+    pub(crate) fn read(path: &Path, source: std::io::Error) -> RuntimeError {
+        RuntimeError::Read {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    pub(crate) fn write(path: &Path, source: std::io::Error) -> RuntimeError {
+        RuntimeError::Write {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    pub(crate) fn npy(path: &Path, message: impl Into<String>) -> RuntimeError {
+        RuntimeError::Npy {
+            path: path.to_path_buf(),
+            message: message.into(),
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Reading and writing tensors as NumPy `.npy` files, through the `npyz` crate.
+//!
+//! Supported element types: bool, int8 to int64, uint8 to uint64, float16 (as raw bits),
+//! float32 and float64, little-endian (or `|` for one-byte types), in C order. Everything
+//! else, notably Fortran order, big-endian data, complex numbers, strings and structured
+//! dtypes, is rejected with an error naming the file and the dtype. Data bytes are copied as
+//! they are, never converted element by element; bool elements are normalized to 0 or 1.
+
+use crate::error::{Result, RuntimeError};
+use crate::tensor::{byte_len, Tensor, TensorRef};
+use memc_codegen::Scalar;
+use npyz::{DType, Endianness, TypeChar, TypeStr, WriterBuilder};
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Seek, Write};
+use std::path::Path;
+
+const SUPPORTED: &str =
+    "bool, int8..int64, uint8..uint64, float16, float32 and float64, little-endian, in C order";
+
+/// The memc element type of a `.npy` dtype, or an error message saying why there is none.
+fn scalar_of(dtype: &DType) -> Result<Scalar, String> {
+    let DType::Plain(ty) = dtype else {
+        return Err(format!(
+            "structured dtype {} is not supported; memc reads {SUPPORTED}",
+            dtype.descr()
+        ));
+    };
+    let size = ty.size_field();
+    let scalar = match (ty.type_char(), size) {
+        (TypeChar::Bool, 1) => Some(Scalar::Bool),
+        (TypeChar::Int, 1) => Some(Scalar::I8),
+        (TypeChar::Int, 2) => Some(Scalar::I16),
+        (TypeChar::Int, 4) => Some(Scalar::I32),
+        (TypeChar::Int, 8) => Some(Scalar::I64),
+        (TypeChar::Uint, 1) => Some(Scalar::U8),
+        (TypeChar::Uint, 2) => Some(Scalar::U16),
+        (TypeChar::Uint, 4) => Some(Scalar::U32),
+        (TypeChar::Uint, 8) => Some(Scalar::U64),
+        (TypeChar::Float, 2) => Some(Scalar::F16),
+        (TypeChar::Float, 4) => Some(Scalar::F32),
+        (TypeChar::Float, 8) => Some(Scalar::F64),
+        _ => None,
+    };
+    let scalar =
+        scalar.ok_or_else(|| format!("dtype '{ty}' is not supported; memc reads {SUPPORTED}"))?;
+    if ty.endianness() == Endianness::Big && size > 1 {
+        return Err(format!(
+            "dtype '{ty}' is big-endian; memc reads little-endian data (in NumPy: `a.astype(a.dtype.newbyteorder('<'))`)"
+        ));
+    }
+    Ok(scalar)
+}
+
+/// The `.npy` dtype of a memc element type.
+fn dtype_of(elem: Scalar) -> DType {
+    let (kind, endian) = match elem {
+        Scalar::Bool => ('b', '|'),
+        Scalar::I8 => ('i', '|'),
+        Scalar::U8 => ('u', '|'),
+        Scalar::I16 | Scalar::I32 | Scalar::I64 => ('i', '<'),
+        Scalar::U16 | Scalar::U32 | Scalar::U64 => ('u', '<'),
+        Scalar::F16 | Scalar::F32 | Scalar::F64 => ('f', '<'),
+    };
+    let text = format!("{endian}{kind}{}", elem.size());
+    let ty: TypeStr = text
+        .parse()
+        .expect("the type strings of memc's scalars are valid NumPy type strings");
+    DType::Plain(ty)
+}
+
+/// Reads the `.npy` file at `path` as a tensor named after the file's stem.
+pub fn read_npy(path: &Path) -> Result<Tensor> {
+    let bad = |message: String| RuntimeError::npy(path, message);
+    let file = File::open(path).map_err(|e| RuntimeError::read(path, e))?;
+    let file_len = file
+        .metadata()
+        .map_err(|e| RuntimeError::read(path, e))?
+        .len();
+    let mut reader = BufReader::new(file);
+    let header = npyz::NpyHeader::from_reader(&mut reader)
+        .map_err(|e| bad(format!("not a valid .npy file: {e}")))?;
+    let elem = scalar_of(&header.dtype()).map_err(bad)?;
+    if header.order() == npyz::Order::Fortran && header.shape().len() > 1 {
+        return Err(bad(
+            "the array is in Fortran order; memc reads C order (in NumPy: `np.ascontiguousarray(a)`)"
+                .into(),
+        ));
+    }
+    let shape = header.shape().to_vec();
+    let data_start = reader
+        .stream_position()
+        .map_err(|e| RuntimeError::read(path, e))?;
+    let available = file_len.saturating_sub(data_start);
+    let n_bytes = byte_len(elem, &shape)
+        .filter(|&n| n as u64 <= available)
+        .ok_or_else(|| {
+            bad(format!(
+                "the file is truncated: its header promises {} elements of {} ({} bytes of data) but {available} bytes follow the header",
+                shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).map_or("too many".into(), |n| n.to_string()),
+                elem.name(),
+                shape
+                    .iter()
+                    .try_fold(elem.size(), |a, &d| a.checked_mul(d))
+                    .map_or("too many".into(), |n| n.to_string()),
+            ))
+        })?;
+    if n_bytes as u64 != available {
+        return Err(bad(format!(
+            "{} unexpected bytes after the array's {n_bytes} bytes of data",
+            available - n_bytes as u64
+        )));
+    }
+    let mut data = vec![0u8; n_bytes];
+    reader
+        .read_exact(&mut data)
+        .map_err(|e| RuntimeError::read(path, e))?;
+    if elem == Scalar::Bool {
+        for byte in &mut data {
+            *byte = u8::from(*byte != 0);
+        }
+    }
+    let name = path
+        .file_stem()
+        .map_or(String::new(), |s| s.to_string_lossy().into_owned());
+    Ok(Tensor::new(name, elem, shape, data).expect("the length was computed from the shape"))
+}
+
+/// One element's bytes, written as they are under the dtype the writer was opened with.
+struct RawElement<'a>(&'a [u8]);
+
+struct RawWriter<'a>(std::marker::PhantomData<RawElement<'a>>);
+
+impl<'a> npyz::TypeWrite for RawWriter<'a> {
+    type Value = RawElement<'a>;
+
+    fn write_one<W: Write>(&self, mut writer: W, value: &RawElement<'a>) -> std::io::Result<()> {
+        writer.write_all(value.0)
+    }
+}
+
+impl<'a> npyz::Serialize for RawElement<'a> {
+    type TypeWriter = RawWriter<'a>;
+
+    fn writer(_dtype: &DType) -> Result<RawWriter<'a>, npyz::DTypeError> {
+        Ok(RawWriter(std::marker::PhantomData))
+    }
+}
+
+/// Writes `tensor` to `path` as a `.npy` file (C order, little-endian).
+pub fn write_npy(path: &Path, tensor: TensorRef<'_>) -> Result<()> {
+    let write = |e| RuntimeError::write(path, e);
+    let file = File::create(path).map_err(write)?;
+    let mut out = BufWriter::new(file);
+    let mut writer = npyz::WriteOptions::<RawElement<'_>>::new()
+        .dtype(dtype_of(tensor.elem()))
+        .shape(tensor.shape())
+        .writer(&mut out)
+        .begin_nd()
+        .map_err(write)?;
+    for element in tensor.data().chunks_exact(tensor.elem().size() as usize) {
+        writer.push(&RawElement(element)).map_err(write)?;
+    }
+    writer.finish().map_err(write)?;
+    out.flush().map_err(write)?;
+    Ok(())
+}

@@ -1,0 +1,580 @@
+//! The plan file: what `memc compile` writes and `memc run` loads.
+//!
+//! A plan file holds one [`PlanMeta`] (the lowered [`Program`] plus descriptive fields) and the
+//! bytes of every weight the program reads, laid out so the weights can be memory-mapped and
+//! used in place. It is read as untrusted input: every field is checked before anything trusts
+//! it, and [`Program::validate`] runs before any kernel can.
+//!
+//! # Layout
+//!
+//! All integers are little-endian. The file is three consecutive parts:
+//!
+//! 1. The header, [`HEADER_LEN`] = 64 bytes:
+//!
+//!    | bytes  | type     | field                                                         |
+//!    |--------|----------|---------------------------------------------------------------|
+//!    | 0..8   | [u8; 8]  | magic, the ASCII bytes `MEMCPLAN`                             |
+//!    | 8..12  | u32      | format version, [`PLAN_FORMAT_VERSION`](crate::PLAN_FORMAT_VERSION) |
+//!    | 12..16 | u32      | header length in bytes (64 in version 1)                      |
+//!    | 16..24 | u64      | metadata offset: the file offset of the metadata (= 64)       |
+//!    | 24..32 | u64      | metadata length in bytes                                      |
+//!    | 32..40 | u64      | weights offset: a multiple of [`WEIGHTS_ALIGN`] (4096), at or after the end of the metadata |
+//!    | 40..48 | u64      | weights length in bytes (= the program's `weights_size`)      |
+//!    | 48..52 | u32      | CRC-32 (IEEE, as `crc32fast` computes it) of the metadata     |
+//!    | 52..56 | u32      | CRC-32 of the weights section                                 |
+//!    | 56..60 | u32      | reserved, zero                                                |
+//!    | 60..64 | u32      | CRC-32 of header bytes 0..60                                  |
+//!
+//! 2. The metadata: [`PlanMeta`] as compact UTF-8 JSON (serde's encoding of the structs in this
+//!    module and of [`memc_codegen::Program`]), followed by zero bytes up to the weights offset.
+//!
+//! 3. The weights section: `weights length` bytes. Each [`WeightSlot`] of the program holds its
+//!    weight's bytes at `weights offset + slot.byte_offset`; slots are 64-byte aligned
+//!    ([`memc_codegen::program::WEIGHT_ALIGN`]), so with the section page-aligned every weight is
+//!    64-byte aligned in memory when the file is mapped. Bytes outside every slot are zero.
+//!
+//! The file ends exactly at the end of the weights section (the padding before it is written
+//! even when the weights are empty), so a truncated copy is always detected.
+//!
+//! # Reading
+//!
+//! [`PlanFile::open`] maps the file and checks, in this order, each with its own error: the file
+//! is long enough for the magic, the magic, the version (before anything else in the header, so a
+//! future format with a different header is reported as a version), the header length, the
+//! header checksum, the section bounds (and that the file ends where the weights do), the
+//! metadata checksum, the JSON, [`Program::validate`], and that the weights section is as long
+//! as the program says. The weights checksum reads every weight page, so it is a separate call,
+//! [`PlanFile::verify_weights`].
+//!
+//! # Writing
+//!
+//! [`write_plan`] streams every weight from the [`WeightStore`] (usually a map of the model
+//! file) into the file through one buffered writer, never holding all of them in memory; it
+//! writes into a temporary file beside the target and renames it into place only when
+//! everything succeeded, so a failed compile never leaves a partial plan, and a session that
+//! has the old plan mapped keeps reading the old file.
+
+use crate::error::{Result, RuntimeError};
+use crate::PLAN_FORMAT_VERSION;
+use memc_codegen::program::WeightSlot;
+use memc_codegen::Program;
+use memc_ir::{WeightBytes, WeightStore};
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+/// The first eight bytes of every plan file.
+pub const MAGIC: [u8; 8] = *b"MEMCPLAN";
+/// The header's length in format version 1.
+pub const HEADER_LEN: u64 = 64;
+/// Alignment of the weights section's file offset (a page on every common system).
+pub const WEIGHTS_ALIGN: u64 = 4096;
+
+/// Everything a plan file says besides the weights' bytes: the program and what `memc inspect`
+/// shows about where it came from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanMeta {
+    /// The version of memc that wrote the plan.
+    pub memc_version: String,
+    /// The model's file name, without directories (`resnet50.onnx`).
+    pub model: String,
+    /// The code generation target the kernels were lowered for (`cpu`).
+    pub target: String,
+    /// The symbolic dims bound at compile time (`--dim batch=1`), in the order given.
+    pub dims: Vec<(String, u64)>,
+    /// The memory planner's figures; `None` for programs built without the planner.
+    pub planner: Option<PlannerSummary>,
+    pub program: Program,
+}
+
+impl PlanMeta {
+    /// Metadata for `program`, written by this memc, with no dims and no planner figures.
+    pub fn new(model: impl Into<String>, target: impl Into<String>, program: Program) -> PlanMeta {
+        PlanMeta {
+            memc_version: env!("CARGO_PKG_VERSION").to_string(),
+            model: model.into(),
+            target: target.into(),
+            dims: Vec::new(),
+            planner: None,
+            program,
+        }
+    }
+}
+
+/// What the memory planner decided and how good it is, for `memc inspect`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlannerSummary {
+    /// The scheduling heuristic that gave the op order.
+    pub schedule: String,
+    /// The offset-assignment strategy that won.
+    pub strategy: String,
+    /// The planner's arena size in bytes (the program's arena may add graph inputs and outputs).
+    pub arena_size: u64,
+    /// The lower bound: the most bytes live at once in the chosen schedule.
+    pub load: u64,
+    /// The same if every value owned its bytes (no views, no in-place).
+    pub load_without_sharing: u64,
+    /// The lower bound of the model's own op order.
+    pub load_model_order: u64,
+    /// The schedule step where `load` is reached.
+    pub peak_step: u64,
+    /// The number of planned buffers.
+    pub n_buffers: u64,
+}
+
+impl PlannerSummary {
+    pub fn from_plan(plan: &memc_passes::memory::MemoryPlan) -> PlannerSummary {
+        PlannerSummary {
+            schedule: plan.schedule_name.to_string(),
+            strategy: plan.strategy.to_string(),
+            arena_size: plan.arena_size,
+            load: plan.load,
+            load_without_sharing: plan.load_without_sharing,
+            load_model_order: plan.load_model_order,
+            peak_step: plan.peak_step,
+            n_buffers: plan.buffers.len() as u64,
+        }
+    }
+}
+
+/// The decoded header of a plan file (see the module doc for each field's bytes).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PlanHeader {
+    pub version: u32,
+    pub header_len: u32,
+    pub metadata_offset: u64,
+    pub metadata_len: u64,
+    pub weights_offset: u64,
+    pub weights_len: u64,
+    pub metadata_crc: u32,
+    pub weights_crc: u32,
+    pub header_crc: u32,
+}
+
+impl PlanHeader {
+    /// The header's bytes, with its own checksum computed (`header_crc` is ignored).
+    fn encode(&self) -> [u8; HEADER_LEN as usize] {
+        let mut bytes = [0u8; HEADER_LEN as usize];
+        bytes[0..8].copy_from_slice(&MAGIC);
+        bytes[8..12].copy_from_slice(&self.version.to_le_bytes());
+        bytes[12..16].copy_from_slice(&self.header_len.to_le_bytes());
+        bytes[16..24].copy_from_slice(&self.metadata_offset.to_le_bytes());
+        bytes[24..32].copy_from_slice(&self.metadata_len.to_le_bytes());
+        bytes[32..40].copy_from_slice(&self.weights_offset.to_le_bytes());
+        bytes[40..48].copy_from_slice(&self.weights_len.to_le_bytes());
+        bytes[48..52].copy_from_slice(&self.metadata_crc.to_le_bytes());
+        bytes[52..56].copy_from_slice(&self.weights_crc.to_le_bytes());
+        let crc = crc32fast::hash(&bytes[0..60]);
+        bytes[60..64].copy_from_slice(&crc.to_le_bytes());
+        bytes
+    }
+
+    /// Decodes and checks the header of `file` (the whole file's bytes): everything up to and
+    /// including the section bounds.
+    fn decode(path: &Path, file: &[u8]) -> Result<PlanHeader> {
+        let len = file.len() as u64;
+        let truncated = |needed: u64, what: &'static str| RuntimeError::Truncated {
+            path: path.to_path_buf(),
+            len,
+            needed,
+            what,
+        };
+        let layout = |message: String| RuntimeError::Layout {
+            path: path.to_path_buf(),
+            message,
+        };
+        let magic_len = file.len().min(MAGIC.len());
+        if file[..magic_len] != MAGIC[..magic_len] {
+            return Err(RuntimeError::NotAPlan {
+                path: path.to_path_buf(),
+            });
+        }
+        if file.len() < 12 {
+            return Err(truncated(HEADER_LEN, "header"));
+        }
+        let u32_at = |at: usize| u32::from_le_bytes(file[at..at + 4].try_into().expect("4 bytes"));
+        let u64_at = |at: usize| u64::from_le_bytes(file[at..at + 8].try_into().expect("8 bytes"));
+        let version = u32_at(8);
+        if version != PLAN_FORMAT_VERSION {
+            return Err(RuntimeError::Version {
+                path: path.to_path_buf(),
+                found: version,
+                supported: PLAN_FORMAT_VERSION,
+            });
+        }
+        if len < HEADER_LEN {
+            return Err(truncated(HEADER_LEN, "header"));
+        }
+        let header = PlanHeader {
+            version,
+            header_len: u32_at(12),
+            metadata_offset: u64_at(16),
+            metadata_len: u64_at(24),
+            weights_offset: u64_at(32),
+            weights_len: u64_at(40),
+            metadata_crc: u32_at(48),
+            weights_crc: u32_at(52),
+            header_crc: u32_at(60),
+        };
+        if u64::from(header.header_len) != HEADER_LEN {
+            return Err(layout(format!(
+                "the header says it is {} bytes long; version {PLAN_FORMAT_VERSION} headers are {HEADER_LEN}",
+                header.header_len
+            )));
+        }
+        let computed = crc32fast::hash(&file[0..60]);
+        if computed != header.header_crc {
+            return Err(RuntimeError::Checksum {
+                path: path.to_path_buf(),
+                section: "header",
+                recorded: header.header_crc,
+                computed,
+            });
+        }
+        if u32_at(56) != 0 {
+            return Err(layout("the header's reserved field is not zero".into()));
+        }
+        if header.metadata_offset != HEADER_LEN {
+            return Err(layout(format!(
+                "the metadata starts at offset {}, not right after the header at {HEADER_LEN}",
+                header.metadata_offset
+            )));
+        }
+        let metadata_end = header
+            .metadata_offset
+            .checked_add(header.metadata_len)
+            .ok_or_else(|| layout("the metadata length overflows".into()))?;
+        if header.weights_offset % WEIGHTS_ALIGN != 0 {
+            return Err(layout(format!(
+                "the weights section starts at offset {}, which is not a multiple of {WEIGHTS_ALIGN}",
+                header.weights_offset
+            )));
+        }
+        if header.weights_offset < metadata_end {
+            return Err(layout(format!(
+                "the weights section (offset {}) overlaps the metadata (bytes {}..{metadata_end})",
+                header.weights_offset, header.metadata_offset
+            )));
+        }
+        let weights_end = header
+            .weights_offset
+            .checked_add(header.weights_len)
+            .ok_or_else(|| layout("the weights length overflows".into()))?;
+        if metadata_end > len {
+            return Err(truncated(metadata_end, "metadata"));
+        }
+        if weights_end > len {
+            return Err(truncated(weights_end, "weights section"));
+        }
+        if weights_end < len {
+            return Err(layout(format!(
+                "{} unexpected bytes after the weights section",
+                len - weights_end
+            )));
+        }
+        Ok(header)
+    }
+}
+
+/// What [`write_plan`] wrote.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct PlanStats {
+    pub file_bytes: u64,
+    pub metadata_bytes: u64,
+    pub weights_bytes: u64,
+    pub n_weights: usize,
+    pub metadata_crc: u32,
+    pub weights_crc: u32,
+}
+
+/// Writes `meta` and the bytes of every weight slot of its program, taken from `weights`, as a
+/// plan file at `path` (see the module doc). `path` is replaced only when everything succeeded.
+///
+/// Errors: the program fails validation (a memc bug), a slot's weight is not in `weights`, has
+/// no bytes, or has a different size, two slots overlap, or the file cannot be written.
+pub fn write_plan(path: &Path, meta: &PlanMeta, weights: &WeightStore) -> Result<PlanStats> {
+    let program = &meta.program;
+    program.validate().map_err(RuntimeError::ProgramToWrite)?;
+    let slots = slot_bytes(program, weights)?;
+    let metadata = serde_json::to_vec(meta)
+        .expect("PlanMeta serializes: its maps have string keys and its floats are finite");
+
+    let file_name = path.file_name().ok_or_else(|| {
+        RuntimeError::write(
+            path,
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"),
+        )
+    })?;
+    let mut temp_name = std::ffi::OsString::from(".");
+    temp_name.push(file_name);
+    temp_name.push(format!(".{}.tmp", std::process::id()));
+    let temp = path.with_file_name(temp_name);
+
+    let written = write_file(&temp, &metadata, program.weights_size, &slots);
+    let stats = match written {
+        Ok(stats) => stats,
+        Err(source) => {
+            // The partial file is of no use; failing to remove it changes nothing for the user.
+            let _ = std::fs::remove_file(&temp);
+            return Err(RuntimeError::write(path, source));
+        }
+    };
+    if let Err(source) = std::fs::rename(&temp, path) {
+        let _ = std::fs::remove_file(&temp);
+        return Err(RuntimeError::write(path, source));
+    }
+    Ok(stats)
+}
+
+/// The bytes of every weight slot, in increasing offset order, checked against the store.
+fn slot_bytes<'a>(
+    program: &'a Program,
+    weights: &'a WeightStore,
+) -> Result<Vec<(&'a WeightSlot, &'a [u8])>> {
+    let mut slots = Vec::with_capacity(program.weights.len());
+    for slot in &program.weights {
+        let weight = weights
+            .lookup(&slot.name)
+            .and_then(|id| weights.get(id))
+            .ok_or_else(|| RuntimeError::WeightMissing {
+                name: slot.name.clone(),
+            })?;
+        let bytes: &[u8] = match weight.data() {
+            WeightBytes::Absent => {
+                return Err(RuntimeError::WeightAbsent {
+                    name: slot.name.clone(),
+                })
+            }
+            WeightBytes::Owned(bytes) => bytes,
+            WeightBytes::Mapped(bytes) => bytes,
+        };
+        if bytes.len() as u64 != slot.byte_size {
+            return Err(RuntimeError::WeightSize {
+                name: slot.name.clone(),
+                slot: slot.byte_size,
+                actual: bytes.len() as u64,
+            });
+        }
+        slots.push((slot, bytes));
+    }
+    slots.sort_by_key(|(slot, _)| slot.byte_offset);
+    for pair in slots.windows(2) {
+        let (first, second) = (pair[0].0, pair[1].0);
+        // `validate` bounded every slot by the weights size, so this cannot overflow.
+        if first.byte_offset + first.byte_size > second.byte_offset {
+            return Err(RuntimeError::WeightOverlap {
+                first: first.name.clone(),
+                second: second.name.clone(),
+            });
+        }
+    }
+    Ok(slots)
+}
+
+/// A writer that checksums what passes through it and counts it.
+struct CrcWriter<W> {
+    inner: W,
+    hasher: crc32fast::Hasher,
+    written: u64,
+}
+
+impl<W: Write> CrcWriter<W> {
+    fn write_zeros(&mut self, mut n: u64) -> std::io::Result<()> {
+        const ZEROS: [u8; 4096] = [0; 4096];
+        while n > 0 {
+            let chunk = n.min(ZEROS.len() as u64) as usize;
+            self.write_all(&ZEROS[..chunk])?;
+            n -= chunk as u64;
+        }
+        Ok(())
+    }
+}
+
+impl<W: Write> Write for CrcWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn write_file(
+    path: &Path,
+    metadata: &[u8],
+    weights_size: u64,
+    slots: &[(&WeightSlot, &[u8])],
+) -> std::io::Result<PlanStats> {
+    let file = File::create(path)?;
+    let mut out = CrcWriter {
+        inner: BufWriter::with_capacity(1 << 20, file),
+        hasher: crc32fast::Hasher::new(),
+        written: 0,
+    };
+    // A placeholder for the header, written for real once the weights' checksum is known.
+    out.write_zeros(HEADER_LEN)?;
+    out.write_all(metadata)?;
+    let metadata_end = HEADER_LEN + metadata.len() as u64;
+    let weights_offset = metadata_end.next_multiple_of(WEIGHTS_ALIGN);
+    out.write_zeros(weights_offset - metadata_end)?;
+
+    // Everything up to here is header and metadata; the checksum starts at the weights.
+    out.hasher = crc32fast::Hasher::new();
+    let mut section_pos = 0u64;
+    for (slot, bytes) in slots {
+        out.write_zeros(slot.byte_offset - section_pos)?;
+        out.write_all(bytes)?;
+        section_pos = slot.byte_offset + slot.byte_size;
+    }
+    out.write_zeros(weights_size - section_pos)?;
+    let weights_crc = out.hasher.clone().finalize();
+    let file_bytes = out.written;
+
+    let header = PlanHeader {
+        version: PLAN_FORMAT_VERSION,
+        header_len: HEADER_LEN as u32,
+        metadata_offset: HEADER_LEN,
+        metadata_len: metadata.len() as u64,
+        weights_offset,
+        weights_len: weights_size,
+        metadata_crc: crc32fast::hash(metadata),
+        weights_crc,
+        header_crc: 0,
+    };
+    let mut file = out.inner.into_inner().map_err(|e| e.into_error())?;
+    file.seek(SeekFrom::Start(0))?;
+    file.write_all(&header.encode())?;
+    file.sync_all()?;
+    Ok(PlanStats {
+        file_bytes,
+        metadata_bytes: metadata.len() as u64,
+        weights_bytes: weights_size,
+        n_weights: slots.len(),
+        metadata_crc: header.metadata_crc,
+        weights_crc,
+    })
+}
+
+/// An opened, checked plan file: the header, the metadata, and the weights mapped in place.
+pub struct PlanFile {
+    path: PathBuf,
+    map: memmap2::Mmap,
+    header: PlanHeader,
+    meta: PlanMeta,
+}
+
+impl std::fmt::Debug for PlanFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlanFile")
+            .field("path", &self.path)
+            .field("header", &self.header)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PlanFile {
+    /// Maps the plan file at `path` and checks everything but the weights' checksum (see the
+    /// module doc for the order of the checks).
+    ///
+    /// The file must not be modified in place while the returned value lives (memc itself
+    /// replaces plans by renaming, which leaves a mapped file untouched).
+    pub fn open(path: &Path) -> Result<PlanFile> {
+        let file = File::open(path).map_err(|e| RuntimeError::read(path, e))?;
+        // SAFETY: the map is only read, and memc never writes a plan file in place (see above);
+        // a file changed underneath by another program can give wrong answers but no access
+        // outside the mapping, whose length is fixed here.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| RuntimeError::read(path, e))?;
+        let header = PlanHeader::decode(path, &map)?;
+        let metadata = &map[header.metadata_offset as usize..][..header.metadata_len as usize];
+        let computed = crc32fast::hash(metadata);
+        if computed != header.metadata_crc {
+            return Err(RuntimeError::Checksum {
+                path: path.to_path_buf(),
+                section: "metadata",
+                recorded: header.metadata_crc,
+                computed,
+            });
+        }
+        let meta: PlanMeta =
+            serde_json::from_slice(metadata).map_err(|source| RuntimeError::Metadata {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let program = &meta.program;
+        program
+            .validate()
+            .map_err(|source| RuntimeError::InvalidProgram {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let layout = |message: String| RuntimeError::Layout {
+            path: path.to_path_buf(),
+            message,
+        };
+        if program.weights_size != header.weights_len {
+            return Err(layout(format!(
+                "the weights section is {} bytes but the program reads {}",
+                header.weights_len, program.weights_size
+            )));
+        }
+        for list in [&program.inputs, &program.outputs] {
+            for (i, io) in list.iter().enumerate() {
+                if list[..i].iter().any(|other| other.name == io.name) {
+                    return Err(layout(format!("tensor `{}` is listed twice", io.name)));
+                }
+            }
+        }
+        Ok(PlanFile {
+            path: path.to_path_buf(),
+            map,
+            header,
+            meta,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn header(&self) -> &PlanHeader {
+        &self.header
+    }
+
+    pub fn meta(&self) -> &PlanMeta {
+        &self.meta
+    }
+
+    pub fn program(&self) -> &Program {
+        &self.meta.program
+    }
+
+    /// The plan file's length in bytes.
+    pub fn file_len(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    /// The weights section, mapped from the file; exactly `program().weights_size` bytes,
+    /// starting at a page-aligned address.
+    pub fn weights(&self) -> &[u8] {
+        &self.map[self.header.weights_offset as usize..][..self.header.weights_len as usize]
+    }
+
+    /// Checks the weights section against the header's checksum, reading every weight page.
+    pub fn verify_weights(&self) -> Result<()> {
+        let computed = crc32fast::hash(self.weights());
+        if computed != self.header.weights_crc {
+            return Err(RuntimeError::Checksum {
+                path: self.path.clone(),
+                section: "weights",
+                recorded: self.header.weights_crc,
+                computed,
+            });
+        }
+        Ok(())
+    }
+}

@@ -251,13 +251,12 @@ struct CompileRequest {
 fn compile(model: &std::path::Path, request: CompileRequest) -> ExitCode {
     use memc::compile::Emit;
     let emit = request.emit;
-    if !emit.is_built() {
-        eprintln!("error: `memc compile` cannot write a plan file yet: code generation and the runtime are not built.");
-        eprintln!(
-            "       `--emit plan-json` writes the memory plan; `--emit ir` prints the IR; `--report` shows where memory goes."
-        );
-        return ExitCode::FAILURE;
+    if emit == Emit::Plan && request.output.is_none() {
+        eprintln!("error: `memc compile` writes a plan file: give its path with `-o MODEL.plan`");
+        eprintln!("       (or `--emit ir`, `--emit plan-json` to print to standard output)");
+        return ExitCode::from(2);
     }
+    let dims = request.dims.clone();
     let options = memc::compile::CompileOptions {
         dims: request.dims.into_iter().collect(),
         plan_memory: request.report || emit == Emit::PlanJson,
@@ -291,11 +290,54 @@ fn compile(model: &std::path::Path, request: CompileRequest) -> ExitCode {
             memc::report::table(plan, symbolic, Some(&svg_path.display().to_string()))
         );
     }
+    if let (Emit::Plan, Some(program), Some(output)) =
+        (emit, compiled.program.clone(), request.output.as_deref())
+    {
+        return write_plan_file(model, output, dims, &compiled, program);
+    }
     let text = match (emit, &compiled.plan) {
         (Emit::PlanJson, Some(plan)) => memc::report::json(plan),
         _ => memc::ir::print_module(&compiled.module),
     };
     write_output(request.output.as_deref(), &text)
+}
+
+/// Writes the plan file of a compiled model and says what it holds.
+fn write_plan_file(
+    model: &std::path::Path,
+    output: &std::path::Path,
+    dims: Vec<(String, u64)>,
+    compiled: &memc::compile::Compiled,
+    program: memc::codegen::Program,
+) -> ExitCode {
+    let model_name = model
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let n_kernels = program.n_kernels();
+    let arena = program.arena_size;
+    let mut meta = memc::runtime::plan::PlanMeta::new(model_name, "cpu", program);
+    meta.dims = dims;
+    meta.planner = compiled
+        .plan
+        .as_ref()
+        .map(memc::runtime::plan::PlannerSummary::from_plan);
+    match memc::runtime::plan::write_plan(output, &meta, &compiled.module.weights) {
+        Ok(stats) => {
+            eprintln!(
+                "memc: wrote {} ({} kernels, arena {}, weights {}, {} total)",
+                output.display(),
+                n_kernels,
+                memc::report::human_bytes(arena),
+                memc::report::human_bytes(stats.weights_bytes),
+                memc::report::human_bytes(stats.file_bytes),
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn write_output(output: Option<&std::path::Path>, text: &str) -> ExitCode {

@@ -11,7 +11,8 @@ use memc_passes::memory::{MemoryPlan, PlannedKind};
 use serde_json::json;
 use std::fmt::Write;
 
-fn mib(bytes: u64) -> String {
+/// A byte count for people: `1.50 MiB`, `3.0 KiB`, `12 B`.
+pub fn human_bytes(bytes: u64) -> String {
     if bytes >= 1 << 20 {
         format!("{:.2} MiB", bytes as f64 / 1048576.0)
     } else if bytes >= 1 << 10 {
@@ -64,26 +65,26 @@ pub fn table(plan: &MemoryPlan, symbolic: Option<&Function>, svg_path: Option<&s
     let _ = writeln!(
         out,
         "  arena                     {:>12}  ({} bytes)",
-        mib(plan.arena_size),
+        human_bytes(plan.arena_size),
         plan.arena_size
     );
     let _ = writeln!(
         out,
         "  LOAD (lower bound)        {:>12}  arena/LOAD {}",
-        mib(plan.load),
+        human_bytes(plan.load),
         ratio(plan.arena_size, plan.load)
     );
     let _ = writeln!(
         out,
         "  LOAD, model order         {:>12}  chosen order ({}): {}",
-        mib(plan.load_model_order),
+        human_bytes(plan.load_model_order),
         plan.schedule_name,
-        mib(plan.load)
+        human_bytes(plan.load)
     );
     let _ = writeln!(
         out,
         "  LOAD without views/in-place {:>10}",
-        mib(plan.load_without_sharing)
+        human_bytes(plan.load_without_sharing)
     );
     let n_views = plan
         .buffers
@@ -112,7 +113,7 @@ pub fn table(plan: &MemoryPlan, symbolic: Option<&Function>, svg_path: Option<&s
     let _ = writeln!(
         out,
         "  live at the peak (step {peak}, {}):",
-        mib(plan.live_bytes.get(peak as usize).copied().unwrap_or(0))
+        human_bytes(plan.live_bytes.get(peak as usize).copied().unwrap_or(0))
     );
     let owner = owners(plan);
     let mut group_end: Vec<u64> = plan.buffers.iter().map(|b| b.end).collect();
@@ -153,7 +154,7 @@ pub fn table(plan: &MemoryPlan, symbolic: Option<&Function>, svg_path: Option<&s
             clip(&b.name, 28),
             clip(&b.producer, 36),
             clip(&shape, 22),
-            mib(b.size)
+            human_bytes(b.size)
         );
     }
     out
@@ -265,17 +266,17 @@ pub fn svg(plan: &MemoryPlan) -> String {
         xr = w - 20.0,
         ya = y(plan.arena_size as f64),
         ya_label = y(plan.arena_size as f64) - 4.0,
-        arena = mib(plan.arena_size),
+        arena = human_bytes(plan.arena_size),
         xp = x(peak),
         yp = y(peak_bytes as f64),
         xp_label = (x(peak) + 6.0).min(w - 220.0),
         yp_label = y(peak_bytes as f64) - 8.0,
-        peak_label = mib(peak_bytes),
+        peak_label = human_bytes(peak_bytes),
         peak_step = plan.peak_step,
         yb_label = h - bottom + 16.0,
         last = plan.live_bytes.len().saturating_sub(1),
         ytop_label = top + 4.0,
-        max_label = mib(max_bytes as u64),
+        max_label = human_bytes(max_bytes as u64),
         points = points,
     )
 }

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""memc vs onnxruntime, side by side: latency and peak-RSS growth while running.
+
+    .venv/bin/python bench/run_bench.py [--models mlp,bert,...] [--repeat 20] [--threads 1,2]
+                                        [--memc target/release/memc] [--zoo DIR]
+
+For each zoo model (generated with bench/models/generate.py into --zoo if missing), with the
+same deterministic inputs (bench/models/reference.py) and the same thread counts:
+
+* onnxruntime 1.31 runs in this process: one session per thread count (intra-op threads = N,
+  inter-op = 1, sequential execution), a warm-up run, then --repeat timed runs. Peak-RSS growth
+  during the timed runs is VmHWM after them minus VmRSS before, with the high-water mark reset
+  through /proc/self/clear_refs ("5") after the warm-up.
+* memc runs as `memc run PLAN --threads N --repeat R --rss`, which measures itself the same way
+  (warm-up run, clear_refs, timed runs, VmHWM - VmRSS) and prints one JSON line.
+
+Prints a Markdown table: median latency of each, the ratio, and RSS growth next to memc's
+planned arena plus input and output bytes. Also checks memc's outputs against onnxruntime's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+ROOT = Path(__file__).resolve().parent.parent
+DIMS = {"batch": 1, "seq": 128}
+MODELS = ["mlp", "bert", "gpt", "resnet", "unet", "llm_qdq"]
+
+
+def proc_status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def reset_hwm() -> None:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def sanitize(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+def ort_bench(model: Path, inputs: dict, threads: int, repeat: int):
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    sess = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
+    outputs = sess.run(None, inputs)
+    reset_hwm()
+    before = proc_status_kib("VmRSS")
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        sess.run(None, inputs)
+        times.append(time.perf_counter() - t)
+    growth = (proc_status_kib("VmHWM") - before) * 1024
+    names = [o.name for o in sess.get_outputs()]
+    del sess
+    return float(np.median(times)), max(growth, 0), dict(zip(names, outputs))
+
+
+def memc_bench(memc: str, plan: Path, ref_dir: Path, meta: dict, threads: int, repeat: int, out_dir: Path):
+    cmd = [memc, "run", str(plan), "--threads", str(threads), "--repeat", str(repeat), "--rss", "--output-dir", str(out_dir)]
+    for inp in meta["inputs"]:
+        cmd += ["--input", f"{inp['name']}={ref_dir / 'inputs' / inp['file']}"]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"memc run failed: {res.stderr.strip()}")
+    line = [l for l in res.stdout.splitlines() if l.startswith("{")][-1]
+    return json.loads(line)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--memc", default=str(ROOT / "target/release/memc"))
+    ap.add_argument("--zoo", default="/tmp/memc-bench-zoo")
+    ap.add_argument("--dim", action="append", default=[])
+    args = ap.parse_args()
+    dims = dict(DIMS)
+    for d in args.dim:
+        k, v = d.split("=")
+        dims[k] = int(v)
+    zoo = Path(args.zoo)
+    zoo.mkdir(parents=True, exist_ok=True)
+    models = args.models.split(",")
+    missing = [m for m in models if not (zoo / f"{m}.onnx").exists()]
+    if missing:
+        subprocess.run([sys.executable, str(ROOT / "bench/models/generate.py"), "--out", str(zoo), "--only", ",".join(missing)], check=True)
+    rows = []
+    for m in models:
+        model = zoo / f"{m}.onnx"
+        ref_dir = zoo / f"bench_ref_{m}"
+        dim_args = []
+        for k, v in dims.items():
+            dim_args += ["--dim", f"{k}={v}"]
+        subprocess.run([sys.executable, str(ROOT / "bench/models/reference.py"), str(model), "--out", str(ref_dir)] + dim_args,
+                       check=True, capture_output=True)
+        meta = json.loads((ref_dir / "meta.json").read_text())
+        inputs = {i["name"]: np.load(ref_dir / "inputs" / i["file"]) for i in meta["inputs"]}
+        # Bind only the dims the model has.
+        ir = subprocess.run([args.memc, "compile", str(model), "--emit", "ir"], capture_output=True, text=True).stdout
+        bind = []
+        for k, v in dims.items():
+            if f'"{k}"' in ir:
+                bind += ["--dim", f"{k}={v}"]
+        plan = zoo / f"{m}.plan"
+        res = subprocess.run([args.memc, "compile", str(model), "-o", str(plan)] + bind, capture_output=True, text=True)
+        if res.returncode != 0:
+            rows.append((m, None, res.stderr.strip().splitlines()[0] if res.stderr else "compile failed"))
+            continue
+        for threads in [int(t) for t in args.threads.split(",")]:
+            t_ort, rss_ort, ref_out = ort_bench(model, inputs, threads, args.repeat)
+            out_dir = zoo / f"bench_out_{m}"
+            out_dir.mkdir(exist_ok=True)
+            try:
+                r = memc_bench(args.memc, plan, ref_dir, meta, threads, args.repeat, out_dir)
+            except RuntimeError as e:
+                rows.append((m, None, str(e)))
+                break
+            worst = 0.0
+            for name, want in ref_out.items():
+                got = np.load(out_dir / f"{sanitize(name)}.npy")
+                if want.dtype.kind == "f":
+                    err = np.max(np.abs(got.astype(np.float64) - want) / (1e-3 + np.abs(want))) if want.size else 0.0
+                    worst = max(worst, float(err))
+                elif not np.array_equal(got, want):
+                    worst = float("inf")
+            rows.append((m, dict(threads=threads, ort_ms=t_ort * 1e3, memc_ms=r["median_ms"], ort_rss=rss_ort,
+                                 memc_rss=r["rss_growth_bytes"], arena=r["arena_bytes"], io=r["io_bytes"],
+                                 err=worst), None))
+            print(f"{m} t={threads}: memc {r['median_ms']:.3f} ms, ort {t_ort*1e3:.3f} ms", file=sys.stderr)
+    mib = lambda b: f"{b / 1048576:.2f}"
+    print(f"dims: {dims}; repeat {args.repeat}; median latency")
+    print()
+    print("| model | threads | memc ms | onnxruntime ms | memc / ort | memc run RSS growth MiB | arena + I/O MiB | growth / (arena + I/O) | onnxruntime RSS growth MiB | max rel. err vs ort |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for m, r, err in rows:
+        if r is None:
+            print(f"| {m} | — | — | — | — | — | — | — | — | {err} |")
+            continue
+        total = r["arena"] + r["io"]
+        print(f"| {m} | {r['threads']} | {r['memc_ms']:.3f} | {r['ort_ms']:.3f} | {r['memc_ms'] / r['ort_ms']:.2f} | "
+              f"{mib(r['memc_rss'])} | {mib(total)} | {r['memc_rss'] / max(total, 1):.2f} | {mib(r['ort_rss'])} | {r['err']:.2e} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,325 @@
+//! The ONNX backend node tests, run through memc end to end.
+//!
+//! `pip install onnx==1.22.0` ships 1765 of them under `onnx/backend/test/data/node/`: a one-op
+//! (or few-op) `model.onnx` with `test_data_set_*/input_*.pb` and the expected `output_*.pb`.
+//! Each test is compiled (import, shape inference, planning, lowering), written as a plan file,
+//! loaded by the runtime, run on every data set and compared with the expected outputs
+//! (`|got - want| <= atol + rtol * |want|`, rtol 1e-3, atol 1e-7; NaN matches NaN; integers and
+//! bools exactly).
+//!
+//! Every test gets one status:
+//! - `pass`: every output of every data set matched;
+//! - `unsupported`: memc says plainly it cannot do the model (an op, element type or opset it
+//!   does not support, an op the CPU backend cannot lower);
+//! - `fail`: anything else (a wrong number, a runtime error, a compile error that is not
+//!   "unsupported"). A failure of a supported op is a bug.
+//!
+//! The statuses are written to `tests/node-tests.txt` when `MEMC_UPDATE_NODE_TESTS=1`, and the
+//! test fails when a test listed there as `pass` no longer passes. `MEMC_NODE_FILTER=substring`
+//! runs only the tests whose name contains it (and then neither writes nor checks the file).
+//! Run with `cargo test --release --test node_tests -- --nocapture` to see the summary.
+//!
+//! Needs the venv that `scripts/test` creates (`.venv` with onnx 1.22.0); without it the test
+//! says it was skipped, unless `MEMC_REQUIRE_ZOO` is set.
+
+mod common;
+
+use common::root;
+use memc_codegen::Scalar;
+use memc_ir::onnx::proto::TensorProto;
+use prost::Message;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+const RTOL: f64 = 1e-3;
+const ATOL: f64 = 1e-7;
+const LIST: &str = "tests/node-tests.txt";
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Status {
+    Pass,
+    Unsupported(String),
+    Fail(String),
+}
+
+impl Status {
+    fn word(&self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Unsupported(_) => "unsupported",
+            Status::Fail(_) => "fail",
+        }
+    }
+}
+
+fn node_dir() -> Option<PathBuf> {
+    let site = root().join(".venv/lib");
+    let entries = std::fs::read_dir(&site).ok()?;
+    for entry in entries.flatten() {
+        let dir = entry.path().join("site-packages/onnx/backend/test/data/node");
+        if dir.is_dir() {
+            return Some(dir);
+        }
+    }
+    None
+}
+
+/// Whether a compile error says memc does not support something (as opposed to a bug).
+fn is_unsupported(message: &str) -> bool {
+    const MARKS: &[&str] = &[
+        "unsupported",
+        "not supported",
+        "cannot lower",
+        "memc supports opsets",
+        "no CPU kernels",
+        "has no CPU kernel",
+        "is not supported",
+        "sequence",
+        "optional",
+        "string",
+    ];
+    let lower = message.to_lowercase();
+    MARKS.iter().any(|m| lower.contains(&m.to_lowercase()))
+}
+
+fn one_line(text: &str) -> String {
+    let joined: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    joined.chars().take(200).collect()
+}
+
+fn decode_tensor(path: &Path) -> Result<(Scalar, Vec<u64>, Vec<u8>), String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let proto = TensorProto::decode(bytes.as_slice())
+        .map_err(|e| format!("{}: not a TensorProto: {e}", path.display()))?;
+    let ty = memc_ir::onnx::tensor::tensor_type(&proto)?;
+    let mut external = memc_ir::onnx::external::ExternalData::new(None);
+    let data = memc_ir::onnx::tensor::tensor_bytes(&proto, &ty, &mut external)?;
+    let data = match data {
+        memc_ir::WeightBytes::Owned(b) => b.to_vec(),
+        memc_ir::WeightBytes::Mapped(b) => b.to_vec(),
+        memc_ir::WeightBytes::Absent => Vec::new(),
+    };
+    let elem = Scalar::from_elem(ty.elem).ok_or_else(|| format!("unsupported element type {}", ty.elem.mlir_name()))?;
+    let shape = ty.static_shape().ok_or("a test tensor has a dynamic shape")?;
+    Ok((elem, shape, data))
+}
+
+fn read_f64(elem: Scalar, bytes: &[u8], i: usize) -> f64 {
+    let s = elem.size() as usize;
+    let b = &bytes[i * s..(i + 1) * s];
+    match elem {
+        Scalar::F32 => f32::from_le_bytes(b.try_into().unwrap()) as f64,
+        Scalar::F64 => f64::from_le_bytes(b.try_into().unwrap()),
+        _ => unreachable!("read_f64 is called on float types only"),
+    }
+}
+
+/// Compares one output; `None` when it matches.
+fn compare(name: &str, want: &(Scalar, Vec<u64>, Vec<u8>), got: &memc_runtime::Tensor) -> Option<String> {
+    let (elem, shape, data) = want;
+    if got.elem() != *elem || got.shape() != shape.as_slice() {
+        return Some(format!(
+            "output `{name}`: got {}{:?}, want {}{:?}",
+            got.elem().name(),
+            got.shape(),
+            elem.name(),
+            shape
+        ));
+    }
+    if elem.is_float() && *elem != Scalar::F16 {
+        let n = data.len() / elem.size() as usize;
+        for i in 0..n {
+            let (w, g) = (read_f64(*elem, data, i), read_f64(*elem, got.data(), i));
+            let ok = (w.is_nan() && g.is_nan()) || w == g || (w - g).abs() <= ATOL + RTOL * w.abs();
+            if !ok {
+                return Some(format!("output `{name}` element {i}: got {g}, want {w}"));
+            }
+        }
+        None
+    } else if got.data() != data.as_slice() {
+        let s = elem.size() as usize;
+        let i = got.data().chunks(s).zip(data.chunks(s)).position(|(a, b)| a != b).unwrap_or(0);
+        Some(format!("output `{name}` differs first at element {i}"))
+    } else {
+        None
+    }
+}
+
+fn run_test(dir: &Path, scratch: &Path) -> Status {
+    let model = dir.join("model.onnx");
+    let options = memc::compile::CompileOptions {
+        lower: true,
+        plan_budget: std::time::Duration::from_millis(20),
+        ..Default::default()
+    };
+    let compiled = match std::panic::catch_unwind(|| memc::compile::compile(&model, &options)) {
+        Ok(Ok(c)) => c,
+        Ok(Err(diag)) => {
+            let text = format!("{} {}", diag.message, diag.notes.join(" "));
+            return if is_unsupported(&text) {
+                Status::Unsupported(one_line(&text))
+            } else {
+                Status::Fail(format!("compile: {}", one_line(&text)))
+            };
+        }
+        Err(_) => return Status::Fail("compile panicked".into()),
+    };
+    let Some(program) = compiled.program else { return Status::Fail("no program".into()) };
+    let plan_path = scratch.join(format!(
+        "{}.plan",
+        dir.file_name().map_or("t".into(), |n| n.to_string_lossy().into_owned())
+    ));
+    let meta = memc_runtime::plan::PlanMeta::new("model.onnx", "cpu", program);
+    if let Err(e) = memc_runtime::plan::write_plan(&plan_path, &meta, &compiled.module.weights) {
+        return Status::Fail(format!("write plan: {}", one_line(&e.to_string())));
+    }
+    let options = memc_runtime::SessionOptions { threads: std::num::NonZeroUsize::new(1), ..Default::default() };
+    let session = std::panic::catch_unwind(|| memc_runtime::Session::load_with(&plan_path, &options));
+    let _ = std::fs::remove_file(&plan_path);
+    let mut session = match session {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            let text = e.to_string();
+            return if is_unsupported(&text) {
+                Status::Unsupported(one_line(&text))
+            } else {
+                Status::Fail(format!("load: {}", one_line(&text)))
+            };
+        }
+        Err(_) => return Status::Fail("load panicked".into()),
+    };
+    let input_names: Vec<String> = session.inputs().iter().map(|io| io.name.clone()).collect();
+    let output_names: Vec<String> = session.outputs().iter().map(|io| io.name.clone()).collect();
+    let mut sets: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect())
+        .unwrap_or_default();
+    sets.sort();
+    for set in sets {
+        let mut inputs = Vec::new();
+        for (i, name) in input_names.iter().enumerate() {
+            match decode_tensor(&set.join(format!("input_{i}.pb"))) {
+                Ok(t) => inputs.push((name.clone(), t)),
+                Err(e) => return Status::Unsupported(one_line(&e)),
+            }
+        }
+        let refs: Vec<(&str, memc_runtime::TensorRef)> = inputs
+            .iter()
+            .map(|(name, (elem, shape, data))| {
+                memc_runtime::TensorRef::new(*elem, shape, data).map(|t| (name.as_str(), t))
+            })
+            .collect::<Result<_, _>>()
+            .unwrap_or_default();
+        let outputs = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| session.run(&refs))) {
+            Ok(Ok(outputs)) => outputs,
+            Ok(Err(e)) => return Status::Fail(format!("run: {}", one_line(&e.to_string()))),
+            Err(_) => return Status::Fail("run panicked".into()),
+        };
+        for (i, name) in output_names.iter().enumerate() {
+            let want = match decode_tensor(&set.join(format!("output_{i}.pb"))) {
+                Ok(t) => t,
+                Err(e) => return Status::Unsupported(one_line(&e)),
+            };
+            if let Some(diff) = compare(name, &want, &outputs[i]) {
+                return Status::Fail(one_line(&diff));
+            }
+        }
+    }
+    Status::Pass
+}
+
+fn read_list(path: &Path) -> BTreeMap<String, String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| {
+            let mut parts = l.split_whitespace();
+            let status = parts.next()?;
+            let name = parts.next()?;
+            Some((name.to_string(), status.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn onnx_backend_node_tests() {
+    let Some(dir) = node_dir() else {
+        if std::env::var_os("MEMC_REQUIRE_ZOO").is_some() {
+            panic!("MEMC_REQUIRE_ZOO is set but .venv has no onnx backend test data (run scripts/test)");
+        }
+        println!("skipped: no .venv with onnx (scripts/test makes it)");
+        return;
+    };
+    let filter = std::env::var("MEMC_NODE_FILTER").ok();
+    let mut tests: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("the node test directory exists (node_dir found it)")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("model.onnx").is_file())
+        .filter(|p| {
+            filter.as_deref().is_none_or(|f| p.file_name().is_some_and(|n| n.to_string_lossy().contains(f)))
+        })
+        .collect();
+    tests.sort();
+    let scratch = std::env::temp_dir().join(format!("memc-node-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).expect("the temp dir is writable");
+    let next = AtomicUsize::new(0);
+    let results: Mutex<BTreeMap<String, Status>> = Mutex::new(BTreeMap::new());
+    // Panics inside memc are caught per test and counted as failures; keep their messages quiet.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(test) = tests.get(i) else { break };
+                let status = run_test(test, &scratch);
+                let name = test.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned());
+                results.lock().expect("no thread panics while holding the lock").insert(name, status);
+            });
+        }
+    });
+    std::panic::set_hook(hook);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let results = results.into_inner().expect("the workers finished");
+
+    let count = |word: &str| results.values().filter(|s| s.word() == word).count();
+    let (pass, unsupported, fail) = (count("pass"), count("unsupported"), count("fail"));
+    println!(
+        "node tests: {pass} pass, {unsupported} unsupported, {fail} fail, of {} ({:.1}% pass)",
+        results.len(),
+        100.0 * pass as f64 / results.len().max(1) as f64
+    );
+    for (name, status) in &results {
+        if let Status::Fail(reason) = status {
+            println!("  fail {name}: {reason}");
+        }
+    }
+    if filter.is_some() {
+        return;
+    }
+    let list_path = root().join(LIST);
+    if std::env::var_os("MEMC_UPDATE_NODE_TESTS").is_some() {
+        let mut text = format!(
+            "# ONNX backend node tests (onnx 1.22.0) through memc: {pass} pass, {unsupported} unsupported, {fail} fail, of {}.\n# Regenerate: MEMC_UPDATE_NODE_TESTS=1 cargo test --release --test node_tests\n",
+            results.len()
+        );
+        for (name, status) in &results {
+            let reason = match status {
+                Status::Pass => String::new(),
+                Status::Unsupported(r) | Status::Fail(r) => format!("  {r}"),
+            };
+            text.push_str(&format!("{} {name}{reason}\n", status.word()));
+        }
+        std::fs::write(&list_path, text).expect("tests/node-tests.txt is writable");
+        return;
+    }
+    let committed = read_list(&list_path);
+    let regressions: Vec<String> = committed
+        .iter()
+        .filter(|(name, status)| status.as_str() == "pass" && results.get(*name).is_some_and(|s| *s != Status::Pass))
+        .map(|(name, _)| format!("{name}: {:?}", results[name]))
+        .collect();
+    assert!(regressions.is_empty(), "node tests that passed before fail now:\n{}", regressions.join("\n"));
+}

@@ -51,7 +51,8 @@ def reset_hwm() -> None:
 
 
 def sanitize(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+    s = re.sub(r"[^A-Za-z0-9_.-]", "_", name).strip(".")
+    return s or "tensor"
 
 
 def ort_bench(model: Path, inputs: dict, threads: int, repeat: int):
@@ -77,7 +78,7 @@ def ort_bench(model: Path, inputs: dict, threads: int, repeat: int):
 def memc_bench(memc: str, plan: Path, ref_dir: Path, meta: dict, threads: int, repeat: int, out_dir: Path):
     cmd = [memc, "run", str(plan), "--threads", str(threads), "--repeat", str(repeat), "--rss", "--output-dir", str(out_dir)]
     for inp in meta["inputs"]:
-        cmd += ["--input", f"{inp['name']}={ref_dir / 'inputs' / inp['file']}"]
+        cmd += ["--input", f"{inp['name']}={ref_dir / inp['file']}"]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         raise RuntimeError(f"memc run failed: {res.stderr.strip()}")
@@ -114,7 +115,7 @@ def main() -> int:
         subprocess.run([sys.executable, str(ROOT / "bench/models/reference.py"), str(model), "--out", str(ref_dir)] + dim_args,
                        check=True, capture_output=True)
         meta = json.loads((ref_dir / "meta.json").read_text())
-        inputs = {i["name"]: np.load(ref_dir / "inputs" / i["file"]) for i in meta["inputs"]}
+        inputs = {i["name"]: np.load(ref_dir / i["file"]) for i in meta["inputs"]}
         # Bind only the dims the model has.
         ir = subprocess.run([args.memc, "compile", str(model), "--emit", "ir"], capture_output=True, text=True).stdout
         bind = []

@@ -19,6 +19,7 @@ pub mod build;
 mod elementwise;
 mod linalg;
 mod movement;
+mod quant4;
 mod reduce;
 
 pub use build::TensorRef;
@@ -137,6 +138,27 @@ impl<'a> LowerCtx<'a> {
             .ok_or_else(|| unsupported("a value has no planned buffer"))?;
         let b = &self.plan.buffers[buffer];
         Ok(TensorRef { region: Region::Arena, byte_offset: b.offset as i64, elem, shape })
+    }
+
+    /// The bytes of a 4-bit tensor, as a 1-d u8 tensor (two elements per byte, rounded up).
+    pub fn packed_tensor(&self, value: ValueId) -> Result<TensorRef, LowerError> {
+        let ty = self
+            .func
+            .value_type(value)
+            .tensor()
+            .ok_or_else(|| unsupported("an operand is not a tensor"))?;
+        let n = ty.static_num_elements().ok_or_else(|| unsupported("a shape is not static"))?;
+        let shape = vec![n.div_ceil(2)];
+        if let Some(weight) = self.weight_of(value) {
+            let offset = self.weight_slot(weight)?;
+            return Ok(TensorRef { region: Region::Weights, byte_offset: offset as i64, elem: Scalar::U8, shape });
+        }
+        let &buffer = self
+            .buffer_of
+            .get(&value)
+            .ok_or_else(|| unsupported("a value has no planned buffer"))?;
+        let offset = self.plan.buffers[buffer].offset as i64;
+        Ok(TensorRef { region: Region::Arena, byte_offset: offset, elem: Scalar::U8, shape })
     }
 
     /// Operand `index` of `op`, or `None` when it is absent (`memc.none` or past the end).
@@ -307,7 +329,7 @@ fn lower_op(ctx: &LowerCtx, op: OpId) -> LowerResult {
         Opcode::If => return Err(unsupported("If with a condition unknown at compile time")),
         _ => {}
     }
-    for lower in [elementwise::lower, reduce::lower, movement::lower, linalg::lower] {
+    for lower in [quant4::lower, elementwise::lower, reduce::lower, movement::lower, linalg::lower] {
         if let Some(result) = lower(ctx, op) {
             return result;
         }

@@ -310,6 +310,76 @@ fn bind_inputs<'t>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use memc_codegen::Scalar;
+
+    fn program() -> Program {
+        let io = |name: &str, elem, shape: Vec<u64>, byte_offset| IoTensor {
+            name: name.into(),
+            elem,
+            shape,
+            region: Region::Arena,
+            byte_offset,
+        };
+        Program {
+            arena_size: 128,
+            weights_size: 0,
+            inputs: vec![
+                io("image", Scalar::F32, vec![2, 3], 0),
+                io("ids", Scalar::I64, vec![4], 64),
+            ],
+            outputs: vec![],
+            weights: vec![],
+            steps: vec![],
+        }
+    }
+
+    fn bind_err(inputs: &[(&str, TensorRef<'_>)]) -> String {
+        bind_inputs(&program(), inputs).unwrap_err().to_string()
+    }
+
+    const IMAGE: [f32; 6] = [0.0; 6];
+    const IDS: [i64; 4] = [1, 2, 3, 4];
+
+    #[test]
+    fn inputs_are_bound_in_the_plan_order() {
+        let image = TensorRef::from_slice(&[2, 3], &IMAGE).unwrap();
+        let ids = TensorRef::from_slice(&[4], &IDS).unwrap();
+        let bound = bind_inputs(&program(), &[("ids", ids), ("image", image)]).unwrap();
+        assert_eq!(bound, [image, ids]);
+    }
+
+    #[test]
+    fn each_input_mistake_has_its_message() {
+        let image = TensorRef::from_slice(&[2, 3], &IMAGE).unwrap();
+        let ids = TensorRef::from_slice(&[4], &IDS).unwrap();
+        assert_eq!(
+            bind_err(&[("image", image), ("ids", ids), ("mask", ids)]),
+            "unknown input `mask`; the plan's inputs are `image` (f32[2, 3]), `ids` (i64[4])"
+        );
+        assert_eq!(
+            bind_err(&[("image", image)]),
+            "missing input `ids` (i64[4]); the plan's inputs are `image` (f32[2, 3]), `ids` (i64[4])"
+        );
+        assert_eq!(
+            bind_err(&[("image", image), ("image", image)]),
+            "input `image` is given twice"
+        );
+        assert_eq!(
+            bind_err(&[("image", ids)]),
+            "input `image`: expected element type f32, got i64"
+        );
+        let transposed = TensorRef::from_slice(&[3, 2], &IMAGE).unwrap();
+        assert_eq!(
+            bind_err(&[("image", transposed)]),
+            "input `image`: expected shape [2, 3], got [3, 2]"
+        );
+        let mut none = program();
+        none.inputs.clear();
+        assert_eq!(
+            bind_inputs(&none, &[("x", ids)]).unwrap_err().to_string(),
+            "unknown input `x`; the plan's inputs are none"
+        );
+    }
 
     #[test]
     fn arenas_are_aligned_and_zeroed() {

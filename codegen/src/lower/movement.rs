@@ -1,9 +1,413 @@
-//! (Being written.)
+//! Data movement: copies for view ops the planner could not alias, Transpose, Concat, Split,
+//! Slice, the gathers, Expand, Tile, Pad, Resize, Trilu, EyeLike, DepthToSpace and
+//! SpaceToDepth, Range, ConstantOfShape, and Shape/Size when canonicalization left them.
+//!
+//! Each op becomes loop kernels whose `Map` stage loads and stores, so every element type the
+//! kernel IR has works, whatever its width (F16 included where no arithmetic is needed). The
+//! output of a copy is always walked in row-major order, its innermost loop axis the
+//! output's contiguous one, with size-1 axes dropped and contiguous runs merged
+//! ([`common::merge_axes`]). Index-dependent values (Trilu, EyeLike, Range, the clamped and
+//! reflected reads of Pad, Resize's source coordinates) are computed from `Index`
+//! instructions; data-dependent reads go through `LoadIndirect`.
+//!
+//! Guarantees: kernels follow the ONNX reference implementation (`onnx/reference/ops`) and
+//! produce exactly the shapes `memc_ir::ops::shape` computed; an output with no elements gets
+//! no kernel; constant operands (pads, slice bounds, split sizes, resize scales) must be
+//! compile-time constants, and an op that needs one that is not is reported as unsupported.
 
-use super::{LowerCtx, LowerResult};
-use memc_ir::OpId;
+pub(super) mod common;
+mod gather;
+mod pad;
+mod resize;
+
+use super::build::{Insts, TensorRef};
+use super::{unsupported, LowerCtx, LowerError, LowerResult};
+use crate::kernel::{BinaryOp, InstKind, Kernel, Scalar, View};
+use common::{
+    const_bits_of_bytes, const_ints, loop_kernel, map_stage, norm_axis, operand_absent_or_empty,
+    shifted, strided_copy, IndexMath,
+};
+use memc_ir::{Attribute, OpId, Opcode};
 
 pub fn lower(ctx: &LowerCtx, op: OpId) -> Option<LowerResult> {
-    let _ = (ctx, op);
-    None
+    let lowered = match ctx.op(op).opcode {
+        Opcode::Reshape | Opcode::Flatten | Opcode::Squeeze | Opcode::Unsqueeze | Opcode::Identity => {
+            linear_copy(ctx, op)
+        }
+        Opcode::Transpose => transpose(ctx, op),
+        Opcode::Concat => concat(ctx, op),
+        Opcode::Split => split(ctx, op),
+        Opcode::Slice => slice(ctx, op),
+        Opcode::Gather => gather::gather(ctx, op),
+        Opcode::GatherElements => gather::gather_elements(ctx, op),
+        Opcode::GatherND => gather::gather_nd(ctx, op),
+        Opcode::Expand => expand(ctx, op),
+        Opcode::Tile => tile(ctx, op),
+        Opcode::Pad => pad::pad(ctx, op),
+        Opcode::Resize => resize::resize(ctx, op),
+        Opcode::Trilu => trilu(ctx, op),
+        Opcode::EyeLike => eye_like(ctx, op),
+        Opcode::DepthToSpace => depth_to_space(ctx, op),
+        Opcode::SpaceToDepth => space_to_depth(ctx, op),
+        Opcode::Range => range(ctx, op),
+        Opcode::ConstantOfShape => constant_of_shape(ctx, op),
+        Opcode::Shape => shape(ctx, op),
+        Opcode::Size => size(ctx, op),
+        Opcode::TopK => Err(unsupported("TopK needs a sort kernel")),
+        _ => return None,
+    };
+    Some(lowered)
+}
+
+/// The output of `op`, or `None` when it has no elements (nothing to write).
+fn output(ctx: &LowerCtx, op: OpId, index: usize) -> Result<Option<TensorRef>, LowerError> {
+    let out = ctx.result(op, index)?;
+    Ok((out.numel() > 0).then_some(out))
+}
+
+/// A contiguous view of `t` over its own shape's loop axes.
+fn dense(t: &TensorRef) -> View {
+    t.view_identity(0)
+}
+
+/// Reshape, Flatten, Squeeze, Unsqueeze and Identity when the planner could not make the
+/// result a view (its operand is a weight, or both are graph inputs and outputs): the bytes
+/// are copied unchanged.
+fn linear_copy(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    if !ctx.result_used(op, 0) && ctx.weight_of(ctx.op(op).operands[0]).is_some() {
+        // A view of a weight: it lives in the weights section, nothing runs.
+        return Ok(Vec::new());
+    }
+    let input = ctx.input(op, 0)?;
+    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let n = out.numel();
+    if input.numel() != n {
+        return Err(unsupported("the input and output element counts differ"));
+    }
+    let flat = vec![n];
+    Ok(vec![strided_copy(
+        ctx.kernel_name(op, 0),
+        &flat,
+        dense(&out.reshaped(flat.clone())),
+        dense(&input.reshaped(flat.clone())),
+    )])
+}
+
+/// The permutation of Transpose (reversed dims when `perm` is absent).
+fn transpose_perm(ctx: &LowerCtx, op: OpId, rank: usize) -> Result<Vec<usize>, LowerError> {
+    match ctx.attr_ints(op, "perm") {
+        None => Ok((0..rank).rev().collect()),
+        Some(p) => p.iter().map(|&a| norm_axis(a, rank)).collect(),
+    }
+}
+
+/// Transpose: the output walked in order, the input read with permuted strides.
+fn transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let input = ctx.input(op, 0)?;
+    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let perm = transpose_perm(ctx, op, input.rank())?;
+    let own = input.strides();
+    let strides: Vec<i64> = perm.iter().map(|&p| own[p]).collect();
+    Ok(vec![strided_copy(ctx.kernel_name(op, 0), &out.shape, dense(&out), input.view_with(strides))])
+}
+
+/// Concat: one copy per non-empty input into its slice of the output.
+fn concat(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let axis = norm_axis(ctx.attr_int(op, "axis", 0), out.rank())?;
+    let out_strides = out.strides();
+    let mut kernels = Vec::new();
+    let mut at = 0i64;
+    for i in 0..ctx.op(op).operands.len() {
+        let x = ctx.input(op, i)?;
+        if x.numel() > 0 {
+            let dst = shifted(out.view_with(out_strides.clone()), at * out_strides[axis]);
+            kernels.push(strided_copy(ctx.kernel_name(op, kernels.len()), &x.shape, dst, dense(&x)));
+        }
+        at += x.shape[axis] as i64;
+    }
+    Ok(kernels)
+}
+
+/// Split: one copy per used, non-empty output from its slice of the input. The output types
+/// already hold the sizes (from `split`, or `num_outputs` parts with a smaller last one).
+fn split(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let input = ctx.input(op, 0)?;
+    let axis = norm_axis(ctx.attr_int(op, "axis", 0), input.rank())?;
+    let own = input.strides();
+    let mut kernels = Vec::new();
+    let mut at = 0i64;
+    for j in 0..ctx.op(op).results.len() {
+        let Some(&value) = ctx.op(op).results.get(j) else { break };
+        let ty = ctx.func.value_type(value);
+        let Some(size) = ty.tensor().and_then(|t| t.static_shape()).map(|s| s[axis]) else {
+            return Err(unsupported("a split size is not static"));
+        };
+        if ctx.result_used(op, j) {
+            let out = ctx.result(op, j)?;
+            if out.numel() > 0 {
+                let src = shifted(input.view_with(own.clone()), at * own[axis]);
+                kernels.push(strided_copy(ctx.kernel_name(op, kernels.len()), &out.shape, dense(&out), src));
+            }
+        }
+        at += size as i64;
+    }
+    if at as u64 != input.shape[axis] {
+        return Err(unsupported("the split sizes do not add up to the input's axis"));
+    }
+    Ok(kernels)
+}
+
+/// Slice with constant starts, ends, axes and steps: a strided view of the input.
+fn slice(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let input = ctx.input(op, 0)?;
+    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let rank = input.rank();
+    let need = |index: usize, what: &str| {
+        const_ints(ctx, op, index)
+            .ok_or_else(|| unsupported(format!("Slice {what} must be compile-time constants")))
+    };
+    let starts = need(1, "starts")?;
+    let ends = need(2, "ends")?;
+    let axes: Vec<usize> = if operand_absent_or_empty(ctx, op, 3)? {
+        (0..starts.len()).collect()
+    } else {
+        need(3, "axes")?.iter().map(|&a| norm_axis(a, rank)).collect::<Result<_, _>>()?
+    };
+    let steps = if operand_absent_or_empty(ctx, op, 4)? { vec![1; starts.len()] } else { need(4, "steps")? };
+    if starts.len() != axes.len() || ends.len() != axes.len() || steps.len() != axes.len() {
+        return Err(unsupported("Slice starts, ends, axes and steps differ in length"));
+    }
+    let own = input.strides();
+    let mut strides = own.clone();
+    let mut offset = 0i64;
+    for (i, &a) in axes.iter().enumerate() {
+        let d = input.shape[a] as i64;
+        let step = steps[i];
+        if step == 0 {
+            return Err(unsupported("a Slice step is 0"));
+        }
+        let start = if starts[i] < 0 { starts[i].saturating_add(d) } else { starts[i] };
+        let start = if step > 0 { start.clamp(0, d) } else { start.clamp(0, (d - 1).max(0)) };
+        offset += start * own[a];
+        strides[a] = own[a] * step;
+    }
+    Ok(vec![strided_copy(ctx.kernel_name(op, 0), &out.shape, dense(&out), shifted(input.view_with(strides), offset))])
+}
+
+/// Expand: the input broadcast (numpy rules) to the output's shape.
+fn expand(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let input = ctx.input(op, 0)?;
+    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let src = input.view_broadcast(&out.shape, 0);
+    Ok(vec![strided_copy(ctx.kernel_name(op, 0), &out.shape, dense(&out), src)])
+}
+
+/// Tile: each output axis `d * r` split into loop axes `(r, d)`; the input does not move
+/// along the repeat axes.
+fn tile(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let input = ctx.input(op, 0)?;
+    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let own = input.strides();
+    let out_strides = out.strides();
+    let mut shape = Vec::new();
+    let (mut dst, mut src) = (Vec::new(), Vec::new());
+    for a in 0..input.rank() {
+        let d = input.shape[a];
+        let repeats = out.shape[a] / d.max(1);
+        shape.extend([repeats, d]);
+        dst.extend([out_strides[a] * d as i64, out_strides[a]]);
+        src.extend([0, own[a]]);
+    }
+    Ok(vec![strided_copy(ctx.kernel_name(op, 0), &shape, out.view_with(dst), input.view_with(src))])
+}
+
+/// DepthToSpace: `[N, C, H, W]` read as `[N, b, b, C', H, W]` (DCR) or `[N, C', b, b, H, W]`
+/// (CRD) and written as `[N, C', H, b, W, b]`.
+fn depth_to_space(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let input = ctx.input(op, 0)?;
+    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let b = ctx.attr_int(op, "blocksize", 1);
+    let [n, c, h, w] = input.shape[..] else { return Err(unsupported("DepthToSpace needs a 4-d input")) };
+    let (c, h, w, bu) = (c as i64, h as i64, w as i64, b as u64);
+    let c_out = c / (b * b);
+    let hw = h * w;
+    let crd = ctx.attr_str(op, "mode") == Some("CRD");
+    // Loop axes: n, c', h, bh, w, bw.
+    let shape = vec![n, c_out as u64, h as u64, bu, w as u64, bu];
+    let src = if crd {
+        vec![c * hw, b * b * hw, w, b * hw, 1, hw]
+    } else {
+        vec![c * hw, hw, w, b * c_out * hw, 1, c_out * hw]
+    };
+    Ok(vec![strided_copy(ctx.kernel_name(op, 0), &shape, out.view_with(common::strides_of(&shape)), input.view_with(src))])
+}
+
+/// SpaceToDepth: `[N, C, H, W]` read as `[N, C, H', b, W', b]` and written as
+/// `[N, b, b, C, H', W']`.
+fn space_to_depth(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let input = ctx.input(op, 0)?;
+    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let b = ctx.attr_int(op, "blocksize", 1);
+    let [n, c, h, w] = input.shape[..] else { return Err(unsupported("SpaceToDepth needs a 4-d input")) };
+    let (ci, hi, wi) = (c as i64, h as i64, w as i64);
+    let (ho, wo) = (h / b as u64, w / b as u64);
+    // Loop axes: n, bh, bw, c, h', w'.
+    let shape = vec![n, b as u64, b as u64, c, ho, wo];
+    let src = vec![ci * hi * wi, wi, 1, hi * wi, b * wi, b];
+    Ok(vec![strided_copy(ctx.kernel_name(op, 0), &shape, out.view_with(common::strides_of(&shape)), input.view_with(src))])
+}
+
+/// A one-element view of `t` at every loop point (a runtime scalar operand).
+fn scalar_view(t: &TensorRef, n_axes: usize) -> View {
+    t.view_with(vec![0; n_axes])
+}
+
+/// Trilu: keeps `j - i >= k` (upper) or `j - i <= k` (lower) over the last two axes.
+fn trilu(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let input = ctx.input(op, 0)?;
+    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let rank = out.rank();
+    if rank < 2 {
+        return Err(unsupported("Trilu needs rank 2 or more"));
+    }
+    let upper = ctx.attr_int(op, "upper", 1) != 0;
+    let mut views = vec![dense(&out), dense(&input)];
+    let mut insts = Insts::new();
+    let k = match ctx.operand(op, 1)? {
+        None => insts.i64c(0),
+        Some(t) => match const_ints(ctx, op, 1) {
+            Some(v) => insts.i64c(v.first().copied().unwrap_or(0)),
+            None => {
+                views.push(scalar_view(&t, rank));
+                let k = insts.load(&views, 2);
+                insts.cast(k, Scalar::I64)
+            }
+        },
+    };
+    let i = insts.index(rank - 2);
+    let j = insts.index(rank - 1);
+    let diff = insts.binary(BinaryOp::Sub, j, i);
+    let keep = insts.binary(if upper { BinaryOp::Ge } else { BinaryOp::Le }, diff, k);
+    let x = insts.load(&views, 1);
+    let zero = insts.push(out.elem, InstKind::Const { bits: 0 });
+    let value = insts.select(keep, x, zero);
+    Ok(vec![loop_kernel(ctx.kernel_name(op, 0), out.shape.clone(), Vec::new(), views, vec![map_stage(insts, 0, value)])])
+}
+
+/// The `Const` bits of 1 in `ty`.
+fn one_bits(ty: Scalar) -> u64 {
+    if ty.is_float() {
+        1f64.to_bits()
+    } else {
+        1
+    }
+}
+
+/// EyeLike: ones where `j - i == k`, zeros elsewhere.
+fn eye_like(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    if out.rank() != 2 {
+        return Err(unsupported("EyeLike needs a 2-d output"));
+    }
+    let k = ctx.attr_int(op, "k", 0);
+    let views = vec![dense(&out)];
+    let mut insts = Insts::new();
+    let i = insts.index(0);
+    let j = insts.index(1);
+    let diff = insts.binary(BinaryOp::Sub, j, i);
+    let kc = insts.i64c(k);
+    let on = insts.binary(BinaryOp::Eq, diff, kc);
+    let one = insts.push(out.elem, InstKind::Const { bits: one_bits(out.elem) });
+    let zero = insts.push(out.elem, InstKind::Const { bits: 0 });
+    let value = insts.select(on, one, zero);
+    Ok(vec![loop_kernel(ctx.kernel_name(op, 0), out.shape.clone(), Vec::new(), views, vec![map_stage(insts, 0, value)])])
+}
+
+/// Range: `start + i * delta` (numpy's `arange`), with start and delta constants or loaded.
+fn range(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let ty = out.elem;
+    let mut views = vec![dense(&out)];
+    let mut insts = Insts::new();
+    let mut operand = |index: usize, insts: &mut Insts| -> Result<u32, LowerError> {
+        let t = ctx.input(op, index)?;
+        let weight = common::weight_operand(ctx, op, index);
+        if let Some(bits) = weight.and_then(|(elem, bytes)| const_bits_of_bytes(elem, bytes, ty)) {
+            return Ok(insts.push(ty, InstKind::Const { bits }));
+        }
+        views.push(scalar_view(&t, 1));
+        Ok(insts.load(&views, (views.len() - 1) as u32))
+    };
+    let start = operand(0, &mut insts)?;
+    let delta = operand(2, &mut insts)?;
+    let i = insts.index(0);
+    let i = insts.cast(i, ty);
+    let step = insts.binary(BinaryOp::Mul, i, delta);
+    let value = insts.binary(BinaryOp::Add, start, step);
+    Ok(vec![loop_kernel(ctx.kernel_name(op, 0), out.shape.clone(), Vec::new(), views, vec![map_stage(insts, 0, value)])])
+}
+
+/// A kernel filling `out` with the constant `bits`.
+fn fill(name: String, out: &TensorRef, bits: u64) -> Kernel {
+    let n = out.numel();
+    let flat = out.reshaped(vec![n]);
+    let (shape, strides) = common::merge_axes(&[n], &[vec![1]]);
+    let views = vec![flat.view_with(strides[0].clone())];
+    let mut insts = Insts::new();
+    let value = insts.push(out.elem, InstKind::Const { bits });
+    loop_kernel(name, shape, Vec::new(), views, vec![map_stage(insts, 0, value)])
+}
+
+/// ConstantOfShape: a fill with the one element of the `value` weight (0.0 without it).
+fn constant_of_shape(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let bits = match ctx.attr(op, "value").and_then(Attribute::as_weight) {
+        None => 0,
+        Some(id) => {
+            let w = ctx
+                .weights
+                .get(id)
+                .ok_or_else(|| unsupported("the `value` weight is missing from the weight store"))?;
+            let bytes = w.bytes().ok_or_else(|| unsupported("the `value` weight has no bytes"))?;
+            const_bits_of_bytes(w.ty().elem, bytes, out.elem)
+                .ok_or_else(|| unsupported("the `value` weight has no element"))?
+        }
+    };
+    Ok(vec![fill(ctx.kernel_name(op, 0), &out, bits)])
+}
+
+/// A kernel writing the I64 `values` into the 1-d (or scalar) `out`.
+fn write_i64s(name: String, out: &TensorRef, values: &[i64]) -> Kernel {
+    let n = values.len() as u64;
+    let views = vec![out.reshaped(vec![n]).view_with(vec![1])];
+    let mut insts = Insts::new();
+    let i = insts.index(0);
+    let mut value = insts.i64c(values.last().copied().unwrap_or(0));
+    for (k, &v) in values.iter().enumerate().rev().skip(1) {
+        let kc = insts.i64c(k as i64);
+        let here = insts.binary(BinaryOp::Eq, i, kc);
+        let vc = insts.i64c(v);
+        value = insts.select(here, vc, value);
+    }
+    loop_kernel(name, vec![n], Vec::new(), views, vec![map_stage(insts, 0, value)])
+}
+
+/// Shape: the input's dims `[start, end)` (clamped as ONNX does) as constants.
+fn shape(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let input = ctx.input(op, 0)?;
+    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let r = input.rank() as i64;
+    let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
+    let start = clamp(ctx.attr_int(op, "start", 0));
+    let end = clamp(ctx.attr_int(op, "end", r)).max(start);
+    let dims: Vec<i64> = input.shape[start..end].iter().map(|&d| d as i64).collect();
+    Ok(vec![write_i64s(ctx.kernel_name(op, 0), &out, &dims)])
+}
+
+/// Size: the input's element count as a constant.
+fn size(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let input = ctx.input(op, 0)?;
+    let out = ctx.result(op, 0)?;
+    Ok(vec![write_i64s(ctx.kernel_name(op, 0), &out, &[input.numel() as i64])])
 }

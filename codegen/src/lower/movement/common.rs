@@ -1,0 +1,332 @@
+//! Helpers shared by the movement and linalg lowerings: compile-time constants read from
+//! weights, attribute normalization, index arithmetic on `I64` instructions, and kernel
+//! assembly (strided copies with merged axes, loop kernels with several stages).
+
+use super::super::build::{contiguous_strides, Insts, TensorRef};
+use super::super::{unsupported, LowerCtx, LowerError};
+use crate::kernel::{
+    BinaryOp, InstId, Kernel, KernelBody, LoopKernel, Scalar, Stage, Store, UnaryOp, View,
+};
+use memc_ir::{ElemType, OpId};
+
+/// The raw little-endian bytes and element type of operand `index` of `op` when it is a
+/// weight with loaded bytes.
+pub fn weight_operand<'a>(ctx: &LowerCtx<'a>, op: OpId, index: usize) -> Option<(ElemType, &'a [u8])> {
+    let &value = ctx.op(op).operands.get(index)?;
+    let weight = ctx.weights.get(ctx.weight_of(value)?)?;
+    Some((weight.ty().elem, weight.bytes()?))
+}
+
+/// Decodes little-endian elements of `elem` as `f64` (integers exactly up to 2^53).
+pub fn decode_f64(elem: ElemType, bytes: &[u8]) -> Option<Vec<f64>> {
+    let width = (elem.bits() / 8) as usize;
+    if width == 0 || elem.bits() % 8 != 0 || bytes.len() % width != 0 {
+        return None;
+    }
+    bytes.chunks_exact(width).map(|b| decode_one_f64(elem, b)).collect()
+}
+
+/// Decodes little-endian integer (or bool) elements as `i64`; `None` for float types.
+pub fn decode_i64(elem: ElemType, bytes: &[u8]) -> Option<Vec<i64>> {
+    let width = (elem.bits() / 8) as usize;
+    if elem.is_float() || width == 0 || elem.bits() % 8 != 0 || bytes.len() % width != 0 {
+        return None;
+    }
+    bytes.chunks_exact(width).map(|b| decode_one_i64(elem, b)).collect()
+}
+
+fn raw8(b: &[u8]) -> [u8; 8] {
+    let mut raw = [0u8; 8];
+    raw[..b.len().min(8)].copy_from_slice(&b[..b.len().min(8)]);
+    raw
+}
+
+fn decode_one_i64(elem: ElemType, b: &[u8]) -> Option<i64> {
+    let raw = raw8(b);
+    Some(match elem {
+        ElemType::I8 => i64::from(raw[0] as i8),
+        ElemType::I16 => i64::from(i16::from_le_bytes([raw[0], raw[1]])),
+        ElemType::I32 => i64::from(i32::from_le_bytes([raw[0], raw[1], raw[2], raw[3]])),
+        ElemType::I64 | ElemType::U64 => i64::from_le_bytes(raw),
+        ElemType::U8 | ElemType::Bool => i64::from(raw[0]),
+        ElemType::U16 => i64::from(u16::from_le_bytes([raw[0], raw[1]])),
+        ElemType::U32 => i64::from(u32::from_le_bytes([raw[0], raw[1], raw[2], raw[3]])),
+        _ => return None,
+    })
+}
+
+fn decode_one_f64(elem: ElemType, b: &[u8]) -> Option<f64> {
+    let raw = raw8(b);
+    Some(match elem {
+        ElemType::F64 => f64::from_le_bytes(raw),
+        ElemType::F32 => f64::from(f32::from_le_bytes([raw[0], raw[1], raw[2], raw[3]])),
+        ElemType::F16 => f16_to_f64(u16::from_le_bytes([raw[0], raw[1]])),
+        ElemType::BF16 => f64::from(f32::from_bits(u32::from(u16::from_le_bytes([raw[0], raw[1]])) << 16)),
+        ElemType::U64 => u64::from_le_bytes(raw) as f64,
+        _ => decode_one_i64(elem, b)? as f64,
+    })
+}
+
+/// An IEEE half-precision value as `f64`.
+pub fn f16_to_f64(bits: u16) -> f64 {
+    let sign = if bits & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exp = i32::from((bits >> 10) & 0x1f);
+    let frac = f64::from(bits & 0x3ff);
+    sign * match exp {
+        0 => frac * 2f64.powi(-24),
+        31 if frac == 0.0 => f64::INFINITY,
+        31 => f64::NAN,
+        _ => (1.0 + frac / 1024.0) * 2f64.powi(exp - 15),
+    }
+}
+
+/// The integer values of operand `index` when they are compile-time constants (a weight, or
+/// a value shape inference knows).
+pub fn const_ints(ctx: &LowerCtx, op: OpId, index: usize) -> Option<Vec<i64>> {
+    if let Some((elem, bytes)) = weight_operand(ctx, op, index) {
+        return decode_i64(elem, bytes);
+    }
+    ctx.const_ints(op, index)
+}
+
+/// The values of operand `index` as `f64` when they are compile-time constants.
+pub fn const_floats(ctx: &LowerCtx, op: OpId, index: usize) -> Option<Vec<f64>> {
+    if let Some((elem, bytes)) = weight_operand(ctx, op, index) {
+        return decode_f64(elem, bytes);
+    }
+    ctx.const_floats(op, index).or_else(|| {
+        ctx.const_ints(op, index).map(|v| v.into_iter().map(|i| i as f64).collect())
+    })
+}
+
+/// Whether operand `index` is absent, or present with no elements (ONNX's placeholder for a
+/// left-out input).
+pub fn operand_absent_or_empty(ctx: &LowerCtx, op: OpId, index: usize) -> Result<bool, LowerError> {
+    Ok(match ctx.operand(op, index)? {
+        None => true,
+        Some(t) => t.numel() == 0,
+    })
+}
+
+/// The [`crate::kernel::InstKind::Const`] bits of the first element of `bytes`, an `elem`
+/// tensor, for an instruction of type `ty` (the kernel type of `elem`).
+pub fn const_bits_of_bytes(elem: ElemType, bytes: &[u8], ty: Scalar) -> Option<u64> {
+    let width = (elem.bits() / 8).max(1) as usize;
+    let first = bytes.get(..width)?;
+    if ty.is_float() {
+        Some(decode_one_f64(elem, first)?.to_bits())
+    } else {
+        Some(decode_one_i64(elem, first)? as u64)
+    }
+}
+
+/// `axis` (negative counts from the end) as an index into `rank` dims.
+pub fn norm_axis(axis: i64, rank: usize) -> Result<usize, LowerError> {
+    let r = rank as i64;
+    let a = if axis < 0 { axis + r } else { axis };
+    if (0..r).contains(&a) {
+        Ok(a as usize)
+    } else {
+        Err(unsupported(format!("axis {axis} is out of range for rank {rank}")))
+    }
+}
+
+/// A kernel with the given loop spaces, views and stages.
+pub fn loop_kernel(name: String, outer: Vec<u64>, inner: Vec<u64>, views: Vec<View>, stages: Vec<Stage>) -> Kernel {
+    Kernel { name, body: KernelBody::Loop(LoopKernel { outer, inner, views, stages }) }
+}
+
+/// A `Map` stage storing `value` into `view`.
+pub fn map_stage(insts: Insts, view: u32, value: InstId) -> Stage {
+    Stage::Map { insts: insts.finish(), stores: vec![Store { view, value }] }
+}
+
+/// A `Once` stage storing `value` into `view`.
+pub fn once_stage(insts: Insts, view: u32, value: InstId) -> Stage {
+    Stage::Once { insts: insts.finish(), stores: vec![Store { view, value }] }
+}
+
+/// A view of `t` whose loop axes are `t`'s own axes in order, then `extra` broadcast axes, with
+/// the byte offset moved by `elem_offset` elements.
+pub fn shifted(view: View, elem_offset: i64) -> View {
+    let size = view.elem.size() as i64;
+    View { byte_offset: view.byte_offset + elem_offset * size, ..view }
+}
+
+/// A copy of the `shape`-shaped index space from `src` into `dst` (both views over the same
+/// loop axes, without guards), with size-1 axes dropped and axes that are contiguous in both
+/// views merged, so the innermost loop is as long as the layout allows.
+pub fn strided_copy(name: String, shape: &[u64], dst: View, src: View) -> Kernel {
+    let (shape, mut strides) = merge_axes(shape, &[dst.strides.clone(), src.strides.clone()]);
+    let src_strides = strides.pop().unwrap_or_default();
+    let dst_strides = strides.pop().unwrap_or_default();
+    let views = vec![View { strides: dst_strides, ..dst }, View { strides: src_strides, ..src }];
+    let mut insts = Insts::new();
+    let value = insts.load(&views, 1);
+    loop_kernel(name, shape, Vec::new(), views, vec![map_stage(insts, 0, value)])
+}
+
+/// Drops size-1 axes and merges each axis into the next where every view steps over the
+/// inner one exactly (`stride[a] == stride[a + 1] * extent[a + 1]`). Keeps at least one axis
+/// and splits a long lone axis into rows so backends can run it in parallel.
+pub fn merge_axes(shape: &[u64], strides: &[Vec<i64>]) -> (Vec<u64>, Vec<Vec<i64>>) {
+    let mut out_shape: Vec<u64> = Vec::new();
+    let mut out_strides: Vec<Vec<i64>> = vec![Vec::new(); strides.len()];
+    for (a, &extent) in shape.iter().enumerate() {
+        if extent == 1 {
+            continue;
+        }
+        let mergeable = !out_shape.is_empty()
+            && strides.iter().zip(&out_strides).all(|(s, o)| {
+                let last = *o.last().unwrap_or(&0);
+                last == s[a] * extent as i64
+            });
+        if mergeable {
+            let last = out_shape.len() - 1;
+            out_shape[last] *= extent;
+            for (s, o) in strides.iter().zip(out_strides.iter_mut()) {
+                let l = o.len() - 1;
+                o[l] = s[a];
+            }
+        } else {
+            out_shape.push(extent);
+            for (s, o) in strides.iter().zip(out_strides.iter_mut()) {
+                o.push(s[a]);
+            }
+        }
+    }
+    if shape.contains(&0) {
+        return (vec![0], vec![vec![0]; strides.len()]);
+    }
+    if out_shape.is_empty() {
+        return (vec![1], vec![vec![0]; strides.len()]);
+    }
+    if out_shape.len() == 1 {
+        let n = out_shape[0];
+        let chunk = row_chunk(n);
+        if chunk < n {
+            let rows = n / chunk;
+            out_shape = vec![rows, chunk];
+            for o in out_strides.iter_mut() {
+                let s = o[0];
+                *o = vec![s * chunk as i64, s];
+            }
+        }
+    }
+    (out_shape, out_strides)
+}
+
+/// The largest divisor of `n` of at most 4096 when `n` is large enough to be worth splitting.
+fn row_chunk(n: u64) -> u64 {
+    if n <= 8192 {
+        return n;
+    }
+    (256..=4096u64).rev().find(|c| n % c == 0).unwrap_or(n)
+}
+
+/// A contiguous `shape`-shaped view of `t` over the first loop axes, followed by `extra`
+/// broadcast axes.
+pub fn identity_view(t: &TensorRef, extra: usize) -> View {
+    t.view_identity(extra)
+}
+
+/// A view of `t` over loop axes where loop axis `axis_of[d]` walks tensor dim `d`; the
+/// other axes of `n_axes` broadcast.
+pub fn view_on_axes(t: &TensorRef, n_axes: usize, axis_of: &[usize]) -> View {
+    let own = t.strides();
+    let mut strides = vec![0i64; n_axes];
+    for (d, &a) in axis_of.iter().enumerate() {
+        if t.shape[d] != 1 {
+            strides[a] += own[d];
+        }
+    }
+    t.view_with(strides)
+}
+
+/// Row-major strides of `shape`, re-exported for the submodules.
+pub fn strides_of(shape: &[u64]) -> Vec<i64> {
+    contiguous_strides(shape)
+}
+
+/// Builders for `I64` index arithmetic.
+pub trait IndexMath {
+    fn i64c(&mut self, value: i64) -> InstId;
+    fn add_c(&mut self, a: InstId, c: i64) -> InstId;
+    fn mul_c(&mut self, a: InstId, c: i64) -> InstId;
+    /// Floor division by a positive constant.
+    fn floor_div_c(&mut self, a: InstId, c: i64) -> InstId;
+    /// `a` clamped to `[lo, hi]`.
+    fn clamp_c(&mut self, a: InstId, lo: i64, hi: i64) -> InstId;
+    /// `lo <= a < hi` as a bool.
+    fn in_range_c(&mut self, a: InstId, lo: i64, hi: i64) -> InstId;
+    fn and(&mut self, a: Option<InstId>, b: InstId) -> InstId;
+    fn f64c(&mut self, ty: Scalar, value: f64) -> InstId;
+    fn bin(&mut self, op: BinaryOp, a: InstId, b: InstId) -> InstId;
+    fn un(&mut self, op: UnaryOp, a: InstId) -> InstId;
+}
+
+impl IndexMath for Insts {
+    fn i64c(&mut self, value: i64) -> InstId {
+        self.constant_int(Scalar::I64, value)
+    }
+
+    fn add_c(&mut self, a: InstId, c: i64) -> InstId {
+        if c == 0 {
+            return a;
+        }
+        let c = self.constant_int(self.ty(a), c);
+        self.binary(BinaryOp::Add, a, c)
+    }
+
+    fn mul_c(&mut self, a: InstId, c: i64) -> InstId {
+        if c == 1 {
+            return a;
+        }
+        let c = self.constant_int(self.ty(a), c);
+        self.binary(BinaryOp::Mul, a, c)
+    }
+
+    fn floor_div_c(&mut self, a: InstId, c: i64) -> InstId {
+        if c == 1 {
+            return a;
+        }
+        let cc = self.i64c(c);
+        let rem = self.binary(BinaryOp::FloorMod, a, cc);
+        let exact = self.binary(BinaryOp::Sub, a, rem);
+        self.binary(BinaryOp::Div, exact, cc)
+    }
+
+    fn clamp_c(&mut self, a: InstId, lo: i64, hi: i64) -> InstId {
+        let lo = self.i64c(lo);
+        let hi = self.i64c(hi);
+        let a = self.binary(BinaryOp::Max, a, lo);
+        self.binary(BinaryOp::Min, a, hi)
+    }
+
+    fn in_range_c(&mut self, a: InstId, lo: i64, hi: i64) -> InstId {
+        let lo = self.i64c(lo);
+        let hi = self.i64c(hi);
+        let ge = self.binary(BinaryOp::Ge, a, lo);
+        let lt = self.binary(BinaryOp::Lt, a, hi);
+        self.binary(BinaryOp::And, ge, lt)
+    }
+
+    fn and(&mut self, a: Option<InstId>, b: InstId) -> InstId {
+        match a {
+            Some(a) => self.binary(BinaryOp::And, a, b),
+            None => b,
+        }
+    }
+
+    fn f64c(&mut self, ty: Scalar, value: f64) -> InstId {
+        self.constant(ty, value)
+    }
+
+    fn bin(&mut self, op: BinaryOp, a: InstId, b: InstId) -> InstId {
+        self.binary(op, a, b)
+    }
+
+    fn un(&mut self, op: UnaryOp, a: InstId) -> InstId {
+        self.unary(op, a)
+    }
+}

@@ -1,0 +1,89 @@
+//! Gather, GatherElements and GatherND: the output walked in order, each index loaded from
+//! the indices tensor, cast to I64, and used in a `LoadIndirect` of the data (the kernel IR
+//! wraps negative indices and clamps the rest into the axis, so a bad index never reads
+//! outside the tensor).
+
+use super::super::build::Insts;
+use super::super::{unsupported, LowerCtx, LowerResult};
+use super::common::{loop_kernel, map_stage, norm_axis};
+use super::{dense, output};
+use crate::kernel::{IndirectIndex, Scalar};
+use memc_ir::OpId;
+
+/// Gather: output axes are `data[..axis] ++ indices ++ data[axis + 1..]`.
+pub fn gather(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let data = ctx.input(op, 0)?;
+    let indices = ctx.input(op, 1)?;
+    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let axis = norm_axis(ctx.attr_int(op, "axis", 0), data.rank())?;
+    let q = indices.rank();
+    let n_axes = out.rank();
+    let own = data.strides();
+    let mut data_strides = vec![0i64; n_axes];
+    data_strides[..axis].copy_from_slice(&own[..axis]);
+    data_strides[axis + q..].copy_from_slice(&own[axis + 1..]);
+    let mut index_strides = vec![0i64; n_axes];
+    index_strides[axis..axis + q].copy_from_slice(&indices.strides());
+    let views = vec![dense(&out), data.view_with(data_strides), indices.view_with(index_strides)];
+    let mut insts = Insts::new();
+    let index = insts.load(&views, 2);
+    let index = insts.cast(index, Scalar::I64);
+    let limit = data.shape[axis] as i64;
+    let value = insts.load_indirect(&views, 1, vec![IndirectIndex { index, stride: own[axis], limit }]);
+    Ok(vec![loop_kernel(ctx.kernel_name(op, 0), out.shape.clone(), Vec::new(), views, vec![map_stage(insts, 0, value)])])
+}
+
+/// GatherElements: `out[i] = data[i with i[axis] replaced by indices[i]]`.
+pub fn gather_elements(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let data = ctx.input(op, 0)?;
+    let indices = ctx.input(op, 1)?;
+    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let axis = norm_axis(ctx.attr_int(op, "axis", 0), data.rank())?;
+    let own = data.strides();
+    let mut data_strides = own.clone();
+    data_strides[axis] = 0;
+    let views = vec![dense(&out), data.view_with(data_strides), dense(&indices)];
+    let mut insts = Insts::new();
+    let index = insts.load(&views, 2);
+    let index = insts.cast(index, Scalar::I64);
+    let limit = data.shape[axis] as i64;
+    let value = insts.load_indirect(&views, 1, vec![IndirectIndex { index, stride: own[axis], limit }]);
+    Ok(vec![loop_kernel(ctx.kernel_name(op, 0), out.shape.clone(), Vec::new(), views, vec![map_stage(insts, 0, value)])])
+}
+
+/// GatherND: output axes are `indices[..q - 1] ++ data[batch_dims + k..]`; the first
+/// `batch_dims` axes index data and indices alike, the `k` index components address data
+/// axes `batch_dims..batch_dims + k`.
+pub fn gather_nd(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let data = ctx.input(op, 0)?;
+    let indices = ctx.input(op, 1)?;
+    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let b = usize::try_from(ctx.attr_int(op, "batch_dims", 0))
+        .map_err(|_| unsupported("batch_dims is negative"))?;
+    let q = indices.rank();
+    let k = *indices.shape.last().ok_or_else(|| unsupported("GatherND indices have rank 0"))? as usize;
+    if b + k > data.rank() || b >= q {
+        return Err(unsupported("GatherND batch_dims and index depth exceed the ranks"));
+    }
+    let n_axes = out.rank();
+    let own = data.strides();
+    let index_own = indices.strides();
+    let mut data_strides = vec![0i64; n_axes];
+    data_strides[..b].copy_from_slice(&own[..b]);
+    data_strides[q - 1..].copy_from_slice(&own[b + k..]);
+    let mut index_strides = vec![0i64; n_axes];
+    index_strides[..q - 1].copy_from_slice(&index_own[..q - 1]);
+    let mut views = vec![dense(&out), data.view_with(data_strides)];
+    let mut insts = Insts::new();
+    let mut terms = Vec::with_capacity(k);
+    for j in 0..k {
+        let mut view = indices.view_with(index_strides.clone());
+        view.byte_offset += j as i64 * index_own[q - 1] * indices.elem.size() as i64;
+        views.push(view);
+        let index = insts.load(&views, (views.len() - 1) as u32);
+        let index = insts.cast(index, Scalar::I64);
+        terms.push(IndirectIndex { index, stride: own[b + j], limit: data.shape[b + j] as i64 });
+    }
+    let value = insts.load_indirect(&views, 1, terms);
+    Ok(vec![loop_kernel(ctx.kernel_name(op, 0), out.shape.clone(), Vec::new(), views, vec![map_stage(insts, 0, value)])])
+}

@@ -11,9 +11,11 @@
 //! line answers as not built yet.
 
 pub mod compile;
+pub mod inspect;
 pub mod opt;
 pub mod plan_csv;
 pub mod report;
+pub mod run;
 
 pub use memc_codegen as codegen;
 pub use memc_ir as ir;
@@ -27,9 +29,7 @@ pub const PLANNED_COMMANDS: &[(&str, &str)] = &[
         "compile",
         "the ONNX importer, the memory planner and code generation",
     ),
-    ("run", "the plan file format and the runtime"),
     ("report", "the memory planner's report"),
-    ("inspect", "the plan file format"),
 ];
 
 /// The peak resident set size of this process in bytes (`VmHWM` in `/proc/self/status`), or

@@ -95,20 +95,41 @@ enum Command {
         #[arg(long, default_value_t = 1000, value_name = "MS")]
         budget_ms: u64,
     },
-    /// Execute a plan (not built yet).
+    /// Execute a plan on `.npy` inputs (CPU), time it, and write the outputs.
     Run {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-        args: Vec<String>,
+        /// The plan file (`memc compile MODEL -o MODEL.plan`).
+        plan: PathBuf,
+        /// A graph input, e.g. `--input image=cat.npy`; one per input.
+        #[arg(long = "input", value_name = "NAME=FILE.npy", value_parser = memc::run::parse_input_binding)]
+        inputs: Vec<(String, PathBuf)>,
+        /// Write each output to DIR/<output name>.npy (created if missing).
+        #[arg(long, value_name = "DIR")]
+        output_dir: Option<PathBuf>,
+        /// Worker threads (default: all available cores).
+        #[arg(long, value_name = "N")]
+        threads: Option<std::num::NonZeroUsize>,
+        /// Run this many times and print the minimum and median time.
+        #[arg(long, default_value = "1", value_name = "N")]
+        repeat: std::num::NonZeroUsize,
+        /// Check the weights' checksum before running (reads every weight page).
+        #[arg(long)]
+        verify: bool,
     },
     /// Show where a plan's memory goes (not built yet).
     Report {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
         args: Vec<String>,
     },
-    /// Dump a plan's contents (not built yet).
+    /// Show what a plan file holds: header, I/O signature, arena, weights, steps.
     Inspect {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-        args: Vec<String>,
+        /// The plan file.
+        plan: PathBuf,
+        /// Print the header and the metadata as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Check the weights' checksum too (reads every weight page).
+        #[arg(long)]
+        verify: bool,
     },
 }
 
@@ -190,9 +211,28 @@ fn run(cli: Cli) -> ExitCode {
                 }
             }
         }
-        Command::Run { .. } => not_built("run"),
+        Command::Run {
+            plan,
+            inputs,
+            output_dir,
+            threads,
+            repeat,
+            verify,
+        } => {
+            let options = memc::run::RunOptions {
+                inputs,
+                output_dir,
+                threads,
+                repeat,
+                verify_weights: verify,
+            };
+            runtime_output(memc::run::run(&plan, &options))
+        }
         Command::Report { .. } => not_built("report"),
-        Command::Inspect { .. } => not_built("inspect"),
+        Command::Inspect { plan, json, verify } => {
+            let options = memc::inspect::InspectOptions { json, verify };
+            runtime_output(memc::inspect::inspect(&plan, options))
+        }
     }
 }
 
@@ -352,6 +392,17 @@ fn write_output(output: Option<&std::path::Path>, text: &str) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints what `run` or `inspect` produced, or its error (exit code 1).
+fn runtime_output(result: Result<String, memc::runtime::RuntimeError>) -> ExitCode {
+    match result {
+        Ok(text) => write_output(None, &text),
+        Err(e) => {
+            eprintln!("error: {e}");
             ExitCode::FAILURE
         }
     }

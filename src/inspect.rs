@@ -1,0 +1,214 @@
+//! `memc inspect`: what a plan file holds, for people (a table) or programs (`--json`).
+//!
+//! Opening the plan runs every check of [`memc_runtime::PlanFile::open`], so inspecting a file
+//! also tells whether `memc run` would accept it; `--verify` adds the weights' checksum, which
+//! reads every weight page.
+
+use memc_codegen::kernel::Region;
+use memc_codegen::program::IoTensor;
+use memc_codegen::{Kernel, KernelBody};
+use memc_runtime::tensor::signature;
+use memc_runtime::{PlanFile, RuntimeError};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// What `memc inspect` was asked to do.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct InspectOptions {
+    /// Print JSON: the header, the file's length and the metadata.
+    pub json: bool,
+    /// Check the weights' checksum too.
+    pub verify: bool,
+}
+
+/// Opens the plan at `path` and describes it.
+pub fn inspect(path: &Path, options: InspectOptions) -> Result<String, RuntimeError> {
+    let plan = PlanFile::open(path)?;
+    if options.verify {
+        plan.verify_weights()?;
+    }
+    if options.json {
+        Ok(json(&plan, options.verify))
+    } else {
+        Ok(text(&plan, options.verify))
+    }
+}
+
+fn json(plan: &PlanFile, verified: bool) -> String {
+    let value = serde_json::json!({
+        "path": plan.path().display().to_string(),
+        "file_bytes": plan.file_len(),
+        "header": plan.header(),
+        "weights_verified": verified,
+        "meta": plan.meta(),
+    });
+    let mut text = serde_json::to_string_pretty(&value)
+        .expect("a JSON value prints: its floats are finite and its keys strings");
+    text.push('\n');
+    text
+}
+
+fn bytes(n: u64) -> String {
+    crate::report::human_bytes(n)
+}
+
+fn text(plan: &PlanFile, verified: bool) -> String {
+    let header = plan.header();
+    let meta = plan.meta();
+    let program = &meta.program;
+    let mut out = String::new();
+    let mut line = |key: &str, value: String| {
+        writeln!(out, "{key:<12}{value}").expect("writing to a String cannot fail")
+    };
+    line(
+        "plan",
+        format!("{} ({})", plan.path().display(), bytes(plan.file_len())),
+    );
+    line(
+        "format",
+        format!(
+            "version {}, header {} B (crc32 {:#010x})",
+            header.version, header.header_len, header.header_crc
+        ),
+    );
+    line(
+        "metadata",
+        format!(
+            "{} at offset {} (crc32 {:#010x})",
+            bytes(header.metadata_len),
+            header.metadata_offset,
+            header.metadata_crc
+        ),
+    );
+    line(
+        "weights",
+        format!(
+            "{} at offset {} (crc32 {:#010x}, {})",
+            bytes(header.weights_len),
+            header.weights_offset,
+            header.weights_crc,
+            if verified {
+                "verified"
+            } else {
+                "not checked; --verify reads them"
+            }
+        ),
+    );
+    let dims = if meta.dims.is_empty() {
+        String::new()
+    } else {
+        let dims: Vec<String> = meta.dims.iter().map(|(n, v)| format!("{n}={v}")).collect();
+        format!(", dims {}", dims.join(" "))
+    };
+    line(
+        "compiled",
+        format!(
+            "by memc {} from {} for {}{dims}",
+            meta.memc_version, meta.model, meta.target
+        ),
+    );
+    if let Some(planner) = &meta.planner {
+        let ratio = if planner.load == 0 {
+            String::new()
+        } else {
+            format!(
+                " ({:.2}x the bound)",
+                planner.arena_size as f64 / planner.load as f64
+            )
+        };
+        line(
+            "planner",
+            format!(
+                "schedule {}, offsets {}; {} buffers in {}{ratio}; lower bound {} (model order {}, without sharing {}), peak at step {}",
+                planner.schedule,
+                planner.strategy,
+                planner.n_buffers,
+                bytes(planner.arena_size),
+                bytes(planner.load),
+                bytes(planner.load_model_order),
+                bytes(planner.load_without_sharing),
+                planner.peak_step,
+            ),
+        );
+    }
+    line(
+        "arena",
+        format!(
+            "{} ({} bytes)",
+            bytes(program.arena_size),
+            program.arena_size
+        ),
+    );
+    line(
+        "weights",
+        format!(
+            "{} tensors, {} in a {} section",
+            program.weights.len(),
+            bytes(program.weights.iter().map(|w| w.byte_size).sum()),
+            bytes(program.weights_size)
+        ),
+    );
+    io_table(&mut out, "inputs", &program.inputs);
+    io_table(&mut out, "outputs", &program.outputs);
+
+    let (loops, contracts) = kernel_kinds(program.kernels());
+    writeln!(
+        out,
+        "{:<12}{} steps, {} kernels ({loops} loop, {contracts} contract)",
+        "steps",
+        program.steps.len(),
+        program.n_kernels()
+    )
+    .expect("writing to a String cannot fail");
+    let index_width = program.steps.len().saturating_sub(1).to_string().len();
+    for (index, step) in program.steps.iter().enumerate() {
+        let (loops, contracts) = kernel_kinds(step.kernels.iter());
+        let mut parts = Vec::new();
+        if loops > 0 {
+            parts.push(format!("{loops} loop"));
+        }
+        if contracts > 0 {
+            parts.push(format!("{contracts} contract"));
+        }
+        let summary = if parts.is_empty() {
+            "-".to_string()
+        } else {
+            parts.join(", ")
+        };
+        writeln!(out, "  {index:>index_width$}  {summary:<18}{}", step.op)
+            .expect("writing to a String cannot fail");
+    }
+    out
+}
+
+/// How many of `kernels` are loop kernels and how many contractions.
+fn kernel_kinds<'a>(kernels: impl Iterator<Item = &'a Kernel>) -> (usize, usize) {
+    kernels.fold((0, 0), |(loops, contracts), k| match k.body {
+        KernelBody::Loop(_) => (loops + 1, contracts),
+        KernelBody::Contract(_) => (loops, contracts + 1),
+    })
+}
+
+fn io_table(out: &mut String, title: &str, tensors: &[IoTensor]) {
+    writeln!(out, "{title:<12}{}", tensors.len()).expect("writing to a String cannot fail");
+    let name_width = tensors.iter().map(|t| t.name.len()).max().unwrap_or(0);
+    let sigs: Vec<String> = tensors
+        .iter()
+        .map(|t| signature(t.elem, &t.shape))
+        .collect();
+    let sig_width = sigs.iter().map(String::len).max().unwrap_or(0);
+    for (io, sig) in tensors.iter().zip(&sigs) {
+        let region = match io.region {
+            Region::Arena => "arena",
+            Region::Weights => "weights",
+        };
+        writeln!(
+            out,
+            "  {:<name_width$}  {sig:<sig_width$}  {region} +{}, {}",
+            io.name,
+            io.byte_offset,
+            bytes(io.byte_size())
+        )
+        .expect("writing to a String cannot fail");
+    }
+}

@@ -1,0 +1,221 @@
+//! `memc run`: load a plan file, run it on `.npy` inputs, time it, and write the outputs.
+//!
+//! The driver reads every input before loading the plan (so a missing file is reported before
+//! any kernel compiles), runs the plan `repeat` times on one session, and writes the outputs
+//! of the last run straight from the arena (or the weights map) as `.npy` files named after
+//! the outputs, sanitized the way `bench/models/reference.py` names its files.
+
+use memc_runtime::npy::{read_npy, write_npy};
+use memc_runtime::tensor::signature;
+use memc_runtime::{RuntimeError, Session, SessionOptions, Tensor, TensorRef};
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// What `memc run` was asked to do.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// `--input NAME=FILE.npy`, in order.
+    pub inputs: Vec<(String, PathBuf)>,
+    /// Where to write `<output>.npy`; nothing is written without it.
+    pub output_dir: Option<PathBuf>,
+    pub threads: Option<NonZeroUsize>,
+    /// Runs to time; the outputs are those of the last.
+    pub repeat: NonZeroUsize,
+    /// Check the weights' checksum at load.
+    pub verify_weights: bool,
+}
+
+/// Parses `NAME=FILE` for `--input` (at the first `=`: file names may hold one, ONNX names
+/// rarely do).
+pub fn parse_input_binding(text: &str) -> Result<(String, PathBuf), String> {
+    let (name, file) = text.split_once('=').ok_or_else(|| {
+        format!("`--input {text}`: expected NAME=FILE.npy, such as `--input image=cat.npy`")
+    })?;
+    if name.is_empty() {
+        return Err(format!("`--input {text}`: the input name is empty"));
+    }
+    if file.is_empty() {
+        return Err(format!("`--input {text}`: the file name is empty"));
+    }
+    Ok((name.to_string(), PathBuf::from(file)))
+}
+
+/// The file name (without `.npy`) an output is written under: characters other than ASCII
+/// letters, digits, `_`, `.` and `-` become `_`, leading and trailing dots are dropped, and an
+/// empty result is `tensor`.
+pub fn sanitize_name(name: &str) -> String {
+    let replaced: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let trimmed = replaced.trim_matches('.');
+    if trimmed.is_empty() {
+        "tensor".to_string()
+    } else {
+        trimmed.to_string()
+    }
+}
+
+/// Runs the plan at `plan` as `options` say and returns the report to print.
+pub fn run(plan: &Path, options: &RunOptions) -> Result<String, RuntimeError> {
+    let inputs: Vec<(&str, Tensor)> = options
+        .inputs
+        .iter()
+        .map(|(name, file)| Ok((name.as_str(), read_npy(file)?)))
+        .collect::<Result<_, RuntimeError>>()?;
+    let session_options = SessionOptions {
+        threads: options.threads,
+        verify_weights: options.verify_weights,
+    };
+    let mut session = Session::load_with(plan, &session_options)?;
+    let mut report = String::new();
+    let program = session.program();
+    let n_kernels = program.n_kernels();
+    let n_steps = program.steps.len();
+    let weights = program.weights_size;
+    let line = |report: &mut String, key: &str, value: String| {
+        writeln!(report, "{key:<9}{value}").expect("writing to a String cannot fail")
+    };
+    line(&mut report, "plan", plan.display().to_string());
+    line(
+        &mut report,
+        "arena",
+        format!(
+            "{} ({} bytes)",
+            crate::report::human_bytes(session.arena_size()),
+            session.arena_size()
+        ),
+    );
+    line(
+        &mut report,
+        "weights",
+        format!("{} (mapped)", crate::report::human_bytes(weights)),
+    );
+    line(
+        &mut report,
+        "load",
+        format!(
+            "open {}, JIT {} ({n_kernels} kernels in {n_steps} steps), {} threads",
+            millis(session.open_time()),
+            millis(session.jit_time()),
+            session.threads()
+        ),
+    );
+
+    let refs: Vec<(&str, TensorRef<'_>)> = inputs.iter().map(|(n, t)| (*n, t.as_ref())).collect();
+    let mut times = Vec::with_capacity(options.repeat.get());
+    for _ in 1..options.repeat.get() {
+        let started = Instant::now();
+        session.run_in_place(&refs)?;
+        times.push(started.elapsed());
+    }
+    let started = Instant::now();
+    let outputs = session.run_in_place(&refs)?;
+    times.push(started.elapsed());
+    times.sort();
+    let runs = times.len();
+    let median = if runs % 2 == 1 {
+        times[runs / 2]
+    } else {
+        (times[runs / 2 - 1] + times[runs / 2]) / 2
+    };
+    line(
+        &mut report,
+        "run",
+        format!(
+            "min {}, median {} over {runs} run{}",
+            millis(times[0]),
+            millis(median),
+            if runs == 1 { "" } else { "s" }
+        ),
+    );
+
+    if let Some(dir) = &options.output_dir {
+        std::fs::create_dir_all(dir).map_err(|e| RuntimeError::Write {
+            path: dir.clone(),
+            source: e,
+        })?;
+    }
+    writeln!(report, "outputs").expect("writing to a String cannot fail");
+    let width = outputs.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    let sigs: Vec<String> = outputs
+        .iter()
+        .map(|(_, t)| signature(t.elem(), t.shape()))
+        .collect();
+    let sig_width = sigs.iter().map(String::len).max().unwrap_or(0);
+    let mut used = HashSet::new();
+    for (index, (name, tensor)) in outputs.iter().enumerate() {
+        let sig = &sigs[index];
+        let Some(dir) = &options.output_dir else {
+            writeln!(report, "  {name:<width$}  {sig}").expect("writing to a String cannot fail");
+            continue;
+        };
+        let mut file = sanitize_name(name);
+        if !used.insert(file.clone()) {
+            file = format!("{file}_{index}");
+            used.insert(file.clone());
+        }
+        let path = dir.join(format!("{file}.npy"));
+        write_npy(&path, *tensor)?;
+        writeln!(
+            report,
+            "  {name:<width$}  {sig:<sig_width$}  -> {}",
+            path.display()
+        )
+        .expect("writing to a String cannot fail");
+    }
+    Ok(report)
+}
+
+fn millis(duration: Duration) -> String {
+    format!("{:.3} ms", duration.as_secs_f64() * 1e3)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_names_are_sanitized_like_the_reference_script() {
+        assert_eq!(sanitize_name("logits"), "logits");
+        assert_eq!(sanitize_name("fc1/MatMul:0"), "fc1_MatMul_0");
+        assert_eq!(sanitize_name("../../etc/passwd"), "_.._etc_passwd");
+        assert_eq!(sanitize_name(".."), "tensor");
+        assert_eq!(sanitize_name(""), "tensor");
+        assert_eq!(sanitize_name("naïve name"), "na_ve_name");
+        assert_eq!(sanitize_name(".hidden."), "hidden");
+    }
+
+    #[test]
+    fn input_bindings_parse() {
+        assert_eq!(
+            parse_input_binding("image=cat.npy").unwrap(),
+            ("image".to_string(), PathBuf::from("cat.npy"))
+        );
+        assert_eq!(
+            parse_input_binding("x=dir/a=b.npy").unwrap(),
+            ("x".to_string(), PathBuf::from("dir/a=b.npy"))
+        );
+        assert_eq!(
+            parse_input_binding("cat.npy").unwrap_err(),
+            "`--input cat.npy`: expected NAME=FILE.npy, such as `--input image=cat.npy`"
+        );
+        assert_eq!(
+            parse_input_binding("=cat.npy").unwrap_err(),
+            "`--input =cat.npy`: the input name is empty"
+        );
+        assert_eq!(
+            parse_input_binding("x=").unwrap_err(),
+            "`--input x=`: the file name is empty"
+        );
+    }
+}

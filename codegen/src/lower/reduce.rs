@@ -1,9 +1,799 @@
-//! (Being written.)
+//! Reductions, arg-reductions, softmax and the normalizations, cumulative ops.
+//!
+//! Most ops here work on *rows*: the input's axes split into kept axes (the outer loop, in
+//! order) and reduced axes (the inner loop, in order), see [`Rows`]. A reduction is a `Reduce`
+//! stage then a `Once` stage storing the finished accumulator; softmax and the normalizations
+//! are `Reduce` stages (max, sums) then a `Map` stage writing the row, reading the earlier
+//! accumulators with `Acc`. Cumulative ops reduce over the scanned axis with the elements past
+//! the current one selected away (O(n^2), the kernel IR has no scan).
+//!
+//! Numerics follow the ONNX reference implementation: sums accumulate in the element type (so
+//! integer sums wrap as numpy's `dtype=x.dtype` does; f32 sums are sequential f32 sums), and an
+//! empty reduction gives the reduction's identity (0, 1, -inf or the integer minimum for max,
+//! +inf or the integer maximum for min). f16 is rejected with "f16".
 
-use super::{LowerCtx, LowerResult};
-use memc_ir::OpId;
+use super::build::{contiguous_strides, Insts, TensorRef};
+use super::elementwise::{check_elem, constant_ints};
+use super::{unsupported, LowerCtx, LowerError, LowerResult};
+use crate::kernel::{
+    BinaryOp, InstId, Kernel, KernelBody, LoopKernel, ReduceOp, Scalar, Stage, Store, UnaryOp,
+    View, MAX_AXES,
+};
+use memc_ir::{OpId, Opcode};
 
 pub fn lower(ctx: &LowerCtx, op: OpId) -> Option<LowerResult> {
-    let _ = (ctx, op);
-    None
+    use Opcode as O;
+    let result = match ctx.op(op).opcode {
+        O::ReduceSum => lower_reduce(ctx, op, Reduction::Sum),
+        O::ReduceMean => lower_reduce(ctx, op, Reduction::Mean),
+        O::ReduceMax => lower_reduce(ctx, op, Reduction::Max),
+        O::ReduceMin => lower_reduce(ctx, op, Reduction::Min),
+        O::ReduceProd => lower_reduce(ctx, op, Reduction::Prod),
+        O::ReduceL1 => lower_reduce(ctx, op, Reduction::L1),
+        O::ReduceL2 => lower_reduce(ctx, op, Reduction::L2),
+        O::ReduceSumSquare => lower_reduce(ctx, op, Reduction::SumSquare),
+        O::ReduceLogSum => lower_reduce(ctx, op, Reduction::LogSum),
+        O::ReduceLogSumExp => lower_reduce(ctx, op, Reduction::LogSumExp),
+        O::ArgMax => lower_arg(ctx, op, true),
+        O::ArgMin => lower_arg(ctx, op, false),
+        O::Softmax => lower_softmax(ctx, op, false),
+        O::LogSoftmax => lower_softmax(ctx, op, true),
+        O::Hardmax => lower_hardmax(ctx, op),
+        O::LayerNormalization => lower_layer_norm(ctx, op),
+        O::RMSNormalization => lower_rms_norm(ctx, op),
+        O::BatchNormalization => lower_batch_norm(ctx, op),
+        O::InstanceNormalization => lower_instance_norm(ctx, op),
+        O::LpNormalization => lower_lp_norm(ctx, op),
+        O::MeanVarianceNormalization => lower_mvn(ctx, op),
+        O::CumSum => lower_cumulative(ctx, op, ReduceOp::Sum),
+        O::CumProd => lower_cumulative(ctx, op, ReduceOp::Prod),
+        _ => return None,
+    };
+    Some(result)
+}
+
+/// The loop space of a row op over a tensor of shape `shape`: outer loop axes are the kept axes
+/// of the tensor, inner loop axes the reduced ones, each in tensor order. With no reduced axis,
+/// one inner axis of extent 1 stands in, so every row has exactly one element.
+struct Rows {
+    kept: Vec<usize>,
+    reduced: Vec<usize>,
+    outer: Vec<u64>,
+    inner: Vec<u64>,
+}
+
+impl Rows {
+    /// `reduced` must be sorted, without repeats, and in range.
+    fn new(shape: &[u64], reduced: &[usize]) -> Result<Rows, LowerError> {
+        if shape.len() + usize::from(reduced.is_empty()) > MAX_AXES {
+            return Err(unsupported(format!(
+                "rank {} (kernels loop over at most {MAX_AXES} axes)",
+                shape.len()
+            )));
+        }
+        let kept: Vec<usize> = (0..shape.len()).filter(|a| !reduced.contains(a)).collect();
+        let outer = kept.iter().map(|&a| shape[a]).collect();
+        let mut inner: Vec<u64> = reduced.iter().map(|&a| shape[a]).collect();
+        if inner.is_empty() {
+            inner.push(1);
+        }
+        Ok(Rows { kept, reduced: reduced.to_vec(), outer, inner })
+    }
+
+    /// The number of elements in one row.
+    fn row_len(&self) -> u64 {
+        self.inner.iter().product()
+    }
+
+    /// Loop-axis strides from strides over the tensor's axes.
+    fn permute(&self, strides: &[i64]) -> Vec<i64> {
+        let mut out: Vec<i64> = self.kept.iter().chain(&self.reduced).map(|&a| strides[a]).collect();
+        out.resize(self.outer.len() + self.inner.len(), 0);
+        out
+    }
+
+    /// `t`, which broadcasts to `shape` (the rows' tensor shape), over the loop axes.
+    fn view(&self, t: &TensorRef, shape: &[u64]) -> View {
+        let strides = t.view_broadcast(shape, 0).strides;
+        t.view_with(self.permute(&strides))
+    }
+
+    /// `t`, holding one element per row (a reduction's result, with or without keepdims), over
+    /// the loop axes: contiguous over the outer axes, constant over the inner ones.
+    fn row_view(&self, t: &TensorRef) -> View {
+        let mut strides = contiguous_strides(&self.outer);
+        strides.resize(self.outer.len() + self.inner.len(), 0);
+        t.view_with(strides)
+    }
+
+    /// `t`, of shape `[C]`, indexed by axis `axis` of the rows' tensor.
+    fn axis_view(&self, t: &TensorRef, rank: usize, axis: usize) -> View {
+        let mut strides = vec![0i64; rank];
+        strides[axis] = 1;
+        t.view_with(self.permute(&strides))
+    }
+
+    fn kernel(&self, name: String, views: Vec<View>, stages: Vec<Stage>) -> Kernel {
+        Kernel {
+            name,
+            body: KernelBody::Loop(LoopKernel {
+                outer: self.outer.clone(),
+                inner: self.inner.clone(),
+                views,
+                stages,
+            }),
+        }
+    }
+}
+
+/// A `Reduce` stage folding `value` of `insts` with `op` from `init` (a value of the value's
+/// type, or an index for arg-reductions).
+fn reduce_stage(insts: Insts, value: InstId, op: ReduceOp, init: f64) -> Stage {
+    let ty = match op {
+        ReduceOp::ArgMax { .. } | ReduceOp::ArgMin { .. } => Scalar::I64,
+        _ => insts.ty(value),
+    };
+    Stage::Reduce { insts: insts.finish(), value, op, init: const_bits(ty, init), ty }
+}
+
+/// `value` as the bits of a `Const` of type `ty`.
+fn const_bits(ty: Scalar, value: f64) -> u64 {
+    if ty.is_float() {
+        value.to_bits()
+    } else if ty.is_unsigned_int() {
+        value as u64
+    } else {
+        value as i64 as u64
+    }
+}
+
+/// The identity of max (`lowest`) or min (`!lowest`) in `ty`, as `Const` bits.
+fn extreme_bits(ty: Scalar, lowest: bool) -> u64 {
+    let bits = ty.size() * 8;
+    match (ty.is_float(), ty.is_signed_int(), lowest) {
+        (true, _, true) => f64::NEG_INFINITY.to_bits(),
+        (true, _, false) => f64::INFINITY.to_bits(),
+        (_, true, true) => (i64::MIN >> (64 - bits)) as u64,
+        (_, true, false) => (i64::MAX >> (64 - bits)) as u64,
+        (_, false, true) => 0,
+        (_, false, false) => u64::MAX >> (64 - bits),
+    }
+}
+
+/// A store of `value` into `view`.
+fn store(view: u32, value: InstId) -> Vec<Store> {
+    vec![Store { view, value }]
+}
+
+/// `op` applied in `ty` when it is a float, else in f64 and converted back (truncating), as
+/// numpy computes float functions of integers before `astype`.
+fn float_fn(b: &mut Insts, op: UnaryOp, x: InstId) -> InstId {
+    let t = b.ty(x);
+    if t.is_float() {
+        return b.unary(op, x);
+    }
+    let wide = b.cast(x, Scalar::F64);
+    let r = b.unary(op, wide);
+    b.cast(r, t)
+}
+
+/// The float type a normalization computes in: f64 when any of `elems` is f64, else f32.
+fn compute_float(elems: &[Scalar]) -> Result<Scalar, LowerError> {
+    for &e in elems {
+        check_elem(e)?;
+        if !e.is_float() {
+            return Err(unsupported(format!("a normalization of {}", e.name())));
+        }
+    }
+    Ok(if elems.contains(&Scalar::F64) { Scalar::F64 } else { Scalar::F32 })
+}
+
+/// Normalizes `axis` against `rank`.
+fn axis_of(axis: i64, rank: usize) -> Result<usize, LowerError> {
+    memc_ir::ops::normalize_axis(axis, rank).map_err(unsupported)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reductions.
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Reduction {
+    Sum,
+    Mean,
+    Max,
+    Min,
+    Prod,
+    L1,
+    L2,
+    SumSquare,
+    LogSum,
+    LogSumExp,
+}
+
+/// The reduced axes of a Reduce op (sorted, without repeats); empty for the no-op case of
+/// `noop_with_empty_axes` (every element its own row).
+fn reduce_axes(ctx: &LowerCtx, op: OpId, rank: usize) -> Result<Vec<usize>, LowerError> {
+    let axes = match ctx.operand(op, 1)? {
+        Some(_) => Some(
+            constant_ints(ctx, op, 1)
+                .ok_or_else(|| unsupported("reduction axes known only at run time"))?,
+        ),
+        None => ctx.attr_ints(op, "axes"),
+    };
+    let axes = axes.unwrap_or_default();
+    if axes.is_empty() {
+        return Ok(if ctx.attr_int(op, "noop_with_empty_axes", 0) != 0 {
+            Vec::new()
+        } else {
+            (0..rank).collect()
+        });
+    }
+    let mut normalized = axes.iter().map(|&a| axis_of(a, rank)).collect::<Result<Vec<_>, _>>()?;
+    normalized.sort_unstable();
+    normalized.dedup();
+    Ok(normalized)
+}
+
+fn lower_reduce(ctx: &LowerCtx, op: OpId, kind: Reduction) -> LowerResult {
+    let x = ctx.input(op, 0)?;
+    let y = ctx.result(op, 0)?;
+    check_elem(x.elem)?;
+    check_elem(y.elem)?;
+    if x.elem != y.elem {
+        return Err(unsupported("a reduction that changes the element type (a memc bug)"));
+    }
+    let axes = reduce_axes(ctx, op, x.rank())?;
+    let rows = Rows::new(&x.shape, &axes)?;
+    if rows.outer.iter().product::<u64>() != y.numel() {
+        return Err(unsupported("the result shape does not match the reduced axes (a memc bug)"));
+    }
+    let t = x.elem;
+    let views = vec![rows.row_view(&y), rows.view(&x, &x.shape)];
+    let n = rows.row_len() as f64;
+    let mut stages = Vec::new();
+    if kind == Reduction::LogSumExp {
+        // The reference: m = max of the non-infinite elements (-inf if none); then
+        // log(sum(e^(x - m))) + m.
+        let mut b = Insts::new();
+        let v = b.load(&views, 1);
+        let v = b.cast(v, float_type(t));
+        let pos = b.unary(UnaryOp::IsPosInf, v);
+        let neg = b.unary(UnaryOp::IsNegInf, v);
+        let inf = b.binary(BinaryOp::Or, pos, neg);
+        let minus_inf = b.constant(b.ty(v), f64::NEG_INFINITY);
+        let finite = b.select(inf, minus_inf, v);
+        stages.push(reduce_stage(b, finite, ReduceOp::Max, f64::NEG_INFINITY));
+        let mut b = Insts::new();
+        let v = b.load(&views, 1);
+        let v = b.cast(v, float_type(t));
+        let m = b.acc(0, b.ty(v));
+        let d = b.binary(BinaryOp::Sub, v, m);
+        let e = b.unary(UnaryOp::Exp, d);
+        stages.push(reduce_stage(b, e, ReduceOp::Sum, 0.0));
+        let mut b = Insts::new();
+        let m = b.acc(0, float_type(t));
+        let s = b.acc(1, float_type(t));
+        let l = b.unary(UnaryOp::Log, s);
+        let r = b.binary(BinaryOp::Add, l, m);
+        let r = b.cast(r, t);
+        stages.push(Stage::Once { insts: b.finish(), stores: store(0, r) });
+        return Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, stages)]);
+    }
+    let mut b = Insts::new();
+    let v = b.load(&views, 1);
+    let value = match kind {
+        Reduction::L1 if !t.is_unsigned_int() => b.unary(UnaryOp::Abs, v),
+        Reduction::L2 | Reduction::SumSquare => b.binary(BinaryOp::Mul, v, v),
+        _ => v,
+    };
+    let (reduce_op, init) = match kind {
+        Reduction::Max => (ReduceOp::Max, None),
+        Reduction::Min => (ReduceOp::Min, None),
+        Reduction::Prod => (ReduceOp::Prod, Some(1.0)),
+        _ => (ReduceOp::Sum, Some(0.0)),
+    };
+    let init_bits = match init {
+        Some(v) => const_bits(t, v),
+        None => extreme_bits(t, reduce_op == ReduceOp::Max),
+    };
+    stages.push(Stage::Reduce { insts: b.finish(), value, op: reduce_op, init: init_bits, ty: t });
+    let mut b = Insts::new();
+    let acc = b.acc(0, t);
+    let r = match kind {
+        Reduction::Mean => {
+            let count = b.constant(t, n);
+            b.binary(BinaryOp::Div, acc, count)
+        }
+        Reduction::L2 => float_fn(&mut b, UnaryOp::Sqrt, acc),
+        Reduction::LogSum => float_fn(&mut b, UnaryOp::Log, acc),
+        _ => acc,
+    };
+    stages.push(Stage::Once { insts: b.finish(), stores: store(0, r) });
+    Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, stages)])
+}
+
+/// The float type integer inputs compute in.
+fn float_type(t: Scalar) -> Scalar {
+    if t.is_float() {
+        t
+    } else {
+        Scalar::F64
+    }
+}
+
+fn lower_arg(ctx: &LowerCtx, op: OpId, max: bool) -> LowerResult {
+    let x = ctx.input(op, 0)?;
+    let y = ctx.result(op, 0)?;
+    check_elem(x.elem)?;
+    let axis = axis_of(ctx.attr_int(op, "axis", 0), x.rank())?;
+    let rows = Rows::new(&x.shape, &[axis])?;
+    let views = vec![rows.row_view(&y), rows.view(&x, &x.shape)];
+    let last = ctx.attr_int(op, "select_last_index", 0) != 0;
+    let reduce_op = if max { ReduceOp::ArgMax { last } } else { ReduceOp::ArgMin { last } };
+    let mut b = Insts::new();
+    let v = b.load(&views, 1);
+    let reduce = reduce_stage(b, v, reduce_op, 0.0);
+    let mut b = Insts::new();
+    let acc = b.acc(0, Scalar::I64);
+    let r = b.cast(acc, y.elem);
+    let once = Stage::Once { insts: b.finish(), stores: store(0, r) };
+    Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, vec![reduce, once])])
+}
+
+// ---------------------------------------------------------------------------------------------
+// Softmax and Hardmax.
+
+fn lower_softmax(ctx: &LowerCtx, op: OpId, log: bool) -> LowerResult {
+    let x = ctx.input(op, 0)?;
+    let y = ctx.result(op, 0)?;
+    let t = compute_float(&[x.elem, y.elem])?;
+    let axis = axis_of(ctx.attr_int(op, "axis", -1), x.rank())?;
+    let rows = Rows::new(&x.shape, &[axis])?;
+    let views = vec![rows.view(&y, &x.shape), rows.view(&x, &x.shape)];
+    // Stage 0: the row's max.
+    let mut b = Insts::new();
+    let v = b.load(&views, 1);
+    let v = b.cast(v, t);
+    let max = reduce_stage(b, v, ReduceOp::Max, f64::NEG_INFINITY);
+    // Stage 1: sum of e^(x - max).
+    let mut b = Insts::new();
+    let v = b.load(&views, 1);
+    let v = b.cast(v, t);
+    let m = b.acc(0, t);
+    let d = b.binary(BinaryOp::Sub, v, m);
+    let e = b.unary(UnaryOp::Exp, d);
+    let sum = reduce_stage(b, e, ReduceOp::Sum, 0.0);
+    // Stage 2: e^(x - max) / sum, or (x - max) - ln(sum).
+    let mut b = Insts::new();
+    let v = b.load(&views, 1);
+    let v = b.cast(v, t);
+    let m = b.acc(0, t);
+    let s = b.acc(1, t);
+    let d = b.binary(BinaryOp::Sub, v, m);
+    let r = if log {
+        let l = b.unary(UnaryOp::Log, s);
+        b.binary(BinaryOp::Sub, d, l)
+    } else {
+        let e = b.unary(UnaryOp::Exp, d);
+        b.binary(BinaryOp::Div, e, s)
+    };
+    let r = b.cast(r, y.elem);
+    let map = Stage::Map { insts: b.finish(), stores: store(0, r) };
+    Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, vec![max, sum, map])])
+}
+
+/// 1 at the first maximum of each row along `axis`, 0 elsewhere.
+fn lower_hardmax(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let x = ctx.input(op, 0)?;
+    let y = ctx.result(op, 0)?;
+    compute_float(&[x.elem, y.elem])?;
+    let axis = axis_of(ctx.attr_int(op, "axis", -1), x.rank())?;
+    let rows = Rows::new(&x.shape, &[axis])?;
+    let views = vec![rows.view(&y, &x.shape), rows.view(&x, &x.shape)];
+    let mut b = Insts::new();
+    let v = b.load(&views, 1);
+    let argmax = reduce_stage(b, v, ReduceOp::ArgMax { last: false }, 0.0);
+    let mut b = Insts::new();
+    let at = b.acc(0, Scalar::I64);
+    let index = b.index(rows.outer.len());
+    let hit = b.binary(BinaryOp::Eq, index, at);
+    let one = b.constant(y.elem, 1.0);
+    let zero = b.constant(y.elem, 0.0);
+    let r = b.select(hit, one, zero);
+    let map = Stage::Map { insts: b.finish(), stores: store(0, r) };
+    Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, vec![argmax, map])])
+}
+
+// ---------------------------------------------------------------------------------------------
+// Normalizations.
+
+/// Stages 0 and 1 of a mean-and-variance normalization over the rows of view 1 (the input):
+/// the sum of `x`, then the sum of `(x - mean)^2`, both in `t`.
+fn mean_and_variance_stages(views: &[View], t: Scalar, n: f64) -> [Stage; 2] {
+    let mut b = Insts::new();
+    let v = b.load(views, 1);
+    let v = b.cast(v, t);
+    let sum = reduce_stage(b, v, ReduceOp::Sum, 0.0);
+    let mut b = Insts::new();
+    let v = b.load(views, 1);
+    let v = b.cast(v, t);
+    let mean = row_mean(&mut b, 0, t, n);
+    let d = b.binary(BinaryOp::Sub, v, mean);
+    let d2 = b.binary(BinaryOp::Mul, d, d);
+    let squares = reduce_stage(b, d2, ReduceOp::Sum, 0.0);
+    [sum, squares]
+}
+
+/// `Acc(stage) / n`.
+fn row_mean(b: &mut Insts, stage: usize, t: Scalar, n: f64) -> InstId {
+    let acc = b.acc(stage, t);
+    let count = b.constant(t, n);
+    b.binary(BinaryOp::Div, acc, count)
+}
+
+/// LayerNormalization: over the axes from `axis` on, `(x - mean) * (1 / sqrt(var + epsilon))
+/// * scale + B`, computed in the input's float type as the reference does; the optional Mean
+/// and InvStdDev results are stored once per row.
+fn lower_layer_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let x = ctx.input(op, 0)?;
+    let scale = ctx.input(op, 1)?;
+    let bias = ctx.operand(op, 2)?;
+    let y = ctx.result(op, 0)?;
+    let mut elems = vec![x.elem, scale.elem, y.elem];
+    elems.extend(bias.as_ref().map(|b| b.elem));
+    compute_float(&elems)?;
+    let t = x.elem;
+    let axis = axis_of(ctx.attr_int(op, "axis", -1), x.rank())?;
+    let epsilon = ctx.attr_float(op, "epsilon", 1e-5);
+    let reduced: Vec<usize> = (axis..x.rank()).collect();
+    let rows = Rows::new(&x.shape, &reduced)?;
+    let n = rows.row_len() as f64;
+    let mut views = vec![rows.view(&y, &x.shape), rows.view(&x, &x.shape), rows.view(&scale, &x.shape)];
+    if let Some(bias) = &bias {
+        views.push(rows.view(bias, &x.shape));
+    }
+    let [sum, squares] = mean_and_variance_stages(&views, t, n);
+    let mut b = Insts::new();
+    let v = b.load(&views, 1);
+    let mean = row_mean(&mut b, 0, t, n);
+    let inv_std = inv_std_dev(&mut b, 1, t, n, epsilon);
+    let d = b.binary(BinaryOp::Sub, v, mean);
+    let normed = b.binary(BinaryOp::Mul, d, inv_std);
+    let s = b.load(&views, 2);
+    let s = b.cast(s, t);
+    let mut r = b.binary(BinaryOp::Mul, normed, s);
+    if bias.is_some() {
+        let bv = b.load(&views, 3);
+        let bv = b.cast(bv, t);
+        r = b.binary(BinaryOp::Add, r, bv);
+    }
+    let r = b.cast(r, y.elem);
+    let mut stages = vec![sum, squares, Stage::Map { insts: b.finish(), stores: store(0, r) }];
+    // The optional statistics, once per row.
+    let mut b = Insts::new();
+    let mut stores = Vec::new();
+    for index in [1, 2] {
+        if !ctx.result_used(op, index) {
+            continue;
+        }
+        let stat = ctx.result(op, index)?;
+        check_elem(stat.elem)?;
+        let value = if index == 1 {
+            row_mean(&mut b, 0, t, n)
+        } else {
+            inv_std_dev(&mut b, 1, t, n, epsilon)
+        };
+        let value = b.cast(value, stat.elem);
+        views.push(rows.row_view(&stat));
+        stores.push(Store { view: (views.len() - 1) as u32, value });
+    }
+    if !stores.is_empty() {
+        stages.push(Stage::Once { insts: b.finish(), stores });
+    }
+    Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, stages)])
+}
+
+/// `1 / sqrt(Acc(stage) / n + epsilon)`.
+fn inv_std_dev(b: &mut Insts, stage: usize, t: Scalar, n: f64, epsilon: f64) -> InstId {
+    let var = row_mean(b, stage, t, n);
+    let eps = b.constant(t, epsilon);
+    let ve = b.binary(BinaryOp::Add, var, eps);
+    let std = b.unary(UnaryOp::Sqrt, ve);
+    b.unary(UnaryOp::Reciprocal, std)
+}
+
+/// RMSNormalization: `x * (1 / sqrt(mean(x^2) + epsilon)) * scale` over the axes from `axis` on.
+fn lower_rms_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let x = ctx.input(op, 0)?;
+    let scale = ctx.input(op, 1)?;
+    let y = ctx.result(op, 0)?;
+    compute_float(&[x.elem, scale.elem, y.elem])?;
+    let t = x.elem;
+    let axis = axis_of(ctx.attr_int(op, "axis", -1), x.rank())?;
+    let epsilon = ctx.attr_float(op, "epsilon", 1e-5);
+    let reduced: Vec<usize> = (axis..x.rank()).collect();
+    let rows = Rows::new(&x.shape, &reduced)?;
+    let n = rows.row_len() as f64;
+    let views = vec![rows.view(&y, &x.shape), rows.view(&x, &x.shape), rows.view(&scale, &x.shape)];
+    let mut b = Insts::new();
+    let v = b.load(&views, 1);
+    let v2 = b.binary(BinaryOp::Mul, v, v);
+    let squares = reduce_stage(b, v2, ReduceOp::Sum, 0.0);
+    let mut b = Insts::new();
+    let v = b.load(&views, 1);
+    let inv = inv_std_dev(&mut b, 0, t, n, epsilon);
+    let normed = b.binary(BinaryOp::Mul, v, inv);
+    let s = b.load(&views, 2);
+    let s = b.cast(s, t);
+    let r = b.binary(BinaryOp::Mul, normed, s);
+    let r = b.cast(r, y.elem);
+    let map = Stage::Map { insts: b.finish(), stores: store(0, r) };
+    Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, vec![squares, map])])
+}
+
+/// `scale * (x - mean) / sqrt(var + epsilon) + bias` in `t`, with the per-channel operands at
+/// views `scale_view` and `bias_view`, and `mean`, `var` already computed.
+#[allow(clippy::too_many_arguments)]
+fn normalize_channel(
+    b: &mut Insts,
+    views: &[View],
+    t: Scalar,
+    x: InstId,
+    mean: InstId,
+    var: InstId,
+    epsilon: f64,
+    scale_view: u32,
+    bias_view: u32,
+) -> InstId {
+    let s = b.load(views, scale_view);
+    let s = b.cast(s, t);
+    let bias = b.load(views, bias_view);
+    let bias = b.cast(bias, t);
+    let d = b.binary(BinaryOp::Sub, x, mean);
+    let sd = b.binary(BinaryOp::Mul, s, d);
+    let eps = b.constant(t, epsilon);
+    let ve = b.binary(BinaryOp::Add, var, eps);
+    let std = b.unary(UnaryOp::Sqrt, ve);
+    let q = b.binary(BinaryOp::Div, sd, std);
+    b.binary(BinaryOp::Add, q, bias)
+}
+
+/// BatchNormalization. Inference: one elementwise kernel with the running statistics. Training:
+/// per channel (outer), the batch mean and variance over every other axis (inner), the
+/// normalized rows, and the updated running statistics.
+fn lower_batch_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let x = ctx.input(op, 0)?;
+    let y = ctx.result(op, 0)?;
+    let params: Vec<TensorRef> = (1..5).map(|i| ctx.input(op, i)).collect::<Result<_, _>>()?;
+    let mut elems = vec![x.elem, y.elem];
+    elems.extend(params.iter().map(|p| p.elem));
+    let t = compute_float(&elems)?;
+    if x.rank() < 2 {
+        return Err(unsupported("BatchNormalization of an input of rank below 2"));
+    }
+    let epsilon = ctx.attr_float(op, "epsilon", 1e-5);
+    let training = ctx.attr_int(op, "training_mode", 0) != 0;
+    let rank = x.rank();
+    if !training {
+        if ctx.result_used(op, 1) || ctx.result_used(op, 2) {
+            return Err(unsupported("BatchNormalization running statistics outside training mode"));
+        }
+        // Every element its own row.
+        let rows = Rows::new(&x.shape, &[])?;
+        let mut views = vec![rows.view(&y, &x.shape), rows.view(&x, &x.shape)];
+        views.extend(params.iter().map(|p| rows.axis_view(p, rank, 1)));
+        let mut b = Insts::new();
+        let v = b.load(&views, 1);
+        let v = b.cast(v, t);
+        let mean = b.load(&views, 4);
+        let mean = b.cast(mean, t);
+        let var = b.load(&views, 5);
+        let var = b.cast(var, t);
+        let r = normalize_channel(&mut b, &views, t, v, mean, var, epsilon, 2, 3);
+        let r = b.cast(r, y.elem);
+        let map = Stage::Map { insts: b.finish(), stores: store(0, r) };
+        return Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, vec![map])]);
+    }
+    let momentum = ctx.attr_float(op, "momentum", 0.9);
+    let reduced: Vec<usize> = (0..rank).filter(|&a| a != 1).collect();
+    let rows = Rows::new(&x.shape, &reduced)?;
+    let n = rows.row_len() as f64;
+    let mut views = vec![rows.view(&y, &x.shape), rows.view(&x, &x.shape)];
+    views.extend(params.iter().map(|p| rows.axis_view(p, rank, 1)));
+    let [sum, squares] = mean_and_variance_stages(&views, t, n);
+    let mut b = Insts::new();
+    let v = b.load(&views, 1);
+    let v = b.cast(v, t);
+    let mean = row_mean(&mut b, 0, t, n);
+    let var = row_mean(&mut b, 1, t, n);
+    let r = normalize_channel(&mut b, &views, t, v, mean, var, epsilon, 2, 3);
+    let r = b.cast(r, y.elem);
+    let mut stages = vec![sum, squares, Stage::Map { insts: b.finish(), stores: store(0, r) }];
+    // running = input * momentum + batch * (1 - momentum), once per channel.
+    let mut b = Insts::new();
+    let mut stores = Vec::new();
+    for (index, input_view, stage) in [(1, 4u32, 0usize), (2, 5, 1)] {
+        if !ctx.result_used(op, index) {
+            continue;
+        }
+        let out = ctx.result(op, index)?;
+        check_elem(out.elem)?;
+        let batch = row_mean(&mut b, stage, t, n);
+        let running = b.load(&views, input_view);
+        let running = b.cast(running, t);
+        let m = b.constant(t, momentum);
+        let one_minus = b.constant(t, 1.0 - momentum);
+        let kept = b.binary(BinaryOp::Mul, running, m);
+        let fresh = b.binary(BinaryOp::Mul, batch, one_minus);
+        let value = b.binary(BinaryOp::Add, kept, fresh);
+        let value = b.cast(value, out.elem);
+        views.push(rows.row_view(&out));
+        stores.push(Store { view: (views.len() - 1) as u32, value });
+    }
+    if !stores.is_empty() {
+        stages.push(Stage::Once { insts: b.finish(), stores });
+    }
+    Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, stages)])
+}
+
+/// InstanceNormalization: per instance and channel (outer), mean and variance over the spatial
+/// axes (inner).
+fn lower_instance_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let x = ctx.input(op, 0)?;
+    let scale = ctx.input(op, 1)?;
+    let bias = ctx.input(op, 2)?;
+    let y = ctx.result(op, 0)?;
+    let t = compute_float(&[x.elem, scale.elem, bias.elem, y.elem])?;
+    if x.rank() < 2 {
+        return Err(unsupported("InstanceNormalization of an input of rank below 2"));
+    }
+    let epsilon = ctx.attr_float(op, "epsilon", 1e-5);
+    let rank = x.rank();
+    let reduced: Vec<usize> = (2..rank).collect();
+    let rows = Rows::new(&x.shape, &reduced)?;
+    let n = rows.row_len() as f64;
+    let views = vec![
+        rows.view(&y, &x.shape),
+        rows.view(&x, &x.shape),
+        rows.axis_view(&scale, rank, 1),
+        rows.axis_view(&bias, rank, 1),
+    ];
+    let [sum, squares] = mean_and_variance_stages(&views, t, n);
+    let mut b = Insts::new();
+    let v = b.load(&views, 1);
+    let v = b.cast(v, t);
+    let mean = row_mean(&mut b, 0, t, n);
+    let var = row_mean(&mut b, 1, t, n);
+    let r = normalize_channel(&mut b, &views, t, v, mean, var, epsilon, 2, 3);
+    let r = b.cast(r, y.elem);
+    let map = Stage::Map { insts: b.finish(), stores: store(0, r) };
+    Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, vec![sum, squares, map])])
+}
+
+/// LpNormalization: `x / norm` along `axis` (0 where the norm is 0), the L1 or L2 norm.
+fn lower_lp_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let x = ctx.input(op, 0)?;
+    let y = ctx.result(op, 0)?;
+    let t = compute_float(&[x.elem, y.elem])?;
+    let axis = axis_of(ctx.attr_int(op, "axis", -1), x.rank())?;
+    let p = ctx.attr_int(op, "p", 2);
+    if p != 1 && p != 2 {
+        return Err(unsupported(format!("LpNormalization with p = {p}")));
+    }
+    let rows = Rows::new(&x.shape, &[axis])?;
+    let views = vec![rows.view(&y, &x.shape), rows.view(&x, &x.shape)];
+    let mut b = Insts::new();
+    let v = b.load(&views, 1);
+    let v = b.cast(v, t);
+    let term = if p == 1 { b.unary(UnaryOp::Abs, v) } else { b.binary(BinaryOp::Mul, v, v) };
+    let sum = reduce_stage(b, term, ReduceOp::Sum, 0.0);
+    let mut b = Insts::new();
+    let v = b.load(&views, 1);
+    let v = b.cast(v, t);
+    let acc = b.acc(0, t);
+    let norm = if p == 1 { acc } else { b.unary(UnaryOp::Sqrt, acc) };
+    let zero = b.constant(t, 0.0);
+    let is_zero = b.binary(BinaryOp::Eq, norm, zero);
+    let q = b.binary(BinaryOp::Div, v, norm);
+    let r = b.select(is_zero, zero, q);
+    let r = b.cast(r, y.elem);
+    let map = Stage::Map { insts: b.finish(), stores: store(0, r) };
+    Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, vec![sum, map])])
+}
+
+/// MeanVarianceNormalization as its ONNX function body: `(x - E[x]) / (sqrt(E[x^2] - E[x]^2) +
+/// 1e-9)` over `axes` (default 0, 2, 3).
+fn lower_mvn(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let x = ctx.input(op, 0)?;
+    let y = ctx.result(op, 0)?;
+    let t = compute_float(&[x.elem, y.elem])?;
+    let axes = ctx.attr_ints(op, "axes").unwrap_or_else(|| vec![0, 2, 3]);
+    let mut reduced = axes.iter().map(|&a| axis_of(a, x.rank())).collect::<Result<Vec<_>, _>>()?;
+    reduced.sort_unstable();
+    reduced.dedup();
+    let rows = Rows::new(&x.shape, &reduced)?;
+    let n = rows.row_len() as f64;
+    let views = vec![rows.view(&y, &x.shape), rows.view(&x, &x.shape)];
+    let mut b = Insts::new();
+    let v = b.load(&views, 1);
+    let v = b.cast(v, t);
+    let sum = reduce_stage(b, v, ReduceOp::Sum, 0.0);
+    let mut b = Insts::new();
+    let v = b.load(&views, 1);
+    let v = b.cast(v, t);
+    let v2 = b.binary(BinaryOp::Mul, v, v);
+    let squares = reduce_stage(b, v2, ReduceOp::Sum, 0.0);
+    let mut b = Insts::new();
+    let v = b.load(&views, 1);
+    let v = b.cast(v, t);
+    let mean = row_mean(&mut b, 0, t, n);
+    let mean_sq = row_mean(&mut b, 1, t, n);
+    let m2 = b.binary(BinaryOp::Mul, mean, mean);
+    let var = b.binary(BinaryOp::Sub, mean_sq, m2);
+    let std = b.unary(UnaryOp::Sqrt, var);
+    let eps = b.constant(t, 1e-9);
+    let denom = b.binary(BinaryOp::Add, std, eps);
+    let d = b.binary(BinaryOp::Sub, v, mean);
+    let r = b.binary(BinaryOp::Div, d, denom);
+    let r = b.cast(r, y.elem);
+    let map = Stage::Map { insts: b.finish(), stores: store(0, r) };
+    Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, vec![sum, squares, map])])
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cumulative ops.
+
+/// CumSum and CumProd along the constant `axis` operand: at each output point (outer, every
+/// axis), fold the input along the scanned axis (inner) with the elements outside the prefix
+/// (or suffix, with `reverse`; excluding the current one with `exclusive`) replaced by the
+/// identity.
+fn lower_cumulative(ctx: &LowerCtx, op: OpId, fold: ReduceOp) -> LowerResult {
+    let x = ctx.input(op, 0)?;
+    let y = ctx.result(op, 0)?;
+    check_elem(x.elem)?;
+    let axis = constant_ints(ctx, op, 1)
+        .and_then(|a| a.first().copied())
+        .ok_or_else(|| unsupported("a cumulative axis known only at run time"))?;
+    let axis = axis_of(axis, x.rank())?;
+    let exclusive = ctx.attr_int(op, "exclusive", 0) != 0;
+    let reverse = ctx.attr_int(op, "reverse", 0) != 0;
+    let rank = x.rank();
+    if rank + 1 > MAX_AXES {
+        return Err(unsupported(format!("rank {rank} (kernels loop over at most {MAX_AXES} axes)")));
+    }
+    let n = x.shape[axis];
+    let mut y_strides = y.strides();
+    y_strides.push(0);
+    let mut x_strides = x.strides();
+    let scan_stride = x_strides[axis];
+    x_strides[axis] = 0;
+    x_strides.push(scan_stride);
+    let views = vec![y.view_with(y_strides), x.view_with(x_strides)];
+    let identity = if fold == ReduceOp::Prod { 1.0 } else { 0.0 };
+    let mut b = Insts::new();
+    let v = b.load(&views, 1);
+    let here = b.index(axis);
+    let scanned = b.index(rank);
+    let cond = match (reverse, exclusive) {
+        (false, false) => BinaryOp::Le,
+        (false, true) => BinaryOp::Lt,
+        (true, false) => BinaryOp::Ge,
+        (true, true) => BinaryOp::Gt,
+    };
+    let inside = b.binary(cond, scanned, here);
+    let id = b.constant(x.elem, identity);
+    let value = b.select(inside, v, id);
+    let reduce = reduce_stage(b, value, fold, identity);
+    let mut b = Insts::new();
+    let acc = b.acc(0, x.elem);
+    let once = Stage::Once { insts: b.finish(), stores: store(0, acc) };
+    Ok(vec![Kernel {
+        name: ctx.kernel_name(op, 0),
+        body: KernelBody::Loop(LoopKernel {
+            outer: y.shape.clone(),
+            inner: vec![n],
+            views,
+            stages: vec![reduce, once],
+        }),
+    }])
 }

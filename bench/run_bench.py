@@ -8,11 +8,12 @@ For each zoo model (generated with bench/models/generate.py into --zoo if missin
 same deterministic inputs (bench/models/reference.py) and the same thread counts:
 
 * onnxruntime 1.31 runs in this process: one session per thread count (intra-op threads = N,
-  inter-op = 1, sequential execution), a warm-up run, then --repeat timed runs. Peak-RSS growth
-  during the timed runs is VmHWM after them minus VmRSS before, with the high-water mark reset
-  through /proc/self/clear_refs ("5") after the warm-up.
+  inter-op = 1, sequential execution). Peak-RSS growth is that of the first run after the
+  session is created: VmHWM after it minus VmRSS before, with the high-water mark reset through
+  /proc/self/clear_refs ("5"). Then --repeat timed runs.
 * memc runs as `memc run PLAN --threads N --repeat R --rss`, which measures itself the same way
-  (warm-up run, clear_refs, timed runs, VmHWM - VmRSS) and prints one JSON line.
+  (weights made resident, clear_refs, first run, VmHWM - VmRSS; then timed runs) and prints one
+  JSON line.
 
 Prints a Markdown table: median latency of each, the ratio, and RSS growth next to memc's
 planned arena plus input and output bytes. Also checks memc's outputs against onnxruntime's.
@@ -61,15 +62,16 @@ def ort_bench(model: Path, inputs: dict, threads: int, repeat: int):
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     sess = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
-    outputs = sess.run(None, inputs)
+    # Peak-RSS growth of the first run, from the loaded session (as memc run --rss measures).
     reset_hwm()
     before = proc_status_kib("VmRSS")
+    outputs = sess.run(None, inputs)
+    growth = (proc_status_kib("VmHWM") - before) * 1024
     times = []
     for _ in range(repeat):
         t = time.perf_counter()
         sess.run(None, inputs)
         times.append(time.perf_counter() - t)
-    growth = (proc_status_kib("VmHWM") - before) * 1024
     names = [o.name for o in sess.get_outputs()]
     del sess
     return float(np.median(times)), max(growth, 0), dict(zip(names, outputs))

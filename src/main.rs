@@ -114,6 +114,10 @@ enum Command {
         /// Check the weights' checksum before running (reads every weight page).
         #[arg(long)]
         verify: bool,
+        /// Measure the peak-RSS growth of the first run (weights made resident first) and end
+        /// with a JSON summary line, for bench/run_bench.py.
+        #[arg(long)]
+        rss: bool,
     },
     /// Show where a plan's memory goes (not built yet).
     Report {
@@ -218,6 +222,7 @@ fn run(cli: Cli) -> ExitCode {
             threads,
             repeat,
             verify,
+            rss,
         } => {
             let options = memc::run::RunOptions {
                 inputs,
@@ -225,6 +230,7 @@ fn run(cli: Cli) -> ExitCode {
                 threads,
                 repeat,
                 verify_weights: verify,
+                measure_rss: rss,
             };
             runtime_output(memc::run::run(&plan, &options))
         }

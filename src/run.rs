@@ -26,6 +26,32 @@ pub struct RunOptions {
     pub repeat: NonZeroUsize,
     /// Check the weights' checksum at load.
     pub verify_weights: bool,
+    /// Measure the peak-RSS growth of the first run and print a JSON summary line.
+    pub measure_rss: bool,
+}
+
+/// A field of `/proc/self/status` in bytes (`VmRSS`, `VmHWM`), where Linux provides it.
+fn proc_status_bytes(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(field) && l[field.len()..].starts_with(':'))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Resets the peak-RSS high-water mark (`VmHWM`) to the current RSS.
+fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// Reads one byte of every page of `bytes`, so the mapped weights are resident before a
+/// measurement (onnxruntime holds its weights in memory before it runs, too).
+fn touch_pages(bytes: &[u8]) -> u64 {
+    let mut sum = 0u64;
+    for i in (0..bytes.len()).step_by(4096) {
+        // SAFETY: `i` is in bounds; a volatile read keeps the loop from being removed.
+        sum = sum.wrapping_add(u64::from(unsafe { std::ptr::read_volatile(bytes.as_ptr().add(i)) }));
+    }
+    sum
 }
 
 /// Parses `NAME=FILE` for `--input` (at the first `=`: file names may hold one, ONNX names
@@ -112,6 +138,26 @@ pub fn run(plan: &Path, options: &RunOptions) -> Result<String, RuntimeError> {
     );
 
     let refs: Vec<(&str, TensorRef<'_>)> = inputs.iter().map(|(n, t)| (*n, t.as_ref())).collect();
+    // Peak-RSS growth of the first run: the arena's pages, the inputs copied in and the outputs
+    // copied out, measured from the loaded state with the weights resident.
+    let mut rss_growth = None;
+    let io_bytes: u64 = session
+        .inputs()
+        .iter()
+        .chain(session.outputs())
+        .map(|io| io.byte_size())
+        .sum();
+    let (arena_bytes, threads) = (session.arena_size(), session.threads());
+    if options.measure_rss {
+        touch_pages(session.plan().weights());
+        if reset_peak_rss() {
+            let before = proc_status_bytes("VmRSS");
+            let outputs = session.run(&refs)?;
+            let peak = proc_status_bytes("VmHWM");
+            drop(outputs);
+            rss_growth = before.zip(peak).map(|(b, p)| p.saturating_sub(b));
+        }
+    }
     let mut times = Vec::with_capacity(options.repeat.get());
     for _ in 1..options.repeat.get() {
         let started = Instant::now();
@@ -139,6 +185,26 @@ pub fn run(plan: &Path, options: &RunOptions) -> Result<String, RuntimeError> {
         ),
     );
 
+    if options.measure_rss {
+        line(
+            &mut report,
+            "rss",
+            rss_growth.map_or("unavailable (needs Linux /proc)".to_string(), |g| {
+                format!("first run grew the peak RSS by {}", crate::report::human_bytes(g))
+            }),
+        );
+        writeln!(
+            report,
+            "{{\"min_ms\": {:.6}, \"median_ms\": {:.6}, \"rss_growth_bytes\": {}, \"arena_bytes\": {}, \"io_bytes\": {}, \"threads\": {}}}",
+            times[0].as_secs_f64() * 1e3,
+            median.as_secs_f64() * 1e3,
+            rss_growth.map_or("null".to_string(), |g| g.to_string()),
+            arena_bytes,
+            io_bytes,
+            threads
+        )
+        .expect("writing to a String cannot fail");
+    }
     if let Some(dir) = &options.output_dir {
         std::fs::create_dir_all(dir).map_err(|e| RuntimeError::Write {
             path: dir.clone(),

@@ -6,7 +6,8 @@
 Writes examples/classifier.onnx: a small image classifier with a symbolic batch dim
 (Conv 3->8 3x3, Relu, MaxPool 2x2, Conv 8->16 3x3, Relu, GlobalAveragePool, Flatten,
 Gemm 16->10, Softmax), about 6 KB of weights; and examples/classifier_input.npy: one
-deterministic 1x3x16x16 float32 image. The weights come from a fixed seed.
+deterministic 1x3x16x16 float32 image; and examples/classifier_expected.npy: onnxruntime's output
+for that image (the CLI tests compare memc's with it). The weights come from a fixed seed.
 """
 
 import os
@@ -52,6 +53,10 @@ def main() -> None:
     onnx.save(model, os.path.join(HERE, "classifier.onnx"))
     image = np.random.default_rng(11).standard_normal((1, 3, 16, 16)).astype(np.float32)
     np.save(os.path.join(HERE, "classifier_input.npy"), image)
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(os.path.join(HERE, "classifier.onnx"), providers=["CPUExecutionProvider"])
+    np.save(os.path.join(HERE, "classifier_expected.npy"), session.run(None, {"image": image})[0])
 
 
 if __name__ == "__main__":

@@ -4,11 +4,11 @@
 //! It re-exports the stage crates ([`ir`], [`passes`], [`codegen`], [`runtime`]) and holds the
 //! drivers the command line calls, so that everything the CLI does is callable as a library.
 //!
-//! Built so far: the IR with its MLIR-syntax printer and parser, the verifier, the pass manager,
-//! the `memc opt` driver ([`opt`]), and the front of the compile pipeline ([`compile`]): ONNX
-//! import and shape inference, printed with `memc compile --emit ir`. Planning, code generation
-//! and the plan file come with the next issues; [`PLANNED_COMMANDS`] lists what the command
-//! line answers as not built yet.
+//! Built: the IR with its MLIR-syntax printer and parser, the verifier, the pass manager, the
+//! `memc opt` driver ([`opt`]), the compile pipeline ([`compile`]: ONNX import, shape inference,
+//! memory planning, lowering to kernels), the plan file, and the drivers of `memc run` ([`run`])
+//! and `memc inspect` ([`inspect`]). [`PLANNED_COMMANDS`] lists what the command line answers
+//! as not built yet.
 
 pub mod compile;
 pub mod inspect;
@@ -25,10 +25,6 @@ pub use memc_runtime as runtime;
 /// Commands from DESIGN.md that exist on the command line but are not built yet, with the
 /// piece of memc each one waits for.
 pub const PLANNED_COMMANDS: &[(&str, &str)] = &[
-    (
-        "compile",
-        "the ONNX importer, the memory planner and code generation",
-    ),
     ("report", "the memory planner's report"),
 ];
 

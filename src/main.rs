@@ -62,12 +62,12 @@ enum Command {
         #[arg(long)]
         time_passes: bool,
     },
-    /// Compile an ONNX model (today: import and shape inference, shown with `--emit ir`).
+    /// Compile an ONNX model to a plan file (`-o MODEL.plan`), or print its IR or memory plan.
     Compile {
         /// The ONNX model; external data is read from beside it.
         model: PathBuf,
-        /// What to write: `ir` (or `mlir`, the same text) works; `plan-json` and `plan` are not
-        /// built yet.
+        /// What to write: `plan` (the plan file, needs `-o`), `ir` (or `mlir`, the same text),
+        /// or `plan-json` (the memory plan).
         #[arg(long, value_enum, default_value_t = EmitArg::Plan)]
         emit: EmitArg,
         /// Write here instead of standard output.
@@ -421,7 +421,7 @@ fn not_built(command: &str) -> ExitCode {
         .map_or("later work", |(_, needs)| needs);
     eprintln!("error: `memc {command}` is not built yet; it needs {needs}.");
     eprintln!(
-        "       Today memc runs passes on textual IR: `memc opt FILE -p canonicalize,cse,dce`."
+        "       `memc compile MODEL.onnx --report --dim NAME=VALUE ...` shows where a model's memory goes today."
     );
     ExitCode::FAILURE
 }

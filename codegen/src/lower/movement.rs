@@ -22,7 +22,7 @@ mod resize;
 
 use super::build::{Insts, TensorRef};
 use super::{unsupported, LowerCtx, LowerError, LowerResult};
-use crate::kernel::{BinaryOp, InstKind, Kernel, Scalar, View};
+use crate::kernel::{BinaryOp, IndirectIndex, InstId, InstKind, Kernel, Scalar, View};
 use common::{
     const_bits_of_bytes, const_ints, loop_kernel, map_stage, norm_axis, operand_absent_or_empty,
     shifted, strided_copy, IndexMath,
@@ -158,41 +158,107 @@ fn split(ctx: &LowerCtx, op: OpId) -> LowerResult {
     Ok(kernels)
 }
 
-/// Slice with constant starts, ends, axes and steps: a strided view of the input.
+/// Slice: a strided view of the input when starts, ends, axes and steps are compile-time
+/// constants; otherwise each sliced axis reads `start + i * step` through a `LoadIndirect`,
+/// with start and step loaded and clamped as the ONNX spec says (the output shape already
+/// fixes the count, so ends are not needed).
 fn slice(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
     let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
     let rank = input.rank();
-    let need = |index: usize, what: &str| {
-        const_ints(ctx, op, index)
-            .ok_or_else(|| unsupported(format!("Slice {what} must be compile-time constants")))
-    };
-    let starts = need(1, "starts")?;
-    let ends = need(2, "ends")?;
-    let axes: Vec<usize> = if operand_absent_or_empty(ctx, op, 3)? {
-        (0..starts.len()).collect()
+    let n = ctx.input(op, 1)?.numel() as usize;
+    let axes: Option<Vec<usize>> = if operand_absent_or_empty(ctx, op, 3)? {
+        Some((0..n).collect())
     } else {
-        need(3, "axes")?.iter().map(|&a| norm_axis(a, rank)).collect::<Result<_, _>>()?
-    };
-    let steps = if operand_absent_or_empty(ctx, op, 4)? { vec![1; starts.len()] } else { need(4, "steps")? };
-    if starts.len() != axes.len() || ends.len() != axes.len() || steps.len() != axes.len() {
-        return Err(unsupported("Slice starts, ends, axes and steps differ in length"));
-    }
-    let own = input.strides();
-    let mut strides = own.clone();
-    let mut offset = 0i64;
-    for (i, &a) in axes.iter().enumerate() {
-        let d = input.shape[a] as i64;
-        let step = steps[i];
-        if step == 0 {
-            return Err(unsupported("a Slice step is 0"));
+        match const_ints(ctx, op, 3) {
+            Some(a) => Some(a.iter().map(|&a| norm_axis(a, rank)).collect::<Result<_, _>>()?),
+            None => None,
         }
-        let start = if starts[i] < 0 { starts[i].saturating_add(d) } else { starts[i] };
-        let start = if step > 0 { start.clamp(0, d) } else { start.clamp(0, (d - 1).max(0)) };
-        offset += start * own[a];
-        strides[a] = own[a] * step;
+    };
+    let steps_absent = operand_absent_or_empty(ctx, op, 4)?;
+    let steps = if steps_absent { Some(vec![1; n]) } else { const_ints(ctx, op, 4) };
+    let own = input.strides();
+    if let (Some(axes), Some(steps), Some(starts)) = (&axes, &steps, const_ints(ctx, op, 1)) {
+        if starts.len() != axes.len() || steps.len() != axes.len() {
+            return Err(unsupported("Slice starts, axes and steps differ in length"));
+        }
+        let mut strides = own.clone();
+        let mut offset = 0i64;
+        for (i, &a) in axes.iter().enumerate() {
+            let d = input.shape[a] as i64;
+            let step = steps[i];
+            if step == 0 {
+                return Err(unsupported("a Slice step is 0"));
+            }
+            let start = if starts[i] < 0 { starts[i].saturating_add(d) } else { starts[i] };
+            let start = if step > 0 { start.clamp(0, d) } else { start.clamp(0, (d - 1).max(0)) };
+            offset += start * own[a];
+            strides[a] = own[a] * step;
+        }
+        let src = shifted(input.view_with(strides), offset);
+        return Ok(vec![strided_copy(ctx.kernel_name(op, 0), &out.shape, dense(&out), src)]);
     }
-    Ok(vec![strided_copy(ctx.kernel_name(op, 0), &out.shape, dense(&out), shifted(input.view_with(strides), offset))])
+    let mut views = vec![dense(&out)];
+    let mut insts = Insts::new();
+    let mut start_step: Vec<Option<(InstId, InstId)>> = vec![None; rank];
+    for j in 0..n {
+        let start = common::operand_elem(ctx, op, 1, j, Scalar::I64, &mut views, &mut insts, rank)?;
+        let step = if steps_absent {
+            insts.i64c(1)
+        } else {
+            common::operand_elem(ctx, op, 4, j, Scalar::I64, &mut views, &mut insts, rank)?
+        };
+        let clamped = |insts: &mut Insts, d: usize| {
+            let dim = input.shape[d] as i64;
+            let zero = insts.i64c(0);
+            let negative = insts.binary(BinaryOp::Lt, start, zero);
+            let wrapped = insts.add_c(start, dim);
+            let s = insts.select(negative, wrapped, start);
+            let forward = insts.binary(BinaryOp::Gt, step, zero);
+            let (hi_fwd, hi_back) = (insts.i64c(dim), insts.i64c((dim - 1).max(0)));
+            let hi = insts.select(forward, hi_fwd, hi_back);
+            let s = insts.binary(BinaryOp::Max, s, zero);
+            insts.binary(BinaryOp::Min, s, hi)
+        };
+        match &axes {
+            Some(axes) => {
+                let d = *axes.get(j).ok_or_else(|| unsupported("Slice axes and starts differ in length"))?;
+                start_step[d] = Some((clamped(&mut insts, d), step));
+            }
+            None => {
+                let a = common::operand_elem(ctx, op, 3, j, Scalar::I64, &mut views, &mut insts, rank)?;
+                let zero = insts.i64c(0);
+                let negative = insts.binary(BinaryOp::Lt, a, zero);
+                let wrapped = insts.add_c(a, rank as i64);
+                let a = insts.select(negative, wrapped, a);
+                for d in 0..rank {
+                    let s = clamped(&mut insts, d);
+                    let dc = insts.i64c(d as i64);
+                    let hit = insts.binary(BinaryOp::Eq, a, dc);
+                    let (prev_start, prev_step) = match start_step[d] {
+                        Some(p) => p,
+                        None => (insts.i64c(0), insts.i64c(1)),
+                    };
+                    let s = insts.select(hit, s, prev_start);
+                    let st = insts.select(hit, step, prev_step);
+                    start_step[d] = Some((s, st));
+                }
+            }
+        }
+    }
+    let mut strides = own.clone();
+    let mut terms = Vec::new();
+    for (d, ss) in start_step.iter().enumerate() {
+        let Some((start, step)) = *ss else { continue };
+        strides[d] = 0;
+        let i = insts.index(d);
+        let walked = insts.binary(BinaryOp::Mul, i, step);
+        let index = insts.binary(BinaryOp::Add, start, walked);
+        terms.push(IndirectIndex { index, stride: own[d], limit: input.shape[d] as i64 });
+    }
+    views.push(input.view_with(strides));
+    let value = insts.load_indirect(&views, (views.len() - 1) as u32, terms);
+    Ok(vec![loop_kernel(ctx.kernel_name(op, 0), out.shape.clone(), Vec::new(), views, vec![map_stage(insts, 0, value)])])
 }
 
 /// Expand: the input broadcast (numpy rules) to the output's shape.

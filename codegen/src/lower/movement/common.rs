@@ -330,3 +330,33 @@ impl IndexMath for Insts {
         self.unary(op, a)
     }
 }
+
+/// Element `i` of operand `index` of `op` as an instruction of type `ty`: a constant when the
+/// operand is a compile-time constant, else a load through a new broadcast view (pushed onto
+/// `views`; `n_axes` is the kernel's loop axis count).
+#[allow(clippy::too_many_arguments)]
+pub fn operand_elem(
+    ctx: &LowerCtx,
+    op: OpId,
+    index: usize,
+    i: usize,
+    ty: Scalar,
+    views: &mut Vec<View>,
+    insts: &mut Insts,
+    n_axes: usize,
+) -> Result<InstId, LowerError> {
+    if ty.is_float() {
+        if let Some(v) = const_floats(ctx, op, index).and_then(|v| v.get(i).copied()) {
+            return Ok(insts.constant(ty, v));
+        }
+    } else if let Some(v) = const_ints(ctx, op, index).and_then(|v| v.get(i).copied()) {
+        return Ok(insts.constant_int(ty, v));
+    }
+    let t = ctx.input(op, index)?;
+    if i as u64 >= t.numel() {
+        return Err(unsupported(format!("operand #{index} has no element {i}")));
+    }
+    views.push(shifted(t.view_with(vec![0; n_axes]), i as i64));
+    let v = insts.load(views, (views.len() - 1) as u32);
+    Ok(insts.cast(v, ty))
+}

@@ -1,0 +1,67 @@
+//! The ONNX backend node tests of the movement and linalg ops, compiled to kernels and run
+//! through the reference interpreter in `lower_mv_support::interp` (independent of the JIT).
+//!
+//! `MEMC_NODE_FILTER=substring` runs only the tests whose name contains it and prints each
+//! outcome; without it every listed test runs and the outcomes must match `EXPECTED_FAILURES`.
+
+mod lower_mv_support;
+
+use lower_mv_support::{node_test_dir, run_node_test, Outcome};
+
+fn panic_message(e: &Box<dyn std::any::Any + Send>) -> String {
+    e.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+/// Name prefixes of the node tests of the ops lowered in `movement.rs` and `linalg.rs`.
+const PREFIXES: &[&str] = &[
+    "test_reshape_", "test_flatten_", "test_squeeze", "test_unsqueeze_", "test_transpose_",
+    "test_concat_", "test_split_", "test_slice", "test_gather_", "test_gathernd_", "test_expand_",
+    "test_tile", "test_constant_pad", "test_edge_pad", "test_reflect_pad", "test_wrap_pad",
+    "test_trilu", "test_tril", "test_triu", "test_range_", "test_constantofshape_", "test_shape",
+    "test_size", "test_eyelike_", "test_depthtospace_", "test_spacetodepth", "test_resize_",
+    "test_top_k", "test_identity", "test_matmul_", "test_gemm_", "test_conv_", "test_basic_conv_",
+    "test_convtranspose", "test_maxpool_", "test_averagepool_", "test_globalaveragepool",
+    "test_globalmaxpool", "test_dequantizelinear", "test_quantizelinear",
+];
+
+/// Node tests that do not pass, each with the reason. Everything else listed must pass.
+const EXPECTED_FAILURES: &[(&str, &str)] = &[];
+
+#[test]
+fn node_tests_of_movement_and_linalg_ops() {
+    let Some(dir) = node_test_dir() else {
+        println!("skipped: the ONNX backend node tests are not installed in .venv");
+        return;
+    };
+    let filter = std::env::var("MEMC_NODE_FILTER").ok();
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("the node test directory reads")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| PREFIXES.iter().any(|p| n.starts_with(p)))
+        .filter(|n| filter.as_ref().is_none_or(|f| n.contains(f.as_str())))
+        .collect();
+    names.sort();
+    let mut unexpected = Vec::new();
+    let (mut passed, mut failed) = (0, 0);
+    for name in &names {
+        let path = dir.join(name);
+        let outcome = std::panic::catch_unwind(|| run_node_test(&path))
+            .unwrap_or_else(|e| Outcome::Panic(panic_message(&e)));
+        let expected_failure = EXPECTED_FAILURES.iter().find(|(n, _)| n == name);
+        match (&outcome, expected_failure) {
+            (Outcome::Pass, None) => passed += 1,
+            (Outcome::Pass, Some(_)) => unexpected.push(format!("{name}: passes now; drop it from EXPECTED_FAILURES")),
+            (_, Some(_)) => failed += 1,
+            (other, None) => unexpected.push(format!("{name}: {other:?}")),
+        }
+        if filter.is_some() {
+            println!("{name}: {outcome:?}");
+        }
+    }
+    println!("{passed} passed, {failed} expected failures, {} unexpected", unexpected.len());
+    assert!(unexpected.is_empty(), "{} unexpected outcomes:\n{}", unexpected.len(), unexpected.join("\n"));
+}

@@ -1,6 +1,30 @@
-//! The Cranelift CPU backend. (Being written: the API below is fixed; the bodies are not.)
+//! The Cranelift CPU backend: JIT-compiles a program's kernels for the host and runs them.
+//!
+//! [`CpuProgram::compile`] builds one `JITModule` (ISA from `cranelift_native`, so the host's
+//! SSE4.1/AVX/FMA are used; `opt_level=speed`) holding one function per loop kernel
+//! (`loops.rs`, with SIMD forms from `simd.rs`); contractions call the `gemm` crate
+//! (`contract.rs`). Transcendentals call the Rust functions of `helpers.rs`.
+//!
+//! Guarantees: compiling a validated kernel never panics; a kernel the backend cannot run (F16
+//! anywhere, arithmetic on bools) is an [`CpuError::Unsupported`] naming it. Running a
+//! validated kernel touches only the bytes its validation bounded, and gives the same result
+//! whether its rows run on one thread or many.
 
-use crate::kernel::Kernel;
+mod contract;
+mod func;
+mod helpers;
+mod loops;
+mod scalar;
+mod simd;
+
+use crate::kernel::{Contract, Kernel, KernelBody, Scalar};
+use cranelift_codegen::isa::OwnedTargetIsa;
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::FunctionBuilderContext;
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, Module};
+use rayon::prelude::*;
+use std::time::{Duration, Instant};
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -11,20 +35,174 @@ pub enum CpuError {
     Cranelift(String),
 }
 
+/// Below this much work (`rows * work_per_row` elements) a kernel runs on the calling thread.
+const PARALLEL_WORK: u64 = 32 * 1024;
+
+/// The signature of a compiled loop kernel.
+type LoopFn =
+    unsafe extern "C" fn(arena: *mut u8, weights: *const u8, row_begin: u64, row_end: u64);
+
+enum Compiled {
+    Loop {
+        func: LoopFn,
+        rows: u64,
+        work_per_row: u64,
+    },
+    Contract(Box<Contract>),
+}
+
+/// The JIT module that owns the machine code; kept only to free it on drop.
+struct CodeOwner(Option<JITModule>);
+
+// SAFETY: after `finalize_definitions` the module is never used again except to free its
+// memory in `Drop`, which takes `&mut self`; the machine code itself is immutable.
+unsafe impl Send for CodeOwner {}
+unsafe impl Sync for CodeOwner {}
+
+impl Drop for CodeOwner {
+    fn drop(&mut self) {
+        if let Some(module) = self.0.take() {
+            // SAFETY: the program owning this module is being dropped, so none of its functions
+            // runs now or later.
+            unsafe { module.free_memory() };
+        }
+    }
+}
+
 /// Every kernel of a program, compiled for this machine.
 pub struct CpuProgram {
-    _private: (),
+    kernels: Vec<Compiled>,
+    names: Vec<String>,
+    compile_times: Vec<Duration>,
+    compile_time: Duration,
+    _code: CodeOwner,
+}
+
+/// The host ISA as `cranelift_native` detects it, with `opt_level=speed`.
+fn host_isa() -> Result<OwnedTargetIsa, CpuError> {
+    let err = |e: settings::SetError| CpuError::Cranelift(e.to_string());
+    let mut flags = settings::builder();
+    flags.set("opt_level", "speed").map_err(err)?;
+    flags.set("use_colocated_libcalls", "false").map_err(err)?;
+    flags.set("is_pic", "false").map_err(err)?;
+    flags
+        .set(
+            "enable_verifier",
+            if cfg!(debug_assertions) {
+                "true"
+            } else {
+                "false"
+            },
+        )
+        .map_err(err)?;
+    let isa_builder =
+        cranelift_native::builder().map_err(|e| CpuError::Cranelift(e.to_string()))?;
+    isa_builder
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| CpuError::Cranelift(e.to_string()))
+}
+
+/// The boolean ISA flags of the host as Cranelift sees them (`("has_fma", true)`, ...), to check
+/// that SIMD features the host has are used.
+pub fn host_isa_flags() -> Result<Vec<(&'static str, bool)>, CpuError> {
+    let isa = host_isa()?;
+    Ok(isa
+        .isa_flags()
+        .iter()
+        .filter_map(|v| v.as_bool().map(|b| (v.name, b)))
+        .collect())
 }
 
 impl CpuProgram {
     /// JIT-compiles `kernels` (which must have passed [`Kernel::validate`]).
     pub fn compile(kernels: &[&Kernel]) -> Result<CpuProgram, CpuError> {
-        let _ = kernels;
-        unimplemented!("being written")
+        let start = Instant::now();
+        let isa = host_isa()?;
+        let mut jit_builder = JITBuilder::with_isa(isa, default_libcall_names());
+        for (name, address) in helpers::symbols() {
+            jit_builder.symbol(name, address);
+        }
+        let mut module = JITModule::new(jit_builder);
+        let mut ctx = module.make_context();
+        let mut fctx = FunctionBuilderContext::new();
+        let mut helper_ids = func::HelperIds::new();
+        let mut pending = Vec::with_capacity(kernels.len());
+        let mut compile_times = Vec::with_capacity(kernels.len());
+        for (index, kernel) in kernels.iter().enumerate() {
+            let kernel_start = Instant::now();
+            match &kernel.body {
+                KernelBody::Loop(lk) => {
+                    let name = format!("memc_kernel_{index}");
+                    let id = loops::compile_loop(
+                        &mut module,
+                        &mut helper_ids,
+                        &mut ctx,
+                        &mut fctx,
+                        kernel,
+                        lk,
+                        &name,
+                    )?;
+                    pending.push(Ok((id, lk.parallel_rows(), lk.work_per_row())));
+                }
+                KernelBody::Contract(c) => {
+                    if !matches!(c.elem, Scalar::F32 | Scalar::F64) {
+                        return Err(CpuError::Unsupported {
+                            kernel: kernel.name.clone(),
+                            message: format!("contraction in {}", c.elem.name()),
+                        });
+                    }
+                    pending.push(Err(Box::new(c.clone())));
+                }
+            }
+            compile_times.push(kernel_start.elapsed());
+        }
+        module
+            .finalize_definitions()
+            .map_err(|e| CpuError::Cranelift(e.to_string()))?;
+        let compiled = pending
+            .into_iter()
+            .map(|p| match p {
+                Ok((id, rows, work_per_row)) => {
+                    let address = module.get_finalized_function(id);
+                    // SAFETY: `id` was defined by `compile_loop` with exactly the `LoopFn`
+                    // signature, and the module is finalized.
+                    let func = unsafe { std::mem::transmute::<*const u8, LoopFn>(address) };
+                    Compiled::Loop {
+                        func,
+                        rows,
+                        work_per_row,
+                    }
+                }
+                Err(c) => Compiled::Contract(c),
+            })
+            .collect();
+        Ok(CpuProgram {
+            kernels: compiled,
+            names: kernels.iter().map(|k| k.name.clone()).collect(),
+            compile_times,
+            compile_time: start.elapsed(),
+            _code: CodeOwner(Some(module)),
+        })
     }
 
     pub fn n_kernels(&self) -> usize {
-        unimplemented!("being written")
+        self.kernels.len()
+    }
+
+    /// The name of kernel `index`, as given to [`CpuProgram::compile`].
+    pub fn kernel_name(&self, index: usize) -> Option<&str> {
+        self.names.get(index).map(String::as_str)
+    }
+
+    /// The time spent emitting and compiling kernel `index` (0 for contractions, which compile
+    /// nothing).
+    pub fn kernel_compile_time(&self, index: usize) -> Option<Duration> {
+        self.compile_times.get(index).copied()
+    }
+
+    /// The wall time of the whole [`CpuProgram::compile`] call, linking included.
+    pub fn compile_time(&self) -> Duration {
+        self.compile_time
     }
 
     /// Runs kernel `index` over its whole index space, splitting rows over `pool`.
@@ -39,7 +217,58 @@ impl CpuProgram {
         weights: *const u8,
         pool: &rayon::ThreadPool,
     ) {
-        let _ = (index, arena, weights, pool);
-        unimplemented!("being written")
+        let Some(kernel) = self.kernels.get(index) else {
+            return;
+        };
+        match kernel {
+            Compiled::Contract(c) => contract::run_contract(c, arena, weights, pool),
+            Compiled::Loop {
+                func,
+                rows,
+                work_per_row,
+            } => {
+                let (func, rows) = (*func, *rows);
+                let threads = pool.current_num_threads() as u64;
+                if rows <= 1 || threads <= 1 || rows.saturating_mul(*work_per_row) < PARALLEL_WORK {
+                    func(arena, weights, 0, rows);
+                    return;
+                }
+                // A few chunks per thread balance uneven rows without much scheduling.
+                let n_chunks = rows.min(threads * 4);
+                let chunk = rows.div_ceil(n_chunks);
+                let regions = SharedRegions { arena, weights };
+                pool.install(|| {
+                    (0..n_chunks).into_par_iter().for_each(|c| {
+                        let begin = c * chunk;
+                        let end = (begin + chunk).min(rows);
+                        if begin < end {
+                            let (arena, weights) = regions.get();
+                            // SAFETY: the caller's contract on the regions holds for every
+                            // chunk, and rows never write the same element.
+                            unsafe { func(arena, weights, begin, end) };
+                        }
+                    })
+                });
+            }
+        }
+    }
+}
+
+/// The region pointers of one kernel run, shared by the threads that run its rows.
+#[derive(Copy, Clone)]
+struct SharedRegions {
+    arena: *mut u8,
+    weights: *const u8,
+}
+
+// SAFETY: `run_kernel`'s caller keeps both regions alive and exclusive for the run, and rows
+// write disjoint elements, so using the pointers from several threads is sound.
+unsafe impl Send for SharedRegions {}
+unsafe impl Sync for SharedRegions {}
+
+impl SharedRegions {
+    /// Both pointers; a method so closures capture the whole (Send) struct, not its fields.
+    fn get(self) -> (*mut u8, *const u8) {
+        (self.arena, self.weights)
     }
 }

@@ -1,0 +1,150 @@
+//! The state shared by everything that emits one kernel function: the Cranelift function
+//! builder, the module that resolves run-time helpers, and small emission utilities (counted
+//! loops, helper calls, error construction).
+//!
+//! Loops emitted by [`FnCx::loop_begin`]/[`FnCx::loop_end`] run their body at least once, so
+//! callers skip empty loops statically (every extent is a compile-time constant).
+
+use super::helpers::{Helper, HelperSig};
+use super::scalar::clif_type;
+use super::CpuError;
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{types, AbiParam, Block, FuncRef, InstBuilder, Value};
+use cranelift_frontend::{FunctionBuilder, Variable};
+use cranelift_jit::JITModule;
+use cranelift_module::{FuncId, Linkage, Module};
+use std::collections::HashMap;
+
+/// Helpers already declared in the module, shared by every function of a program.
+pub(crate) type HelperIds = HashMap<&'static str, FuncId>;
+
+/// One function being emitted.
+pub(crate) struct FnCx<'f, 'm> {
+    pub b: FunctionBuilder<'f>,
+    module: &'m mut JITModule,
+    helper_ids: &'m mut HelperIds,
+    helper_refs: HashMap<&'static str, FuncRef>,
+    kernel_name: &'m str,
+}
+
+/// An open counted loop (see [`FnCx::loop_begin`]).
+pub(crate) struct OpenLoop {
+    var: Variable,
+    header: Block,
+    exit: Block,
+    extent: i64,
+    step: i64,
+}
+
+impl<'f, 'm> FnCx<'f, 'm> {
+    pub(crate) fn new(
+        b: FunctionBuilder<'f>,
+        module: &'m mut JITModule,
+        helper_ids: &'m mut HelperIds,
+        kernel_name: &'m str,
+    ) -> Self {
+        FnCx {
+            b,
+            module,
+            helper_ids,
+            helper_refs: HashMap::new(),
+            kernel_name,
+        }
+    }
+
+    pub(crate) fn unsupported(&self, message: String) -> CpuError {
+        CpuError::Unsupported {
+            kernel: self.kernel_name.to_string(),
+            message,
+        }
+    }
+
+    /// Calls run-time helper `helper` with `args` and returns its result.
+    pub(crate) fn call_helper(
+        &mut self,
+        helper: Helper,
+        args: &[Value],
+    ) -> Result<Value, CpuError> {
+        let func_ref = match self.helper_refs.get(helper.name) {
+            Some(&r) => r,
+            None => {
+                let id = match self.helper_ids.get(helper.name) {
+                    Some(&id) => id,
+                    None => {
+                        let (ty, n_params) = match helper.sig {
+                            HelperSig::Unary(ty) => (ty, 1),
+                            HelperSig::Binary(ty) => (ty, 2),
+                        };
+                        let clif = clif_type(ty)
+                            .ok_or_else(|| self.unsupported(format!("no {} helper", ty.name())))?;
+                        let mut sig = self.module.make_signature();
+                        for _ in 0..n_params {
+                            sig.params.push(AbiParam::new(clif));
+                        }
+                        sig.returns.push(AbiParam::new(clif));
+                        let id = self
+                            .module
+                            .declare_function(helper.name, Linkage::Import, &sig)
+                            .map_err(|e| CpuError::Cranelift(e.to_string()))?;
+                        self.helper_ids.insert(helper.name, id);
+                        id
+                    }
+                };
+                let r = self.module.declare_func_in_func(id, self.b.func);
+                self.helper_refs.insert(helper.name, r);
+                r
+            }
+        };
+        let call = self.b.ins().call(func_ref, args);
+        Ok(self.b.inst_results(call)[0])
+    }
+
+    /// Opens a loop over `0, step, 2*step, ...` below `extent` (which must be positive) and
+    /// returns its induction variable (I64). The body is emitted between this call and
+    /// [`FnCx::loop_end`].
+    pub(crate) fn loop_begin(&mut self, extent: i64, step: i64) -> (OpenLoop, Value) {
+        self.loop_begin_at(0, extent, step)
+    }
+
+    /// Like [`FnCx::loop_begin`] but starting at `start` (which must be below `extent`).
+    pub(crate) fn loop_begin_at(
+        &mut self,
+        start: i64,
+        extent: i64,
+        step: i64,
+    ) -> (OpenLoop, Value) {
+        let var = self.b.declare_var(types::I64);
+        let zero = self.b.ins().iconst(types::I64, start);
+        self.b.def_var(var, zero);
+        let header = self.b.create_block();
+        let exit = self.b.create_block();
+        self.b.ins().jump(header, &[]);
+        self.b.switch_to_block(header);
+        let iv = self.b.use_var(var);
+        (
+            OpenLoop {
+                var,
+                header,
+                exit,
+                extent,
+                step,
+            },
+            iv,
+        )
+    }
+
+    /// Closes a loop opened by [`FnCx::loop_begin`]; emission continues after the loop.
+    pub(crate) fn loop_end(&mut self, open: OpenLoop) {
+        let iv = self.b.use_var(open.var);
+        let next = self.b.ins().iadd_imm_s(iv, open.step);
+        self.b.def_var(open.var, next);
+        // Continue while another full step fits: next + step <= extent, i.e. next < extent
+        // for unit steps.
+        let limit = open.extent - open.step + 1;
+        let more = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, next, limit);
+        self.b.ins().brif(more, open.header, &[], open.exit, &[]);
+        self.b.seal_block(open.header);
+        self.b.switch_to_block(open.exit);
+        self.b.seal_block(open.exit);
+    }
+}

@@ -1,0 +1,234 @@
+//! Run-time functions that JIT-compiled kernels call for operations without a machine
+//! instruction: the transcendentals, `pow`, `fmod` and integer powers.
+//!
+//! Every function here is `extern "C"`, takes and returns scalars only, and never panics or
+//! traps, so calling it from generated code is always sound. [`symbols`] lists them for the
+//! JIT's symbol table; [`Helper`] names each one with its signature.
+
+use crate::kernel::Scalar;
+
+// The system libm provides `erf`; std links it on every platform memc supports.
+extern "C" {
+    fn erf(x: f64) -> f64;
+    fn erff(x: f32) -> f32;
+}
+
+/// Defines one `f32` and one `f64` wrapper around a std float method for each listed name.
+macro_rules! float_unary {
+    ($($f32_name:ident, $f64_name:ident, $method:ident;)*) => {
+        $(
+            extern "C" fn $f32_name(x: f32) -> f32 {
+                x.$method()
+            }
+            extern "C" fn $f64_name(x: f64) -> f64 {
+                x.$method()
+            }
+        )*
+    };
+}
+
+float_unary! {
+    memc_exp_f32, memc_exp_f64, exp;
+    memc_log_f32, memc_log_f64, ln;
+    memc_sin_f32, memc_sin_f64, sin;
+    memc_cos_f32, memc_cos_f64, cos;
+    memc_tan_f32, memc_tan_f64, tan;
+    memc_asin_f32, memc_asin_f64, asin;
+    memc_acos_f32, memc_acos_f64, acos;
+    memc_atan_f32, memc_atan_f64, atan;
+    memc_sinh_f32, memc_sinh_f64, sinh;
+    memc_cosh_f32, memc_cosh_f64, cosh;
+    memc_tanh_f32, memc_tanh_f64, tanh;
+    memc_asinh_f32, memc_asinh_f64, asinh;
+    memc_acosh_f32, memc_acosh_f64, acosh;
+    memc_atanh_f32, memc_atanh_f64, atanh;
+}
+
+extern "C" fn memc_erf_f32(x: f32) -> f32 {
+    // SAFETY: `erff` is a pure libm function defined for every input.
+    unsafe { erff(x) }
+}
+
+extern "C" fn memc_erf_f64(x: f64) -> f64 {
+    // SAFETY: `erf` is a pure libm function defined for every input.
+    unsafe { erf(x) }
+}
+
+extern "C" fn memc_pow_f32(x: f32, y: f32) -> f32 {
+    x.powf(y)
+}
+
+extern "C" fn memc_pow_f64(x: f64, y: f64) -> f64 {
+    x.powf(y)
+}
+
+extern "C" fn memc_fmod_f32(x: f32, y: f32) -> f32 {
+    x % y
+}
+
+extern "C" fn memc_fmod_f64(x: f64, y: f64) -> f64 {
+    x % y
+}
+
+/// `base` to the power `exp`, wrapping on overflow. A negative exponent gives the truncated
+/// quotient `1 / base^-exp`: 1 for a base of 1, +-1 for -1, 0 otherwise (and 0 for a base of 0,
+/// where the true value is infinite).
+extern "C" fn memc_pow_i64(base: i64, exp: i64) -> i64 {
+    if exp < 0 {
+        return match base {
+            1 => 1,
+            -1 => {
+                if exp % 2 == 0 {
+                    1
+                } else {
+                    -1
+                }
+            }
+            _ => 0,
+        };
+    }
+    let (mut result, mut base, mut exp) = (1i64, base, exp as u64);
+    while exp > 0 {
+        if exp & 1 == 1 {
+            result = result.wrapping_mul(base);
+        }
+        base = base.wrapping_mul(base);
+        exp >>= 1;
+    }
+    result
+}
+
+/// `base` to the power `exp`, wrapping on overflow.
+extern "C" fn memc_pow_u64(base: u64, exp: u64) -> u64 {
+    let (mut result, mut base, mut exp) = (1u64, base, exp);
+    while exp > 0 {
+        if exp & 1 == 1 {
+            result = result.wrapping_mul(base);
+        }
+        base = base.wrapping_mul(base);
+        exp >>= 1;
+    }
+    result
+}
+
+/// The shape of a helper's signature.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum HelperSig {
+    /// `fn(t) -> t` for the float type `t`.
+    Unary(Scalar),
+    /// `fn(t, t) -> t` for the type `t` (a float, I64 or U64).
+    Binary(Scalar),
+}
+
+/// One run-time function: its symbol name and signature.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Helper {
+    pub name: &'static str,
+    pub sig: HelperSig,
+}
+
+/// Every helper with its address, for `JITBuilder::symbol`.
+pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
+    macro_rules! list {
+        ($($f:ident),* $(,)?) => {
+            vec![$((stringify!($f), $f as *const u8)),*]
+        };
+    }
+    list![
+        memc_exp_f32,
+        memc_exp_f64,
+        memc_log_f32,
+        memc_log_f64,
+        memc_sin_f32,
+        memc_sin_f64,
+        memc_cos_f32,
+        memc_cos_f64,
+        memc_tan_f32,
+        memc_tan_f64,
+        memc_asin_f32,
+        memc_asin_f64,
+        memc_acos_f32,
+        memc_acos_f64,
+        memc_atan_f32,
+        memc_atan_f64,
+        memc_sinh_f32,
+        memc_sinh_f64,
+        memc_cosh_f32,
+        memc_cosh_f64,
+        memc_tanh_f32,
+        memc_tanh_f64,
+        memc_asinh_f32,
+        memc_asinh_f64,
+        memc_acosh_f32,
+        memc_acosh_f64,
+        memc_atanh_f32,
+        memc_atanh_f64,
+        memc_erf_f32,
+        memc_erf_f64,
+        memc_pow_f32,
+        memc_pow_f64,
+        memc_fmod_f32,
+        memc_fmod_f64,
+        memc_pow_i64,
+        memc_pow_u64,
+    ]
+}
+
+/// The helper computing unary float op `name` (`"exp"`, `"erf"`, ...) in `ty` (F32 or F64).
+pub(crate) fn float_unary(name: &str, ty: Scalar) -> Option<Helper> {
+    let symbol = match (name, ty) {
+        ("exp", Scalar::F32) => "memc_exp_f32",
+        ("exp", Scalar::F64) => "memc_exp_f64",
+        ("log", Scalar::F32) => "memc_log_f32",
+        ("log", Scalar::F64) => "memc_log_f64",
+        ("sin", Scalar::F32) => "memc_sin_f32",
+        ("sin", Scalar::F64) => "memc_sin_f64",
+        ("cos", Scalar::F32) => "memc_cos_f32",
+        ("cos", Scalar::F64) => "memc_cos_f64",
+        ("tan", Scalar::F32) => "memc_tan_f32",
+        ("tan", Scalar::F64) => "memc_tan_f64",
+        ("asin", Scalar::F32) => "memc_asin_f32",
+        ("asin", Scalar::F64) => "memc_asin_f64",
+        ("acos", Scalar::F32) => "memc_acos_f32",
+        ("acos", Scalar::F64) => "memc_acos_f64",
+        ("atan", Scalar::F32) => "memc_atan_f32",
+        ("atan", Scalar::F64) => "memc_atan_f64",
+        ("sinh", Scalar::F32) => "memc_sinh_f32",
+        ("sinh", Scalar::F64) => "memc_sinh_f64",
+        ("cosh", Scalar::F32) => "memc_cosh_f32",
+        ("cosh", Scalar::F64) => "memc_cosh_f64",
+        ("tanh", Scalar::F32) => "memc_tanh_f32",
+        ("tanh", Scalar::F64) => "memc_tanh_f64",
+        ("asinh", Scalar::F32) => "memc_asinh_f32",
+        ("asinh", Scalar::F64) => "memc_asinh_f64",
+        ("acosh", Scalar::F32) => "memc_acosh_f32",
+        ("acosh", Scalar::F64) => "memc_acosh_f64",
+        ("atanh", Scalar::F32) => "memc_atanh_f32",
+        ("atanh", Scalar::F64) => "memc_atanh_f64",
+        ("erf", Scalar::F32) => "memc_erf_f32",
+        ("erf", Scalar::F64) => "memc_erf_f64",
+        _ => return None,
+    };
+    Some(Helper {
+        name: symbol,
+        sig: HelperSig::Unary(ty),
+    })
+}
+
+/// The helper computing binary op `name` (`"pow"` or `"fmod"`) in `ty`; integer powers take
+/// I64 or U64 operands (narrower integers widen first).
+pub(crate) fn binary(name: &str, ty: Scalar) -> Option<Helper> {
+    let symbol = match (name, ty) {
+        ("pow", Scalar::F32) => "memc_pow_f32",
+        ("pow", Scalar::F64) => "memc_pow_f64",
+        ("pow", Scalar::I64) => "memc_pow_i64",
+        ("pow", Scalar::U64) => "memc_pow_u64",
+        ("fmod", Scalar::F32) => "memc_fmod_f32",
+        ("fmod", Scalar::F64) => "memc_fmod_f64",
+        _ => return None,
+    };
+    Some(Helper {
+        name: symbol,
+        sig: HelperSig::Binary(ty),
+    })
+}

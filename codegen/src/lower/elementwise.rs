@@ -285,6 +285,11 @@ impl KernelBuilder {
         let operands = ctx.op(op).operands.clone();
         let mut args = Vec::with_capacity(operands.len());
         for (index, &value) in operands.iter().enumerate() {
+            if ctx.op(op).opcode == Opcode::CastLike && index == 1 {
+                // Only the element type of `target_type` matters, never its values.
+                args.push(None);
+                continue;
+            }
             if let Some((prev_value, inst)) = prev {
                 if prev_value == value {
                     args.push(Some(inst));

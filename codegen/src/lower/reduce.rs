@@ -16,7 +16,7 @@ use super::build::{contiguous_strides, Insts, TensorRef};
 use super::elementwise::{check_elem, constant_ints};
 use super::{unsupported, LowerCtx, LowerError, LowerResult};
 use crate::kernel::{
-    BinaryOp, InstId, Kernel, KernelBody, LoopKernel, ReduceOp, Scalar, Stage, Store, UnaryOp,
+    BinaryOp, IndirectIndex, InstId, Kernel, KernelBody, LoopKernel, ReduceOp, Scalar, Stage, Store, UnaryOp,
     View, MAX_AXES,
 };
 use memc_ir::{OpId, Opcode};
@@ -210,29 +210,105 @@ enum Reduction {
     LogSumExp,
 }
 
-/// The reduced axes of a Reduce op (sorted, without repeats); empty for the no-op case of
-/// `noop_with_empty_axes` (every element its own row).
-fn reduce_axes(ctx: &LowerCtx, op: OpId, rank: usize) -> Result<Vec<usize>, LowerError> {
+/// Which axes a Reduce op reduces.
+enum ReducedAxes {
+    /// Sorted, without repeats; empty for the no-op case of `noop_with_empty_axes` (every
+    /// element its own row).
+    Known(Vec<usize>),
+    /// The `axes` operand is known only at run time and the shapes allow several sets: the
+    /// candidates (each sorted), told apart at run time by the operand's values.
+    OneOf(Vec<Vec<usize>>),
+}
+
+/// The reduced axes of a Reduce op from its `axes` operand or attribute; when the operand is
+/// known only at run time, from the operand and result shapes (reducing an axis of size 1 or
+/// not gives the same numbers, so only the axes of other sizes matter).
+fn reduce_axes(
+    ctx: &LowerCtx,
+    op: OpId,
+    x_shape: &[u64],
+    y_shape: &[u64],
+) -> Result<ReducedAxes, LowerError> {
+    let rank = x_shape.len();
     let axes = match ctx.operand(op, 1)? {
-        Some(_) => Some(
-            constant_ints(ctx, op, 1)
-                .ok_or_else(|| unsupported("reduction axes known only at run time"))?,
-        ),
+        Some(_) => match constant_ints(ctx, op, 1) {
+            Some(axes) => Some(axes),
+            None => return axes_from_shapes(ctx, op, x_shape, y_shape),
+        },
         None => ctx.attr_ints(op, "axes"),
     };
     let axes = axes.unwrap_or_default();
     if axes.is_empty() {
-        return Ok(if ctx.attr_int(op, "noop_with_empty_axes", 0) != 0 {
+        return Ok(ReducedAxes::Known(if ctx.attr_int(op, "noop_with_empty_axes", 0) != 0 {
             Vec::new()
         } else {
             (0..rank).collect()
-        });
+        }));
     }
     let mut normalized = axes.iter().map(|&a| axis_of(a, rank)).collect::<Result<Vec<_>, _>>()?;
     normalized.sort_unstable();
     normalized.dedup();
-    Ok(normalized)
+    Ok(ReducedAxes::Known(normalized))
 }
+
+/// The reduced axes implied by the shapes, for an `axes` operand known only at run time.
+fn axes_from_shapes(
+    ctx: &LowerCtx,
+    op: OpId,
+    x_shape: &[u64],
+    y_shape: &[u64],
+) -> Result<ReducedAxes, LowerError> {
+    let rank = x_shape.len();
+    let mismatch = || unsupported("the result shape does not match the input (a memc bug)");
+    if ctx.attr_int(op, "keepdims", 1) != 0 {
+        if y_shape.len() != rank {
+            return Err(mismatch());
+        }
+        let reduced: Vec<usize> = (0..rank).filter(|&a| y_shape[a] == 1 && x_shape[a] != 1).collect();
+        if (0..rank).any(|a| !reduced.contains(&a) && y_shape[a] != x_shape[a]) {
+            return Err(mismatch());
+        }
+        return Ok(ReducedAxes::Known(reduced));
+    }
+    let removed = rank.checked_sub(y_shape.len()).ok_or_else(mismatch)?;
+    // Every way of removing `removed` axes from the input shape that leaves the result shape.
+    let mut candidates: Vec<Vec<usize>> = Vec::new();
+    let mut stack: Vec<(usize, Vec<usize>)> = vec![(0, Vec::new())];
+    while let Some((next, chosen)) = stack.pop() {
+        if chosen.len() == removed {
+            let kept: Vec<u64> =
+                (0..rank).filter(|a| !chosen.contains(a)).map(|a| x_shape[a]).collect();
+            if kept == y_shape {
+                candidates.push(chosen);
+            }
+            continue;
+        }
+        for a in next..rank {
+            let mut more = chosen.clone();
+            more.push(a);
+            stack.push((a + 1, more));
+        }
+        if candidates.len() > 64 || stack.len() > 4096 {
+            return Err(unsupported("reduction axes known only at run time, with too many possibilities"));
+        }
+    }
+    let significant = |c: &Vec<usize>| -> Vec<usize> {
+        c.iter().copied().filter(|&a| x_shape[a] != 1).collect()
+    };
+    match candidates.first() {
+        None => Err(mismatch()),
+        Some(first) if candidates.iter().all(|c| significant(c) == significant(first)) => {
+            Ok(ReducedAxes::Known(significant(first)))
+        }
+        Some(_) => Ok(ReducedAxes::OneOf(candidates)),
+    }
+}
+
+/// How a reduction reads its input inside a `Reduce` stage: the element at the current loop
+/// point, and whether it belongs to the current row (`None`: always).
+type ElementFn<'a> = dyn Fn(&mut Insts) -> (InstId, Option<InstId>) + 'a;
+/// The number of elements in a row, as a value of the given type.
+type CountFn<'a> = dyn Fn(&mut Insts, Scalar) -> InstId + 'a;
 
 fn lower_reduce(ctx: &LowerCtx, op: OpId, kind: Reduction) -> LowerResult {
     let x = ctx.input(op, 0)?;
@@ -242,74 +318,177 @@ fn lower_reduce(ctx: &LowerCtx, op: OpId, kind: Reduction) -> LowerResult {
     if x.elem != y.elem {
         return Err(unsupported("a reduction that changes the element type (a memc bug)"));
     }
-    let axes = reduce_axes(ctx, op, x.rank())?;
-    let rows = Rows::new(&x.shape, &axes)?;
-    if rows.outer.iter().product::<u64>() != y.numel() {
-        return Err(unsupported("the result shape does not match the reduced axes (a memc bug)"));
+    match reduce_axes(ctx, op, &x.shape, &y.shape)? {
+        ReducedAxes::Known(axes) => {
+            let rows = Rows::new(&x.shape, &axes)?;
+            if rows.outer.iter().product::<u64>() != y.numel() {
+                return Err(unsupported("the result shape does not match the reduced axes (a memc bug)"));
+            }
+            let views = vec![rows.row_view(&y), rows.view(&x, &x.shape)];
+            let n = rows.row_len() as f64;
+            let element = |b: &mut Insts| (b.load(&views, 1), None);
+            let count = |b: &mut Insts, t: Scalar| b.constant(t, n);
+            let stages = reduce_stages(kind, x.elem, &element, &count);
+            Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, stages)])
+        }
+        ReducedAxes::OneOf(candidates) => lower_reduce_runtime_axes(ctx, op, kind, &x, &y, &candidates),
     }
-    let t = x.elem;
-    let views = vec![rows.row_view(&y), rows.view(&x, &x.shape)];
-    let n = rows.row_len() as f64;
+}
+
+/// A reduction whose axes are one of `candidates`, chosen at run time by the `axes` operand:
+/// each output point (outer) scans the whole input (inner) and keeps the elements of its row
+/// under the chosen candidate. O(input x output) work: only small tensors come here.
+fn lower_reduce_runtime_axes(
+    ctx: &LowerCtx,
+    op: OpId,
+    kind: Reduction,
+    x: &TensorRef,
+    y: &TensorRef,
+    candidates: &[Vec<usize>],
+) -> LowerResult {
+    let axes = ctx.input(op, 1)?;
+    let rank = x.rank();
+    if y.rank() + rank > MAX_AXES {
+        return Err(unsupported("reduction axes known only at run time, on too many dims"));
+    }
+    let outer_n = y.rank();
+    let mut y_strides = y.strides();
+    y_strides.resize(outer_n + rank, 0);
+    let mut x_strides = vec![0i64; outer_n];
+    x_strides.extend(x.strides());
+    let mut views = vec![y.view_with(y_strides), x.view_with(x_strides)];
+    let n_axes = axes.numel() as usize;
+    for i in 0..n_axes {
+        let mut v = axes.view_with(vec![0; outer_n + rank]);
+        v.byte_offset += (i as u64 * axes.elem.size()) as i64;
+        views.push(v);
+    }
+    // Whether candidate `c` holds every value of the axes operand.
+    let chosen = |b: &mut Insts, c: &[usize]| -> InstId {
+        let mut all = b.constant_int(Scalar::Bool, 1);
+        for i in 0..n_axes {
+            let a = b.load(&views, (2 + i) as u32);
+            let a = b.cast(a, Scalar::I64);
+            let zero = b.constant_int(Scalar::I64, 0);
+            let r = b.constant_int(Scalar::I64, rank as i64);
+            let negative = b.binary(BinaryOp::Lt, a, zero);
+            let wrapped = b.binary(BinaryOp::Add, a, r);
+            let a = b.select(negative, wrapped, a);
+            let mut any = b.constant_int(Scalar::Bool, 0);
+            for &axis in c {
+                let k = b.constant_int(Scalar::I64, axis as i64);
+                let eq = b.binary(BinaryOp::Eq, a, k);
+                any = b.binary(BinaryOp::Or, any, eq);
+            }
+            all = b.binary(BinaryOp::And, all, any);
+        }
+        all
+    };
+    let element = |b: &mut Insts| {
+        let v = b.load(&views, 1);
+        let mut mask = b.constant_int(Scalar::Bool, 0);
+        for c in candidates {
+            let mut belongs = chosen(b, c);
+            let kept = (0..rank).filter(|a| !c.contains(a));
+            for (p, a) in kept.enumerate() {
+                let out_index = b.index(p);
+                let in_index = b.index(outer_n + a);
+                let eq = b.binary(BinaryOp::Eq, out_index, in_index);
+                belongs = b.binary(BinaryOp::And, belongs, eq);
+            }
+            mask = b.binary(BinaryOp::Or, mask, belongs);
+        }
+        (v, Some(mask))
+    };
+    let count = |b: &mut Insts, t: Scalar| {
+        let mut n = b.constant(t, 0.0);
+        for c in candidates.iter().rev() {
+            let size: u64 = c.iter().map(|&a| x.shape[a]).product();
+            let here = b.constant(t, size as f64);
+            let is = chosen(b, c);
+            n = b.select(is, here, n);
+        }
+        n
+    };
+    let stages = reduce_stages(kind, x.elem, &element, &count);
+    Ok(vec![Kernel {
+        name: ctx.kernel_name(op, 0),
+        body: KernelBody::Loop(LoopKernel { outer: y.shape.clone(), inner: x.shape.clone(), views, stages }),
+    }])
+}
+
+/// The stages of reduction `kind` of elements of type `t` (view 0 is the result): `Reduce`
+/// stages, then a `Once` stage storing the result.
+fn reduce_stages(kind: Reduction, t: Scalar, element: &ElementFn, count: &CountFn) -> Vec<Stage> {
+    // The element, or `identity` outside the row.
+    let masked = |b: &mut Insts, value: InstId, mask: Option<InstId>, identity: u64| match mask {
+        Some(mask) => {
+            let id = b.push(b.ty(value), crate::kernel::InstKind::Const { bits: identity });
+            b.select(mask, value, id)
+        }
+        None => value,
+    };
     let mut stages = Vec::new();
     if kind == Reduction::LogSumExp {
         // The reference: m = max of the non-infinite elements (-inf if none); then
         // log(sum(e^(x - m))) + m.
+        let f = float_type(t);
+        let minus_inf = f64::NEG_INFINITY.to_bits();
         let mut b = Insts::new();
-        let v = b.load(&views, 1);
-        let v = b.cast(v, float_type(t));
+        let (v, mask) = element(&mut b);
+        let v = b.cast(v, f);
         let pos = b.unary(UnaryOp::IsPosInf, v);
         let neg = b.unary(UnaryOp::IsNegInf, v);
         let inf = b.binary(BinaryOp::Or, pos, neg);
-        let minus_inf = b.constant(b.ty(v), f64::NEG_INFINITY);
-        let finite = b.select(inf, minus_inf, v);
+        let minus_inf_value = b.constant(f, f64::NEG_INFINITY);
+        let finite = b.select(inf, minus_inf_value, v);
+        let finite = masked(&mut b, finite, mask, minus_inf);
         stages.push(reduce_stage(b, finite, ReduceOp::Max, f64::NEG_INFINITY));
         let mut b = Insts::new();
-        let v = b.load(&views, 1);
-        let v = b.cast(v, float_type(t));
-        let m = b.acc(0, b.ty(v));
+        let (v, mask) = element(&mut b);
+        let v = b.cast(v, f);
+        let m = b.acc(0, f);
         let d = b.binary(BinaryOp::Sub, v, m);
         let e = b.unary(UnaryOp::Exp, d);
+        let e = masked(&mut b, e, mask, 0f64.to_bits());
         stages.push(reduce_stage(b, e, ReduceOp::Sum, 0.0));
         let mut b = Insts::new();
-        let m = b.acc(0, float_type(t));
-        let s = b.acc(1, float_type(t));
+        let m = b.acc(0, f);
+        let s = b.acc(1, f);
         let l = b.unary(UnaryOp::Log, s);
         let r = b.binary(BinaryOp::Add, l, m);
         let r = b.cast(r, t);
         stages.push(Stage::Once { insts: b.finish(), stores: store(0, r) });
-        return Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, stages)]);
+        return stages;
     }
+    let (reduce_op, init_bits) = match kind {
+        Reduction::Max => (ReduceOp::Max, extreme_bits(t, true)),
+        Reduction::Min => (ReduceOp::Min, extreme_bits(t, false)),
+        Reduction::Prod => (ReduceOp::Prod, const_bits(t, 1.0)),
+        _ => (ReduceOp::Sum, const_bits(t, 0.0)),
+    };
     let mut b = Insts::new();
-    let v = b.load(&views, 1);
+    let (v, mask) = element(&mut b);
     let value = match kind {
         Reduction::L1 if !t.is_unsigned_int() => b.unary(UnaryOp::Abs, v),
         Reduction::L2 | Reduction::SumSquare => b.binary(BinaryOp::Mul, v, v),
         _ => v,
     };
-    let (reduce_op, init) = match kind {
-        Reduction::Max => (ReduceOp::Max, None),
-        Reduction::Min => (ReduceOp::Min, None),
-        Reduction::Prod => (ReduceOp::Prod, Some(1.0)),
-        _ => (ReduceOp::Sum, Some(0.0)),
-    };
-    let init_bits = match init {
-        Some(v) => const_bits(t, v),
-        None => extreme_bits(t, reduce_op == ReduceOp::Max),
-    };
+    let value = masked(&mut b, value, mask, init_bits);
     stages.push(Stage::Reduce { insts: b.finish(), value, op: reduce_op, init: init_bits, ty: t });
     let mut b = Insts::new();
     let acc = b.acc(0, t);
     let r = match kind {
         Reduction::Mean => {
-            let count = b.constant(t, n);
-            b.binary(BinaryOp::Div, acc, count)
+            let n = count(&mut b, t);
+            b.binary(BinaryOp::Div, acc, n)
         }
         Reduction::L2 => float_fn(&mut b, UnaryOp::Sqrt, acc),
         Reduction::LogSum => float_fn(&mut b, UnaryOp::Log, acc),
         _ => acc,
     };
     stages.push(Stage::Once { insts: b.finish(), stores: store(0, r) });
-    Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, stages)])
+    stages
 }
 
 /// The float type integer inputs compute in.
@@ -751,38 +930,87 @@ fn lower_cumulative(ctx: &LowerCtx, op: OpId, fold: ReduceOp) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let y = ctx.result(op, 0)?;
     check_elem(x.elem)?;
-    let axis = constant_ints(ctx, op, 1)
-        .and_then(|a| a.first().copied())
-        .ok_or_else(|| unsupported("a cumulative axis known only at run time"))?;
-    let axis = axis_of(axis, x.rank())?;
-    let exclusive = ctx.attr_int(op, "exclusive", 0) != 0;
-    let reverse = ctx.attr_int(op, "reverse", 0) != 0;
     let rank = x.rank();
     if rank + 1 > MAX_AXES {
         return Err(unsupported(format!("rank {rank} (kernels loop over at most {MAX_AXES} axes)")));
     }
-    let n = x.shape[axis];
-    let mut y_strides = y.strides();
-    y_strides.push(0);
-    let mut x_strides = x.strides();
-    let scan_stride = x_strides[axis];
-    x_strides[axis] = 0;
-    x_strides.push(scan_stride);
-    let views = vec![y.view_with(y_strides), x.view_with(x_strides)];
-    let identity = if fold == ReduceOp::Prod { 1.0 } else { 0.0 };
-    let mut b = Insts::new();
-    let v = b.load(&views, 1);
-    let here = b.index(axis);
-    let scanned = b.index(rank);
+    let exclusive = ctx.attr_int(op, "exclusive", 0) != 0;
+    let reverse = ctx.attr_int(op, "reverse", 0) != 0;
     let cond = match (reverse, exclusive) {
         (false, false) => BinaryOp::Le,
         (false, true) => BinaryOp::Lt,
         (true, false) => BinaryOp::Ge,
         (true, true) => BinaryOp::Gt,
     };
-    let inside = b.binary(cond, scanned, here);
-    let id = b.constant(x.elem, identity);
-    let value = b.select(inside, v, id);
+    let identity = if fold == ReduceOp::Prod { 1.0 } else { 0.0 };
+    // A rank-1 input has one axis, whatever the operand says.
+    let axis = match constant_ints(ctx, op, 1).and_then(|a| a.first().copied()) {
+        Some(axis) => Some(axis_of(axis, rank)?),
+        None if rank == 1 => Some(0),
+        None => None,
+    };
+    let mut y_strides = y.strides();
+    y_strides.push(0);
+    let mut b = Insts::new();
+    let (views, value, n) = match axis {
+        Some(axis) => {
+            let mut x_strides = x.strides();
+            let scan_stride = x_strides[axis];
+            x_strides[axis] = 0;
+            x_strides.push(scan_stride);
+            let views = vec![y.view_with(y_strides), x.view_with(x_strides)];
+            let v = b.load(&views, 1);
+            let here = b.index(axis);
+            let scanned = b.index(rank);
+            let inside = b.binary(cond, scanned, here);
+            let id = b.constant(x.elem, identity);
+            let value = b.select(inside, v, id);
+            (views, value, x.shape[axis])
+        }
+        None => {
+            // The axis is known only at run time: scan the longest dim, read the input
+            // through indirect indices that put the scanned index on the chosen axis, and
+            // drop the points past that axis's size.
+            if x.numel() == 0 {
+                return Ok(Vec::new());
+            }
+            let axis_operand = ctx.input(op, 1)?;
+            let views = vec![
+                y.view_with(y_strides),
+                x.view_with(vec![0; rank + 1]),
+                axis_operand.view_with(vec![0; rank + 1]),
+            ];
+            let a = b.load(&views, 2);
+            let a = b.cast(a, Scalar::I64);
+            let zero = b.constant_int(Scalar::I64, 0);
+            let r = b.constant_int(Scalar::I64, rank as i64);
+            let negative = b.binary(BinaryOp::Lt, a, zero);
+            let wrapped = b.binary(BinaryOp::Add, a, r);
+            let a = b.select(negative, wrapped, a);
+            let scanned = b.index(rank);
+            let mut here = zero;
+            let mut size = zero;
+            let mut indices = Vec::with_capacity(rank);
+            let strides = x.strides();
+            for (d, &dim) in x.shape.iter().enumerate() {
+                let k = b.constant_int(Scalar::I64, d as i64);
+                let is_axis = b.binary(BinaryOp::Eq, a, k);
+                let i = b.index(d);
+                let index = b.select(is_axis, scanned, i);
+                here = b.select(is_axis, i, here);
+                let dim_value = b.constant_int(Scalar::I64, dim as i64);
+                size = b.select(is_axis, dim_value, size);
+                indices.push(IndirectIndex { index, stride: strides[d], limit: dim as i64 });
+            }
+            let v = b.load_indirect(&views, 1, indices);
+            let in_range = b.binary(BinaryOp::Lt, scanned, size);
+            let inside = b.binary(cond, scanned, here);
+            let valid = b.binary(BinaryOp::And, in_range, inside);
+            let id = b.constant(x.elem, identity);
+            let value = b.select(valid, v, id);
+            (views, value, x.shape.iter().copied().max().unwrap_or(0))
+        }
+    };
     let reduce = reduce_stage(b, value, fold, identity);
     let mut b = Insts::new();
     let acc = b.acc(0, x.elem);

@@ -2,10 +2,10 @@
 //! weights, attribute normalization, index arithmetic on `I64` instructions, and kernel
 //! assembly (strided copies with merged axes, loop kernels with several stages).
 
-use super::super::build::{contiguous_strides, Insts, TensorRef};
+use super::super::build::{contiguous_strides, Insts};
 use super::super::{unsupported, LowerCtx, LowerError};
 use crate::kernel::{
-    BinaryOp, InstId, Kernel, KernelBody, LoopKernel, Scalar, Stage, Store, UnaryOp, View,
+    BinaryOp, InstId, Kernel, KernelBody, LoopKernel, Scalar, Stage, Store, View,
 };
 use memc_ir::{ElemType, OpId};
 
@@ -224,25 +224,6 @@ fn row_chunk(n: u64) -> u64 {
     (256..=4096u64).rev().find(|c| n % c == 0).unwrap_or(n)
 }
 
-/// A contiguous `shape`-shaped view of `t` over the first loop axes, followed by `extra`
-/// broadcast axes.
-pub fn identity_view(t: &TensorRef, extra: usize) -> View {
-    t.view_identity(extra)
-}
-
-/// A view of `t` over loop axes where loop axis `axis_of[d]` walks tensor dim `d`; the
-/// other axes of `n_axes` broadcast.
-pub fn view_on_axes(t: &TensorRef, n_axes: usize, axis_of: &[usize]) -> View {
-    let own = t.strides();
-    let mut strides = vec![0i64; n_axes];
-    for (d, &a) in axis_of.iter().enumerate() {
-        if t.shape[d] != 1 {
-            strides[a] += own[d];
-        }
-    }
-    t.view_with(strides)
-}
-
 /// Row-major strides of `shape`, re-exported for the submodules.
 pub fn strides_of(shape: &[u64]) -> Vec<i64> {
     contiguous_strides(shape)
@@ -261,8 +242,6 @@ pub trait IndexMath {
     fn in_range_c(&mut self, a: InstId, lo: i64, hi: i64) -> InstId;
     fn and(&mut self, a: Option<InstId>, b: InstId) -> InstId;
     fn f64c(&mut self, ty: Scalar, value: f64) -> InstId;
-    fn bin(&mut self, op: BinaryOp, a: InstId, b: InstId) -> InstId;
-    fn un(&mut self, op: UnaryOp, a: InstId) -> InstId;
 }
 
 impl IndexMath for Insts {
@@ -321,14 +300,6 @@ impl IndexMath for Insts {
     fn f64c(&mut self, ty: Scalar, value: f64) -> InstId {
         self.constant(ty, value)
     }
-
-    fn bin(&mut self, op: BinaryOp, a: InstId, b: InstId) -> InstId {
-        self.binary(op, a, b)
-    }
-
-    fn un(&mut self, op: UnaryOp, a: InstId) -> InstId {
-        self.unary(op, a)
-    }
 }
 
 /// Element `i` of operand `index` of `op` as an instruction of type `ty`: a constant when the
@@ -359,4 +330,18 @@ pub fn operand_elem(
     views.push(shifted(t.view_with(vec![0; n_axes]), i as i64));
     let v = insts.load(views, (views.len() - 1) as u32);
     Ok(insts.cast(v, ty))
+}
+
+/// The range of an integer kernel type, clamped to `i64`.
+pub fn int_range(elem: Scalar) -> (i64, i64) {
+    match elem {
+        Scalar::Bool => (0, 1),
+        Scalar::I8 => (i8::MIN.into(), i8::MAX.into()),
+        Scalar::I16 => (i16::MIN.into(), i16::MAX.into()),
+        Scalar::I32 => (i32::MIN.into(), i32::MAX.into()),
+        Scalar::U8 => (0, u8::MAX.into()),
+        Scalar::U16 => (0, u16::MAX.into()),
+        Scalar::U32 => (0, u32::MAX.into()),
+        _ => (i64::MIN, i64::MAX),
+    }
 }

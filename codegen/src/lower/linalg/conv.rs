@@ -1,0 +1,340 @@
+//! Conv and ConvTranspose.
+//!
+//! The direct form is one loop kernel: outer axes `(n, [g,] m, out spatial...)` walk the output
+//! (the group axis only when `group > 1`), inner axes `(c, kernel spatial...)` the reduction
+//! over one group's input channels and the kernel window. Conv reads the input through a view
+//! with one guard per padded spatial axis (`0 <= o * stride - pad + k * dilation < size`), so
+//! padding reads 0; a `Reduce` sums `x * w` and a `Once` stage adds the bias and stores.
+//! ConvTranspose gathers instead of scattering: output position `o` receives input `i` through
+//! tap `k` when `o + pad - k * dilation = i * stride`, tested with index arithmetic and read
+//! with a `LoadIndirect`.
+
+use super::super::build::{guard, Insts, TensorRef};
+use super::super::movement::common::{loop_kernel, once_stage, IndexMath};
+use super::super::{unsupported, LowerCtx, LowerError, LowerResult};
+use super::matmul::check_arith;
+use crate::kernel::{BinaryOp, IndirectIndex, InstId, Kernel, ReduceOp, Scalar, Stage, View};
+use memc_ir::OpId;
+
+/// The window attributes of a convolution or pool, resolved against the actual sizes.
+pub(super) struct Window {
+    pub kernel: Vec<i64>,
+    pub strides: Vec<i64>,
+    pub dilations: Vec<i64>,
+    /// The begin pad of every spatial axis.
+    pub begin: Vec<i64>,
+    /// The end pad of every spatial axis (as given or derived; ceil_mode may read past it).
+    pub end: Vec<i64>,
+}
+
+/// A list attribute of `n` entries, `default` when absent.
+fn list(ctx: &LowerCtx, op: OpId, name: &str, n: usize, default: i64) -> Result<Vec<i64>, LowerError> {
+    match ctx.attr_ints(op, name) {
+        None => Ok(vec![default; n]),
+        Some(v) if v.len() == n => Ok(v),
+        Some(v) => Err(unsupported(format!("`{name}` has {} entries for {n} spatial axes", v.len()))),
+    }
+}
+
+/// The window of a sliding op (Conv, the pools) over `input` spatial sizes producing `output`
+/// ones: auto_pad `SAME_*` pads `(out - 1) * stride + extent - in` in total, the odd one at
+/// the end (upper) or the beginning (lower); `VALID` pads nothing.
+pub(super) fn window(ctx: &LowerCtx, op: OpId, kernel: Vec<i64>, input: &[u64], output: &[u64]) -> Result<Window, LowerError> {
+    let n = kernel.len();
+    let strides = list(ctx, op, "strides", n, 1)?;
+    let dilations = list(ctx, op, "dilations", n, 1)?;
+    let (begin, end) = match ctx.attr_str(op, "auto_pad").unwrap_or("NOTSET") {
+        "NOTSET" => {
+            let pads = list(ctx, op, "pads", 2 * n, 0)?;
+            (pads[..n].to_vec(), pads[n..].to_vec())
+        }
+        "VALID" => (vec![0; n], vec![0; n]),
+        mode @ ("SAME_UPPER" | "SAME_LOWER") => {
+            let mut begin = Vec::with_capacity(n);
+            let mut end = Vec::with_capacity(n);
+            for i in 0..n {
+                let extent = (kernel[i] - 1) * dilations[i] + 1;
+                let total = ((output[i] as i64 - 1) * strides[i] + extent - input[i] as i64).max(0);
+                let b = if mode == "SAME_UPPER" { total / 2 } else { total - total / 2 };
+                begin.push(b);
+                end.push(total - b);
+            }
+            (begin, end)
+        }
+        other => return Err(unsupported(format!("auto_pad `{other}`"))),
+    };
+    Ok(Window { kernel, strides, dilations, begin, end })
+}
+
+/// The kernel's spatial sizes: `kernel_shape`, else the weight's spatial dims.
+fn kernel_shape(ctx: &LowerCtx, op: OpId, w: &TensorRef) -> Result<Vec<i64>, LowerError> {
+    let from_weight: Vec<i64> = w.shape[2..].iter().map(|&d| d as i64).collect();
+    match ctx.attr_ints(op, "kernel_shape") {
+        Some(k) if k != from_weight => Err(unsupported("`kernel_shape` differs from the weight's dims")),
+        _ => Ok(from_weight),
+    }
+}
+
+/// Loop axis positions of a convolution kernel: `n, [g,] m, out spatial..., c, kernel spatial...`.
+struct Axes {
+    grouped: bool,
+    n_spatial: usize,
+}
+
+impl Axes {
+    fn g(&self) -> Option<usize> {
+        self.grouped.then_some(1)
+    }
+    fn m(&self) -> usize {
+        1 + usize::from(self.grouped)
+    }
+    fn o(&self, i: usize) -> usize {
+        self.m() + 1 + i
+    }
+    fn c(&self) -> usize {
+        self.m() + 1 + self.n_spatial
+    }
+    fn k(&self, i: usize) -> usize {
+        self.c() + 1 + i
+    }
+    fn count(&self) -> usize {
+        self.k(self.n_spatial)
+    }
+}
+
+/// Shared shapes of a convolution: the input `[N, C, D...]`, the output `[N, M, O...]`, and
+/// groups (`c_g` input and `m_g` output channels per group).
+struct ConvShape {
+    n: u64,
+    groups: u64,
+    c_g: u64,
+    m_g: u64,
+    in_spatial: Vec<u64>,
+    out_spatial: Vec<u64>,
+}
+
+impl ConvShape {
+    fn loops(&self, kernel: &[i64], axes: &Axes) -> (Vec<u64>, Vec<u64>) {
+        let mut outer = vec![self.n];
+        if axes.grouped {
+            outer.push(self.groups);
+        }
+        outer.push(self.m_g);
+        outer.extend(&self.out_spatial);
+        let mut inner = vec![self.c_g];
+        inner.extend(kernel.iter().map(|&k| k as u64));
+        (outer, inner)
+    }
+}
+
+/// The output view: `(n, [g,] m, o...)` contiguous, the inner axes broadcast.
+fn output_view(out: &TensorRef, s: &ConvShape, axes: &Axes) -> View {
+    let own = out.strides();
+    let mut strides = vec![0i64; axes.count()];
+    strides[0] = own[0];
+    if let Some(g) = axes.g() {
+        strides[g] = own[1] * s.m_g as i64;
+    }
+    strides[axes.m()] = own[1];
+    for i in 0..axes.n_spatial {
+        strides[axes.o(i)] = own[2 + i];
+    }
+    out.view_with(strides)
+}
+
+/// The bias view (`[M]`), indexed by the output channel.
+fn bias_view(bias: &TensorRef, s: &ConvShape, axes: &Axes) -> View {
+    let mut strides = vec![0i64; axes.count()];
+    if let Some(g) = axes.g() {
+        strides[g] = s.m_g as i64;
+    }
+    strides[axes.m()] = 1;
+    bias.view_with(strides)
+}
+
+/// The `Once` stage: the accumulator plus the bias (view 3 when present), stored in view 0.
+fn finish_stage(acc_ty: Scalar, out_elem: Scalar, has_bias: bool) -> Stage {
+    let mut insts = Insts::new();
+    let mut v = insts.acc(0, acc_ty);
+    if has_bias {
+        let b = insts.push(out_elem, crate::kernel::InstKind::Load { view: 3 });
+        let b = insts.cast(b, acc_ty);
+        v = insts.binary(BinaryOp::Add, v, b);
+    }
+    let v = insts.cast(v, out_elem);
+    once_stage(insts, 0, v)
+}
+
+pub fn conv(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let x = ctx.input(op, 0)?;
+    let w = ctx.input(op, 1)?;
+    let bias = ctx.operand(op, 2)?;
+    let out = ctx.result(op, 0)?;
+    if out.numel() == 0 {
+        return Ok(Vec::new());
+    }
+    check_arith(out.elem)?;
+    let groups = ctx.attr_int(op, "group", 1) as u64;
+    let s = ConvShape {
+        n: x.shape[0],
+        groups,
+        c_g: w.shape[1],
+        m_g: w.shape[0] / groups,
+        in_spatial: x.shape[2..].to_vec(),
+        out_spatial: out.shape[2..].to_vec(),
+    };
+    let win = window(ctx, op, kernel_shape(ctx, op, &w)?, &s.in_spatial, &s.out_spatial)?;
+    Ok(vec![direct_conv(ctx.kernel_name(op, 0), &x, &w, bias.as_ref(), &out, &s, &win)])
+}
+
+/// Conv as one direct loop kernel (see the module doc).
+fn direct_conv(name: String, x: &TensorRef, w: &TensorRef, bias: Option<&TensorRef>, out: &TensorRef, s: &ConvShape, win: &Window) -> Kernel {
+    let axes = Axes { grouped: s.groups > 1, n_spatial: s.in_spatial.len() };
+    let n_axes = axes.count();
+    let (outer, inner) = s.loops(&win.kernel, &axes);
+    let xs = x.strides();
+    let mut x_strides = vec![0i64; n_axes];
+    x_strides[0] = xs[0];
+    if let Some(g) = axes.g() {
+        x_strides[g] = xs[1] * s.c_g as i64;
+    }
+    x_strides[axes.c()] = xs[1];
+    let mut x_view = x.view_with(Vec::new());
+    let mut offset = 0i64;
+    for i in 0..axes.n_spatial {
+        let stride = xs[2 + i];
+        x_strides[axes.o(i)] = win.strides[i] * stride;
+        x_strides[axes.k(i)] = win.dilations[i] * stride;
+        offset -= win.begin[i] * stride;
+        let size = s.in_spatial[i] as i64;
+        let last = (s.out_spatial[i] as i64 - 1) * win.strides[i] - win.begin[i] + (win.kernel[i] - 1) * win.dilations[i];
+        if win.begin[i] > 0 || last >= size {
+            let mut coeffs = vec![0i64; n_axes];
+            coeffs[axes.o(i)] = win.strides[i];
+            coeffs[axes.k(i)] = win.dilations[i];
+            x_view.guards.push(guard(coeffs, -win.begin[i], size));
+        }
+    }
+    x_view.strides = x_strides;
+    x_view.byte_offset += offset * x.elem.size() as i64;
+    let ws = w.strides();
+    let mut w_strides = vec![0i64; n_axes];
+    if let Some(g) = axes.g() {
+        w_strides[g] = ws[0] * s.m_g as i64;
+    }
+    w_strides[axes.m()] = ws[0];
+    w_strides[axes.c()] = ws[1];
+    for i in 0..axes.n_spatial {
+        w_strides[axes.k(i)] = ws[2 + i];
+    }
+    let mut views = vec![output_view(out, s, &axes), x_view, w.view_with(w_strides)];
+    if let Some(b) = bias {
+        views.push(bias_view(b, s, &axes));
+    }
+    let acc_ty = out.elem;
+    let mut insts = Insts::new();
+    let xv = insts.load(&views, 1);
+    let wv = insts.load(&views, 2);
+    let prod = insts.binary(BinaryOp::Mul, xv, wv);
+    let reduce = Stage::Reduce { insts: insts.finish(), value: prod, op: ReduceOp::Sum, init: 0, ty: acc_ty };
+    loop_kernel(name, outer, inner, views, vec![reduce, finish_stage(acc_ty, out.elem, bias.is_some())])
+}
+
+pub fn conv_transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let x = ctx.input(op, 0)?;
+    let w = ctx.input(op, 1)?;
+    let bias = ctx.operand(op, 2)?;
+    let out = ctx.result(op, 0)?;
+    if out.numel() == 0 {
+        return Ok(Vec::new());
+    }
+    check_arith(out.elem)?;
+    let n_spatial = x.rank() - 2;
+    let groups = ctx.attr_int(op, "group", 1) as u64;
+    // W is [C, M / group, k...].
+    let s = ConvShape {
+        n: x.shape[0],
+        groups,
+        c_g: x.shape[1] / groups,
+        m_g: w.shape[1],
+        in_spatial: x.shape[2..].to_vec(),
+        out_spatial: out.shape[2..].to_vec(),
+    };
+    let kernel = kernel_shape(ctx, op, &w)?;
+    let strides = list(ctx, op, "strides", n_spatial, 1)?;
+    let dilations = list(ctx, op, "dilations", n_spatial, 1)?;
+    let output_padding = list(ctx, op, "output_padding", n_spatial, 0)?;
+    let auto_pad = ctx.attr_str(op, "auto_pad").unwrap_or("NOTSET");
+    // The begin pads, as the reference derives them.
+    let begin: Vec<i64> = match (auto_pad, ctx.attr_ints(op, "pads")) {
+        ("SAME_UPPER" | "SAME_LOWER", None) => (0..n_spatial)
+            .map(|i| {
+                let extent = (kernel[i] - 1) * dilations[i] + 1;
+                let total = strides[i] * (s.in_spatial[i] as i64 - 1) + output_padding[i] + extent - s.out_spatial[i] as i64;
+                if auto_pad == "SAME_UPPER" {
+                    total.div_euclid(2)
+                } else {
+                    total - total.div_euclid(2)
+                }
+            })
+            .collect(),
+        ("VALID", _) | (_, None) => vec![0; n_spatial],
+        (_, Some(p)) if p.len() == 2 * n_spatial => p[..n_spatial].to_vec(),
+        _ => return Err(unsupported("`pads` does not have two entries per spatial axis")),
+    };
+    let axes = Axes { grouped: groups > 1, n_spatial };
+    let n_axes = axes.count();
+    let (outer, inner) = s.loops(&kernel, &axes);
+    let xs = x.strides();
+    let mut x_strides = vec![0i64; n_axes];
+    x_strides[0] = xs[0];
+    if let Some(g) = axes.g() {
+        x_strides[g] = xs[1] * s.c_g as i64;
+    }
+    x_strides[axes.c()] = xs[1];
+    let ws = w.strides();
+    let mut w_strides = vec![0i64; n_axes];
+    if let Some(g) = axes.g() {
+        w_strides[g] = ws[0] * s.c_g as i64;
+    }
+    w_strides[axes.m()] = ws[1];
+    w_strides[axes.c()] = ws[0];
+    for i in 0..n_spatial {
+        w_strides[axes.k(i)] = ws[2 + i];
+    }
+    let mut views = vec![output_view(&out, &s, &axes), x.view_with(x_strides), w.view_with(w_strides)];
+    if let Some(b) = &bias {
+        views.push(bias_view(b, &s, &axes));
+    }
+    let mut insts = Insts::new();
+    let mut valid: Option<InstId> = None;
+    let mut terms = Vec::with_capacity(n_spatial);
+    for i in 0..n_spatial {
+        // t = o + pad - k * dilation must be i * stride for an input index 0 <= i < size.
+        let o = insts.index(axes.o(i));
+        let k = insts.index(axes.k(i));
+        let kd = insts.mul_c(k, dilations[i]);
+        let t = insts.add_c(o, begin[i]);
+        let t = insts.binary(BinaryOp::Sub, t, kd);
+        let st = insts.i64c(strides[i]);
+        let rem = insts.binary(BinaryOp::FloorMod, t, st);
+        let zero = insts.i64c(0);
+        let divisible = insts.binary(BinaryOp::Eq, rem, zero);
+        let index = insts.floor_div_c(t, strides[i]);
+        let inside = insts.in_range_c(index, 0, s.in_spatial[i] as i64);
+        let ok = insts.binary(BinaryOp::And, divisible, inside);
+        valid = Some(insts.and(valid, ok));
+        let index = insts.clamp_c(index, 0, s.in_spatial[i] as i64 - 1);
+        terms.push(IndirectIndex { index, stride: xs[2 + i], limit: s.in_spatial[i] as i64 });
+    }
+    let xv = insts.load_indirect(&views, 1, terms);
+    let wv = insts.load(&views, 2);
+    let prod = insts.binary(BinaryOp::Mul, xv, wv);
+    let zero = insts.constant(out.elem, 0.0);
+    let value = match valid {
+        Some(v) => insts.select(v, prod, zero),
+        None => prod,
+    };
+    let reduce = Stage::Reduce { insts: insts.finish(), value, op: ReduceOp::Sum, init: 0, ty: out.elem };
+    Ok(vec![loop_kernel(ctx.kernel_name(op, 0), outer, inner, views, vec![reduce, finish_stage(out.elem, out.elem, bias.is_some())])])
+}

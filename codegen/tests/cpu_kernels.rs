@@ -177,7 +177,7 @@ fn pool(threads: usize) -> rayon::ThreadPool {
 }
 
 /// Validates, compiles and runs `kernels` in order on `threads` threads.
-fn run_on(kernels: &[Kernel], arena: &mut Buf, weights: &Buf, threads: usize) {
+fn run_on(kernels: &[Kernel], arena: &mut Buf, weights: &Buf, threads: usize) -> CpuProgram {
     let sizes = RegionSizes {
         arena: arena.len(),
         weights: weights.len(),
@@ -201,9 +201,10 @@ fn run_on(kernels: &[Kernel], arena: &mut Buf, weights: &Buf, threads: usize) {
             )
         };
     }
+    program
 }
 
-fn run(kernels: &[Kernel], arena: &mut Buf, weights: &Buf) {
+fn run(kernels: &[Kernel], arena: &mut Buf, weights: &Buf) -> CpuProgram {
     run_on(kernels, arena, weights, 1)
 }
 
@@ -279,7 +280,12 @@ fn add_with_broadcasting() {
         ],
         vec![map(b, &[(2, z)])],
     );
-    run(&[k], &mut ar, &w);
+    let program = run(&[k], &mut ar, &w);
+    assert_eq!(
+        program.vectorized_loops(0),
+        Some(1),
+        "a contiguous f32 row is vectorized"
+    );
     let out: Vec<f32> = ar.get(60, 15);
     for r in 0..3 {
         for c in 0..5 {
@@ -1536,14 +1542,12 @@ fn softmax_reduce_reduce_map() {
         .collect();
     let mut ar = Buf::new(rows * cols * 8);
     ar.put(0, &xs);
-    run(
-        &[softmax_kernel(
-            rows as u64,
-            cols as u64,
-            (rows * cols * 4) as i64,
-        )],
-        &mut ar,
-        &Buf::new(0),
+    let kernel = softmax_kernel(rows as u64, cols as u64, (rows * cols * 4) as i64);
+    let program = run(&[kernel], &mut ar, &Buf::new(0));
+    assert_eq!(
+        program.vectorized_loops(0),
+        Some(3),
+        "max, sum of exp and the map"
     );
     let got = ar.get::<f32>(rows * cols * 4, rows * cols);
     let want = softmax_reference(&xs, cols);
@@ -1935,7 +1939,7 @@ fn threads_give_identical_results() {
 fn contiguous_map_with_a_tail() {
     // 4k + 3 elements: the SIMD body and the scalar tail both run; a broadcast scalar operand
     // (stride 0) and a transcendental are mixed in.
-    for len in [1027u64, 3, 4, 5, 8, 9] {
+    for len in [1027u64, 3, 4, 5, 8, 9, 13, 15] {
         let xs: Vec<f32> = (0..len).map(|i| (i as f32 * 0.731).sin() * 4.0).collect();
         let mut ar = Buf::new((len * 8) as usize);
         ar.put(0, &xs);
@@ -1963,7 +1967,9 @@ fn contiguous_map_with_a_tail() {
             ],
             vec![map(b, &[(2, y)])],
         );
-        run(&[k], &mut ar, &w);
+        let program = run(&[k], &mut ar, &w);
+        let want_simd = if len >= 4 { 1 } else { 0 };
+        assert_eq!(program.vectorized_loops(0), Some(want_simd), "length {len}");
         let want: Vec<f32> = xs
             .iter()
             .map(|&x| {
@@ -1979,6 +1985,74 @@ fn contiguous_map_with_a_tail() {
             ar.get::<f32>((len * 4) as usize, len as usize),
             want,
             "length {len}"
+        );
+    }
+}
+
+#[test]
+fn vector_masks_and_bool_casts() {
+    // out = f32(isnan(x) | x > 1) + f32(!(x < 0)) * 10 + f32(bool(x)) * 100 + round(x) * 1000
+    // on 23 elements: masks combined, negated and turned back into floats in f32x4 lanes.
+    let xs: Vec<f32> = (0..23)
+        .map(|i| {
+            if i % 7 == 3 {
+                f32::NAN
+            } else {
+                i as f32 * 0.25 - 2.5
+            }
+        })
+        .collect();
+    let mut ar = Buf::new(23 * 8);
+    ar.put(0, &xs);
+    let mut b = Insts::default();
+    let x = b.load(Scalar::F32, 0);
+    let one = b.float(Scalar::F32, 1.0);
+    let zero = b.float(Scalar::F32, 0.0);
+    let nan = b.un(UnaryOp::IsNan, x);
+    let big = b.bin(BinaryOp::Gt, x, one);
+    let either = b.bin(BinaryOp::Or, nan, big);
+    let first = b.cast(either, Scalar::F32);
+    let neg = b.bin(BinaryOp::Lt, x, zero);
+    let not_neg = b.un(UnaryOp::Not, neg);
+    let second = b.cast(not_neg, Scalar::F32);
+    let ten = b.float(Scalar::F32, 10.0);
+    let second = b.bin(BinaryOp::Mul, second, ten);
+    let truthy = b.cast(x, Scalar::Bool);
+    let third = b.cast(truthy, Scalar::F32);
+    let hundred = b.float(Scalar::F32, 100.0);
+    let third = b.bin(BinaryOp::Mul, third, hundred);
+    let rounded = b.un(UnaryOp::Round, x);
+    let thousand = b.float(Scalar::F32, 1000.0);
+    let fourth = b.bin(BinaryOp::Mul, rounded, thousand);
+    let sum = b.bin(BinaryOp::Add, first, second);
+    let sum = b.bin(BinaryOp::Add, sum, third);
+    let y = b.bin(BinaryOp::Add, sum, fourth);
+    let k = loop_kernel(
+        "masks",
+        &[23],
+        &[],
+        vec![arena(Scalar::F32, 0, &[1]), arena(Scalar::F32, 92, &[1])],
+        vec![map(b, &[(1, y)])],
+    );
+    let program = run(&[k], &mut ar, &Buf::new(0));
+    assert_eq!(program.vectorized_loops(0), Some(1));
+    let want: Vec<f32> = xs
+        .iter()
+        .map(|&x| {
+            let first = (x.is_nan() || x > 1.0) as u8 as f32;
+            let second = (!(x < 0.0)) as u8 as f32 * 10.0;
+            let third = (x != 0.0) as u8 as f32 * 100.0;
+            first + second + third + x.round_ties_even() * 1000.0
+        })
+        .collect();
+    let got = ar.get::<f32>(92, 23);
+    for i in 0..23 {
+        assert!(
+            same_f32(got[i], want[i]),
+            "at {i} (x = {}): {} want {}",
+            xs[i],
+            got[i],
+            want[i]
         );
     }
 }
@@ -2004,7 +2078,12 @@ fn strided_last_axis_uses_the_scalar_path() {
         ],
         vec![map(b, &[(2, y)])],
     );
-    run(&[k], &mut ar, &Buf::new(0));
+    let program = run(&[k], &mut ar, &Buf::new(0));
+    assert_eq!(
+        program.vectorized_loops(0),
+        Some(0),
+        "a stride-2 row stays scalar"
+    );
     let want: Vec<f32> = (0..13).map(|i| xs[2 * i] + xs[2 * i + 1]).collect();
     assert_eq!(ar.get::<f32>(104, 13), want);
 }
@@ -2079,7 +2158,18 @@ fn contiguous_sum_and_max_reductions_with_tails() {
                 ],
             ));
         }
-        run(&kernels, &mut ar, &Buf::new(0));
+        let program = run(&kernels, &mut ar, &Buf::new(0));
+        let want_simd = if cols >= 4 { 1 } else { 0 };
+        assert_eq!(
+            program.vectorized_loops(0),
+            Some(want_simd),
+            "sum over {cols}"
+        );
+        assert_eq!(
+            program.vectorized_loops(1),
+            Some(want_simd),
+            "max over {cols}"
+        );
         let sums = ar.get::<f32>((rows * cols * 4) as usize, rows as usize);
         let maxes = ar.get::<f32>(((rows * cols + rows) * 4) as usize, rows as usize);
         for (o, row) in xs.chunks(cols as usize).enumerate() {

@@ -41,7 +41,7 @@ pub(crate) fn compile_loop(
     kernel: &Kernel,
     lk: &LoopKernel,
     func_name: &str,
-) -> Result<FuncId, CpuError> {
+) -> Result<(FuncId, usize), CpuError> {
     check_types(kernel, lk)?;
     let ptr = module.target_config().pointer_type();
     let mut sig = module.make_signature();
@@ -51,12 +51,14 @@ pub(crate) fn compile_loop(
     module.clear_context(ctx);
     ctx.func.signature = sig.clone();
     let target_config = module.target_config();
+    let n_vectorized;
     {
         let b = FunctionBuilder::new(&mut ctx.func, fctx);
         let cx = FnCx::new(b, module, helper_ids, &kernel.name);
         let mut emitter = LoopEmitter::new(cx, lk);
         emitter.emit_function()?;
-        let LoopEmitter { cx, .. } = emitter;
+        let LoopEmitter { cx, vectorized, .. } = emitter;
+        n_vectorized = vectorized;
         let mut b = cx.b;
         b.seal_all_blocks();
         b.finalize(target_config);
@@ -68,7 +70,7 @@ pub(crate) fn compile_loop(
         .define_function(id, ctx)
         .map_err(|e| CpuError::Cranelift(format!("kernel `{}`: {e:?}", kernel.name)))?;
     module.clear_context(ctx);
-    Ok(id)
+    Ok((id, n_vectorized))
 }
 
 /// Rejects the types this backend does not compute in (F16) before any code is emitted.
@@ -129,6 +131,8 @@ pub(crate) struct LoopEmitter<'f, 'm, 'k> {
     /// Per view: the address of its element at the current row with every in-row index 0.
     pub row_base: Vec<Value>,
     acc: Vec<Option<AccVars>>,
+    /// How many stages (or whole rows) got a SIMD loop.
+    pub vectorized: usize,
 }
 
 impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
@@ -146,6 +150,7 @@ impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
             n_row_axes,
             row_base: Vec::new(),
             acc: vec![None; k.stages.len()],
+            vectorized: 0,
         }
     }
 
@@ -298,14 +303,14 @@ impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
             match stage {
                 Stage::Reduce { .. } => {
                     self.init_acc(s)?;
-                    if !inner_empty && !simd::try_emit_reduce(self, s, &point)? {
+                    if !inner_empty && !simd::try_emit_nest(self, s, &point)? {
                         let mut p = point.clone();
                         p.resize(k.n_axes(), zero);
                         self.nest(s, 0, &mut p)?;
                     }
                 }
                 Stage::Map { .. } => {
-                    if !inner_empty {
+                    if !inner_empty && !simd::try_emit_nest(self, s, &point)? {
                         let mut p = point.clone();
                         p.resize(k.n_axes(), zero);
                         self.nest(s, 0, &mut p)?;
@@ -396,7 +401,7 @@ impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
             .ok_or_else(|| self.unsupported(format!("stage {s} is not an earlier reduction")))
     }
 
-    fn inst_ty(&self, insts: &[Inst], id: u32) -> Result<Scalar, CpuError> {
+    pub(crate) fn inst_ty(&self, insts: &[Inst], id: u32) -> Result<Scalar, CpuError> {
         insts
             .get(id as usize)
             .map(|i| i.ty)
@@ -404,7 +409,7 @@ impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
     }
 
     /// Folds stage `s`'s value at `point` into its accumulator.
-    fn fold_at(&mut self, s: usize, point: &[Value]) -> Result<(), CpuError> {
+    pub(crate) fn fold_at(&mut self, s: usize, point: &[Value]) -> Result<(), CpuError> {
         let Stage::Reduce {
             insts,
             value,
@@ -497,7 +502,7 @@ impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
         lin
     }
 
-    fn emit_stores(
+    pub(crate) fn emit_stores(
         &mut self,
         insts: &[Inst],
         stores: &[Store],
@@ -519,46 +524,57 @@ impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
         point: &[Value],
     ) -> Result<Vec<Value>, CpuError> {
         let mut vals: Vec<Value> = Vec::with_capacity(insts.len());
-        for inst in insts {
-            let v = match &inst.kind {
-                InstKind::Load { view } => self.load(*view, point, &[], &vals)?,
-                InstKind::LoadIndirect { view, indices } => {
-                    self.load(*view, point, indices, &vals)?
-                }
-                InstKind::Const { bits } => self.cx.const_bits(inst.ty, *bits)?,
-                InstKind::Index { axis } => *point
-                    .get(*axis as usize)
-                    .ok_or_else(|| self.unsupported(format!("no loop axis {axis}")))?,
-                InstKind::Acc { stage } => {
-                    let var = self.acc_var(*stage as usize)?;
-                    self.cx.b.use_var(var)
-                }
-                InstKind::Unary { op, arg } => {
-                    let x = operand(&vals, *arg, self)?;
-                    let arg_ty = self.inst_ty(insts, *arg)?;
-                    self.cx.unary(*op, x, arg_ty)?
-                }
-                InstKind::Binary { op, lhs, rhs } => {
-                    let l = operand(&vals, *lhs, self)?;
-                    let r = operand(&vals, *rhs, self)?;
-                    let arg_ty = self.inst_ty(insts, *lhs)?;
-                    self.cx.binary(*op, l, r, arg_ty)?
-                }
-                InstKind::Select { cond, then, else_ } => {
-                    let c = operand(&vals, *cond, self)?;
-                    let t = operand(&vals, *then, self)?;
-                    let e = operand(&vals, *else_, self)?;
-                    self.cx.b.ins().select(c, t, e)
-                }
-                InstKind::Cast { arg } => {
-                    let x = operand(&vals, *arg, self)?;
-                    let arg_ty = self.inst_ty(insts, *arg)?;
-                    self.cx.cast(x, arg_ty, inst.ty)?
-                }
-            };
+        for i in 0..insts.len() {
+            let v = self.emit_inst(insts, i, &vals, point)?;
             vals.push(v);
         }
         Ok(vals)
+    }
+
+    /// Emits instruction `i` of `insts` at `point`, its operands taken from `vals` (one value per
+    /// earlier instruction).
+    pub(crate) fn emit_inst(
+        &mut self,
+        insts: &[Inst],
+        i: usize,
+        vals: &[Value],
+        point: &[Value],
+    ) -> Result<Value, CpuError> {
+        let inst = &insts[i];
+        Ok(match &inst.kind {
+            InstKind::Load { view } => self.load(*view, point, &[], vals)?,
+            InstKind::LoadIndirect { view, indices } => self.load(*view, point, indices, vals)?,
+            InstKind::Const { bits } => self.cx.const_bits(inst.ty, *bits)?,
+            InstKind::Index { axis } => *point
+                .get(*axis as usize)
+                .ok_or_else(|| self.unsupported(format!("no loop axis {axis}")))?,
+            InstKind::Acc { stage } => {
+                let var = self.acc_var(*stage as usize)?;
+                self.cx.b.use_var(var)
+            }
+            InstKind::Unary { op, arg } => {
+                let x = operand(vals, *arg, self)?;
+                let arg_ty = self.inst_ty(insts, *arg)?;
+                self.cx.unary(*op, x, arg_ty)?
+            }
+            InstKind::Binary { op, lhs, rhs } => {
+                let l = operand(vals, *lhs, self)?;
+                let r = operand(vals, *rhs, self)?;
+                let arg_ty = self.inst_ty(insts, *lhs)?;
+                self.cx.binary(*op, l, r, arg_ty)?
+            }
+            InstKind::Select { cond, then, else_ } => {
+                let c = operand(vals, *cond, self)?;
+                let t = operand(vals, *then, self)?;
+                let e = operand(vals, *else_, self)?;
+                self.cx.b.ins().select(c, t, e)
+            }
+            InstKind::Cast { arg } => {
+                let x = operand(vals, *arg, self)?;
+                let arg_ty = self.inst_ty(insts, *arg)?;
+                self.cx.cast(x, arg_ty, inst.ty)?
+            }
+        })
     }
 
     pub(crate) fn view(&self, view: u32) -> Result<&'k View, CpuError> {
@@ -569,7 +585,7 @@ impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
     }
 
     /// The address of `view`'s element at `point`, plus the indirect terms of `indices`.
-    fn address(
+    pub(crate) fn address(
         &mut self,
         view_idx: u32,
         point: &[Value],

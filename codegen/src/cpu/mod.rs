@@ -74,6 +74,7 @@ pub struct CpuProgram {
     kernels: Vec<Compiled>,
     names: Vec<String>,
     compile_times: Vec<Duration>,
+    vectorized: Vec<usize>,
     compile_time: Duration,
     _code: CodeOwner,
 }
@@ -128,12 +129,13 @@ impl CpuProgram {
         let mut helper_ids = func::HelperIds::new();
         let mut pending = Vec::with_capacity(kernels.len());
         let mut compile_times = Vec::with_capacity(kernels.len());
+        let mut vectorized = Vec::with_capacity(kernels.len());
         for (index, kernel) in kernels.iter().enumerate() {
             let kernel_start = Instant::now();
             match &kernel.body {
                 KernelBody::Loop(lk) => {
                     let name = format!("memc_kernel_{index}");
-                    let id = loops::compile_loop(
+                    let (id, n_vectorized) = loops::compile_loop(
                         &mut module,
                         &mut helper_ids,
                         &mut ctx,
@@ -143,6 +145,7 @@ impl CpuProgram {
                         &name,
                     )?;
                     pending.push(Ok((id, lk.parallel_rows(), lk.work_per_row())));
+                    vectorized.push(n_vectorized);
                 }
                 KernelBody::Contract(c) => {
                     if !matches!(c.elem, Scalar::F32 | Scalar::F64) {
@@ -152,6 +155,7 @@ impl CpuProgram {
                         });
                     }
                     pending.push(Err(Box::new(c.clone())));
+                    vectorized.push(0);
                 }
             }
             compile_times.push(kernel_start.elapsed());
@@ -180,6 +184,7 @@ impl CpuProgram {
             kernels: compiled,
             names: kernels.iter().map(|k| k.name.clone()).collect(),
             compile_times,
+            vectorized,
             compile_time: start.elapsed(),
             _code: CodeOwner(Some(module)),
         })
@@ -198,6 +203,12 @@ impl CpuProgram {
     /// nothing).
     pub fn kernel_compile_time(&self, index: usize) -> Option<Duration> {
         self.compile_times.get(index).copied()
+    }
+
+    /// How many of kernel `index`'s loops got SIMD (f32x4) form: a whole elementwise row
+    /// counts once, as does each vectorized stage of a kernel with inner axes.
+    pub fn vectorized_loops(&self, index: usize) -> Option<usize> {
+        self.vectorized.get(index).copied()
     }
 
     /// The wall time of the whole [`CpuProgram::compile`] call, linking included.

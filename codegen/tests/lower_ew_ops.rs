@@ -177,7 +177,9 @@ fn a_chain_of_elementwise_ops_is_one_kernel() {
     // The output and the two graph inputs; the scalar weight is a constant.
     assert_eq!(lk.views.len(), 3);
     let Stage::Map { insts, .. } = &lk.stages[0] else { panic!("a map stage") };
-    assert!(insts.iter().any(|i| matches!(i.kind, InstKind::Const { bits } if bits == 2f64.to_bits())));
+    assert!(insts
+        .iter()
+        .any(|i| matches!(i.kind, InstKind::Const { bits } if bits == 2f64.to_bits())));
 
     let x = values(6, 1);
     let b = values(3, 2);
@@ -266,7 +268,10 @@ fn place(m: &mut Model, x: u64, intermediate: u64, output: u64) {
     let offset_of = |value: ValueId| {
         if value == x_value {
             x
-        } else if func.defining_op(value).is_some_and(|op| func.op(op).opcode == memc_ir::Opcode::Neg) {
+        } else if func
+            .defining_op(value)
+            .is_some_and(|op| func.op(op).opcode == memc_ir::Opcode::Neg)
+        {
             intermediate
         } else {
             output
@@ -341,7 +346,8 @@ fn integer_and_mixed_type_ops_follow_numpy() {
     assert_eq!(dec::<i32>(&out[0]), vec![1, 2, -2, -1, 0, 3]);
     assert_eq!(dec::<i32>(&out[1]), vec![1, -1, 1, -1, 0, 3]);
     assert_eq!(dec::<i32>(&out[2]), vec![2, -2, -2, 2, 5, 0]);
-    let pow: Vec<i32> = a.iter().zip(&e).map(|(&x, &y)| f64::from(x).powf(f64::from(y)) as i32).collect();
+    let pow: Vec<i32> =
+        a.iter().zip(&e).map(|(&x, &y)| f64::from(x).powf(f64::from(y)) as i32).collect();
     assert_eq!(dec::<i32>(&out[3]), pow);
     assert_eq!(out[4], vec![1, 1, 0, 1, 1, 1]);
 }
@@ -365,7 +371,8 @@ fn clip_with_runtime_bounds_and_activations() {
     let xs: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
     assert_close(&f32_out(&out[0]), &xs.iter().map(|&v| v.max(-0.5)).collect::<Vec<_>>());
     let k = (2.0 / std::f64::consts::PI).sqrt();
-    let gelu: Vec<f64> = xs.iter().map(|&v| 0.5 * v * (1.0 + (k * (v + 0.044715 * v * v * v)).tanh())).collect();
+    let gelu: Vec<f64> =
+        xs.iter().map(|&v| 0.5 * v * (1.0 + (k * (v + 0.044715 * v * v * v)).tanh())).collect();
     assert_close(&f32_out(&out[1]), &gelu);
     let hswish: Vec<f64> = xs.iter().map(|&v| v * (v / 6.0 + 0.5).clamp(0.0, 1.0)).collect();
     assert_close(&f32_out(&out[2]), &hswish);
@@ -409,10 +416,16 @@ fn reductions_over_attribute_axes() {
     let y: Vec<f64> = values(12, 12).into_iter().map(f64::from).collect();
     let out = run(&m, &program, &[enc(&x), enc(&y)]);
     let sum: Vec<i32> = (0..3)
-        .map(|j| (0..2).flat_map(|i| (0..4).map(move |k| (i, k))).map(|(i, k)| x[i * 12 + j * 4 + k]).sum())
+        .map(|j| {
+            (0..2)
+                .flat_map(|i| (0..4).map(move |k| (i, k)))
+                .map(|(i, k)| x[i * 12 + j * 4 + k])
+                .sum()
+        })
         .collect();
     assert_eq!(dec::<i32>(&out[0]), sum);
-    let lse: Vec<f64> = (0..3).map(|r| y[r * 4..r * 4 + 4].iter().map(|v| v.exp()).sum::<f64>().ln()).collect();
+    let lse: Vec<f64> =
+        (0..3).map(|r| y[r * 4..r * 4 + 4].iter().map(|v| v.exp()).sum::<f64>().ln()).collect();
     assert_close(&dec::<f64>(&out[1]), &lse);
     let mean: Vec<f64> = (0..4).map(|c| (0..3).map(|r| y[r * 4 + c]).sum::<f64>() / 3.0).collect();
     assert_close(&dec::<f64>(&out[2]), &mean);
@@ -450,8 +463,10 @@ fn reduction_axes_known_only_at_run_time() {
     let program = lower(&m);
     let x = values(12, 13);
     let at = |i: usize, j: usize, k: usize| f64::from(x[i * 4 + j * 2 + k]);
-    let over_1: Vec<f64> = (0..3).flat_map(|i| (0..2).map(move |k| (at(i, 0, k) + at(i, 1, k)) / 2.0)).collect();
-    let over_2: Vec<f64> = (0..3).flat_map(|i| (0..2).map(move |j| (at(i, j, 0) + at(i, j, 1)) / 2.0)).collect();
+    let over_1: Vec<f64> =
+        (0..3).flat_map(|i| (0..2).map(move |k| (at(i, 0, k) + at(i, 1, k)) / 2.0)).collect();
+    let over_2: Vec<f64> =
+        (0..3).flat_map(|i| (0..2).map(move |j| (at(i, j, 0) + at(i, j, 1)) / 2.0)).collect();
     assert_close(&f32_out(&run(&m, &program, &[enc(&x), enc(&[1i64])])[0]), &over_1);
     assert_close(&f32_out(&run(&m, &program, &[enc(&x), enc(&[-1i64])])[0]), &over_2);
 }

@@ -103,12 +103,7 @@ fn fusable(ctx: &LowerCtx, op: OpId) -> bool {
 }
 
 /// Conditions 3 and 4: `prev`'s result feeds only `op`, and broadcasts into `op`'s result.
-fn links(
-    ctx: &LowerCtx,
-    counts: &dyn Fn(ValueId) -> u32,
-    prev: OpId,
-    op: OpId,
-) -> bool {
+fn links(ctx: &LowerCtx, counts: &dyn Fn(ValueId) -> u32, prev: OpId, op: OpId) -> bool {
     let value = ctx.op(prev).results[0];
     let uses_in_op = ctx.op(op).operands.iter().filter(|&&v| v == value).count() as u32;
     if uses_in_op == 0 || counts(value) != uses_in_op {
@@ -188,7 +183,10 @@ fn output(ctx: &LowerCtx, op: OpId) -> Result<TensorRef, LowerError> {
     let out = ctx.result(op, 0)?;
     check_elem(out.elem)?;
     if out.rank() > MAX_AXES {
-        return Err(unsupported(format!("rank {} (kernels loop over at most {MAX_AXES} axes)", out.rank())));
+        return Err(unsupported(format!(
+            "rank {} (kernels loop over at most {MAX_AXES} axes)",
+            out.rank()
+        )));
     }
     Ok(out)
 }
@@ -207,7 +205,13 @@ fn lower_map(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let mut kernel = KernelBuilder::new(&out);
     let args = kernel.operands(ctx, op, None)?;
     let value = emit_checked(ctx, op, &mut kernel.insts, &args)?;
-    Ok(vec![map_kernel(ctx.kernel_name(op, 0), out.shape.clone(), kernel.views, kernel.insts, value)])
+    Ok(vec![map_kernel(
+        ctx.kernel_name(op, 0),
+        out.shape.clone(),
+        kernel.views,
+        kernel.insts,
+        value,
+    )])
 }
 
 /// Identity that the planner did not make a view: a copy.
@@ -233,9 +237,11 @@ fn lower_dropout(ctx: &LowerCtx, op: OpId) -> LowerResult {
     if training {
         let ratio = match ctx.operand(op, 1)? {
             None => 0.5,
-            Some(_) => constant_floats(ctx, op, 1)
-                .and_then(|r| r.first().copied())
-                .ok_or_else(|| unsupported("Dropout in training mode with a ratio known only at run time"))?,
+            Some(_) => {
+                constant_floats(ctx, op, 1).and_then(|r| r.first().copied()).ok_or_else(|| {
+                    unsupported("Dropout in training mode with a ratio known only at run time")
+                })?
+            }
         };
         if ratio != 0.0 {
             return Err(unsupported("Dropout in training mode (random masks)"));
@@ -401,16 +407,74 @@ fn is_map_op(opcode: Opcode) -> bool {
     use Opcode as O;
     matches!(
         opcode,
-        O::Add | O::Sub | O::Mul | O::Div | O::Pow | O::Min | O::Max | O::Sum | O::Mean
-            | O::Equal | O::Less | O::LessOrEqual | O::Greater | O::GreaterOrEqual
-            | O::And | O::Or | O::Xor | O::BitwiseAnd | O::BitwiseOr | O::BitwiseXor
-            | O::BitShift | O::Mod | O::Where | O::Not | O::BitwiseNot | O::Neg | O::Abs
-            | O::Sign | O::IsNaN | O::IsInf | O::Sqrt | O::Exp | O::Log | O::Reciprocal
-            | O::Floor | O::Ceil | O::Round | O::Sin | O::Cos | O::Tan | O::Asin | O::Acos
-            | O::Atan | O::Sinh | O::Cosh | O::Tanh | O::Asinh | O::Acosh | O::Atanh | O::Erf
-            | O::Relu | O::LeakyRelu | O::PRelu | O::Elu | O::Selu | O::Celu
-            | O::ThresholdedRelu | O::Sigmoid | O::HardSigmoid | O::HardSwish | O::Softplus
-            | O::Softsign | O::Mish | O::Swish | O::Gelu | O::Shrink | O::Clip | O::Cast
+        O::Add
+            | O::Sub
+            | O::Mul
+            | O::Div
+            | O::Pow
+            | O::Min
+            | O::Max
+            | O::Sum
+            | O::Mean
+            | O::Equal
+            | O::Less
+            | O::LessOrEqual
+            | O::Greater
+            | O::GreaterOrEqual
+            | O::And
+            | O::Or
+            | O::Xor
+            | O::BitwiseAnd
+            | O::BitwiseOr
+            | O::BitwiseXor
+            | O::BitShift
+            | O::Mod
+            | O::Where
+            | O::Not
+            | O::BitwiseNot
+            | O::Neg
+            | O::Abs
+            | O::Sign
+            | O::IsNaN
+            | O::IsInf
+            | O::Sqrt
+            | O::Exp
+            | O::Log
+            | O::Reciprocal
+            | O::Floor
+            | O::Ceil
+            | O::Round
+            | O::Sin
+            | O::Cos
+            | O::Tan
+            | O::Asin
+            | O::Acos
+            | O::Atan
+            | O::Sinh
+            | O::Cosh
+            | O::Tanh
+            | O::Asinh
+            | O::Acosh
+            | O::Atanh
+            | O::Erf
+            | O::Relu
+            | O::LeakyRelu
+            | O::PRelu
+            | O::Elu
+            | O::Selu
+            | O::Celu
+            | O::ThresholdedRelu
+            | O::Sigmoid
+            | O::HardSigmoid
+            | O::HardSwish
+            | O::Softplus
+            | O::Softsign
+            | O::Mish
+            | O::Swish
+            | O::Gelu
+            | O::Shrink
+            | O::Clip
+            | O::Cast
             | O::CastLike
     )
 }
@@ -738,7 +802,8 @@ fn gelu(b: &mut Insts, x: InstId, approximate: &str) -> Result<InstId, LowerErro
     let phi = match approximate {
         "tanh" => {
             // 1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))
-            let k = b.constant(t, f64::from(0.636_619_77_f32).sqrt());
+            // sqrt(2 / pi), from the f32 constant the function body writes.
+            let k = b.constant(t, f64::from(std::f32::consts::FRAC_2_PI).sqrt());
             let c0 = b.constant(t, f64::from(0.044_715_f32));
             let x2 = b.binary(BinaryOp::Mul, x, x);
             let x3 = b.binary(BinaryOp::Mul, x2, x);

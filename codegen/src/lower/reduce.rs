@@ -16,8 +16,8 @@ use super::build::{contiguous_strides, Insts, TensorRef};
 use super::elementwise::{check_elem, constant_ints};
 use super::{unsupported, LowerCtx, LowerError, LowerResult};
 use crate::kernel::{
-    BinaryOp, IndirectIndex, InstId, Kernel, KernelBody, LoopKernel, ReduceOp, Scalar, Stage, Store, UnaryOp,
-    View, MAX_AXES,
+    BinaryOp, IndirectIndex, InstId, Kernel, KernelBody, LoopKernel, ReduceOp, Scalar, Stage,
+    Store, UnaryOp, View, MAX_AXES,
 };
 use memc_ir::{OpId, Opcode};
 
@@ -87,7 +87,8 @@ impl Rows {
 
     /// Loop-axis strides from strides over the tensor's axes.
     fn permute(&self, strides: &[i64]) -> Vec<i64> {
-        let mut out: Vec<i64> = self.kept.iter().chain(&self.reduced).map(|&a| strides[a]).collect();
+        let mut out: Vec<i64> =
+            self.kept.iter().chain(&self.reduced).map(|&a| strides[a]).collect();
         out.resize(self.outer.len() + self.inner.len(), 0);
         out
     }
@@ -264,7 +265,8 @@ fn axes_from_shapes(
         if y_shape.len() != rank {
             return Err(mismatch());
         }
-        let reduced: Vec<usize> = (0..rank).filter(|&a| y_shape[a] == 1 && x_shape[a] != 1).collect();
+        let reduced: Vec<usize> =
+            (0..rank).filter(|&a| y_shape[a] == 1 && x_shape[a] != 1).collect();
         if (0..rank).any(|a| !reduced.contains(&a) && y_shape[a] != x_shape[a]) {
             return Err(mismatch());
         }
@@ -289,12 +291,13 @@ fn axes_from_shapes(
             stack.push((a + 1, more));
         }
         if candidates.len() > 64 || stack.len() > 4096 {
-            return Err(unsupported("reduction axes known only at run time, with too many possibilities"));
+            return Err(unsupported(
+                "reduction axes known only at run time, with too many possibilities",
+            ));
         }
     }
-    let significant = |c: &Vec<usize>| -> Vec<usize> {
-        c.iter().copied().filter(|&a| x_shape[a] != 1).collect()
-    };
+    let significant =
+        |c: &Vec<usize>| -> Vec<usize> { c.iter().copied().filter(|&a| x_shape[a] != 1).collect() };
     match candidates.first() {
         None => Err(mismatch()),
         Some(first) if candidates.iter().all(|c| significant(c) == significant(first)) => {
@@ -322,7 +325,9 @@ fn lower_reduce(ctx: &LowerCtx, op: OpId, kind: Reduction) -> LowerResult {
         ReducedAxes::Known(axes) => {
             let rows = Rows::new(&x.shape, &axes)?;
             if rows.outer.iter().product::<u64>() != y.numel() {
-                return Err(unsupported("the result shape does not match the reduced axes (a memc bug)"));
+                return Err(unsupported(
+                    "the result shape does not match the reduced axes (a memc bug)",
+                ));
             }
             let views = vec![rows.row_view(&y), rows.view(&x, &x.shape)];
             let n = rows.row_len() as f64;
@@ -331,7 +336,9 @@ fn lower_reduce(ctx: &LowerCtx, op: OpId, kind: Reduction) -> LowerResult {
             let stages = reduce_stages(kind, x.elem, &element, &count);
             Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, stages)])
         }
-        ReducedAxes::OneOf(candidates) => lower_reduce_runtime_axes(ctx, op, kind, &x, &y, &candidates),
+        ReducedAxes::OneOf(candidates) => {
+            lower_reduce_runtime_axes(ctx, op, kind, &x, &y, &candidates)
+        }
     }
 }
 
@@ -413,7 +420,12 @@ fn lower_reduce_runtime_axes(
     let stages = reduce_stages(kind, x.elem, &element, &count);
     Ok(vec![Kernel {
         name: ctx.kernel_name(op, 0),
-        body: KernelBody::Loop(LoopKernel { outer: y.shape.clone(), inner: x.shape.clone(), views, stages }),
+        body: KernelBody::Loop(LoopKernel {
+            outer: y.shape.clone(),
+            inner: x.shape.clone(),
+            views,
+            stages,
+        }),
     }])
 }
 
@@ -610,9 +622,9 @@ fn row_mean(b: &mut Insts, stage: usize, t: Scalar, n: f64) -> InstId {
     b.binary(BinaryOp::Div, acc, count)
 }
 
-/// LayerNormalization: over the axes from `axis` on, `(x - mean) * (1 / sqrt(var + epsilon))
-/// * scale + B`, computed in the input's float type as the reference does; the optional Mean
-/// and InvStdDev results are stored once per row.
+/// LayerNormalization over the axes from `axis` on:
+/// `(x - mean) * (1 / sqrt(var + epsilon)) * scale + B`, computed in the input's float type as
+/// the reference does; the optional Mean and InvStdDev results are stored once per row.
 fn lower_layer_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let scale = ctx.input(op, 1)?;
@@ -627,7 +639,8 @@ fn lower_layer_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let reduced: Vec<usize> = (axis..x.rank()).collect();
     let rows = Rows::new(&x.shape, &reduced)?;
     let n = rows.row_len() as f64;
-    let mut views = vec![rows.view(&y, &x.shape), rows.view(&x, &x.shape), rows.view(&scale, &x.shape)];
+    let mut views =
+        vec![rows.view(&y, &x.shape), rows.view(&x, &x.shape), rows.view(&scale, &x.shape)];
     if let Some(bias) = &bias {
         views.push(rows.view(bias, &x.shape));
     }
@@ -932,7 +945,9 @@ fn lower_cumulative(ctx: &LowerCtx, op: OpId, fold: ReduceOp) -> LowerResult {
     check_elem(x.elem)?;
     let rank = x.rank();
     if rank + 1 > MAX_AXES {
-        return Err(unsupported(format!("rank {rank} (kernels loop over at most {MAX_AXES} axes)")));
+        return Err(unsupported(format!(
+            "rank {rank} (kernels loop over at most {MAX_AXES} axes)"
+        )));
     }
     let exclusive = ctx.attr_int(op, "exclusive", 0) != 0;
     let reverse = ctx.attr_int(op, "reverse", 0) != 0;

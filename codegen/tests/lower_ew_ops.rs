@@ -608,3 +608,42 @@ fn cumprod_with_an_axis_known_only_at_run_time() {
     assert_close(&run_axis(1), &[1.0, 2.0, 6.0, 4.0, 20.0, 120.0]);
     assert_close(&run_axis(-1), &[1.0, 2.0, 6.0, 4.0, 20.0, 120.0]);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Loop shapes.
+
+/// The outer and inner extents of the only kernel of `program`.
+fn loop_extents(program: &Program) -> (Vec<u64>, Vec<u64>) {
+    let kernels: Vec<_> = program.kernels().collect();
+    assert_eq!(kernels.len(), 1);
+    let KernelBody::Loop(lk) = &kernels[0].body else { panic!("a loop kernel") };
+    (lk.outer.clone(), lk.inner.clone())
+}
+
+#[test]
+fn contiguous_axes_merge_into_long_rows() {
+    // Elementwise: the unit axis goes, the two spatial axes become one row per channel.
+    let m = model(
+        r#"func.func @f(%x: tensor<1x64x56x56xf32>, %b: tensor<64x1x1xf32>) -> tensor<1x64x56x56xf32> {
+  %0 = "onnx.Add"(%x, %b) : (tensor<1x64x56x56xf32>, tensor<64x1x1xf32>) -> tensor<1x64x56x56xf32>
+  return %0 : tensor<1x64x56x56xf32>
+}"#,
+        &[],
+    );
+    assert_eq!(loop_extents(&lower(&m)), (vec![64, 3136], vec![]));
+    // A reduction over the trailing axes: one outer axis, one inner axis.
+    let m = model(
+        r#"func.func @f(%x: tensor<2x3x4x5xf32>) -> tensor<2x3x1x1xf32> {
+  %0 = "onnx.ReduceMean"(%x) {axes = [2, 3]} : (tensor<2x3x4x5xf32>) -> tensor<2x3x1x1xf32>
+  return %0 : tensor<2x3x1x1xf32>
+}"#,
+        &[],
+    );
+    let program = lower(&m);
+    assert_eq!(loop_extents(&program), (vec![6], vec![20]));
+    let x = values(120, 22);
+    let want: Vec<f64> = (0..6)
+        .map(|r| x[r * 20..r * 20 + 20].iter().map(|&v| f64::from(v)).sum::<f64>() / 20.0)
+        .collect();
+    assert_close(&f32_out(&run(&m, &program, &[enc(&x)])[0]), &want);
+}

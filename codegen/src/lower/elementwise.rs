@@ -32,6 +32,10 @@
 //! A run that breaks a condition ends the chain before the offending op, which may start a new
 //! one.
 
+mod axes;
+
+pub(super) use axes::simplify_axes;
+
 use super::build::{copy_kernel, map_kernel, Insts, TensorRef};
 use super::{unsupported, LowerCtx, LowerError, LowerResult};
 use crate::kernel::{BinaryOp, InstId, InstKind, Region, Scalar, UnaryOp, View, MAX_AXES};
@@ -165,7 +169,7 @@ pub fn lower_chain(ctx: &LowerCtx, chain: &[OpId]) -> LowerResult {
     }
     let (_, value) = prev.ok_or_else(|| unsupported("an empty fused chain (a memc bug)"))?;
     let name = format!("{} (fused {} ops)", ctx.kernel_name(last, 0), chain.len());
-    Ok(vec![map_kernel(name, out.shape.clone(), kernel.views, kernel.insts, value)])
+    Ok(vec![simplify_axes(map_kernel(name, out.shape.clone(), kernel.views, kernel.insts, value))])
 }
 
 pub fn lower(ctx: &LowerCtx, op: OpId) -> Option<LowerResult> {
@@ -205,13 +209,8 @@ fn lower_map(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let mut kernel = KernelBuilder::new(&out);
     let args = kernel.operands(ctx, op, None)?;
     let value = emit_checked(ctx, op, &mut kernel.insts, &args)?;
-    Ok(vec![map_kernel(
-        ctx.kernel_name(op, 0),
-        out.shape.clone(),
-        kernel.views,
-        kernel.insts,
-        value,
-    )])
+    let name = ctx.kernel_name(op, 0);
+    Ok(vec![simplify_axes(map_kernel(name, out.shape.clone(), kernel.views, kernel.insts, value))])
 }
 
 /// Identity that the planner did not make a view: a copy.
@@ -222,7 +221,7 @@ fn lower_copy(ctx: &LowerCtx, op: OpId) -> LowerResult {
         return Err(unsupported("a copy whose operand and result differ in type (a memc bug)"));
     }
     let view = input.view_identity(0);
-    Ok(vec![copy_kernel(ctx.kernel_name(op, 0), &out, view, out.shape.clone())])
+    Ok(vec![simplify_axes(copy_kernel(ctx.kernel_name(op, 0), &out, view, out.shape.clone()))])
 }
 
 /// Dropout in inference (or with ratio 0): the data copied, the mask all true.
@@ -256,7 +255,8 @@ fn lower_dropout(ctx: &LowerCtx, op: OpId) -> LowerResult {
         let views = vec![mask.view_identity(0)];
         let mut insts = Insts::new();
         let one = insts.constant_int(mask.elem, 1);
-        kernels.push(map_kernel(ctx.kernel_name(op, 1), mask.shape.clone(), views, insts, one));
+        let name = ctx.kernel_name(op, 1);
+        kernels.push(simplify_axes(map_kernel(name, mask.shape.clone(), views, insts, one)));
     }
     Ok(kernels)
 }

@@ -13,7 +13,7 @@
 //! +inf or the integer maximum for min). f16 is rejected with "f16".
 
 use super::build::{contiguous_strides, Insts, TensorRef};
-use super::elementwise::{check_elem, constant_ints};
+use super::elementwise::{check_elem, constant_ints, simplify_axes};
 use super::{unsupported, LowerCtx, LowerError, LowerResult};
 use crate::kernel::{
     BinaryOp, IndirectIndex, InstId, Kernel, KernelBody, LoopKernel, ReduceOp, Scalar, Stage,
@@ -114,8 +114,9 @@ impl Rows {
         t.view_with(self.permute(&strides))
     }
 
+    /// The kernel over these rows, its axes simplified.
     fn kernel(&self, name: String, views: Vec<View>, stages: Vec<Stage>) -> Kernel {
-        Kernel {
+        simplify_axes(Kernel {
             name,
             body: KernelBody::Loop(LoopKernel {
                 outer: self.outer.clone(),
@@ -123,7 +124,7 @@ impl Rows {
                 views,
                 stages,
             }),
-        }
+        })
     }
 }
 

@@ -847,7 +847,18 @@ fn pow(b: &mut Insts, x: InstId, y: InstId) -> InstId {
         c => c,
     };
     let xc = b.cast(x, compute);
-    let yc = b.cast(y, compute);
-    let r = b.binary(BinaryOp::Pow, xc, yc);
+    // A constant exponent of 2 (common in variance computations) is one multiplication, as
+    // exact as the power: the square of an f32 is exact in f64, and correctly rounded in f32.
+    let squares = match b.insts[y as usize].kind {
+        InstKind::Const { bits } if ty.is_float() => f64::from_bits(bits) == 2.0,
+        InstKind::Const { bits } => bits == 2,
+        _ => false,
+    };
+    let r = if squares {
+        b.binary(BinaryOp::Mul, xc, xc)
+    } else {
+        let yc = b.cast(y, compute);
+        b.binary(BinaryOp::Pow, xc, yc)
+    };
     b.cast(r, tx)
 }

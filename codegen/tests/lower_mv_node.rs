@@ -28,7 +28,47 @@ const PREFIXES: &[&str] = &[
 ];
 
 /// Node tests that do not pass, each with the reason. Everything else listed must pass.
-const EXPECTED_FAILURES: &[(&str, &str)] = &[];
+const EXPECTED_FAILURES: &[(&str, &str)] = &[
+    // Element types memc's importer or kernels do not have.
+    ("test_dequantizelinear_e4m3fn", "float8 is not an element type memc imports"),
+    ("test_dequantizelinear_e4m3fn_float16", "float8 is not an element type memc imports"),
+    ("test_dequantizelinear_e4m3fn_zero_point", "float8 is not an element type memc imports"),
+    ("test_dequantizelinear_e5m2", "float8 is not an element type memc imports"),
+    ("test_dequantizelinear_float4e2m1", "float4 is not an element type memc imports"),
+    ("test_dequantizelinear_int2", "int2 is not an element type memc imports"),
+    ("test_dequantizelinear_uint2", "uint2 is not an element type memc imports"),
+    ("test_quantizelinear_e4m3fn", "float8 is not an element type memc imports"),
+    ("test_quantizelinear_e5m2", "float8 is not an element type memc imports"),
+    ("test_quantizelinear_float4e2m1", "float4 is not an element type memc imports"),
+    ("test_quantizelinear_int2", "int2 is not an element type memc imports"),
+    ("test_quantizelinear_uint2", "uint2 is not an element type memc imports"),
+    ("test_range_bfloat16_type_positive_delta", "bf16 has no kernel type"),
+    ("test_identity_opt", "optional values are not imported"),
+    ("test_identity_sequence", "sequences are not imported"),
+    // Ops memc does not import (the `_expanded` Range tests use Loop).
+    ("test_range_bfloat16_type_positive_delta_expanded", "Loop is not supported"),
+    ("test_range_float16_type_positive_delta_expanded", "Loop is not supported"),
+    ("test_range_float_type_positive_delta_expanded", "Loop is not supported"),
+    ("test_range_int32_type_negative_delta_expanded", "Loop is not supported"),
+    ("test_split_to_sequence_1", "SplitToSequence is not supported"),
+    ("test_split_to_sequence_2", "SplitToSequence is not supported"),
+    ("test_split_to_sequence_nokeepdims", "SplitToSequence is not supported"),
+    // FIXME: bugs outside the lowering, reported to their owners.
+    ("test_dequantizelinear_int4", "the IR verifier rejects a zero point of the scale's shape (ir)"),
+    ("test_dequantizelinear_uint4", "the IR verifier rejects a zero point of the scale's shape (ir)"),
+    ("test_identity", "the planner indexes an empty schedule (passes/src/memory.rs `check`)"),
+    ("test_transpose_all_permutations_0", "the planner indexes an empty schedule (passes/src/memory.rs `check`)"),
+    // FIXME: not lowered yet.
+    ("test_quantizelinear_int4", "QuantizeLinear to 4-bit outputs is not lowered"),
+    ("test_quantizelinear_uint4", "QuantizeLinear to 4-bit outputs is not lowered"),
+    ("test_top_k", "TopK needs a sort kernel"),
+    ("test_top_k_negative_axis", "TopK needs a sort kernel"),
+    ("test_top_k_same_values", "TopK needs a sort kernel"),
+    ("test_top_k_same_values_2d", "TopK needs a sort kernel"),
+    ("test_top_k_same_values_largest", "TopK needs a sort kernel"),
+    ("test_top_k_smallest", "TopK needs a sort kernel"),
+    ("test_top_k_uint64", "TopK needs a sort kernel"),
+];
 
 #[test]
 fn node_tests_of_movement_and_linalg_ops() {

@@ -10,10 +10,12 @@
 //! with a `LoadIndirect`.
 
 use super::super::build::{guard, Insts, TensorRef};
-use super::super::movement::common::{loop_kernel, once_stage, IndexMath};
+use super::super::movement::common::{loop_kernel, map_stage, once_stage, IndexMath};
 use super::super::{unsupported, LowerCtx, LowerError, LowerResult};
 use super::matmul::check_arith;
-use crate::kernel::{BinaryOp, IndirectIndex, InstId, Kernel, ReduceOp, Scalar, Stage, View};
+use crate::kernel::{
+    BinaryOp, Contract, IndirectIndex, InstId, Kernel, KernelBody, MatView, ReduceOp, Scalar, Stage, View,
+};
 use memc_ir::OpId;
 
 /// The window attributes of a convolution or pool, resolved against the actual sizes.
@@ -184,7 +186,171 @@ pub fn conv(ctx: &LowerCtx, op: OpId) -> LowerResult {
         out_spatial: out.shape[2..].to_vec(),
     };
     let win = window(ctx, op, kernel_shape(ctx, op, &w)?, &s.in_spatial, &s.out_spatial)?;
+    if use_taps(out.elem, &s) {
+        let taps: Vec<Tap> = tap_grid(&win.kernel)
+            .into_iter()
+            .filter_map(|k| conv_tap(&x, &w, &out, &s, &win, &k))
+            .collect();
+        return Ok(tap_kernels(ctx, op, &out, bias.as_ref(), taps));
+    }
     Ok(vec![direct_conv(ctx.kernel_name(op, 0), &x, &w, bias.as_ref(), &out, &s, &win)])
+}
+
+/// Whether a convolution runs as one contraction per kernel tap (f32 and f64 only): unless
+/// each group has a single input channel (depthwise), whose products would have `k = 1`. On
+/// the zoo's resnet and unet the tap form is 5-30x faster than the direct loop, even for the
+/// 3-channel stems (measured with `tests/lower_mv_profile.rs`).
+fn use_taps(elem: Scalar, s: &ConvShape) -> bool {
+    matches!(elem, Scalar::F32 | Scalar::F64) && s.c_g >= 2
+}
+
+/// Every kernel tap (one index per spatial axis), row-major.
+fn tap_grid(kernel: &[i64]) -> Vec<Vec<i64>> {
+    let mut taps = vec![Vec::new()];
+    for &k in kernel {
+        taps = taps.into_iter().flat_map(|t| (0..k).map(move |i| [t.clone(), vec![i]].concat())).collect();
+    }
+    taps
+}
+
+/// One kernel tap as a batched matrix product: `C[rows = output channels, cols = the last
+/// spatial axis] += A[output, input channels] @ B[input channels, cols]`, batched over `n`,
+/// the group and the other spatial axes, restricted to the positions where the tap reads
+/// inside the input (so no padding is ever read).
+struct Tap {
+    contract: Contract,
+    /// Whether the tap writes every output element.
+    covers_all: bool,
+}
+
+/// `ceil(a / b)` for `b > 0`.
+fn ceil_div(a: i64, b: i64) -> i64 {
+    -((-a).div_euclid(b))
+}
+
+/// Conv tap `k`: output position `o` reads input `o * stride - pad + k * dilation`.
+fn conv_tap(x: &TensorRef, w: &TensorRef, out: &TensorRef, s: &ConvShape, win: &Window, k: &[i64]) -> Option<Tap> {
+    let n_spatial = k.len();
+    let (xs, ws, ys) = (x.strides(), w.strides(), out.strides());
+    let mut ranges = Vec::with_capacity(n_spatial);
+    for i in 0..n_spatial {
+        let shift = k[i] * win.dilations[i] - win.begin[i];
+        let lo = ceil_div(-shift, win.strides[i]).max(0);
+        let hi = ((s.in_spatial[i] as i64 - 1 - shift).div_euclid(win.strides[i]) + 1).min(s.out_spatial[i] as i64);
+        if hi <= lo {
+            return None;
+        }
+        ranges.push((lo, hi, shift));
+    }
+    let mut a = matview(w, sum_of(k.iter().enumerate().map(|(i, &ki)| ki * ws[2 + i])), ws[0], ws[1]);
+    let mut b = matview(
+        x,
+        sum_of(ranges.iter().enumerate().map(|(i, &(lo, _, shift))| (lo * win.strides[i] + shift) * xs[2 + i])),
+        xs[1],
+        win.strides[n_spatial - 1] * xs[1 + n_spatial],
+    );
+    let mut c = matview(out, sum_of(ranges.iter().enumerate().map(|(i, &(lo, _, _))| lo * ys[2 + i])), ys[1], ys[1 + n_spatial]);
+    let mut batch = vec![s.n];
+    a.batch_strides.push(0);
+    b.batch_strides.push(xs[0]);
+    c.batch_strides.push(ys[0]);
+    if s.groups > 1 {
+        batch.push(s.groups);
+        a.batch_strides.push(s.m_g as i64 * ws[0]);
+        b.batch_strides.push(s.c_g as i64 * xs[1]);
+        c.batch_strides.push(s.m_g as i64 * ys[1]);
+    }
+    for (i, &(lo, hi, _)) in ranges.iter().enumerate().take(n_spatial - 1) {
+        batch.push((hi - lo) as u64);
+        a.batch_strides.push(0);
+        b.batch_strides.push(win.strides[i] * xs[2 + i]);
+        c.batch_strides.push(ys[2 + i]);
+    }
+    let (lo, hi, _) = ranges[n_spatial - 1];
+    let covers_all = ranges.iter().zip(&s.out_spatial).all(|(&(lo, hi, _), &o)| lo == 0 && hi == o as i64);
+    let contract = merge_batch_into_cols(Contract {
+        elem: out.elem,
+        batch,
+        m: s.m_g,
+        n: (hi - lo) as u64,
+        k: s.c_g,
+        a,
+        b,
+        c,
+        alpha: 1f64.to_bits(),
+        accumulate: true,
+    });
+    Some(Tap { contract, covers_all })
+}
+
+fn sum_of(terms: impl Iterator<Item = i64>) -> i64 {
+    terms.sum()
+}
+
+/// A matrix view of `t` from element offset `offset` with the given row and column strides.
+fn matview(t: &TensorRef, offset: i64, row: i64, col: i64) -> MatView {
+    MatView {
+        region: t.region,
+        byte_offset: t.byte_offset + offset * t.elem.size() as i64,
+        batch_strides: Vec::new(),
+        row_stride: row,
+        col_stride: col,
+    }
+}
+
+/// Folds trailing batch axes into the columns where `b` and `c` both step over them exactly as
+/// one more run of columns (a 1x1 stride-1 convolution becomes one product per image).
+fn merge_batch_into_cols(mut c: Contract) -> Contract {
+    while let Some(&extent) = c.batch.last() {
+        let last = c.batch.len() - 1;
+        let (bs, cs) = (c.b.batch_strides[last], c.c.batch_strides[last]);
+        let n = c.n as i64;
+        if c.a.batch_strides[last] != 0 || bs != n * c.b.col_stride || cs != n * c.c.col_stride {
+            break;
+        }
+        c.n *= extent;
+        c.batch.pop();
+        for v in [&mut c.a, &mut c.b, &mut c.c] {
+            v.batch_strides.pop();
+        }
+    }
+    c
+}
+
+/// The kernels of a convolution in tap form: the output first holds the bias (or zeros, unless
+/// a tap covering every output goes first and overwrites), then every tap accumulates.
+fn tap_kernels(ctx: &LowerCtx, op: OpId, out: &TensorRef, bias: Option<&TensorRef>, mut taps: Vec<Tap>) -> Vec<Kernel> {
+    let mut kernels = Vec::new();
+    let full = taps.iter().position(|t| t.covers_all);
+    match (bias, full) {
+        (None, Some(i)) => {
+            let mut first = taps.remove(i);
+            first.contract.accumulate = false;
+            taps.insert(0, first);
+        }
+        _ => kernels.push(init_output(ctx.kernel_name(op, 0), out, bias)),
+    }
+    for t in taps {
+        let name = ctx.kernel_name(op, kernels.len());
+        kernels.push(Kernel { name, body: KernelBody::Contract(t.contract) });
+    }
+    kernels
+}
+
+/// A kernel writing the bias of each output channel (or 0) into the whole output.
+fn init_output(name: String, out: &TensorRef, bias: Option<&TensorRef>) -> Kernel {
+    let mut views = vec![out.view_identity(0)];
+    let mut insts = Insts::new();
+    let value = match bias {
+        Some(b) => {
+            let mut strides = vec![0i64; out.rank()];
+            strides[1] = 1;
+            views.push(b.view_with(strides));
+            insts.load(&views, 1)
+        }
+        None => insts.constant(out.elem, 0.0),
+    };
+    loop_kernel(name, out.shape.clone(), Vec::new(), views, vec![map_stage(insts, 0, value)])
 }
 
 /// Conv as one direct loop kernel (see the module doc).
@@ -282,6 +448,14 @@ pub fn conv_transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
         (_, Some(p)) if p.len() == 2 * n_spatial => p[..n_spatial].to_vec(),
         _ => return Err(unsupported("`pads` does not have two entries per spatial axis")),
     };
+    if use_taps(out.elem, &s) {
+        let win = Window { kernel: kernel.clone(), strides, dilations, begin: begin.clone(), end: begin };
+        let taps: Vec<Tap> = tap_grid(&kernel)
+            .into_iter()
+            .filter_map(|k| transpose_tap(&x, &w, &out, &s, &win, &k))
+            .collect();
+        return Ok(tap_kernels(ctx, op, &out, bias.as_ref(), taps));
+    }
     let axes = Axes { grouped: groups > 1, n_spatial };
     let n_axes = axes.count();
     let (outer, inner) = s.loops(&kernel, &axes);
@@ -337,4 +511,64 @@ pub fn conv_transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
     };
     let reduce = Stage::Reduce { insts: insts.finish(), value, op: ReduceOp::Sum, init: 0, ty: out.elem };
     Ok(vec![loop_kernel(ctx.kernel_name(op, 0), outer, inner, views, vec![reduce, finish_stage(out.elem, out.elem, bias.is_some())])])
+}
+
+/// ConvTranspose tap `k`: input position `i` adds into output `i * stride + k * dilation -
+/// pad`; the product's columns walk the input's last spatial axis and write every `stride`-th
+/// output.
+fn transpose_tap(x: &TensorRef, w: &TensorRef, out: &TensorRef, s: &ConvShape, win: &Window, k: &[i64]) -> Option<Tap> {
+    let n_spatial = k.len();
+    let (xs, ws, ys) = (x.strides(), w.strides(), out.strides());
+    let mut ranges = Vec::with_capacity(n_spatial);
+    for i in 0..n_spatial {
+        let shift = k[i] * win.dilations[i] - win.begin[i];
+        let lo = ceil_div(-shift, win.strides[i]).max(0);
+        let hi = ((s.out_spatial[i] as i64 - 1 - shift).div_euclid(win.strides[i]) + 1).min(s.in_spatial[i] as i64);
+        if hi <= lo {
+            return None;
+        }
+        ranges.push((lo, hi, shift));
+    }
+    // W is [C, M / group, k...]: rows are output channels, columns input channels.
+    let mut a = matview(w, sum_of(k.iter().enumerate().map(|(i, &ki)| ki * ws[2 + i])), ws[1], ws[0]);
+    let mut b = matview(x, sum_of(ranges.iter().enumerate().map(|(i, &(lo, _, _))| lo * xs[2 + i])), xs[1], xs[1 + n_spatial]);
+    let mut c = matview(
+        out,
+        sum_of(ranges.iter().enumerate().map(|(i, &(lo, _, shift))| (lo * win.strides[i] + shift) * ys[2 + i])),
+        ys[1],
+        win.strides[n_spatial - 1] * ys[1 + n_spatial],
+    );
+    let mut batch = vec![s.n];
+    a.batch_strides.push(0);
+    b.batch_strides.push(xs[0]);
+    c.batch_strides.push(ys[0]);
+    if s.groups > 1 {
+        batch.push(s.groups);
+        a.batch_strides.push(s.c_g as i64 * ws[0]);
+        b.batch_strides.push(s.c_g as i64 * xs[1]);
+        c.batch_strides.push(s.m_g as i64 * ys[1]);
+    }
+    for (i, &(lo, hi, _)) in ranges.iter().enumerate().take(n_spatial - 1) {
+        batch.push((hi - lo) as u64);
+        a.batch_strides.push(0);
+        b.batch_strides.push(xs[2 + i]);
+        c.batch_strides.push(win.strides[i] * ys[2 + i]);
+    }
+    let (lo, hi, _) = ranges[n_spatial - 1];
+    let covers_all = ranges.iter().enumerate().all(|(i, &(lo, hi, shift))| {
+        win.strides[i] == 1 && lo + shift == 0 && hi - 1 + shift == s.out_spatial[i] as i64 - 1
+    });
+    let contract = merge_batch_into_cols(Contract {
+        elem: out.elem,
+        batch,
+        m: s.m_g,
+        n: (hi - lo) as u64,
+        k: s.c_g,
+        a,
+        b,
+        c,
+        alpha: 1f64.to_bits(),
+        accumulate: true,
+    });
+    Some(Tap { contract, covers_all })
 }

@@ -56,8 +56,6 @@ const EXPECTED_FAILURES: &[(&str, &str)] = &[
     // FIXME: bugs outside the lowering, reported to their owners.
     ("test_dequantizelinear_int4", "the IR verifier rejects a zero point of the scale's shape (ir)"),
     ("test_dequantizelinear_uint4", "the IR verifier rejects a zero point of the scale's shape (ir)"),
-    ("test_identity", "the planner indexes an empty schedule (passes/src/memory.rs `check`)"),
-    ("test_transpose_all_permutations_0", "the planner indexes an empty schedule (passes/src/memory.rs `check`)"),
     // FIXME: not lowered yet.
     ("test_quantizelinear_int4", "QuantizeLinear to 4-bit outputs is not lowered"),
     ("test_quantizelinear_uint4", "QuantizeLinear to 4-bit outputs is not lowered"),

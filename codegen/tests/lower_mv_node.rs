@@ -59,13 +59,6 @@ const EXPECTED_FAILURES: &[(&str, &str)] = &[
     // FIXME: not lowered yet.
     ("test_quantizelinear_int4", "QuantizeLinear to 4-bit outputs is not lowered"),
     ("test_quantizelinear_uint4", "QuantizeLinear to 4-bit outputs is not lowered"),
-    ("test_top_k", "TopK needs a sort kernel"),
-    ("test_top_k_negative_axis", "TopK needs a sort kernel"),
-    ("test_top_k_same_values", "TopK needs a sort kernel"),
-    ("test_top_k_same_values_2d", "TopK needs a sort kernel"),
-    ("test_top_k_same_values_largest", "TopK needs a sort kernel"),
-    ("test_top_k_smallest", "TopK needs a sort kernel"),
-    ("test_top_k_uint64", "TopK needs a sort kernel"),
 ];
 
 #[test]

@@ -1,6 +1,6 @@
 //! Data movement: copies for view ops the planner could not alias, Transpose, Concat, Split,
 //! Slice, the gathers, Expand, Tile, Pad, Resize, Trilu, EyeLike, DepthToSpace and
-//! SpaceToDepth, Range, ConstantOfShape, and Shape/Size when canonicalization left them.
+//! SpaceToDepth, TopK, Range, ConstantOfShape, and Shape/Size when canonicalization left them.
 //!
 //! Each op becomes loop kernels whose `Map` stage loads and stores, so every element type the
 //! kernel IR has works, whatever its width (F16 included where no arithmetic is needed). The
@@ -19,6 +19,7 @@ pub(super) mod common;
 mod gather;
 mod pad;
 mod resize;
+mod topk;
 
 use super::build::{Insts, TensorRef};
 use super::{unsupported, LowerCtx, LowerError, LowerResult};
@@ -53,7 +54,7 @@ pub fn lower(ctx: &LowerCtx, op: OpId) -> Option<LowerResult> {
         Opcode::ConstantOfShape => constant_of_shape(ctx, op),
         Opcode::Shape => shape(ctx, op),
         Opcode::Size => size(ctx, op),
-        Opcode::TopK => Err(unsupported("TopK needs a sort kernel")),
+        Opcode::TopK => topk::top_k(ctx, op),
         _ => return None,
     };
     Some(lowered)
@@ -394,6 +395,9 @@ fn eye_like(ctx: &LowerCtx, op: OpId) -> LowerResult {
 fn range(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
     let ty = out.elem;
+    if ty == Scalar::F16 {
+        return Err(unsupported("Range in f16 (the CPU backend has no f16 arithmetic)"));
+    }
     let mut views = vec![dense(&out)];
     let mut insts = Insts::new();
     let mut operand = |index: usize, insts: &mut Insts| -> Result<u32, LowerError> {

@@ -332,9 +332,10 @@ pub fn operand_elem(
     Ok(insts.cast(v, ty))
 }
 
-/// The range of an integer kernel type, clamped to `i64`.
+/// The range of an integer kernel type, clamped to `i64` (u64's top is `i64::MAX`).
 pub fn int_range(elem: Scalar) -> (i64, i64) {
     match elem {
+        Scalar::U64 => (0, i64::MAX),
         Scalar::Bool => (0, 1),
         Scalar::I8 => (i8::MIN.into(), i8::MAX.into()),
         Scalar::I16 => (i16::MIN.into(), i16::MAX.into()),

@@ -71,6 +71,10 @@ fn is_unsupported(message: &str) -> bool {
     const MARKS: &[&str] = &[
         "unsupported",
         "not supported",
+        "does not support",
+        "imports no opset",
+        // Output shapes that depend on run-time values: plans are static.
+        "is not known",
         "cannot lower",
         "memc supports opsets",
         "no CPU kernels",

@@ -906,14 +906,14 @@ fn check(func: &Function, plan: &MemoryPlan) -> Result<(), Diagnostic> {
         .iter()
         .enumerate()
         .map(|(i, &op)| (op, i as u64 + 1))
-        .chain(std::iter::once((
+        .chain(
+            // The return reads the outputs after the last step (the schedule may be empty when
+            // every output is an input or a weight).
             func.layout()
                 .block_ops(func.entry_block())
                 .last()
-                .copied()
-                .unwrap_or(plan.schedule[0]),
-            last_step,
-        )));
+                .map(|&ret| (ret, last_step)),
+        );
     for (op, step) in steps {
         let data = func.op(op);
         accesses.push(Access {

@@ -132,10 +132,17 @@ impl<'a> LowerCtx<'a> {
             let offset = self.weight_slot(weight)?;
             return Ok(TensorRef { region: Region::Weights, byte_offset: offset as i64, elem, shape });
         }
-        let &buffer = self
-            .buffer_of
-            .get(&value)
-            .ok_or_else(|| unsupported("a value has no planned buffer"))?;
+        let Some(&buffer) = self.buffer_of.get(&value) else {
+            // A view op of a weight (Reshape of a constant the canonicalizer left) has no arena
+            // buffer: it is the weight's own bytes with another shape.
+            if let Some(base) = self.view_source(value) {
+                let base = self.tensor(base)?;
+                if base.region == Region::Weights {
+                    return Ok(TensorRef { shape, ..base });
+                }
+            }
+            return Err(unsupported("a value has no planned buffer"));
+        };
         let b = &self.plan.buffers[buffer];
         Ok(TensorRef { region: Region::Arena, byte_offset: b.offset as i64, elem, shape })
     }
@@ -159,6 +166,30 @@ impl<'a> LowerCtx<'a> {
             .ok_or_else(|| unsupported("a value has no planned buffer"))?;
         let offset = self.plan.buffers[buffer].offset as i64;
         Ok(TensorRef { region: Region::Arena, byte_offset: offset, elem: Scalar::U8, shape })
+    }
+
+    /// Whether `op` is a view op whose result is a weight's bytes (it needs no kernel).
+    pub fn is_weight_view(&self, op: OpId) -> bool {
+        let Some(&value) = self.func.op(op).results.first() else { return false };
+        !self.buffer_of.contains_key(&value)
+            && self.view_source(value).is_some()
+            && self.tensor(value).is_ok_and(|t| t.region == Region::Weights)
+    }
+
+    /// The operand a value is a same-bytes view of, when its producer is such a view op.
+    fn view_source(&self, value: ValueId) -> Option<ValueId> {
+        let def = self.func.defining_op(value)?;
+        let data = self.func.op(def);
+        let is_view = matches!(
+            data.opcode,
+            Opcode::Reshape
+                | Opcode::Squeeze
+                | Opcode::Unsqueeze
+                | Opcode::Flatten
+                | Opcode::Identity
+                | Opcode::Dropout
+        );
+        (is_view && data.results.first() == Some(&value)).then(|| data.operands[0])
     }
 
     /// Operand `index` of `op`, or `None` when it is absent (`memc.none` or past the end).
@@ -196,13 +227,19 @@ impl<'a> LowerCtx<'a> {
     /// The integer values of operand `index` when they are compile-time constants.
     pub fn const_ints(&self, op: OpId, index: usize) -> Option<Vec<i64>> {
         let ctx = ShapeCtx::new(self.func, op).with_weights(self.weights);
-        ctx.known_operand(index)?.ints()
+        match ctx.known_operand(index).and_then(|k| k.ints()) {
+            Some(ints) if !ints.is_empty() => Some(ints),
+            _ => elementwise::constant_ints(self, op, index),
+        }
     }
 
     /// The float values of operand `index` when they are compile-time constants.
     pub fn const_floats(&self, op: OpId, index: usize) -> Option<Vec<f64>> {
         let ctx = ShapeCtx::new(self.func, op).with_weights(self.weights);
-        ctx.known_operand(index)?.floats()
+        match ctx.known_operand(index).and_then(|k| k.floats()) {
+            Some(floats) if !floats.is_empty() => Some(floats),
+            _ => elementwise::constant_floats(self, op, index),
+        }
     }
 
     pub fn attr(&self, op: OpId, name: &str) -> Option<&'a Attribute> {
@@ -321,7 +358,7 @@ fn io_name(attrs: &memc_ir::AttrDict, fallback: impl FnOnce() -> String) -> Stri
 /// Lowers one op that is not part of a fused chain.
 fn lower_op(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let opcode = ctx.op(op).opcode;
-    if ctx.is_planned_view(op) {
+    if ctx.is_planned_view(op) || ctx.is_weight_view(op) {
         return Ok(Vec::new());
     }
     match opcode {

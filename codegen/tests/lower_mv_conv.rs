@@ -42,7 +42,10 @@ fn strides_of(shape: &[u64]) -> Vec<usize> {
 fn points(shape: &[u64]) -> Vec<Vec<i64>> {
     let mut out = vec![Vec::new()];
     for &d in shape {
-        out = out.into_iter().flat_map(|p| (0..d as i64).map(move |i| [p.clone(), vec![i]].concat())).collect();
+        out = out
+            .into_iter()
+            .flat_map(|p| (0..d as i64).map(move |i| [p.clone(), vec![i]].concat()))
+            .collect();
     }
     out
 }
@@ -95,7 +98,8 @@ fn check(case: &Case) {
     let mut module = memc_ir::parse_module(&text).unwrap_or_else(|d| panic!("{d:?}\n{text}"));
     memc_ir::infer::infer_module(&mut module, &HashMap::new()).expect("shapes infer");
     let compiled = compile_module(module).expect("the op compiles");
-    let contracts = compiled.program.kernels().filter(|k| matches!(k.body, KernelBody::Contract(_))).count();
+    let contracts =
+        compiled.program.kernels().filter(|k| matches!(k.body, KernelBody::Contract(_))).count();
     assert_eq!(contracts > 0, case.taps, "contraction form expected: {}", case.taps);
     let out_shape = compiled.program.outputs[0].shape.clone();
 
@@ -109,12 +113,17 @@ fn check(case: &Case) {
         inputs.push(bytes(&b));
     }
     let got = run(&compiled, &inputs);
-    let got: Vec<f32> = got[0].chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    let got: Vec<f32> =
+        got[0].chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
 
     // The reference, as a scatter over input positions and kernel taps.
     let mut want = vec![0f64; out_shape.iter().product::<u64>() as usize];
     let (xs, ws, ys) = (strides_of(&case.x), strides_of(&case.w), strides_of(&out_shape));
-    let (c_g, m_g) = if case.transpose { (case.w[0] / case.group, case.w[1]) } else { (case.w[1], case.w[0] / case.group) };
+    let (c_g, m_g) = if case.transpose {
+        (case.w[0] / case.group, case.w[1])
+    } else {
+        (case.w[1], case.w[0] / case.group)
+    };
     let kernel = &case.w[2..];
     for n in 0..case.x[0] as usize {
         for g in 0..case.group as usize {
@@ -122,23 +131,49 @@ fn check(case: &Case) {
                 let co = g * m_g as usize + mo;
                 for ci in 0..c_g as usize {
                     let cx = g * c_g as usize + ci;
-                    let w_base = if case.transpose { cx * ws[0] + mo * ws[1] } else { co * ws[0] + ci * ws[1] };
+                    let w_base = if case.transpose {
+                        cx * ws[0] + mo * ws[1]
+                    } else {
+                        co * ws[0] + ci * ws[1]
+                    };
                     for k in points(kernel) {
-                        let wv = w[w_base + k.iter().enumerate().map(|(i, &ki)| ki as usize * ws[2 + i]).sum::<usize>()] as f64;
-                        let positions = if case.transpose { points(&case.x[2..]) } else { points(&out_shape[2..]) };
+                        let wv = w[w_base
+                            + k.iter()
+                                .enumerate()
+                                .map(|(i, &ki)| ki as usize * ws[2 + i])
+                                .sum::<usize>()] as f64;
+                        let positions = if case.transpose {
+                            points(&case.x[2..])
+                        } else {
+                            points(&out_shape[2..])
+                        };
                         for p in positions {
                             // Conv: p is the output, the input is p * s - pad + k * d.
                             // ConvTranspose: p is the input, the output is p * s + k * d - pad.
                             let other: Vec<i64> = (0..s)
-                                .map(|i| p[i] * case.strides[i] + k[i] * case.dilations[i] - case.pads[i])
+                                .map(|i| {
+                                    p[i] * case.strides[i] + k[i] * case.dilations[i] - case.pads[i]
+                                })
                                 .collect();
                             let (xi, yi) = if case.transpose { (&p, &other) } else { (&other, &p) };
-                            let inside = |idx: &Vec<i64>, shape: &[u64]| idx.iter().zip(&shape[2..]).all(|(&v, &d)| v >= 0 && v < d as i64);
+                            let inside = |idx: &Vec<i64>, shape: &[u64]| {
+                                idx.iter().zip(&shape[2..]).all(|(&v, &d)| v >= 0 && v < d as i64)
+                            };
                             if !inside(xi, &case.x) || !inside(yi, &out_shape) {
                                 continue;
                             }
-                            let xv = x[n * xs[0] + cx * xs[1] + xi.iter().enumerate().map(|(i, &v)| v as usize * xs[2 + i]).sum::<usize>()] as f64;
-                            let at = n * ys[0] + co * ys[1] + yi.iter().enumerate().map(|(i, &v)| v as usize * ys[2 + i]).sum::<usize>();
+                            let xv = x[n * xs[0]
+                                + cx * xs[1]
+                                + xi.iter()
+                                    .enumerate()
+                                    .map(|(i, &v)| v as usize * xs[2 + i])
+                                    .sum::<usize>()] as f64;
+                            let at = n * ys[0]
+                                + co * ys[1]
+                                + yi.iter()
+                                    .enumerate()
+                                    .map(|(i, &v)| v as usize * ys[2 + i])
+                                    .sum::<usize>();
                             want[at] += xv * wv;
                         }
                     }
@@ -190,7 +225,12 @@ fn conv_strided_dilated_asymmetric_pads_with_bias() {
 
 #[test]
 fn conv_grouped_taps() {
-    check(&Case { group: 2, pads: vec![1, 1, 1, 1], bias: true, ..conv(&[2, 16, 5, 5], &[16, 8, 3, 3], true) });
+    check(&Case {
+        group: 2,
+        pads: vec![1, 1, 1, 1],
+        bias: true,
+        ..conv(&[2, 16, 5, 5], &[16, 8, 3, 3], true)
+    });
 }
 
 #[test]
@@ -207,9 +247,20 @@ fn conv_1d_and_3d_taps() {
 
 #[test]
 fn conv_few_channels_and_depthwise() {
-    check(&Case { pads: vec![1, 2, 0, 1], strides: vec![2, 1], bias: true, ..conv(&[2, 3, 7, 6], &[4, 3, 3, 3], true) });
+    check(&Case {
+        pads: vec![1, 2, 0, 1],
+        strides: vec![2, 1],
+        bias: true,
+        ..conv(&[2, 3, 7, 6], &[4, 3, 3, 3], true)
+    });
     check(&Case { group: 3, pads: vec![1, 1, 1, 1], ..conv(&[1, 6, 5, 5], &[6, 2, 3, 3], true) });
-    check(&Case { group: 4, pads: vec![1, 2, 0, 1], strides: vec![2, 1], bias: true, ..conv(&[2, 4, 7, 6], &[8, 1, 3, 3], false) });
+    check(&Case {
+        group: 4,
+        pads: vec![1, 2, 0, 1],
+        strides: vec![2, 1],
+        bias: true,
+        ..conv(&[2, 4, 7, 6], &[8, 1, 3, 3], false)
+    });
 }
 
 #[test]
@@ -225,7 +276,11 @@ fn conv_transpose_taps() {
         group: 2,
         ..conv(&[1, 16, 3, 4], &[16, 8, 3, 3], true)
     });
-    check(&Case { transpose: true, pads: vec![1, 1, 1, 1], ..conv(&[1, 8, 5, 5], &[8, 8, 3, 3], true) });
+    check(&Case {
+        transpose: true,
+        pads: vec![1, 1, 1, 1],
+        ..conv(&[1, 8, 5, 5], &[8, 8, 3, 3], true)
+    });
 }
 
 #[test]

@@ -19,9 +19,12 @@ fn profile_kernels() {
     let dims: HashMap<String, u64> = std::env::var("MEMC_PROFILE_DIMS")
         .unwrap_or_default()
         .split(',')
-        .filter_map(|d| d.split_once('=').map(|(k, v)| (k.to_string(), v.parse().expect("a dim value"))))
+        .filter_map(|d| {
+            d.split_once('=').map(|(k, v)| (k.to_string(), v.parse().expect("a dim value")))
+        })
         .collect();
-    let imported = memc_ir::onnx::import_file(std::path::Path::new(&path)).expect("the model imports");
+    let imported =
+        memc_ir::onnx::import_file(std::path::Path::new(&path)).expect("the model imports");
     let mut module = imported.module;
     memc_ir::infer::infer_module(&mut module, &HashMap::new()).expect("shapes infer");
     use memc_passes::Pass;
@@ -41,7 +44,8 @@ fn profile_kernels() {
     let cpu = CpuProgram::compile(&kernels).expect("the kernels compile");
     let mut arena = vec![0u8; program.arena_size as usize];
     let weights = weights_section(program, &compiled.module.weights);
-    let threads: usize = std::env::var("MEMC_PROFILE_THREADS").ok().and_then(|t| t.parse().ok()).unwrap_or(2);
+    let threads: usize =
+        std::env::var("MEMC_PROFILE_THREADS").ok().and_then(|t| t.parse().ok()).unwrap_or(2);
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a pool");
     let repeats = 5;
     let mut times = vec![f64::INFINITY; kernels.len()];
@@ -59,8 +63,12 @@ fn profile_kernels() {
     println!("total {total:.3} ms over {} kernels (best of {repeats})", kernels.len());
     for &i in order.iter().take(25) {
         let shape = match &kernels[i].body {
-            memc_codegen::KernelBody::Loop(l) => format!("loop outer {:?} inner {:?}", l.outer, l.inner),
-            memc_codegen::KernelBody::Contract(c) => format!("contract batch {:?} m {} n {} k {}", c.batch, c.m, c.n, c.k),
+            memc_codegen::KernelBody::Loop(l) => {
+                format!("loop outer {:?} inner {:?}", l.outer, l.inner)
+            }
+            memc_codegen::KernelBody::Contract(c) => {
+                format!("contract batch {:?} m {} n {} k {}", c.batch, c.m, c.n, c.k)
+            }
         };
         println!("{:9.3} ms  {:50}  {shape}", times[i], kernels[i].name);
     }

@@ -32,9 +32,11 @@ use memc_ir::{Attribute, OpId, Opcode};
 
 pub fn lower(ctx: &LowerCtx, op: OpId) -> Option<LowerResult> {
     let lowered = match ctx.op(op).opcode {
-        Opcode::Reshape | Opcode::Flatten | Opcode::Squeeze | Opcode::Unsqueeze | Opcode::Identity => {
-            linear_copy(ctx, op)
-        }
+        Opcode::Reshape
+        | Opcode::Flatten
+        | Opcode::Squeeze
+        | Opcode::Unsqueeze
+        | Opcode::Identity => linear_copy(ctx, op),
         Opcode::Transpose => transpose(ctx, op),
         Opcode::Concat => concat(ctx, op),
         Opcode::Split => split(ctx, op),
@@ -109,7 +111,12 @@ fn transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let perm = transpose_perm(ctx, op, input.rank())?;
     let own = input.strides();
     let strides: Vec<i64> = perm.iter().map(|&p| own[p]).collect();
-    Ok(vec![strided_copy(ctx.kernel_name(op, 0), &out.shape, dense(&out), input.view_with(strides))])
+    Ok(vec![strided_copy(
+        ctx.kernel_name(op, 0),
+        &out.shape,
+        dense(&out),
+        input.view_with(strides),
+    )])
 }
 
 /// Concat: one copy per non-empty input into its slice of the output.
@@ -123,7 +130,12 @@ fn concat(ctx: &LowerCtx, op: OpId) -> LowerResult {
         let x = ctx.input(op, i)?;
         if x.numel() > 0 {
             let dst = shifted(out.view_with(out_strides.clone()), at * out_strides[axis]);
-            kernels.push(strided_copy(ctx.kernel_name(op, kernels.len()), &x.shape, dst, dense(&x)));
+            kernels.push(strided_copy(
+                ctx.kernel_name(op, kernels.len()),
+                &x.shape,
+                dst,
+                dense(&x),
+            ));
         }
         at += x.shape[axis] as i64;
     }
@@ -148,7 +160,12 @@ fn split(ctx: &LowerCtx, op: OpId) -> LowerResult {
             let out = ctx.result(op, j)?;
             if out.numel() > 0 {
                 let src = shifted(input.view_with(own.clone()), at * own[axis]);
-                kernels.push(strided_copy(ctx.kernel_name(op, kernels.len()), &out.shape, dense(&out), src));
+                kernels.push(strided_copy(
+                    ctx.kernel_name(op, kernels.len()),
+                    &out.shape,
+                    dense(&out),
+                    src,
+                ));
             }
         }
         at += size as i64;
@@ -223,26 +240,29 @@ fn slice(ctx: &LowerCtx, op: OpId) -> LowerResult {
         };
         match &axes {
             Some(axes) => {
-                let d = *axes.get(j).ok_or_else(|| unsupported("Slice axes and starts differ in length"))?;
+                let d = *axes
+                    .get(j)
+                    .ok_or_else(|| unsupported("Slice axes and starts differ in length"))?;
                 start_step[d] = Some((clamped(&mut insts, d), step));
             }
             None => {
-                let a = common::operand_elem(ctx, op, 3, j, Scalar::I64, &mut views, &mut insts, rank)?;
+                let a =
+                    common::operand_elem(ctx, op, 3, j, Scalar::I64, &mut views, &mut insts, rank)?;
                 let zero = insts.i64c(0);
                 let negative = insts.binary(BinaryOp::Lt, a, zero);
                 let wrapped = insts.add_c(a, rank as i64);
                 let a = insts.select(negative, wrapped, a);
-                for d in 0..rank {
+                for (d, slot) in start_step.iter_mut().enumerate() {
                     let s = clamped(&mut insts, d);
                     let dc = insts.i64c(d as i64);
                     let hit = insts.binary(BinaryOp::Eq, a, dc);
-                    let (prev_start, prev_step) = match start_step[d] {
+                    let (prev_start, prev_step) = match *slot {
                         Some(p) => p,
                         None => (insts.i64c(0), insts.i64c(1)),
                     };
                     let s = insts.select(hit, s, prev_start);
                     let st = insts.select(hit, step, prev_step);
-                    start_step[d] = Some((s, st));
+                    *slot = Some((s, st));
                 }
             }
         }
@@ -259,7 +279,13 @@ fn slice(ctx: &LowerCtx, op: OpId) -> LowerResult {
     }
     views.push(input.view_with(strides));
     let value = insts.load_indirect(&views, (views.len() - 1) as u32, terms);
-    Ok(vec![loop_kernel(ctx.kernel_name(op, 0), out.shape.clone(), Vec::new(), views, vec![map_stage(insts, 0, value)])])
+    Ok(vec![loop_kernel(
+        ctx.kernel_name(op, 0),
+        out.shape.clone(),
+        Vec::new(),
+        views,
+        vec![map_stage(insts, 0, value)],
+    )])
 }
 
 /// Expand: the input broadcast (numpy rules) to the output's shape.
@@ -295,7 +321,9 @@ fn depth_to_space(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
     let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
     let b = ctx.attr_int(op, "blocksize", 1);
-    let [n, c, h, w] = input.shape[..] else { return Err(unsupported("DepthToSpace needs a 4-d input")) };
+    let [n, c, h, w] = input.shape[..] else {
+        return Err(unsupported("DepthToSpace needs a 4-d input"));
+    };
     let (c, h, w, bu) = (c as i64, h as i64, w as i64, b as u64);
     let c_out = c / (b * b);
     let hw = h * w;
@@ -307,7 +335,12 @@ fn depth_to_space(ctx: &LowerCtx, op: OpId) -> LowerResult {
     } else {
         vec![c * hw, hw, w, b * c_out * hw, 1, c_out * hw]
     };
-    Ok(vec![strided_copy(ctx.kernel_name(op, 0), &shape, out.view_with(common::strides_of(&shape)), input.view_with(src))])
+    Ok(vec![strided_copy(
+        ctx.kernel_name(op, 0),
+        &shape,
+        out.view_with(common::strides_of(&shape)),
+        input.view_with(src),
+    )])
 }
 
 /// SpaceToDepth: `[N, C, H, W]` read as `[N, C, H', b, W', b]` and written as
@@ -316,13 +349,20 @@ fn space_to_depth(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
     let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
     let b = ctx.attr_int(op, "blocksize", 1);
-    let [n, c, h, w] = input.shape[..] else { return Err(unsupported("SpaceToDepth needs a 4-d input")) };
+    let [n, c, h, w] = input.shape[..] else {
+        return Err(unsupported("SpaceToDepth needs a 4-d input"));
+    };
     let (ci, hi, wi) = (c as i64, h as i64, w as i64);
     let (ho, wo) = (h / b as u64, w / b as u64);
     // Loop axes: n, bh, bw, c, h', w'.
     let shape = vec![n, b as u64, b as u64, c, ho, wo];
     let src = vec![ci * hi * wi, wi, 1, hi * wi, b * wi, b];
-    Ok(vec![strided_copy(ctx.kernel_name(op, 0), &shape, out.view_with(common::strides_of(&shape)), input.view_with(src))])
+    Ok(vec![strided_copy(
+        ctx.kernel_name(op, 0),
+        &shape,
+        out.view_with(common::strides_of(&shape)),
+        input.view_with(src),
+    )])
 }
 
 /// A one-element view of `t` at every loop point (a runtime scalar operand).
@@ -359,7 +399,13 @@ fn trilu(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let x = insts.load(&views, 1);
     let zero = insts.push(out.elem, InstKind::Const { bits: 0 });
     let value = insts.select(keep, x, zero);
-    Ok(vec![loop_kernel(ctx.kernel_name(op, 0), out.shape.clone(), Vec::new(), views, vec![map_stage(insts, 0, value)])])
+    Ok(vec![loop_kernel(
+        ctx.kernel_name(op, 0),
+        out.shape.clone(),
+        Vec::new(),
+        views,
+        vec![map_stage(insts, 0, value)],
+    )])
 }
 
 /// The `Const` bits of 1 in `ty`.
@@ -388,7 +434,13 @@ fn eye_like(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let one = insts.push(out.elem, InstKind::Const { bits: one_bits(out.elem) });
     let zero = insts.push(out.elem, InstKind::Const { bits: 0 });
     let value = insts.select(on, one, zero);
-    Ok(vec![loop_kernel(ctx.kernel_name(op, 0), out.shape.clone(), Vec::new(), views, vec![map_stage(insts, 0, value)])])
+    Ok(vec![loop_kernel(
+        ctx.kernel_name(op, 0),
+        out.shape.clone(),
+        Vec::new(),
+        views,
+        vec![map_stage(insts, 0, value)],
+    )])
 }
 
 /// Range: `start + i * delta` (numpy's `arange`), with start and delta constants or loaded.
@@ -415,7 +467,13 @@ fn range(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let i = insts.cast(i, ty);
     let step = insts.binary(BinaryOp::Mul, i, delta);
     let value = insts.binary(BinaryOp::Add, start, step);
-    Ok(vec![loop_kernel(ctx.kernel_name(op, 0), out.shape.clone(), Vec::new(), views, vec![map_stage(insts, 0, value)])])
+    Ok(vec![loop_kernel(
+        ctx.kernel_name(op, 0),
+        out.shape.clone(),
+        Vec::new(),
+        views,
+        vec![map_stage(insts, 0, value)],
+    )])
 }
 
 /// A kernel filling `out` with the constant `bits`.
@@ -435,10 +493,9 @@ fn constant_of_shape(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let bits = match ctx.attr(op, "value").and_then(Attribute::as_weight) {
         None => 0,
         Some(id) => {
-            let w = ctx
-                .weights
-                .get(id)
-                .ok_or_else(|| unsupported("the `value` weight is missing from the weight store"))?;
+            let w = ctx.weights.get(id).ok_or_else(|| {
+                unsupported("the `value` weight is missing from the weight store")
+            })?;
             let bytes = w.bytes().ok_or_else(|| unsupported("the `value` weight has no bytes"))?;
             const_bits_of_bytes(w.ty().elem, bytes, out.elem)
                 .ok_or_else(|| unsupported("the `value` weight has no element"))?

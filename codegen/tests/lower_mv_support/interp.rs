@@ -135,7 +135,13 @@ fn convert(v: V, from: Scalar, to: Scalar) -> V {
             }
             let (lo, hi) = int_bounds(to);
             let t = x.trunc();
-            V::I(if t <= lo as f64 { lo } else if t >= hi as f64 { hi } else { t as i128 })
+            V::I(if t <= lo as f64 {
+                lo
+            } else if t >= hi as f64 {
+                hi
+            } else {
+                t as i128
+            })
         }
         _ => V::I(wrap(to, v.i())),
     }
@@ -154,7 +160,11 @@ fn const_value(ty: Scalar, bits: u64) -> V {
 
 fn read(region: &[u8], byte: i128, ty: Scalar, what: &str) -> V {
     let w = ty.size() as usize;
-    assert!(byte >= 0 && byte as usize + w <= region.len(), "{what}: read at byte {byte} outside {} bytes", region.len());
+    assert!(
+        byte >= 0 && byte as usize + w <= region.len(),
+        "{what}: read at byte {byte} outside {} bytes",
+        region.len()
+    );
     let b = &region[byte as usize..byte as usize + w];
     let mut raw = [0u8; 8];
     raw[..w].copy_from_slice(b);
@@ -162,14 +172,20 @@ fn read(region: &[u8], byte: i128, ty: Scalar, what: &str) -> V {
         Scalar::F32 => V::F(f64::from(f32::from_le_bytes(raw[..4].try_into().unwrap()))),
         Scalar::F64 => V::F(f64::from_le_bytes(raw)),
         Scalar::F16 => V::F(f16_bits_to_f64(u16::from_le_bytes([raw[0], raw[1]]))),
-        Scalar::Bool | Scalar::U8 | Scalar::U16 | Scalar::U32 | Scalar::U64 => V::I(i128::from(u64::from_le_bytes(raw))),
+        Scalar::Bool | Scalar::U8 | Scalar::U16 | Scalar::U32 | Scalar::U64 => {
+            V::I(i128::from(u64::from_le_bytes(raw)))
+        }
         _ => V::I(wrap(ty, i128::from(i64::from_le_bytes(raw)))),
     }
 }
 
 fn write(region: &mut [u8], byte: i128, ty: Scalar, v: V, what: &str) {
     let w = ty.size() as usize;
-    assert!(byte >= 0 && byte as usize + w <= region.len(), "{what}: write at byte {byte} outside {} bytes", region.len());
+    assert!(
+        byte >= 0 && byte as usize + w <= region.len(),
+        "{what}: write at byte {byte} outside {} bytes",
+        region.len()
+    );
     let raw: [u8; 8] = match ty {
         Scalar::F32 => {
             let mut r = [0u8; 8];
@@ -187,7 +203,7 @@ fn write(region: &mut [u8], byte: i128, ty: Scalar, v: V, what: &str) {
     region[byte as usize..byte as usize + w].copy_from_slice(&raw[..w]);
 }
 
-fn region<'a>(mem: &'a Memory, r: Region) -> &'a [u8] {
+fn region(mem: &Memory, r: Region) -> &[u8] {
     match r {
         Region::Arena => &mem.arena,
         Region::Weights => &mem.weights,
@@ -198,13 +214,20 @@ fn region<'a>(mem: &'a Memory, r: Region) -> &'a [u8] {
 /// pad where a guard fails.
 fn load(mem: &Memory, view: &View, idx: &[i64], extra: i128, what: &str) -> V {
     for g in &view.guards {
-        let v: i128 = g.offset as i128 + g.coeffs.iter().zip(idx).map(|(&c, &i)| c as i128 * i as i128).sum::<i128>();
+        let v: i128 = g.offset as i128
+            + g.coeffs.iter().zip(idx).map(|(&c, &i)| c as i128 * i as i128).sum::<i128>();
         if v < 0 || v >= g.limit as i128 {
             return convert(V::F(f64::from_bits(view.pad)), Scalar::F64, view.elem);
         }
     }
-    let elems: i128 = view.strides.iter().zip(idx).map(|(&s, &i)| s as i128 * i as i128).sum::<i128>() + extra;
-    read(region(mem, view.region), view.byte_offset as i128 + elems * view.elem.size() as i128, view.elem, what)
+    let elems: i128 =
+        view.strides.iter().zip(idx).map(|(&s, &i)| s as i128 * i as i128).sum::<i128>() + extra;
+    read(
+        region(mem, view.region),
+        view.byte_offset as i128 + elems * view.elem.size() as i128,
+        view.elem,
+        what,
+    )
 }
 
 fn unary(op: UnaryOp, ty: Scalar, a: V) -> V {
@@ -372,7 +395,14 @@ fn binary(op: BinaryOp, operand_ty: Scalar, a: V, b: V) -> V {
 }
 
 /// Evaluates a stage's instructions at loop point `idx`.
-fn eval(mem: &Memory, k: &LoopKernel, insts: &[Inst], idx: &[i64], accs: &[Option<V>], name: &str) -> Vec<V> {
+fn eval(
+    mem: &Memory,
+    k: &LoopKernel,
+    insts: &[Inst],
+    idx: &[i64],
+    accs: &[Option<V>],
+    name: &str,
+) -> Vec<V> {
     let mut vals: Vec<V> = Vec::with_capacity(insts.len());
     for inst in insts {
         let v = match &inst.kind {
@@ -404,7 +434,9 @@ fn eval(mem: &Memory, k: &LoopKernel, insts: &[Inst], idx: &[i64], accs: &[Optio
                     vals[*else_ as usize]
                 }
             }
-            InstKind::Cast { arg } => convert(vals[*arg as usize], insts[*arg as usize].ty, inst.ty),
+            InstKind::Cast { arg } => {
+                convert(vals[*arg as usize], insts[*arg as usize].ty, inst.ty)
+            }
         };
         vals.push(v);
     }
@@ -466,7 +498,11 @@ fn run_loop(k: &LoopKernel, mem: &mut Memory, name: &str) {
                                     None => true,
                                     Some(b) => {
                                         let cmp = if matches!(op, ReduceOp::ArgMax { .. }) {
-                                            if *last { BinaryOp::Ge } else { BinaryOp::Gt }
+                                            if *last {
+                                                BinaryOp::Ge
+                                            } else {
+                                                BinaryOp::Gt
+                                            }
                                         } else if *last {
                                             BinaryOp::Le
                                         } else {
@@ -491,14 +527,22 @@ fn run_loop(k: &LoopKernel, mem: &mut Memory, name: &str) {
                     let run_at = |idx: &[i64], mem: &mut Memory| {
                         let vals = eval(mem, k, insts, idx, &accs, name);
                         for s in stores {
-                            store(mem, &k.views[s.view as usize], idx, vals[s.value as usize], name);
+                            store(
+                                mem,
+                                &k.views[s.view as usize],
+                                idx,
+                                vals[s.value as usize],
+                                name,
+                            );
                         }
                     };
                     if k.inner.is_empty() {
                         run_at(outer, mem);
                     } else {
                         let mut points = Vec::new();
-                        for_each_point(&k.inner, |inner| points.push(outer.iter().chain(inner).copied().collect::<Vec<i64>>()));
+                        for_each_point(&k.inner, |inner| {
+                            points.push(outer.iter().chain(inner).copied().collect::<Vec<i64>>())
+                        });
                         for idx in points {
                             run_at(&idx, mem);
                         }
@@ -522,9 +566,10 @@ fn run_loop(k: &LoopKernel, mem: &mut Memory, name: &str) {
 fn run_contract(c: &Contract, mem: &mut Memory, name: &str) {
     let size = c.elem.size() as i128;
     let at = |v: &memc_codegen::kernel::MatView, b: &[i64], r: u64, col: u64| -> i128 {
-        let e: i128 = v.batch_strides.iter().zip(b).map(|(&s, &i)| s as i128 * i as i128).sum::<i128>()
-            + r as i128 * v.row_stride as i128
-            + col as i128 * v.col_stride as i128;
+        let e: i128 =
+            v.batch_strides.iter().zip(b).map(|(&s, &i)| s as i128 * i as i128).sum::<i128>()
+                + r as i128 * v.row_stride as i128
+                + col as i128 * v.col_stride as i128;
         v.byte_offset as i128 + e * size
     };
     let alpha = f64::from_bits(c.alpha);

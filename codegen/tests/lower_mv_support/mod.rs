@@ -151,7 +151,10 @@ pub fn run_node_test(dir: &Path) -> Outcome {
         let Some(want) = want else { continue };
         let shape: Vec<u64> = want.dims.iter().map(|&d| d as u64).collect();
         if shape != io.shape {
-            return Outcome::Mismatch(format!("output `{}` has shape {:?}, expected {:?}", io.name, io.shape, shape));
+            return Outcome::Mismatch(format!(
+                "output `{}` has shape {:?}, expected {:?}",
+                io.name, io.shape, shape
+            ));
         }
         if let Err(e) = pb::compare(io.elem, &outputs[j], &want.bytes) {
             return Outcome::Mismatch(format!("output `{}`: {e}", io.name));

@@ -61,7 +61,9 @@ pub fn read_tensor(path: &Path) -> Result<Tensor, String> {
     while r.at < buf.len() {
         let key = r.varint()?;
         let (field, wire) = (key >> 3, key & 7);
-        let packed = |r: &mut Reader, f: &mut dyn FnMut(&mut Reader) -> Result<(), String>| -> Result<(), String> {
+        let packed = |r: &mut Reader,
+                      f: &mut dyn FnMut(&mut Reader) -> Result<(), String>|
+         -> Result<(), String> {
             if wire == 2 {
                 let n = r.varint()? as usize;
                 let end = r.at + n;
@@ -171,6 +173,9 @@ pub fn compare(elem: Scalar, got: &[u8], want: &[u8]) -> Result<(), String> {
     }
     match first {
         None => Ok(()),
-        Some((i, a, b)) => Err(format!("{bad} of {} elements differ; first at {i}: got {a}, expected {b}", g.len())),
+        Some((i, a, b)) => Err(format!(
+            "{bad} of {} elements differ; first at {i}: got {a}, expected {b}",
+            g.len()
+        )),
     }
 }

@@ -14,7 +14,8 @@ use super::super::movement::common::{loop_kernel, map_stage, once_stage, IndexMa
 use super::super::{unsupported, LowerCtx, LowerError, LowerResult};
 use super::matmul::check_arith;
 use crate::kernel::{
-    BinaryOp, Contract, IndirectIndex, InstId, Kernel, KernelBody, MatView, ReduceOp, Scalar, Stage, View,
+    BinaryOp, Contract, IndirectIndex, InstId, Kernel, KernelBody, MatView, ReduceOp, Scalar,
+    Stage, View,
 };
 use memc_ir::OpId;
 
@@ -30,18 +31,32 @@ pub(super) struct Window {
 }
 
 /// A list attribute of `n` entries, `default` when absent.
-fn list(ctx: &LowerCtx, op: OpId, name: &str, n: usize, default: i64) -> Result<Vec<i64>, LowerError> {
+fn list(
+    ctx: &LowerCtx,
+    op: OpId,
+    name: &str,
+    n: usize,
+    default: i64,
+) -> Result<Vec<i64>, LowerError> {
     match ctx.attr_ints(op, name) {
         None => Ok(vec![default; n]),
         Some(v) if v.len() == n => Ok(v),
-        Some(v) => Err(unsupported(format!("`{name}` has {} entries for {n} spatial axes", v.len()))),
+        Some(v) => {
+            Err(unsupported(format!("`{name}` has {} entries for {n} spatial axes", v.len())))
+        }
     }
 }
 
 /// The window of a sliding op (Conv, the pools) over `input` spatial sizes producing `output`
 /// ones: auto_pad `SAME_*` pads `(out - 1) * stride + extent - in` in total, the odd one at
 /// the end (upper) or the beginning (lower); `VALID` pads nothing.
-pub(super) fn window(ctx: &LowerCtx, op: OpId, kernel: Vec<i64>, input: &[u64], output: &[u64]) -> Result<Window, LowerError> {
+pub(super) fn window(
+    ctx: &LowerCtx,
+    op: OpId,
+    kernel: Vec<i64>,
+    input: &[u64],
+    output: &[u64],
+) -> Result<Window, LowerError> {
     let n = kernel.len();
     let strides = list(ctx, op, "strides", n, 1)?;
     let dilations = list(ctx, op, "dilations", n, 1)?;
@@ -72,7 +87,9 @@ pub(super) fn window(ctx: &LowerCtx, op: OpId, kernel: Vec<i64>, input: &[u64], 
 fn kernel_shape(ctx: &LowerCtx, op: OpId, w: &TensorRef) -> Result<Vec<i64>, LowerError> {
     let from_weight: Vec<i64> = w.shape[2..].iter().map(|&d| d as i64).collect();
     match ctx.attr_ints(op, "kernel_shape") {
-        Some(k) if k != from_weight => Err(unsupported("`kernel_shape` differs from the weight's dims")),
+        Some(k) if k != from_weight => {
+            Err(unsupported("`kernel_shape` differs from the weight's dims"))
+        }
         _ => Ok(from_weight),
     }
 }
@@ -208,7 +225,10 @@ fn use_taps(elem: Scalar, s: &ConvShape) -> bool {
 fn tap_grid(kernel: &[i64]) -> Vec<Vec<i64>> {
     let mut taps = vec![Vec::new()];
     for &k in kernel {
-        taps = taps.into_iter().flat_map(|t| (0..k).map(move |i| [t.clone(), vec![i]].concat())).collect();
+        taps = taps
+            .into_iter()
+            .flat_map(|t| (0..k).map(move |i| [t.clone(), vec![i]].concat()))
+            .collect();
     }
     taps
 }
@@ -229,27 +249,46 @@ fn ceil_div(a: i64, b: i64) -> i64 {
 }
 
 /// Conv tap `k`: output position `o` reads input `o * stride - pad + k * dilation`.
-fn conv_tap(x: &TensorRef, w: &TensorRef, out: &TensorRef, s: &ConvShape, win: &Window, k: &[i64]) -> Option<Tap> {
+fn conv_tap(
+    x: &TensorRef,
+    w: &TensorRef,
+    out: &TensorRef,
+    s: &ConvShape,
+    win: &Window,
+    k: &[i64],
+) -> Option<Tap> {
     let n_spatial = k.len();
     let (xs, ws, ys) = (x.strides(), w.strides(), out.strides());
     let mut ranges = Vec::with_capacity(n_spatial);
-    for i in 0..n_spatial {
-        let shift = k[i] * win.dilations[i] - win.begin[i];
+    for (i, &ki) in k.iter().enumerate() {
+        let shift = ki * win.dilations[i] - win.begin[i];
         let lo = ceil_div(-shift, win.strides[i]).max(0);
-        let hi = ((s.in_spatial[i] as i64 - 1 - shift).div_euclid(win.strides[i]) + 1).min(s.out_spatial[i] as i64);
+        let hi = ((s.in_spatial[i] as i64 - 1 - shift).div_euclid(win.strides[i]) + 1)
+            .min(s.out_spatial[i] as i64);
         if hi <= lo {
             return None;
         }
         ranges.push((lo, hi, shift));
     }
-    let mut a = matview(w, sum_of(k.iter().enumerate().map(|(i, &ki)| ki * ws[2 + i])), ws[0], ws[1]);
+    let mut a =
+        matview(w, sum_of(k.iter().enumerate().map(|(i, &ki)| ki * ws[2 + i])), ws[0], ws[1]);
     let mut b = matview(
         x,
-        sum_of(ranges.iter().enumerate().map(|(i, &(lo, _, shift))| (lo * win.strides[i] + shift) * xs[2 + i])),
+        sum_of(
+            ranges
+                .iter()
+                .enumerate()
+                .map(|(i, &(lo, _, shift))| (lo * win.strides[i] + shift) * xs[2 + i]),
+        ),
         xs[1],
         win.strides[n_spatial - 1] * xs[1 + n_spatial],
     );
-    let mut c = matview(out, sum_of(ranges.iter().enumerate().map(|(i, &(lo, _, _))| lo * ys[2 + i])), ys[1], ys[1 + n_spatial]);
+    let mut c = matview(
+        out,
+        sum_of(ranges.iter().enumerate().map(|(i, &(lo, _, _))| lo * ys[2 + i])),
+        ys[1],
+        ys[1 + n_spatial],
+    );
     let mut batch = vec![s.n];
     a.batch_strides.push(0);
     b.batch_strides.push(xs[0]);
@@ -267,7 +306,8 @@ fn conv_tap(x: &TensorRef, w: &TensorRef, out: &TensorRef, s: &ConvShape, win: &
         c.batch_strides.push(ys[2 + i]);
     }
     let (lo, hi, _) = ranges[n_spatial - 1];
-    let covers_all = ranges.iter().zip(&s.out_spatial).all(|(&(lo, hi, _), &o)| lo == 0 && hi == o as i64);
+    let covers_all =
+        ranges.iter().zip(&s.out_spatial).all(|(&(lo, hi, _), &o)| lo == 0 && hi == o as i64);
     let contract = merge_batch_into_cols(Contract {
         elem: out.elem,
         batch,
@@ -319,7 +359,13 @@ fn merge_batch_into_cols(mut c: Contract) -> Contract {
 
 /// The kernels of a convolution in tap form: the output first holds the bias (or zeros, unless
 /// a tap covering every output goes first and overwrites), then every tap accumulates.
-fn tap_kernels(ctx: &LowerCtx, op: OpId, out: &TensorRef, bias: Option<&TensorRef>, mut taps: Vec<Tap>) -> Vec<Kernel> {
+fn tap_kernels(
+    ctx: &LowerCtx,
+    op: OpId,
+    out: &TensorRef,
+    bias: Option<&TensorRef>,
+    mut taps: Vec<Tap>,
+) -> Vec<Kernel> {
     let mut kernels = Vec::new();
     let full = taps.iter().position(|t| t.covers_all);
     match (bias, full) {
@@ -354,7 +400,15 @@ fn init_output(name: String, out: &TensorRef, bias: Option<&TensorRef>) -> Kerne
 }
 
 /// Conv as one direct loop kernel (see the module doc).
-fn direct_conv(name: String, x: &TensorRef, w: &TensorRef, bias: Option<&TensorRef>, out: &TensorRef, s: &ConvShape, win: &Window) -> Kernel {
+fn direct_conv(
+    name: String,
+    x: &TensorRef,
+    w: &TensorRef,
+    bias: Option<&TensorRef>,
+    out: &TensorRef,
+    s: &ConvShape,
+    win: &Window,
+) -> Kernel {
     let axes = Axes { grouped: s.groups > 1, n_spatial: s.in_spatial.len() };
     let n_axes = axes.count();
     let (outer, inner) = s.loops(&win.kernel, &axes);
@@ -373,7 +427,8 @@ fn direct_conv(name: String, x: &TensorRef, w: &TensorRef, bias: Option<&TensorR
         x_strides[axes.k(i)] = win.dilations[i] * stride;
         offset -= win.begin[i] * stride;
         let size = s.in_spatial[i] as i64;
-        let last = (s.out_spatial[i] as i64 - 1) * win.strides[i] - win.begin[i] + (win.kernel[i] - 1) * win.dilations[i];
+        let last = (s.out_spatial[i] as i64 - 1) * win.strides[i] - win.begin[i]
+            + (win.kernel[i] - 1) * win.dilations[i];
         if win.begin[i] > 0 || last >= size {
             let mut coeffs = vec![0i64; n_axes];
             coeffs[axes.o(i)] = win.strides[i];
@@ -402,8 +457,20 @@ fn direct_conv(name: String, x: &TensorRef, w: &TensorRef, bias: Option<&TensorR
     let xv = insts.load(&views, 1);
     let wv = insts.load(&views, 2);
     let prod = insts.binary(BinaryOp::Mul, xv, wv);
-    let reduce = Stage::Reduce { insts: insts.finish(), value: prod, op: ReduceOp::Sum, init: 0, ty: acc_ty };
-    loop_kernel(name, outer, inner, views, vec![reduce, finish_stage(acc_ty, out.elem, bias.is_some())])
+    let reduce = Stage::Reduce {
+        insts: insts.finish(),
+        value: prod,
+        op: ReduceOp::Sum,
+        init: 0,
+        ty: acc_ty,
+    };
+    loop_kernel(
+        name,
+        outer,
+        inner,
+        views,
+        vec![reduce, finish_stage(acc_ty, out.elem, bias.is_some())],
+    )
 }
 
 pub fn conv_transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
@@ -436,7 +503,8 @@ pub fn conv_transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
         ("SAME_UPPER" | "SAME_LOWER", None) => (0..n_spatial)
             .map(|i| {
                 let extent = (kernel[i] - 1) * dilations[i] + 1;
-                let total = strides[i] * (s.in_spatial[i] as i64 - 1) + output_padding[i] + extent - s.out_spatial[i] as i64;
+                let total = strides[i] * (s.in_spatial[i] as i64 - 1) + output_padding[i] + extent
+                    - s.out_spatial[i] as i64;
                 if auto_pad == "SAME_UPPER" {
                     total.div_euclid(2)
                 } else {
@@ -449,7 +517,8 @@ pub fn conv_transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
         _ => return Err(unsupported("`pads` does not have two entries per spatial axis")),
     };
     if use_taps(out.elem, &s) {
-        let win = Window { kernel: kernel.clone(), strides, dilations, begin: begin.clone(), end: begin };
+        let win =
+            Window { kernel: kernel.clone(), strides, dilations, begin: begin.clone(), end: begin };
         let taps: Vec<Tap> = tap_grid(&kernel)
             .into_iter()
             .filter_map(|k| transpose_tap(&x, &w, &out, &s, &win, &k))
@@ -476,7 +545,8 @@ pub fn conv_transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
     for i in 0..n_spatial {
         w_strides[axes.k(i)] = ws[2 + i];
     }
-    let mut views = vec![output_view(&out, &s, &axes), x.view_with(x_strides), w.view_with(w_strides)];
+    let mut views =
+        vec![output_view(&out, &s, &axes), x.view_with(x_strides), w.view_with(w_strides)];
     if let Some(b) = &bias {
         views.push(bias_view(b, &s, &axes));
     }
@@ -509,32 +579,58 @@ pub fn conv_transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
         Some(v) => insts.select(v, prod, zero),
         None => prod,
     };
-    let reduce = Stage::Reduce { insts: insts.finish(), value, op: ReduceOp::Sum, init: 0, ty: out.elem };
-    Ok(vec![loop_kernel(ctx.kernel_name(op, 0), outer, inner, views, vec![reduce, finish_stage(out.elem, out.elem, bias.is_some())])])
+    let reduce =
+        Stage::Reduce { insts: insts.finish(), value, op: ReduceOp::Sum, init: 0, ty: out.elem };
+    Ok(vec![loop_kernel(
+        ctx.kernel_name(op, 0),
+        outer,
+        inner,
+        views,
+        vec![reduce, finish_stage(out.elem, out.elem, bias.is_some())],
+    )])
 }
 
 /// ConvTranspose tap `k`: input position `i` adds into output `i * stride + k * dilation -
 /// pad`; the product's columns walk the input's last spatial axis and write every `stride`-th
 /// output.
-fn transpose_tap(x: &TensorRef, w: &TensorRef, out: &TensorRef, s: &ConvShape, win: &Window, k: &[i64]) -> Option<Tap> {
+fn transpose_tap(
+    x: &TensorRef,
+    w: &TensorRef,
+    out: &TensorRef,
+    s: &ConvShape,
+    win: &Window,
+    k: &[i64],
+) -> Option<Tap> {
     let n_spatial = k.len();
     let (xs, ws, ys) = (x.strides(), w.strides(), out.strides());
     let mut ranges = Vec::with_capacity(n_spatial);
-    for i in 0..n_spatial {
-        let shift = k[i] * win.dilations[i] - win.begin[i];
+    for (i, &ki) in k.iter().enumerate() {
+        let shift = ki * win.dilations[i] - win.begin[i];
         let lo = ceil_div(-shift, win.strides[i]).max(0);
-        let hi = ((s.out_spatial[i] as i64 - 1 - shift).div_euclid(win.strides[i]) + 1).min(s.in_spatial[i] as i64);
+        let hi = ((s.out_spatial[i] as i64 - 1 - shift).div_euclid(win.strides[i]) + 1)
+            .min(s.in_spatial[i] as i64);
         if hi <= lo {
             return None;
         }
         ranges.push((lo, hi, shift));
     }
     // W is [C, M / group, k...]: rows are output channels, columns input channels.
-    let mut a = matview(w, sum_of(k.iter().enumerate().map(|(i, &ki)| ki * ws[2 + i])), ws[1], ws[0]);
-    let mut b = matview(x, sum_of(ranges.iter().enumerate().map(|(i, &(lo, _, _))| lo * xs[2 + i])), xs[1], xs[1 + n_spatial]);
+    let mut a =
+        matview(w, sum_of(k.iter().enumerate().map(|(i, &ki)| ki * ws[2 + i])), ws[1], ws[0]);
+    let mut b = matview(
+        x,
+        sum_of(ranges.iter().enumerate().map(|(i, &(lo, _, _))| lo * xs[2 + i])),
+        xs[1],
+        xs[1 + n_spatial],
+    );
     let mut c = matview(
         out,
-        sum_of(ranges.iter().enumerate().map(|(i, &(lo, _, shift))| (lo * win.strides[i] + shift) * ys[2 + i])),
+        sum_of(
+            ranges
+                .iter()
+                .enumerate()
+                .map(|(i, &(lo, _, shift))| (lo * win.strides[i] + shift) * ys[2 + i]),
+        ),
         ys[1],
         win.strides[n_spatial - 1] * ys[1 + n_spatial],
     );

@@ -29,13 +29,7 @@ pub(super) fn check_arith(elem: Scalar) -> Result<(), LowerError> {
 fn batch_strides(own_shape: &[u64], own_strides: &[i64], batch: &[u64]) -> Vec<i64> {
     let lead = batch.len() - own_shape.len();
     (0..batch.len())
-        .map(|i| {
-            if i < lead || own_shape[i - lead] == 1 {
-                0
-            } else {
-                own_strides[i - lead]
-            }
-        })
+        .map(|i| if i < lead || own_shape[i - lead] == 1 { 0 } else { own_strides[i - lead] })
         .collect()
 }
 
@@ -99,7 +93,19 @@ pub fn matmul(ctx: &LowerCtx, op: OpId) -> LowerResult {
             let a = Operand { batch: Vec::new(), ..lhs };
             let b = Operand { batch: Vec::new(), ..rhs };
             let c = Operand { batch: Vec::new(), ..dst };
-            return Ok(vec![contract(name, out.elem, Vec::new(), rows, n, k, &a, &b, &c, 1.0, false)]);
+            return Ok(vec![contract(
+                name,
+                out.elem,
+                Vec::new(),
+                rows,
+                n,
+                k,
+                &a,
+                &b,
+                &c,
+                1.0,
+                false,
+            )]);
         }
         return Ok(vec![contract(name, out.elem, batch, m, n, k, &lhs, &rhs, &dst, 1.0, false)]);
     }
@@ -152,7 +158,11 @@ fn loop_product(
     finish: impl FnOnce(&mut Insts, u32) -> u32,
 ) -> Kernel {
     let nb = batch.len();
-    let strides = |o: &Operand, row_axis: Option<usize>, col_axis: Option<usize>, k_axis: usize, k_stride: i64| {
+    let strides = |o: &Operand,
+                   row_axis: Option<usize>,
+                   col_axis: Option<usize>,
+                   k_axis: usize,
+                   k_stride: i64| {
         let mut s = o.batch.clone();
         s.resize(nb + 3, 0);
         if let Some(r) = row_axis {
@@ -182,7 +192,8 @@ fn loop_product(
     let x = insts.load(&views, 1);
     let y = insts.load(&views, 2);
     let prod = insts.binary(BinaryOp::Mul, x, y);
-    let reduce = Stage::Reduce { insts: insts.finish(), value: prod, op: ReduceOp::Sum, init: 0, ty: elem };
+    let reduce =
+        Stage::Reduce { insts: insts.finish(), value: prod, op: ReduceOp::Sum, init: 0, ty: elem };
     let mut insts = Insts::new();
     let acc = insts.acc(0, elem);
     let value = finish(&mut insts, acc);
@@ -201,14 +212,25 @@ pub fn gemm(ctx: &LowerCtx, op: OpId) -> LowerResult {
     check_arith(out.elem)?;
     let alpha = ctx.attr_float(op, "alpha", 1.0);
     let beta = ctx.attr_float(op, "beta", 1.0);
-    let (trans_a, trans_b) = (ctx.attr_int(op, "transA", 0) != 0, ctx.attr_int(op, "transB", 0) != 0);
+    let (trans_a, trans_b) =
+        (ctx.attr_int(op, "transA", 0) != 0, ctx.attr_int(op, "transB", 0) != 0);
     let (&[a0, a1], &[b0, b1]) = (&a.shape[..], &b.shape[..]) else {
         return Err(unsupported("Gemm needs 2-d A and B"));
     };
     let (m, k) = if trans_a { (a1, a0) } else { (a0, a1) };
     let n = if trans_b { b0 } else { b1 };
-    let lhs = Operand { t: &a, batch: Vec::new(), row: if trans_a { 1 } else { a1 as i64 }, col: if trans_a { a1 as i64 } else { 1 } };
-    let rhs = Operand { t: &b, batch: Vec::new(), row: if trans_b { 1 } else { b1 as i64 }, col: if trans_b { b1 as i64 } else { 1 } };
+    let lhs = Operand {
+        t: &a,
+        batch: Vec::new(),
+        row: if trans_a { 1 } else { a1 as i64 },
+        col: if trans_a { a1 as i64 } else { 1 },
+    };
+    let rhs = Operand {
+        t: &b,
+        batch: Vec::new(),
+        row: if trans_b { 1 } else { b1 as i64 },
+        col: if trans_b { b1 as i64 } else { 1 },
+    };
     let dst = Operand { t: &out, batch: Vec::new(), row: n as i64, col: 1 };
     let c = c.filter(|_| beta != 0.0);
     if matches!(out.elem, Scalar::F32 | Scalar::F64) {
@@ -217,45 +239,67 @@ pub fn gemm(ctx: &LowerCtx, op: OpId) -> LowerResult {
             // Y = beta * C, broadcast; the product then accumulates onto it.
             let src = c.view_broadcast(&out.shape, 0);
             if beta == 1.0 {
-                kernels.push(strided_copy(ctx.kernel_name(op, 0), &out.shape, out.view_identity(0), src));
+                kernels.push(strided_copy(
+                    ctx.kernel_name(op, 0),
+                    &out.shape,
+                    out.view_identity(0),
+                    src,
+                ));
             } else {
                 let views = vec![out.view_identity(0), src];
                 let mut insts = Insts::new();
                 let v = insts.load(&views, 1);
                 let bc = insts.constant(out.elem, beta);
                 let value = insts.binary(BinaryOp::Mul, v, bc);
-                kernels.push(loop_kernel(ctx.kernel_name(op, 0), out.shape.clone(), Vec::new(), views, vec![map_stage(insts, 0, value)]));
+                kernels.push(loop_kernel(
+                    ctx.kernel_name(op, 0),
+                    out.shape.clone(),
+                    Vec::new(),
+                    views,
+                    vec![map_stage(insts, 0, value)],
+                ));
             }
         }
         let name = ctx.kernel_name(op, kernels.len());
-        kernels.push(contract(name, out.elem, Vec::new(), m, n, k, &lhs, &rhs, &dst, alpha, c.is_some()));
+        kernels.push(contract(
+            name,
+            out.elem,
+            Vec::new(),
+            m,
+            n,
+            k,
+            &lhs,
+            &rhs,
+            &dst,
+            alpha,
+            c.is_some(),
+        ));
         return Ok(kernels);
     }
     // Integers: the sum in the element type, scaled in f64 where alpha or beta is not 1.
-    let c_view: Option<View> = c.as_ref().map(|c| {
-        c.view_broadcast(&out.shape, 1)
-    });
+    let c_view: Option<View> = c.as_ref().map(|c| c.view_broadcast(&out.shape, 1));
     let elem = out.elem;
-    let mut kernel = loop_product(ctx.kernel_name(op, 0), &[], m, n, k, &lhs, &rhs, &dst, |insts, acc| {
-        let scaled = |insts: &mut Insts, v: u32, factor: f64| {
-            if factor == 1.0 {
-                return v;
+    let mut kernel =
+        loop_product(ctx.kernel_name(op, 0), &[], m, n, k, &lhs, &rhs, &dst, |insts, acc| {
+            let scaled = |insts: &mut Insts, v: u32, factor: f64| {
+                if factor == 1.0 {
+                    return v;
+                }
+                let f = insts.cast(v, Scalar::F64);
+                let fc = insts.constant(Scalar::F64, factor);
+                let p = insts.binary(BinaryOp::Mul, f, fc);
+                insts.cast(p, elem)
+            };
+            let product = scaled(insts, acc, alpha);
+            match &c_view {
+                Some(_) => {
+                    let cv = insts.push(elem, InstKind::Load { view: 3 });
+                    let cv = scaled(insts, cv, beta);
+                    insts.binary(BinaryOp::Add, product, cv)
+                }
+                None => product,
             }
-            let f = insts.cast(v, Scalar::F64);
-            let fc = insts.constant(Scalar::F64, factor);
-            let p = insts.binary(BinaryOp::Mul, f, fc);
-            insts.cast(p, elem)
-        };
-        let product = scaled(insts, acc, alpha);
-        match &c_view {
-            Some(_) => {
-                let cv = insts.push(elem, InstKind::Load { view: 3 });
-                let cv = scaled(insts, cv, beta);
-                insts.binary(BinaryOp::Add, product, cv)
-            }
-            None => product,
-        }
-    });
+        });
     if let (Some(v), KernelBody::Loop(l)) = (c_view, &mut kernel.body) {
         l.views.push(v);
     }

@@ -31,7 +31,8 @@ fn pool_view(x: &TensorRef, out_spatial: &[u64], win: &Window, pad: f64) -> View
         strides[k_axis] = win.dilations[i] * xs[2 + i];
         view.byte_offset -= win.begin[i] * xs[2 + i] * x.elem.size() as i64;
         let size = x.shape[2 + i] as i64;
-        let last = (out_spatial[i] as i64 - 1) * win.strides[i] - win.begin[i] + (win.kernel[i] - 1) * win.dilations[i];
+        let last = (out_spatial[i] as i64 - 1) * win.strides[i] - win.begin[i]
+            + (win.kernel[i] - 1) * win.dilations[i];
         if win.begin[i] > 0 || last >= size {
             let mut coeffs = vec![0i64; n_axes];
             coeffs[o_axis] = win.strides[i];
@@ -61,8 +62,14 @@ fn lowest(elem: Scalar) -> f64 {
     }
 }
 
-fn kernel_attr(ctx: &LowerCtx, op: OpId, n_spatial: usize) -> Result<Vec<i64>, super::super::LowerError> {
-    let k = ctx.attr_ints(op, "kernel_shape").ok_or_else(|| unsupported("pooling needs `kernel_shape`"))?;
+fn kernel_attr(
+    ctx: &LowerCtx,
+    op: OpId,
+    n_spatial: usize,
+) -> Result<Vec<i64>, super::super::LowerError> {
+    let k = ctx
+        .attr_ints(op, "kernel_shape")
+        .ok_or_else(|| unsupported("pooling needs `kernel_shape`"))?;
     if k.len() != n_spatial {
         return Err(unsupported("`kernel_shape` does not have one entry per spatial axis"));
     }
@@ -78,7 +85,8 @@ pub fn max_pool(ctx: &LowerCtx, op: OpId) -> LowerResult {
     check_arith(out.elem)?;
     let n_spatial = x.rank() - 2;
     let win = window(ctx, op, kernel_attr(ctx, op, n_spatial)?, &x.shape[2..], &out.shape[2..])?;
-    let mut views = vec![out_view(&out, n_spatial), pool_view(&x, &out.shape[2..], &win, lowest(x.elem))];
+    let mut views =
+        vec![out_view(&out, n_spatial), pool_view(&x, &out.shape[2..], &win, lowest(x.elem))];
     let with_indices = ctx.result_used(op, 1);
     let load = |views: &[View]| {
         let mut insts = Insts::new();
@@ -86,7 +94,13 @@ pub fn max_pool(ctx: &LowerCtx, op: OpId) -> LowerResult {
         (insts, v)
     };
     let (insts, v) = load(&views);
-    let mut stages = vec![Stage::Reduce { insts: insts.finish(), value: v, op: ReduceOp::Max, init: lowest(x.elem).to_bits(), ty: x.elem }];
+    let mut stages = vec![Stage::Reduce {
+        insts: insts.finish(),
+        value: v,
+        op: ReduceOp::Max,
+        init: lowest(x.elem).to_bits(),
+        ty: x.elem,
+    }];
     if x.elem.is_int() {
         // Integer inits are integer bits.
         if let Stage::Reduce { init, .. } = &mut stages[0] {
@@ -100,7 +114,13 @@ pub fn max_pool(ctx: &LowerCtx, op: OpId) -> LowerResult {
         let indices = ctx.result(op, 1)?;
         views.push(out_view(&indices, n_spatial));
         let (arg_insts, v) = load(&views);
-        stages.push(Stage::Reduce { insts: arg_insts.finish(), value: v, op: ReduceOp::ArgMax { last: false }, init: 0, ty: Scalar::I64 });
+        stages.push(Stage::Reduce {
+            insts: arg_insts.finish(),
+            value: v,
+            op: ReduceOp::ArgMax { last: false },
+            init: 0,
+            ty: Scalar::I64,
+        });
         let j = insts.acc(1, Scalar::I64);
         let flat = flat_index(&mut insts, j, &x, &win, ctx.attr_int(op, "storage_order", 0) != 0);
         stores.push(Store { view: 2, value: flat });
@@ -113,7 +133,13 @@ pub fn max_pool(ctx: &LowerCtx, op: OpId) -> LowerResult {
 
 /// The flat input index of window position `j` (row-major over the kernel) at the current
 /// output point, as MaxPool's `Indices` reports it.
-fn flat_index(insts: &mut Insts, j: InstId, x: &TensorRef, win: &Window, column_major: bool) -> InstId {
+fn flat_index(
+    insts: &mut Insts,
+    j: InstId,
+    x: &TensorRef,
+    win: &Window,
+    column_major: bool,
+) -> InstId {
     let n_spatial = win.kernel.len();
     let mut rest = j;
     let mut positions = vec![0; n_spatial];
@@ -136,7 +162,8 @@ fn flat_index(insts: &mut Insts, j: InstId, x: &TensorRef, win: &Window, column_
     let spatial: i64 = x.shape[2..].iter().product::<u64>() as i64;
     let mut flat = insts.mul_c(channel, spatial);
     let mut scale = 1i64;
-    let order: Vec<usize> = if column_major { (0..n_spatial).collect() } else { (0..n_spatial).rev().collect() };
+    let order: Vec<usize> =
+        if column_major { (0..n_spatial).collect() } else { (0..n_spatial).rev().collect() };
     for i in order {
         let term = insts.mul_c(positions[i], scale);
         flat = insts.binary(BinaryOp::Add, flat, term);
@@ -158,7 +185,8 @@ pub fn average_pool(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let views = vec![out_view(&out, n_spatial), pool_view(&x, &out.shape[2..], &win, 0.0)];
     let mut insts = Insts::new();
     let v = insts.load(&views, 1);
-    let reduce = Stage::Reduce { insts: insts.finish(), value: v, op: ReduceOp::Sum, init: 0, ty: x.elem };
+    let reduce =
+        Stage::Reduce { insts: insts.finish(), value: v, op: ReduceOp::Sum, init: 0, ty: x.elem };
     let mut insts = Insts::new();
     let sum = insts.acc(0, x.elem);
     let mut count: Option<InstId> = None;
@@ -180,12 +208,25 @@ pub fn average_pool(ctx: &LowerCtx, op: OpId) -> LowerResult {
     };
     let once = Stage::Once { insts: insts.finish(), stores: vec![Store { view: 0, value }] };
     let inner = win.kernel.iter().map(|&k| k as u64).collect();
-    Ok(vec![loop_kernel(ctx.kernel_name(op, 0), out.shape.clone(), inner, views, vec![reduce, once])])
+    Ok(vec![loop_kernel(
+        ctx.kernel_name(op, 0),
+        out.shape.clone(),
+        inner,
+        views,
+        vec![reduce, once],
+    )])
 }
 
 /// How many taps `k < kernel` of spatial axis `i` at the output index of loop axis `o_axis`
 /// land in `[lo, hi)`: `base + k * d` with `base = o * stride - pad`.
-fn taps_inside(insts: &mut Insts, o_axis: usize, win: &Window, i: usize, lo: i64, hi: i64) -> InstId {
+fn taps_inside(
+    insts: &mut Insts,
+    o_axis: usize,
+    win: &Window,
+    i: usize,
+    lo: i64,
+    hi: i64,
+) -> InstId {
     let d = win.dilations[i];
     let o = insts.index(o_axis);
     let base = insts.mul_c(o, win.strides[i]);
@@ -223,7 +264,8 @@ pub fn global_pool(ctx: &LowerCtx, op: OpId, max: bool) -> LowerResult {
     let views = vec![out.view_with(out_strides), x.view_with(xs)];
     let mut insts = Insts::new();
     let v = insts.load(&views, 1);
-    let (op_kind, init) = if max { (ReduceOp::Max, f64::NEG_INFINITY.to_bits()) } else { (ReduceOp::Sum, 0) };
+    let (op_kind, init) =
+        if max { (ReduceOp::Max, f64::NEG_INFINITY.to_bits()) } else { (ReduceOp::Sum, 0) };
     let reduce = Stage::Reduce { insts: insts.finish(), value: v, op: op_kind, init, ty: x.elem };
     let mut insts = Insts::new();
     let acc = insts.acc(0, x.elem);
@@ -234,5 +276,11 @@ pub fn global_pool(ctx: &LowerCtx, op: OpId, max: bool) -> LowerResult {
         insts.binary(BinaryOp::Div, acc, c)
     };
     let once = Stage::Once { insts: insts.finish(), stores: vec![Store { view: 0, value }] };
-    Ok(vec![loop_kernel(ctx.kernel_name(op, 0), x.shape[..2].to_vec(), spatial, views, vec![reduce, once])])
+    Ok(vec![loop_kernel(
+        ctx.kernel_name(op, 0),
+        x.shape[..2].to_vec(),
+        spatial,
+        views,
+        vec![reduce, once],
+    )])
 }

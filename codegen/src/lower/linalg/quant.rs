@@ -26,7 +26,12 @@ enum Layout {
     Blocked(usize, i64),
 }
 
-fn layout(ctx: &LowerCtx, op: OpId, x: &TensorRef, scale: &TensorRef) -> Result<Layout, LowerError> {
+fn layout(
+    ctx: &LowerCtx,
+    op: OpId,
+    x: &TensorRef,
+    scale: &TensorRef,
+) -> Result<Layout, LowerError> {
     if scale.numel() == 1 {
         return Ok(Layout::PerTensor);
     }
@@ -46,7 +51,13 @@ fn layout(ctx: &LowerCtx, op: OpId, x: &TensorRef, scale: &TensorRef) -> Result<
 
 /// Loads `param` (scale or zero point) at the current element: pushes its view and returns the
 /// loaded value.
-fn load_param(insts: &mut Insts, views: &mut Vec<View>, param: &TensorRef, layout: &Layout, rank: usize) -> InstId {
+fn load_param(
+    insts: &mut Insts,
+    views: &mut Vec<View>,
+    param: &TensorRef,
+    layout: &Layout,
+    rank: usize,
+) -> InstId {
     match *layout {
         Layout::PerTensor => {
             views.push(param.view_with(vec![0; rank]));
@@ -66,7 +77,11 @@ fn load_param(insts: &mut Insts, views: &mut Vec<View>, param: &TensorRef, layou
             let i = insts.index(axis);
             let index = insts.floor_div_c(i, block);
             let limit = param.shape[axis] as i64;
-            insts.load_indirect(views, (views.len() - 1) as u32, vec![IndirectIndex { index, stride: axis_stride, limit }])
+            insts.load_indirect(
+                views,
+                (views.len() - 1) as u32,
+                vec![IndirectIndex { index, stride: axis_stride, limit }],
+            )
         }
     }
 }
@@ -100,7 +115,13 @@ pub fn dequantize(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let s = insts.cast(s, ty);
     let y = insts.binary(BinaryOp::Mul, v, s);
     let y = insts.cast(y, out.elem);
-    Ok(vec![loop_kernel(ctx.kernel_name(op, 0), out.shape.clone(), Vec::new(), views, vec![map_stage(insts, 0, y)])])
+    Ok(vec![loop_kernel(
+        ctx.kernel_name(op, 0),
+        out.shape.clone(),
+        Vec::new(),
+        views,
+        vec![map_stage(insts, 0, y)],
+    )])
 }
 
 pub fn quantize(ctx: &LowerCtx, op: OpId) -> LowerResult {
@@ -133,5 +154,11 @@ pub fn quantize(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let (lo, hi) = super::super::movement::common::int_range(out.elem);
     let q = insts.clamp_c(q, lo, hi);
     let q = insts.cast(q, out.elem);
-    Ok(vec![loop_kernel(ctx.kernel_name(op, 0), out.shape.clone(), Vec::new(), views, vec![map_stage(insts, 0, q)])])
+    Ok(vec![loop_kernel(
+        ctx.kernel_name(op, 0),
+        out.shape.clone(),
+        Vec::new(),
+        views,
+        vec![map_stage(insts, 0, q)],
+    )])
 }

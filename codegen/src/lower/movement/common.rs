@@ -4,14 +4,16 @@
 
 use super::super::build::{contiguous_strides, Insts};
 use super::super::{unsupported, LowerCtx, LowerError};
-use crate::kernel::{
-    BinaryOp, InstId, Kernel, KernelBody, LoopKernel, Scalar, Stage, Store, View,
-};
+use crate::kernel::{BinaryOp, InstId, Kernel, KernelBody, LoopKernel, Scalar, Stage, Store, View};
 use memc_ir::{ElemType, OpId};
 
 /// The raw little-endian bytes and element type of operand `index` of `op` when it is a
 /// weight with loaded bytes.
-pub fn weight_operand<'a>(ctx: &LowerCtx<'a>, op: OpId, index: usize) -> Option<(ElemType, &'a [u8])> {
+pub fn weight_operand<'a>(
+    ctx: &LowerCtx<'a>,
+    op: OpId,
+    index: usize,
+) -> Option<(ElemType, &'a [u8])> {
     let &value = ctx.op(op).operands.get(index)?;
     let weight = ctx.weights.get(ctx.weight_of(value)?)?;
     Some((weight.ty().elem, weight.bytes()?))
@@ -61,7 +63,9 @@ fn decode_one_f64(elem: ElemType, b: &[u8]) -> Option<f64> {
         ElemType::F64 => f64::from_le_bytes(raw),
         ElemType::F32 => f64::from(f32::from_le_bytes([raw[0], raw[1], raw[2], raw[3]])),
         ElemType::F16 => f16_to_f64(u16::from_le_bytes([raw[0], raw[1]])),
-        ElemType::BF16 => f64::from(f32::from_bits(u32::from(u16::from_le_bytes([raw[0], raw[1]])) << 16)),
+        ElemType::BF16 => {
+            f64::from(f32::from_bits(u32::from(u16::from_le_bytes([raw[0], raw[1]])) << 16))
+        }
         ElemType::U64 => u64::from_le_bytes(raw) as f64,
         _ => decode_one_i64(elem, b)? as f64,
     })
@@ -94,9 +98,8 @@ pub fn const_floats(ctx: &LowerCtx, op: OpId, index: usize) -> Option<Vec<f64>> 
     if let Some((elem, bytes)) = weight_operand(ctx, op, index) {
         return decode_f64(elem, bytes);
     }
-    ctx.const_floats(op, index).or_else(|| {
-        ctx.const_ints(op, index).map(|v| v.into_iter().map(|i| i as f64).collect())
-    })
+    ctx.const_floats(op, index)
+        .or_else(|| ctx.const_ints(op, index).map(|v| v.into_iter().map(|i| i as f64).collect()))
 }
 
 /// Whether operand `index` is absent, or present with no elements (ONNX's placeholder for a
@@ -132,7 +135,13 @@ pub fn norm_axis(axis: i64, rank: usize) -> Result<usize, LowerError> {
 }
 
 /// A kernel with the given loop spaces, views and stages.
-pub fn loop_kernel(name: String, outer: Vec<u64>, inner: Vec<u64>, views: Vec<View>, stages: Vec<Stage>) -> Kernel {
+pub fn loop_kernel(
+    name: String,
+    outer: Vec<u64>,
+    inner: Vec<u64>,
+    views: Vec<View>,
+    stages: Vec<Stage>,
+) -> Kernel {
     Kernel { name, body: KernelBody::Loop(LoopKernel { outer, inner, views, stages }) }
 }
 

@@ -29,8 +29,15 @@ pub fn gather(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let index = insts.load(&views, 2);
     let index = insts.cast(index, Scalar::I64);
     let limit = data.shape[axis] as i64;
-    let value = insts.load_indirect(&views, 1, vec![IndirectIndex { index, stride: own[axis], limit }]);
-    Ok(vec![loop_kernel(ctx.kernel_name(op, 0), out.shape.clone(), Vec::new(), views, vec![map_stage(insts, 0, value)])])
+    let value =
+        insts.load_indirect(&views, 1, vec![IndirectIndex { index, stride: own[axis], limit }]);
+    Ok(vec![loop_kernel(
+        ctx.kernel_name(op, 0),
+        out.shape.clone(),
+        Vec::new(),
+        views,
+        vec![map_stage(insts, 0, value)],
+    )])
 }
 
 /// GatherElements: `out[i] = data[i with i[axis] replaced by indices[i]]`.
@@ -47,8 +54,15 @@ pub fn gather_elements(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let index = insts.load(&views, 2);
     let index = insts.cast(index, Scalar::I64);
     let limit = data.shape[axis] as i64;
-    let value = insts.load_indirect(&views, 1, vec![IndirectIndex { index, stride: own[axis], limit }]);
-    Ok(vec![loop_kernel(ctx.kernel_name(op, 0), out.shape.clone(), Vec::new(), views, vec![map_stage(insts, 0, value)])])
+    let value =
+        insts.load_indirect(&views, 1, vec![IndirectIndex { index, stride: own[axis], limit }]);
+    Ok(vec![loop_kernel(
+        ctx.kernel_name(op, 0),
+        out.shape.clone(),
+        Vec::new(),
+        views,
+        vec![map_stage(insts, 0, value)],
+    )])
 }
 
 /// GatherND: output axes are `indices[..q - 1] ++ data[batch_dims + k..]`; the first
@@ -61,7 +75,8 @@ pub fn gather_nd(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let b = usize::try_from(ctx.attr_int(op, "batch_dims", 0))
         .map_err(|_| unsupported("batch_dims is negative"))?;
     let q = indices.rank();
-    let k = *indices.shape.last().ok_or_else(|| unsupported("GatherND indices have rank 0"))? as usize;
+    let k =
+        *indices.shape.last().ok_or_else(|| unsupported("GatherND indices have rank 0"))? as usize;
     if b + k > data.rank() || b >= q {
         return Err(unsupported("GatherND batch_dims and index depth exceed the ranks"));
     }
@@ -85,5 +100,11 @@ pub fn gather_nd(ctx: &LowerCtx, op: OpId) -> LowerResult {
         terms.push(IndirectIndex { index, stride: own[b + j], limit: data.shape[b + j] as i64 });
     }
     let value = insts.load_indirect(&views, 1, terms);
-    Ok(vec![loop_kernel(ctx.kernel_name(op, 0), out.shape.clone(), Vec::new(), views, vec![map_stage(insts, 0, value)])])
+    Ok(vec![loop_kernel(
+        ctx.kernel_name(op, 0),
+        out.shape.clone(),
+        Vec::new(),
+        views,
+        vec![map_stage(insts, 0, value)],
+    )])
 }

@@ -4,9 +4,9 @@
 //! the coordinate, reflect folds it with period `2 (n - 1)`, wrap takes it modulo `n`, each
 //! through a `LoadIndirect`. Negative pads crop, as the ONNX spec says.
 
+use super::super::build::TensorRef;
 use super::super::build::{guard, Insts};
 use super::super::{unsupported, LowerCtx, LowerResult};
-use super::super::build::TensorRef;
 use super::common::{
     const_bits_of_bytes, const_ints, loop_kernel, map_stage, norm_axis, operand_absent_or_empty,
     operand_elem, weight_operand, IndexMath,
@@ -54,7 +54,8 @@ pub fn pad(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let constant_bits = if mode != Mode::Constant || operand_absent_or_empty(ctx, op, 2)? {
         Some(0)
     } else {
-        weight_operand(ctx, op, 2).and_then(|(elem, bytes)| const_bits_of_bytes(elem, bytes, out.elem))
+        weight_operand(ctx, op, 2)
+            .and_then(|(elem, bytes)| const_bits_of_bytes(elem, bytes, out.elem))
     };
     if input.numel() == 0 {
         return match (mode, constant_bits) {
@@ -63,7 +64,9 @@ pub fn pad(ctx: &LowerCtx, op: OpId) -> LowerResult {
         };
     }
     let const_pads = const_ints(ctx, op, 1);
-    if let (Mode::Constant, Some(bits), Some(pads), Some(axes)) = (mode, constant_bits, &const_pads, &const_axes) {
+    if let (Mode::Constant, Some(bits), Some(pads), Some(axes)) =
+        (mode, constant_bits, &const_pads, &const_axes)
+    {
         let mut begin = vec![0i64; rank];
         for (i, &a) in axes.iter().enumerate() {
             begin[a] = pads[i];
@@ -140,15 +143,28 @@ pub fn pad(ctx: &LowerCtx, op: OpId) -> LowerResult {
         }
         _ => x,
     };
-    Ok(vec![loop_kernel(ctx.kernel_name(op, 0), out.shape.clone(), Vec::new(), views, vec![map_stage(insts, 0, value)])])
+    Ok(vec![loop_kernel(
+        ctx.kernel_name(op, 0),
+        out.shape.clone(),
+        Vec::new(),
+        views,
+        vec![map_stage(insts, 0, value)],
+    )])
 }
 
 /// Constant-mode Pad with compile-time pads and value: a guarded view whose pad is the value.
-fn constant_guarded(name: String, input: &TensorRef, out: &TensorRef, begin: &[i64], bits: u64) -> Kernel {
+fn constant_guarded(
+    name: String,
+    input: &TensorRef,
+    out: &TensorRef,
+    begin: &[i64],
+    bits: u64,
+) -> Kernel {
     let rank = input.rank();
     let own = input.strides();
     let mut view = input.view_with(own.clone());
-    view.byte_offset -= (0..rank).map(|a| begin[a] * own[a]).sum::<i64>() * input.elem.size() as i64;
+    view.byte_offset -=
+        (0..rank).map(|a| begin[a] * own[a]).sum::<i64>() * input.elem.size() as i64;
     for a in 0..rank {
         let n = input.shape[a] as i64;
         let end = out.shape[a] as i64 - n - begin[a];

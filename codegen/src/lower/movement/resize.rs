@@ -16,14 +16,16 @@
 //! Axes with scale 1 and an unchanged size are plain strides, as the reference skips them.
 
 use super::super::build::Insts;
+use super::super::build::TensorRef;
 use super::super::{unsupported, LowerCtx, LowerError, LowerResult};
 use super::common::{
-    const_floats, const_ints, loop_kernel, map_stage, norm_axis, operand_absent_or_empty, operand_elem,
-    IndexMath,
+    const_floats, const_ints, loop_kernel, map_stage, norm_axis, operand_absent_or_empty,
+    operand_elem, IndexMath,
 };
 use super::{dense, output};
-use super::super::build::TensorRef;
-use crate::kernel::{BinaryOp, IndirectIndex, InstId, ReduceOp, Scalar, Stage, Store, UnaryOp, View};
+use crate::kernel::{
+    BinaryOp, IndirectIndex, InstId, ReduceOp, Scalar, Stage, Store, UnaryOp, View,
+};
 use memc_ir::OpId;
 
 /// Most tap combinations one output element may read.
@@ -84,14 +86,18 @@ pub fn resize(ctx: &LowerCtx, op: OpId) -> LowerResult {
         "align_corners" => Coord::AlignCorners,
         "asymmetric" => Coord::Asymmetric,
         "tf_crop_and_resize" => Coord::TfCropAndResize,
-        other => return Err(unsupported(format!("Resize coordinate_transformation_mode `{other}`"))),
+        other => {
+            return Err(unsupported(format!("Resize coordinate_transformation_mode `{other}`")))
+        }
     };
     let antialias = ctx.attr_int(op, "antialias", 0) != 0 && mode != Mode::Nearest;
     let exclude_outside = ctx.attr_int(op, "exclude_outside", 0) != 0;
     let cubic_a = ctx.attr_float(op, "cubic_coeff_a", -0.75);
     let extrapolation = ctx.attr_float(op, "extrapolation_value", 0.0);
     let axes: Vec<usize> = match ctx.attr_ints(op, "axes") {
-        Some(a) if !a.is_empty() => a.iter().map(|&a| norm_axis(a, rank)).collect::<Result<_, _>>()?,
+        Some(a) if !a.is_empty() => {
+            a.iter().map(|&a| norm_axis(a, rank)).collect::<Result<_, _>>()?
+        }
         _ => (0..rank).collect(),
     };
     let scales = resize_scales(ctx, op, &x.shape, &out.shape, &axes)?;
@@ -108,7 +114,7 @@ pub fn resize(ctx: &LowerCtx, op: OpId) -> LowerResult {
         None
     };
     let mut maps = Vec::new();
-    for a in 0..rank {
+    for (a, &scale) in scales.iter().enumerate() {
         let slot = axes.iter().position(|&b| b == a);
         let (input, output) = (x.shape[a] as i64, out.shape[a]);
         let trivial_roi = match (&roi, slot) {
@@ -118,12 +124,12 @@ pub fn resize(ctx: &LowerCtx, op: OpId) -> LowerResult {
             }
             (Some((_, None)), Some(_)) => false,
         };
-        if let Scale::Known(s) = scales[a] {
+        if let Scale::Known(s) = scale {
             if is_close(s, 1.0) && output == input as u64 && trivial_roi {
                 continue;
             }
         }
-        maps.push(AxisMap { axis: a, input, output, scale: scales[a], slot });
+        maps.push(AxisMap { axis: a, input, output, scale, slot });
     }
 
     let own = x.strides();
@@ -163,7 +169,13 @@ pub fn resize(ctx: &LowerCtx, op: OpId) -> LowerResult {
             }
             None => v,
         };
-        return Ok(vec![loop_kernel(name, out.shape.clone(), Vec::new(), views, vec![map_stage(insts, 0, value)])]);
+        return Ok(vec![loop_kernel(
+            name,
+            out.shape.clone(),
+            Vec::new(),
+            views,
+            vec![map_stage(insts, 0, value)],
+        )]);
     }
     if !out.elem.is_float() && !out.elem.is_int() {
         return Err(unsupported("Resize linear/cubic of a bool tensor"));
@@ -171,7 +183,9 @@ pub fn resize(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let counts: Vec<usize> = r.maps.iter().map(|m| r.tap_count(m)).collect();
     let combos = counts.iter().try_fold(1usize, |acc, &n| acc.checked_mul(n)).unwrap_or(usize::MAX);
     if combos > MAX_TAPS {
-        return Err(unsupported(format!("Resize reads {combos} taps per output element (at most {MAX_TAPS})")));
+        return Err(unsupported(format!(
+            "Resize reads {combos} taps per output element (at most {MAX_TAPS})"
+        )));
     }
     if combos > MAX_UNROLLED_TAPS {
         return r.reduce_form(name, &out, &counts, extrapolation);
@@ -219,7 +233,13 @@ pub fn resize(ctx: &LowerCtx, op: OpId) -> LowerResult {
         v = insts.select(e, ev, v);
     }
     let value = saturate_to(&mut insts, v, out.elem);
-    Ok(vec![loop_kernel(name, out.shape.clone(), Vec::new(), views, vec![map_stage(insts, 0, value)])])
+    Ok(vec![loop_kernel(
+        name,
+        out.shape.clone(),
+        Vec::new(),
+        views,
+        vec![map_stage(insts, 0, value)],
+    )])
 }
 
 /// Most tap combinations unrolled into one stage; more become inner loop axes.
@@ -256,20 +276,27 @@ struct Resizer<'c, 'a> {
 impl Resizer<'_, '_> {
     /// The source coordinates of every resized axis, computed into `insts` (runtime operands
     /// are loaded through views pushed onto `views`).
-    fn coordinates(&self, insts: &mut Insts, views: &mut Vec<View>) -> Result<Vec<AxisCoord>, LowerError> {
+    fn coordinates(
+        &self,
+        insts: &mut Insts,
+        views: &mut Vec<View>,
+    ) -> Result<Vec<AxisCoord>, LowerError> {
         let (ctx, op, n_axes) = (self.ctx, self.op, self.rank);
         let mut policy_scale: Option<InstId> = None;
         let mut coords = Vec::with_capacity(self.maps.len());
         for m in &self.maps {
             let scale = match m.scale {
                 Scale::Known(s) => insts.f64c(Scalar::F64, s),
-                Scale::Operand(i) => operand_elem(ctx, op, 2, i, Scalar::F64, views, insts, n_axes)?,
+                Scale::Operand(i) => {
+                    operand_elem(ctx, op, 2, i, Scalar::F64, views, insts, n_axes)?
+                }
                 Scale::SizesPolicy { larger } => match policy_scale {
                     Some(s) => s,
                     None => {
                         let mut acc: Option<InstId> = None;
                         for (i, &a) in self.axes.iter().enumerate() {
-                            let size = operand_elem(ctx, op, 3, i, Scalar::F64, views, insts, n_axes)?;
+                            let size =
+                                operand_elem(ctx, op, 3, i, Scalar::F64, views, insts, n_axes)?;
                             let dim = insts.f64c(Scalar::F64, self.input_shape[a] as f64);
                             let ratio = insts.binary(BinaryOp::Div, size, dim);
                             let fold = if larger { BinaryOp::Max } else { BinaryOp::Min };
@@ -292,10 +319,13 @@ impl Resizer<'_, '_> {
                 (Some(elem), Some(i)) => {
                     let ty = if elem.is_float() { elem } else { Scalar::F64 };
                     let r0 = operand_elem(ctx, op, 1, i, ty, views, insts, n_axes)?;
-                    let r1 = operand_elem(ctx, op, 1, self.axes.len() + i, ty, views, insts, n_axes)?;
+                    let r1 =
+                        operand_elem(ctx, op, 1, self.axes.len() + i, ty, views, insts, n_axes)?;
                     Some((r0, r1))
                 }
-                (Some(_), None) => Some((insts.f64c(Scalar::F64, 0.0), insts.f64c(Scalar::F64, 1.0))),
+                (Some(_), None) => {
+                    Some((insts.f64c(Scalar::F64, 0.0), insts.f64c(Scalar::F64, 1.0)))
+                }
                 (None, _) => None,
             };
             let src = source_coordinate(insts, m, self.coord, scale, known, roi_pair);
@@ -334,7 +364,12 @@ impl Resizer<'_, '_> {
 
     /// A load of the input at the given indirect indices, through its own view (the validator
     /// bounds a view by the sum of all its indirect ranges).
-    fn gather(&self, insts: &mut Insts, views: &mut Vec<View>, terms: Vec<IndirectIndex>) -> InstId {
+    fn gather(
+        &self,
+        insts: &mut Insts,
+        views: &mut Vec<View>,
+        terms: Vec<IndirectIndex>,
+    ) -> InstId {
         views.push(self.base.clone());
         insts.load_indirect(views, (views.len() - 1) as u32, terms)
     }
@@ -356,7 +391,13 @@ impl Resizer<'_, '_> {
     /// Linear or cubic resize with many taps: the taps are inner loop axes; a `Reduce` sums
     /// `weight * value`, a second sums the weights when they are normalized, and a `Once`
     /// stage divides, saturates and stores.
-    fn reduce_form(&self, name: String, out: &TensorRef, counts: &[usize], extrapolation: f64) -> LowerResult {
+    fn reduce_form(
+        &self,
+        name: String,
+        out: &TensorRef,
+        counts: &[usize],
+        extrapolation: f64,
+    ) -> LowerResult {
         let mut views = vec![dense(out)];
         let normalized = self.kernel.antialias || self.kernel.exclude_outside;
         let mut stages = Vec::new();
@@ -386,7 +427,13 @@ impl Resizer<'_, '_> {
                 let v = insts.cast(v, Scalar::F64);
                 insts.binary(BinaryOp::Mul, weight, v)
             };
-            stages.push(Stage::Reduce { insts: insts.finish(), value, op: ReduceOp::Sum, init: 0f64.to_bits(), ty: Scalar::F64 });
+            stages.push(Stage::Reduce {
+                insts: insts.finish(),
+                value,
+                op: ReduceOp::Sum,
+                init: 0f64.to_bits(),
+                ty: Scalar::F64,
+            });
         }
         let mut insts = Insts::new();
         let coords = self.coordinates(&mut insts, &mut views)?;
@@ -406,7 +453,6 @@ impl Resizer<'_, '_> {
         let value = saturate_to(&mut insts, v, out.elem);
         stages.push(Stage::Once { insts: insts.finish(), stores: vec![Store { view: 0, value }] });
         let inner = counts.iter().map(|&n| n as u64).collect();
-        let mut views = views;
         for view in &mut views {
             view.strides.extend(std::iter::repeat_n(0, counts.len()));
             for g in &mut view.guards {
@@ -451,7 +497,14 @@ fn tap_start(insts: &mut Insts, m: &AxisMap, k: Kernel, c: &AxisCoord, first: i6
 /// Tap `j` (an I64 instruction) of an axis in the generic form: its clamped index and raw
 /// weight `kernel((start + j - ratio) * min(scale, 1))` (zero outside the input with
 /// `exclude_outside`).
-fn tap(insts: &mut Insts, m: &AxisMap, k: Kernel, c: &AxisCoord, first: i64, j: InstId) -> (InstId, InstId) {
+fn tap(
+    insts: &mut Insts,
+    m: &AxisMap,
+    k: Kernel,
+    c: &AxisCoord,
+    first: i64,
+    j: InstId,
+) -> (InstId, InstId) {
     let start = tap_start(insts, m, k, c, first);
     let offset = insts.binary(BinaryOp::Add, start, j);
     let offset_f = insts.cast(offset, Scalar::F64);
@@ -496,7 +549,13 @@ fn is_close(a: f64, b: f64) -> bool {
 }
 
 /// The scale of every axis (1 where not resized), as the reference derives it.
-fn resize_scales(ctx: &LowerCtx, op: OpId, input: &[u64], output: &[u64], axes: &[usize]) -> Result<Vec<Scale>, LowerError> {
+fn resize_scales(
+    ctx: &LowerCtx,
+    op: OpId,
+    input: &[u64],
+    output: &[u64],
+    axes: &[usize],
+) -> Result<Vec<Scale>, LowerError> {
     let rank = input.len();
     let mut scales = vec![Scale::Known(1.0); rank];
     if !operand_absent_or_empty(ctx, op, 3)? {
@@ -511,7 +570,11 @@ fn resize_scales(ctx: &LowerCtx, op: OpId, input: &[u64], output: &[u64], axes: 
         let scale = match const_ints(ctx, op, 3) {
             Some(sizes) => {
                 let ratios = axes.iter().zip(&sizes).map(|(&a, &s)| s as f64 / input[a] as f64);
-                Scale::Known(if larger { ratios.fold(0.0, f64::max) } else { ratios.fold(f64::INFINITY, f64::min) })
+                Scale::Known(if larger {
+                    ratios.fold(0.0, f64::max)
+                } else {
+                    ratios.fold(f64::INFINITY, f64::min)
+                })
             }
             None => Scale::SizesPolicy { larger },
         };
@@ -526,7 +589,10 @@ fn resize_scales(ctx: &LowerCtx, op: OpId, input: &[u64], output: &[u64], axes: 
     let given = const_floats(ctx, op, 2);
     for (i, &a) in axes.iter().enumerate() {
         scales[a] = match &given {
-            Some(g) => Scale::Known(*g.get(i).ok_or_else(|| unsupported("Resize scales do not have one entry per axis"))?),
+            Some(g) => Scale::Known(
+                *g.get(i)
+                    .ok_or_else(|| unsupported("Resize scales do not have one entry per axis"))?,
+            ),
             None => Scale::Operand(i),
         };
     }
@@ -543,7 +609,7 @@ fn if_unit_width(
     general: impl FnOnce(&mut Insts) -> InstId,
 ) -> InstId {
     match known_width {
-        Some(w) if w == 1.0 => special(insts),
+        Some(1.0) => special(insts),
         Some(_) => general(insts),
         None => {
             let s = special(insts);
@@ -580,7 +646,9 @@ fn source_coordinate(
     };
     match coord {
         Coord::HalfPixel => half_pixel(insts),
-        Coord::PytorchHalfPixel => if_unit_width(insts, width, known_width, |i| c(i, -0.5), half_pixel),
+        Coord::PytorchHalfPixel => {
+            if_unit_width(insts, width, known_width, |i| c(i, -0.5), half_pixel)
+        }
         Coord::HalfPixelSymmetric => {
             // offset = (input / 2) * (1 - output / width)
             let out_c = c(insts, m.output as f64);
@@ -592,13 +660,19 @@ fn source_coordinate(
             let hp = half_pixel(insts);
             insts.binary(BinaryOp::Add, offset, hp)
         }
-        Coord::AlignCorners => if_unit_width(insts, width, known_width, |i| c(i, 0.0), |insts| {
-            let num = c(insts, input - 1.0);
-            let one = c(insts, 1.0);
-            let den = insts.binary(BinaryOp::Sub, width, one);
-            let t = insts.binary(BinaryOp::Mul, y, num);
-            insts.binary(BinaryOp::Div, t, den)
-        }),
+        Coord::AlignCorners => if_unit_width(
+            insts,
+            width,
+            known_width,
+            |i| c(i, 0.0),
+            |insts| {
+                let num = c(insts, input - 1.0);
+                let one = c(insts, 1.0);
+                let den = insts.binary(BinaryOp::Sub, width, one);
+                let t = insts.binary(BinaryOp::Mul, y, num);
+                insts.binary(BinaryOp::Div, t, den)
+            },
+        ),
         Coord::Asymmetric => insts.binary(BinaryOp::Div, y, scale),
         Coord::TfCropAndResize => {
             let (r0, r1) = roi.expect("tf_crop_and_resize has a region of interest");
@@ -634,7 +708,13 @@ fn source_coordinate(
 }
 
 /// The nearest source index from `lo` and `ratio` (see the module doc), unclamped.
-fn nearest_index(ctx: &LowerCtx, op: OpId, insts: &mut Insts, lo: InstId, ratio: InstId) -> Result<InstId, LowerError> {
+fn nearest_index(
+    ctx: &LowerCtx,
+    op: OpId,
+    insts: &mut Insts,
+    lo: InstId,
+    ratio: InstId,
+) -> Result<InstId, LowerError> {
     let hi = insts.add_c(lo, 1);
     let (cmp, bound) = match ctx.attr_str(op, "nearest_mode").unwrap_or("round_prefer_floor") {
         "round_prefer_floor" => (BinaryOp::Le, 0.5),
@@ -661,7 +741,13 @@ struct Kernel {
 /// The clamped indices and `f64` weights of every tap of a linear or cubic axis, unrolled;
 /// without antialias the weights are the reference's `_cubic_coeffs`/`_linear_coeffs` with
 /// their operation order, and antialiased or `exclude_outside` weights are normalized.
-fn weighted_taps(insts: &mut Insts, m: &AxisMap, k: Kernel, c: &AxisCoord, lowest_scale: f64) -> Vec<(InstId, InstId)> {
+fn weighted_taps(
+    insts: &mut Insts,
+    m: &AxisMap,
+    k: Kernel,
+    c: &AxisCoord,
+    lowest_scale: f64,
+) -> Vec<(InstId, InstId)> {
     let (n, first) = tap_range(k, lowest_scale);
     let mut taps = Vec::with_capacity(n);
     for j in 0..n {

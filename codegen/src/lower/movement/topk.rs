@@ -59,7 +59,8 @@ pub fn top_k(ctx: &LowerCtx, op: OpId) -> LowerResult {
         (false, false) if x.elem.is_unsigned_int() => u64::MAX >> (64 - 8 * x.elem.size()),
         (false, false) => super::common::int_range(x.elem).1 as u64,
     };
-    let (better, best_op) = if largest { (BinaryOp::Lt, ReduceOp::Max) } else { (BinaryOp::Gt, ReduceOp::Min) };
+    let (better, best_op) =
+        if largest { (BinaryOp::Lt, ReduceOp::Max) } else { (BinaryOp::Gt, ReduceOp::Min) };
     let mut stages = Vec::with_capacity(2 * k as usize + 1);
     for r in 0..k as usize {
         // Whether element j comes after slot r - 1: strictly worse, or equal with a larger index.
@@ -86,7 +87,13 @@ pub fn top_k(ctx: &LowerCtx, op: OpId) -> LowerResult {
             }
             None => xv,
         };
-        stages.push(Stage::Reduce { insts: insts.finish(), value, op: best_op, init: worst, ty: x.elem });
+        stages.push(Stage::Reduce {
+            insts: insts.finish(),
+            value,
+            op: best_op,
+            init: worst,
+            ty: x.elem,
+        });
         let mut insts = Insts::new();
         let (xv, j, cand) = candidate(&mut insts);
         let best = insts.acc(2 * r, x.elem);
@@ -97,7 +104,13 @@ pub fn top_k(ctx: &LowerCtx, op: OpId) -> LowerResult {
         };
         let none = insts.constant_int(Scalar::I64, n);
         let value = insts.select(hit, j, none);
-        stages.push(Stage::Reduce { insts: insts.finish(), value, op: ReduceOp::Min, init: n as u64, ty: Scalar::I64 });
+        stages.push(Stage::Reduce {
+            insts: insts.finish(),
+            value,
+            op: ReduceOp::Min,
+            init: n as u64,
+            ty: Scalar::I64,
+        });
     }
     let mut insts = Insts::new();
     let mut stores = Vec::with_capacity(2 * k as usize);

@@ -1936,6 +1936,86 @@ fn threads_give_identical_results() {
 }
 
 #[test]
+fn long_rows_split_into_blocks() {
+    // Last axes of 2 * 4096 elements or more are cut into blocks that run as separate rows:
+    // indices, guards and addresses must count from each block's start. Shape [3, 9001].
+    let (rows, cols) = (3u64, 9001u64);
+    let n = (rows * cols) as usize;
+    let xs: Vec<f32> = (0..n)
+        .map(|i| ((i * 13) % 101) as f32 * 0.5 - 20.0)
+        .collect();
+    // Vectorized: out1 = x * 2 + 1.
+    let mut b = Insts::default();
+    let x = b.load(Scalar::F32, 0);
+    let two = b.float(Scalar::F32, 2.0);
+    let one = b.float(Scalar::F32, 1.0);
+    let x2 = b.bin(BinaryOp::Mul, x, two);
+    let y = b.bin(BinaryOp::Add, x2, one);
+    let simd = loop_kernel(
+        "blocked_simd",
+        &[rows, cols],
+        &[],
+        vec![
+            arena(Scalar::F32, 0, &[cols as i64, 1]),
+            arena(Scalar::F32, (n * 4) as i64, &[cols as i64, 1]),
+        ],
+        vec![map(b, &[(1, y)])],
+    );
+    // Scalar: out2[r, j] = x[r, j - 3] (pad -1 outside [3, cols - 3)) + j + 100 r, in i64.
+    let mut shifted = arena(Scalar::F32, -12, &[cols as i64, 1]);
+    shifted.guards = vec![Guard {
+        coeffs: vec![0, 1],
+        offset: -3,
+        limit: cols as i64 - 6,
+    }];
+    shifted.pad = f64_bits(-1.0);
+    let mut b = Insts::default();
+    let x = b.load(Scalar::F32, 0);
+    let xi = b.cast(x, Scalar::I64);
+    let r = b.index(0);
+    let j = b.index(1);
+    let hundred = b.int(Scalar::I64, 100);
+    let r100 = b.bin(BinaryOp::Mul, r, hundred);
+    let sum = b.bin(BinaryOp::Add, xi, j);
+    let y = b.bin(BinaryOp::Add, sum, r100);
+    let scalar = loop_kernel(
+        "blocked_scalar",
+        &[rows, cols],
+        &[],
+        vec![
+            shifted,
+            arena(Scalar::I64, (2 * n * 4) as i64, &[cols as i64, 1]),
+        ],
+        vec![map(b, &[(1, y)])],
+    );
+    let bytes = n * 4 * 2 + n * 8;
+    let mut one_thread = Buf::new(bytes);
+    one_thread.put(0, &xs);
+    let mut two_threads = Buf::new(bytes);
+    two_threads.put(0, &xs);
+    let kernels = [simd, scalar];
+    let program = run_on(&kernels, &mut one_thread, &Buf::new(0), 1);
+    // Two SIMD loops: one for full blocks, one for the shorter last block.
+    assert_eq!(program.vectorized_loops(0), Some(2));
+    run_on(&kernels, &mut two_threads, &Buf::new(0), 2);
+    assert_eq!(one_thread.0, two_threads.0, "one and two threads differ");
+    let want: Vec<f32> = xs.iter().map(|&x| x * 2.0 + 1.0).collect();
+    assert_eq!(one_thread.get::<f32>(n * 4, n), want);
+    let got = one_thread.get::<i64>(2 * n * 4, n);
+    for r in 0..rows as usize {
+        for j in 0..cols as usize {
+            let x = if (3..cols as usize - 3).contains(&j) {
+                xs[r * cols as usize + j - 3] as i64
+            } else {
+                -1
+            };
+            let want = x + j as i64 + 100 * r as i64;
+            assert_eq!(got[r * cols as usize + j], want, "at ({r}, {j})");
+        }
+    }
+}
+
+#[test]
 fn contiguous_map_with_a_tail() {
     // 4k + 3 elements: the SIMD body and the scalar tail both run; a broadcast scalar operand
     // (stride 0) and a transcendental are mixed in.

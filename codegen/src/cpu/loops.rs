@@ -73,6 +73,58 @@ pub(crate) fn compile_loop(
     Ok((id, n_vectorized))
 }
 
+/// Elements of the last outer axis per row piece when a kernel with `inner` empty splits that
+/// axis (a multiple of the SIMD step).
+const BLOCK_LEN: u64 = 4096;
+
+/// How a loop kernel's function divides its work into rows.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RowSchedule {
+    /// Independent pieces the function takes as `[row_begin, row_end)`.
+    pub rows: u64,
+    /// Elements of work in one piece.
+    pub work_per_row: u64,
+    /// With `inner` empty and a long last axis: that axis is cut into `count` blocks of
+    /// `BLOCK_LEN` elements (the last one shorter), each its own row, so even a one-row kernel
+    /// runs on several threads.
+    pub blocks: Option<u64>,
+}
+
+/// The rows of `k`: [`LoopKernel::parallel_rows`], with the last outer axis cut into blocks
+/// where it is long and every store writes a different element at each of its points (a
+/// nonzero stride), so blocks never write the same element.
+pub(crate) fn row_schedule(k: &LoopKernel) -> RowSchedule {
+    let rows = k.parallel_rows();
+    let work_per_row = k.work_per_row();
+    let unblocked = RowSchedule {
+        rows,
+        work_per_row,
+        blocks: None,
+    };
+    let Some(&last) = k.outer.last() else {
+        return unblocked;
+    };
+    let axis = k.outer.len() - 1;
+    let stores_distinct = k.stages.iter().all(|stage| match stage {
+        Stage::Map { stores, .. } | Stage::Once { stores, .. } => stores.iter().all(|st| {
+            k.views
+                .get(st.view as usize)
+                .and_then(|v| v.strides.get(axis))
+                .is_some_and(|&s| s != 0)
+        }),
+        Stage::Reduce { .. } => true,
+    });
+    if !k.inner.is_empty() || last < 2 * BLOCK_LEN || !stores_distinct {
+        return unblocked;
+    }
+    let count = last.div_ceil(BLOCK_LEN);
+    RowSchedule {
+        rows: rows.saturating_mul(count),
+        work_per_row: BLOCK_LEN.saturating_mul(k.stages.len() as u64),
+        blocks: Some(count),
+    }
+}
+
 /// Rejects the types this backend does not compute in (F16) before any code is emitted.
 fn check_types(kernel: &Kernel, lk: &LoopKernel) -> Result<(), CpuError> {
     let unsupported = |what: String| CpuError::Unsupported {
@@ -128,6 +180,11 @@ pub(crate) struct LoopEmitter<'f, 'm, 'k> {
     weights: Option<Value>,
     /// The number of leading outer axes that index rows.
     n_row_axes: usize,
+    /// The number of blocks the last outer axis is cut into (see [`RowSchedule`]).
+    blocks: Option<u64>,
+    /// In a blocked row: the index of the block's first element on the last outer axis. In-row
+    /// indices of that axis count from it; the row bases include it.
+    block_offset: Option<Value>,
     /// Per view: the address of its element at the current row with every in-row index 0.
     pub row_base: Vec<Value>,
     acc: Vec<Option<AccVars>>,
@@ -148,6 +205,8 @@ impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
             arena: None,
             weights: None,
             n_row_axes,
+            blocks: row_schedule(k).blocks,
+            block_offset: None,
             row_base: Vec::new(),
             acc: vec![None; k.stages.len()],
             vectorized: 0,
@@ -167,7 +226,7 @@ impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
         let (row_begin, row_end) = (params[2], params[3]);
         self.arena = Some(params[0]);
         self.weights = Some(params[1]);
-        let rows = self.k.parallel_rows();
+        let rows = row_schedule(self.k).rows;
         let exit = self.cx.b.create_block();
         if rows == 0 {
             self.cx.b.ins().jump(exit, &[]);
@@ -197,11 +256,14 @@ impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
         self.cx.b.switch_to_block(start);
         self.cx.b.seal_block(start);
 
-        let n = self.n_row_axes;
+        // The odometer's axes: the row axes, then the block axis of a blocked kernel.
+        let mut extents: Vec<u64> = self.k.outer[..self.n_row_axes].to_vec();
+        extents.extend(self.blocks);
+        let n = extents.len();
         let idx_vars: Vec<Variable> = (0..n).map(|_| self.cx.b.declare_var(types::I64)).collect();
         let mut rest = row_begin;
         for a in (0..n).rev() {
-            let extent = self.cx.b.ins().iconst(types::I64, self.k.outer[a] as i64);
+            let extent = self.cx.b.ins().iconst(types::I64, extents[a] as i64);
             let idx = self.cx.b.ins().urem(rest, extent);
             self.cx.b.def_var(idx_vars[a], idx);
             rest = self.cx.b.ins().udiv(rest, extent);
@@ -212,9 +274,15 @@ impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
         self.cx.b.ins().jump(row_block, &[]);
         self.cx.b.switch_to_block(row_block);
 
-        let row_idx: Vec<Value> = idx_vars.iter().map(|&v| self.cx.b.use_var(v)).collect();
+        let mut row_idx: Vec<Value> = idx_vars.iter().map(|&v| self.cx.b.use_var(v)).collect();
+        let block = if self.blocks.is_some() {
+            row_idx.pop()
+        } else {
+            None
+        };
+        self.block_offset = block.map(|b| self.cx.b.ins().imul_imm_s(b, BLOCK_LEN as i64));
         self.compute_row_bases(&row_idx);
-        self.emit_row_body(&row_idx)?;
+        self.emit_row_body(&row_idx, block)?;
 
         let row = self.cx.b.use_var(row_var);
         let next = self.cx.b.ins().iadd_imm_s(row, 1);
@@ -237,7 +305,7 @@ impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
                 .cx
                 .b
                 .ins()
-                .icmp_imm_s(IntCC::Equal, bumped, self.k.outer[a] as i64);
+                .icmp_imm_s(IntCC::Equal, bumped, extents[a] as i64);
             let zero = self.cx.b.ins().iconst(types::I64, 0);
             let new_idx = self.cx.b.ins().select(wrapped, zero, bumped);
             self.cx.b.def_var(idx_vars[a], new_idx);
@@ -267,7 +335,8 @@ impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
             };
             let size = view.elem.size() as i64;
             let mut addr = self.cx.b.ins().iadd_imm_s(region, view.byte_offset);
-            for (a, &idx) in row_idx.iter().enumerate() {
+            let block_term = self.block_offset.map(|j0| (self.k.outer.len() - 1, j0));
+            for (a, idx) in row_idx.iter().copied().enumerate().chain(block_term) {
                 let step = view.strides[a].wrapping_mul(size);
                 if step != 0 {
                     let term = self.cx.b.ins().imul_imm_s(idx, step);
@@ -278,23 +347,35 @@ impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
         }
     }
 
-    fn emit_row_body(&mut self, row_idx: &[Value]) -> Result<(), CpuError> {
+    fn emit_row_body(&mut self, row_idx: &[Value], block: Option<Value>) -> Result<(), CpuError> {
         let k = self.k;
         let mut point: Vec<Value> = row_idx.to_vec();
         if k.inner.is_empty() {
             let Some(&last) = k.outer.last() else {
                 return self.emit_all_stages(&point);
             };
-            if last == 0 {
-                return Ok(());
+            let (Some(count), Some(block)) = (self.blocks, block) else {
+                return self.emit_last_axis(&point, last);
+            };
+            // Every block but the last has BLOCK_LEN elements: one body for each length.
+            let last_len = last - (count - 1) * BLOCK_LEN;
+            let is_last = self
+                .cx
+                .b
+                .ins()
+                .icmp_imm_s(IntCC::Equal, block, count as i64 - 1);
+            let full = self.cx.b.create_block();
+            let short = self.cx.b.create_block();
+            let merge = self.cx.b.create_block();
+            self.cx.b.ins().brif(is_last, short, &[], full, &[]);
+            for (body, len) in [(full, BLOCK_LEN), (short, last_len)] {
+                self.cx.b.switch_to_block(body);
+                self.cx.b.seal_block(body);
+                self.emit_last_axis(&point, len)?;
+                self.cx.b.ins().jump(merge, &[]);
             }
-            if simd::try_emit_row(self, &point)? {
-                return Ok(());
-            }
-            let (open, j) = self.cx.loop_begin(last as i64, 1);
-            point.push(j);
-            self.emit_all_stages(&point)?;
-            self.cx.loop_end(open);
+            self.cx.b.switch_to_block(merge);
+            self.cx.b.seal_block(merge);
             return Ok(());
         }
         let inner_empty = k.inner.contains(&0);
@@ -325,6 +406,31 @@ impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
         }
         point.clear();
         Ok(())
+    }
+
+    /// With `inner` empty: the loop over `len` points of the last outer axis (from the block
+    /// offset, if any), all stages at each.
+    fn emit_last_axis(&mut self, row_point: &[Value], len: u64) -> Result<(), CpuError> {
+        if len == 0 || simd::try_emit_row(self, row_point, len)? {
+            return Ok(());
+        }
+        let mut point = row_point.to_vec();
+        let (open, j) = self.cx.loop_begin(len as i64, 1);
+        point.push(j);
+        self.emit_all_stages(&point)?;
+        self.cx.loop_end(open);
+        Ok(())
+    }
+
+    /// The index of axis `axis` at `point` counted from the start of the axis (in-row indices of
+    /// a blocked axis count from the block's start).
+    fn global_index(&mut self, axis: usize, point: &[Value]) -> Value {
+        match self.block_offset {
+            Some(j0) if axis + 1 == self.k.outer.len() && self.blocks.is_some() => {
+                self.cx.b.ins().iadd(point[axis], j0)
+            }
+            _ => point[axis],
+        }
     }
 
     /// With `inner` empty: every stage once at `point`.
@@ -545,9 +651,12 @@ impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
             InstKind::Load { view } => self.load(*view, point, &[], vals)?,
             InstKind::LoadIndirect { view, indices } => self.load(*view, point, indices, vals)?,
             InstKind::Const { bits } => self.cx.const_bits(inst.ty, *bits)?,
-            InstKind::Index { axis } => *point
-                .get(*axis as usize)
-                .ok_or_else(|| self.unsupported(format!("no loop axis {axis}")))?,
+            InstKind::Index { axis } => {
+                if *axis as usize >= point.len() {
+                    return Err(self.unsupported(format!("no loop axis {axis}")));
+                }
+                self.global_index(*axis as usize, point)
+            }
             InstKind::Acc { stage } => {
                 let var = self.acc_var(*stage as usize)?;
                 self.cx.b.use_var(var)
@@ -632,7 +741,8 @@ impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
             let mut g = self.cx.b.ins().iconst(types::I64, guard.offset);
             for (a, &c) in guard.coeffs.iter().enumerate() {
                 if c != 0 {
-                    let term = self.cx.b.ins().imul_imm_s(point[a], c);
+                    let idx = self.global_index(a, point);
+                    let term = self.cx.b.ins().imul_imm_s(idx, c);
                     g = self.cx.b.ins().iadd(g, term);
                 }
             }

@@ -144,7 +144,8 @@ impl CpuProgram {
                         lk,
                         &name,
                     )?;
-                    pending.push(Ok((id, lk.parallel_rows(), lk.work_per_row())));
+                    let schedule = loops::row_schedule(lk);
+                    pending.push(Ok((id, schedule.rows, schedule.work_per_row)));
                     vectorized.push(n_vectorized);
                 }
                 KernelBody::Contract(c) => {
@@ -205,8 +206,9 @@ impl CpuProgram {
         self.compile_times.get(index).copied()
     }
 
-    /// How many of kernel `index`'s loops got SIMD (f32x4) form: a whole elementwise row
-    /// counts once, as does each vectorized stage of a kernel with inner axes.
+    /// How many SIMD (f32x4) loops kernel `index` has: one per vectorized stage, and one per
+    /// elementwise row body (a kernel whose long last axis is cut into blocks has two bodies,
+    /// for full blocks and the shorter last one).
     pub fn vectorized_loops(&self, index: usize) -> Option<usize> {
         self.vectorized.get(index).copied()
     }

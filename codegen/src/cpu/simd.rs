@@ -171,14 +171,20 @@ fn stores_qualify(
     })
 }
 
-/// Emits the whole in-row loop of a kernel with `inner` empty in SIMD form, if it qualifies:
-/// one `Map` stage, vectorized along the last outer axis.
-pub(crate) fn try_emit_row(em: &mut LoopEmitter, row_point: &[Value]) -> Result<bool, CpuError> {
+/// Emits the in-row loop (`extent` points) of a kernel with `inner` empty in SIMD form, if it
+/// qualifies: one `Map` stage, vectorized along the last outer axis.
+pub(crate) fn try_emit_row(
+    em: &mut LoopEmitter,
+    row_point: &[Value],
+    extent: u64,
+) -> Result<bool, CpuError> {
     let k = em.k;
-    let (Some(&extent), [Stage::Map { insts, stores }]) = (k.outer.last(), k.stages.as_slice())
-    else {
+    let [Stage::Map { insts, stores }] = k.stages.as_slice() else {
         return Ok(false);
     };
+    if k.outer.is_empty() {
+        return Ok(false);
+    }
     let axis = k.outer.len() - 1;
     if extent < 4 {
         return Ok(false);

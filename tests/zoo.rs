@@ -19,11 +19,11 @@ const MODELS: &[&str] = &["mlp", "bert", "gpt", "resnet", "unet", "llm_qdq"];
 const DIMS: &[(&str, u64)] = &[("batch", 2), ("seq", 16)];
 const RTOL: f64 = 1e-3;
 const ATOL: f64 = 1e-4;
-/// Models whose numbers are not compared yet, with the reason (printed when skipped).
-const NOT_RUN: &[(&str, &str)] = &[(
-    "llm_qdq",
-    "4-bit DequantizeLinear needs the fused low-bit matmul of issue 6",
-)];
+/// Models whose reference runs with onnxruntime's graph optimizations off: onnxruntime fuses
+/// DequantizeLinear+MatMul into MatMulNBits, which changes llm_qdq's logits by up to 0.1 (it
+/// computes less exactly than the model's float32 semantics); memc computes the model as
+/// written and matches the unoptimized run to ~1e-5.
+const EXACT_REFERENCE: &[&str] = &["llm_qdq"];
 
 /// Compiles `model` to a plan, runs it on the reference inputs and compares with the reference
 /// outputs.
@@ -152,6 +152,9 @@ fn zoo_shapes_match_onnxruntime() {
             .arg(&path)
             .arg("--out")
             .arg(&ref_dir);
+        if EXACT_REFERENCE.contains(model) {
+            reference.arg("--no-graph-opt");
+        }
         for (name, value) in DIMS {
             reference.arg("--dim").arg(format!("{name}={value}"));
         }
@@ -202,10 +205,7 @@ fn zoo_shapes_match_onnxruntime() {
             "{model}: {} output shape(s) match onnxruntime",
             expected.len()
         );
-        match NOT_RUN.iter().find(|(m, _)| m == model) {
-            Some((_, why)) => println!("{model}: not run yet: {why}"),
-            None => run_and_compare(model, &path, &ref_dir, &dim_args),
-        }
+        run_and_compare(model, &path, &ref_dir, &dim_args);
     }
 
     // Compiling must not read the weights: they stay in the memory map, untouched. The peak RSS

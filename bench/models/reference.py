@@ -73,6 +73,9 @@ def main() -> None:
     ap.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE", help="bind a symbolic dim")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=0, help="onnxruntime intra-op threads (0 = default)")
+    ap.add_argument("--no-graph-opt", action="store_true",
+                    help="disable onnxruntime's graph optimizations: its DequantizeLinear+MatMul fusion "
+                         "(MatMulNBits) computes 4-bit QDQ models less exactly than the model says")
     args = ap.parse_args()
 
     dims = dict(DEFAULT_DIMS)
@@ -89,6 +92,8 @@ def main() -> None:
     if args.threads:
         so.intra_op_num_threads = args.threads
     t0 = time.perf_counter()
+    if args.no_graph_opt:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     sess = ort.InferenceSession(args.model, so, providers=["CPUExecutionProvider"])
     t_load = time.perf_counter() - t0
 

@@ -193,7 +193,10 @@ pub fn conv(ctx: &LowerCtx, op: OpId) -> LowerResult {
         return Ok(Vec::new());
     }
     check_arith(out.elem)?;
-    let groups = ctx.attr_int(op, "group", 1) as u64;
+    let groups = u64::try_from(ctx.attr_int(op, "group", 1)).unwrap_or(0);
+    if groups == 0 || x.shape[1] % groups != 0 {
+        return Err(unsupported("`group` must be positive and divide the channels"));
+    }
     let s = ConvShape {
         n: x.shape[0],
         groups,
@@ -483,7 +486,10 @@ pub fn conv_transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
     }
     check_arith(out.elem)?;
     let n_spatial = x.rank() - 2;
-    let groups = ctx.attr_int(op, "group", 1) as u64;
+    let groups = u64::try_from(ctx.attr_int(op, "group", 1)).unwrap_or(0);
+    if groups == 0 || x.shape[1] % groups != 0 {
+        return Err(unsupported("`group` must be positive and divide the channels"));
+    }
     // W is [C, M / group, k...].
     let s = ConvShape {
         n: x.shape[0],

@@ -177,8 +177,8 @@ pub fn resize(ctx: &LowerCtx, op: OpId) -> LowerResult {
             vec![map_stage(insts, 0, value)],
         )]);
     }
-    if !out.elem.is_float() && !out.elem.is_int() {
-        return Err(unsupported("Resize linear/cubic of a bool tensor"));
+    if out.elem == Scalar::Bool || out.elem == Scalar::F16 {
+        return Err(unsupported(format!("Resize linear/cubic of {}", out.elem.name())));
     }
     let counts: Vec<usize> = r.maps.iter().map(|m| r.tap_count(m)).collect();
     let combos = counts.iter().try_fold(1usize, |acc, &n| acc.checked_mul(n)).unwrap_or(usize::MAX);

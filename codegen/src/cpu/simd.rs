@@ -359,8 +359,9 @@ fn vector_axis(
     let zero = em.cx.b.ins().iconst(types::I64, 0);
     point[axis] = zero;
     let mut uniform: Vec<Value> = Vec::with_capacity(insts.len());
-    for i in 0..insts.len() {
-        let v = if lanes[i] == Lane::Uniform {
+    // Vector instructions get a placeholder here; no uniform instruction reads them.
+    for (i, lane) in lanes.iter().enumerate() {
+        let v = if *lane == Lane::Uniform {
             em.emit_inst(insts, i, &uniform, point)?
         } else {
             zero
@@ -433,7 +434,9 @@ impl VecState<'_> {
         match self.lanes.get(i) {
             Some(Lane::Uniform) => self.splats[i]
                 .ok_or_else(|| em.unsupported(format!("instruction {id} has no vector broadcast"))),
-            Some(_) => Ok(vecs[i]),
+            Some(_) => vecs.get(i).copied().ok_or_else(|| {
+                em.unsupported(format!("operand {id} is not an earlier instruction"))
+            }),
             None => Err(em.unsupported(format!("operand {id} is not an earlier instruction"))),
         }
     }

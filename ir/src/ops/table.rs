@@ -90,6 +90,14 @@ const T_SIGNED: &[(&str, &[crate::ElemType])] = &[("T", SIGNED_NUMERIC)];
 const T_ANY: &[(&str, &[crate::ElemType])] = &[("T", ANY)];
 const T_ANY_I64: &[(&str, &[crate::ElemType])] = &[("T", ANY), ("I", I64_ONLY)];
 const T_NUMERIC_I64: &[(&str, &[crate::ElemType])] = &[("T", NUMERIC), ("I", I64_ONLY)];
+/// ReduceMax and ReduceMin also take bool (opset 20).
+const NUMERIC_BOOL: &[crate::ElemType] = &[
+    crate::ElemType::F64, crate::ElemType::F32, crate::ElemType::F16, crate::ElemType::BF16,
+    crate::ElemType::I64, crate::ElemType::I32, crate::ElemType::I16, crate::ElemType::I8,
+    crate::ElemType::U64, crate::ElemType::U32, crate::ElemType::U16, crate::ElemType::U8,
+    crate::ElemType::Bool,
+];
+const T_NUMERIC_BOOL_I64: &[(&str, &[crate::ElemType])] = &[("T", NUMERIC_BOOL), ("I", I64_ONLY)];
 
 define_ops! {
     // Structure. `memc.weight` has no shape function: its type is its weight's (verifier step
@@ -199,8 +207,8 @@ define_ops! {
     // Reductions.
     ReduceMean = op("onnx.ReduceMean", "mean over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce);
     ReduceSum = op("onnx.ReduceSum", "sum over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce).fold(f::reduce_sum);
-    ReduceMax = op("onnx.ReduceMax", "max over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce).fold(f::reduce_max);
-    ReduceMin = op("onnx.ReduceMin", "min over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce).fold(f::reduce_min);
+    ReduceMax = op("onnx.ReduceMax", "max over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_BOOL_I64).attrs(REDUCE_ATTRS).shape(s::reduce).fold(f::reduce_max);
+    ReduceMin = op("onnx.ReduceMin", "min over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_BOOL_I64).attrs(REDUCE_ATTRS).shape(s::reduce).fold(f::reduce_min);
     ReduceProd = op("onnx.ReduceProd", "product over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce).fold(f::reduce_prod);
     ReduceL1 = op("onnx.ReduceL1", "sum of |x| over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce);
     ReduceL2 = op("onnx.ReduceL2", "square root of the sum of squares over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce);

@@ -177,7 +177,8 @@ pub fn quantize_linear(ctx: &OpCtx) -> Check {
         normalize_axis(ctx.int_attr("axis").unwrap_or(1), x.rank())?;
     }
     if let Some(zero_point) = ctx.operand_type(2) {
-        if zero_point.dims != scale.dims {
+        let one_element = |t: &crate::TensorType| t.static_num_elements() == Some(1);
+        if zero_point.dims != scale.dims && !(one_element(zero_point) && one_element(scale)) {
             return Err("the zero point must have the scale's shape".to_string());
         }
     }

@@ -32,11 +32,9 @@ use memc_ir::{Attribute, OpId, Opcode};
 
 pub fn lower(ctx: &LowerCtx, op: OpId) -> Option<LowerResult> {
     let lowered = match ctx.op(op).opcode {
-        Opcode::Reshape
-        | Opcode::Flatten
-        | Opcode::Squeeze
-        | Opcode::Unsqueeze
-        | Opcode::Identity => linear_copy(ctx, op),
+        Opcode::Reshape | Opcode::Flatten | Opcode::Squeeze | Opcode::Unsqueeze => {
+            linear_copy(ctx, op)
+        }
         Opcode::Transpose => transpose(ctx, op),
         Opcode::Concat => concat(ctx, op),
         Opcode::Split => split(ctx, op),
@@ -73,7 +71,7 @@ fn dense(t: &TensorRef) -> View {
     t.view_identity(0)
 }
 
-/// Reshape, Flatten, Squeeze, Unsqueeze and Identity when the planner could not make the
+/// Reshape, Flatten, Squeeze and Unsqueeze when the planner could not make the
 /// result a view (its operand is a weight, or both are graph inputs and outputs): the bytes
 /// are copied unchanged.
 fn linear_copy(ctx: &LowerCtx, op: OpId) -> LowerResult {

@@ -172,7 +172,9 @@ fn damaged_plan_files() {
     for (name, path) in cases {
         let run = memc(&["run", &path, "--input", "image=examples/classifier_input.npy"], &dir);
         assert_eq!(run.code, 1, "{name}: {}", run.text);
-        insta::assert_snapshot!(name, run.text);
+        // Byte counts and checksums change with every change to the kernels; keep the words.
+        let stable: String = run.text.chars().map(|c| if c.is_ascii_hexdigit() && !c.is_alphabetic() { '#' } else { c }).collect();
+        insta::assert_snapshot!(name, stable);
         let inspect = memc(&["inspect", &path], &dir);
         assert_eq!(inspect.code, 1, "{name} inspect: {}", inspect.text);
     }

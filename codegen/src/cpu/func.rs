@@ -9,7 +9,9 @@ use super::helpers::{Helper, HelperSig};
 use super::scalar::clif_type;
 use super::CpuError;
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, AbiParam, Block, FuncRef, InstBuilder, Value};
+use cranelift_codegen::ir::{
+    types, AbiParam, Block, FuncRef, InstBuilder, StackSlot, StackSlotData, StackSlotKind, Value,
+};
 use cranelift_frontend::{FunctionBuilder, Variable};
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Linkage, Module};
@@ -24,6 +26,8 @@ pub(crate) struct FnCx<'f, 'm> {
     module: &'m mut JITModule,
     helper_ids: &'m mut HelperIds,
     helper_refs: HashMap<&'static str, FuncRef>,
+    /// A 32-byte stack slot for passing vectors to 4-lane helpers, made on first use.
+    scratch: Option<StackSlot>,
     kernel_name: &'m str,
 }
 
@@ -48,6 +52,7 @@ impl<'f, 'm> FnCx<'f, 'm> {
             module,
             helper_ids,
             helper_refs: HashMap::new(),
+            scratch: None,
             kernel_name,
         }
     }
@@ -59,44 +64,87 @@ impl<'f, 'm> FnCx<'f, 'm> {
         }
     }
 
-    /// Calls run-time helper `helper` with `args` and returns its result.
+    /// The function reference of run-time helper `helper`, declared on first use.
+    fn helper_ref(&mut self, helper: Helper) -> Result<FuncRef, CpuError> {
+        if let Some(&r) = self.helper_refs.get(helper.name) {
+            return Ok(r);
+        }
+        let id = match self.helper_ids.get(helper.name) {
+            Some(&id) => id,
+            None => {
+                let mut sig = self.module.make_signature();
+                match helper.sig {
+                    HelperSig::Unary(ty) | HelperSig::Binary(ty) => {
+                        let clif = clif_type(ty)
+                            .ok_or_else(|| self.unsupported(format!("no {} helper", ty.name())))?;
+                        let n_params = if matches!(helper.sig, HelperSig::Unary(_)) {
+                            1
+                        } else {
+                            2
+                        };
+                        for _ in 0..n_params {
+                            sig.params.push(AbiParam::new(clif));
+                        }
+                        sig.returns.push(AbiParam::new(clif));
+                    }
+                    HelperSig::LanesX4 => {
+                        let ptr = self.module.target_config().pointer_type();
+                        sig.params.push(AbiParam::new(ptr));
+                    }
+                }
+                let id = self
+                    .module
+                    .declare_function(helper.name, Linkage::Import, &sig)
+                    .map_err(|e| CpuError::Cranelift(e.to_string()))?;
+                self.helper_ids.insert(helper.name, id);
+                id
+            }
+        };
+        let r = self.module.declare_func_in_func(id, self.b.func);
+        self.helper_refs.insert(helper.name, r);
+        Ok(r)
+    }
+
+    /// Calls scalar run-time helper `helper` with `args` and returns its result.
     pub(crate) fn call_helper(
         &mut self,
         helper: Helper,
         args: &[Value],
     ) -> Result<Value, CpuError> {
-        let func_ref = match self.helper_refs.get(helper.name) {
-            Some(&r) => r,
+        let func_ref = self.helper_ref(helper)?;
+        let call = self.b.ins().call(func_ref, args);
+        self.b
+            .inst_results(call)
+            .first()
+            .copied()
+            .ok_or_else(|| self.unsupported(format!("helper {} returns nothing", helper.name)))
+    }
+
+    /// Calls 4-lane helper `helper` (see [`HelperSig::LanesX4`]) on the f32x4 `vectors` (one or
+    /// two) through a stack slot, and returns the f32x4 result.
+    pub(crate) fn call_lanes_x4(
+        &mut self,
+        helper: Helper,
+        vectors: &[Value],
+    ) -> Result<Value, CpuError> {
+        let func_ref = self.helper_ref(helper)?;
+        let slot = match self.scratch {
+            Some(slot) => slot,
             None => {
-                let id = match self.helper_ids.get(helper.name) {
-                    Some(&id) => id,
-                    None => {
-                        let (ty, n_params) = match helper.sig {
-                            HelperSig::Unary(ty) => (ty, 1),
-                            HelperSig::Binary(ty) => (ty, 2),
-                        };
-                        let clif = clif_type(ty)
-                            .ok_or_else(|| self.unsupported(format!("no {} helper", ty.name())))?;
-                        let mut sig = self.module.make_signature();
-                        for _ in 0..n_params {
-                            sig.params.push(AbiParam::new(clif));
-                        }
-                        sig.returns.push(AbiParam::new(clif));
-                        let id = self
-                            .module
-                            .declare_function(helper.name, Linkage::Import, &sig)
-                            .map_err(|e| CpuError::Cranelift(e.to_string()))?;
-                        self.helper_ids.insert(helper.name, id);
-                        id
-                    }
-                };
-                let r = self.module.declare_func_in_func(id, self.b.func);
-                self.helper_refs.insert(helper.name, r);
-                r
+                // 32 bytes (two f32x4), 16-byte aligned.
+                let data = StackSlotData::new(StackSlotKind::ExplicitSlot, 32, 4);
+                let slot = self.b.create_sized_stack_slot(data);
+                self.scratch = Some(slot);
+                slot
             }
         };
-        let call = self.b.ins().call(func_ref, args);
-        Ok(self.b.inst_results(call)[0])
+        let ptr = self.module.target_config().pointer_type();
+        for (i, &v) in vectors.iter().enumerate() {
+            self.b.ins().stack_store(ptr, v, slot, (16 * i) as i32);
+        }
+        let addr = self.b.ins().stack_addr(ptr, slot, 0);
+        self.b.ins().call(func_ref, &[addr]);
+        Ok(self.b.ins().stack_load(ptr, types::F32X4, slot, 0))
     }
 
     /// Opens a loop over `0, step, 2*step, ...` below `extent` (which must be positive) and

@@ -44,6 +44,64 @@ float_unary! {
     memc_atanh_f32, memc_atanh_f64, atanh;
 }
 
+/// Defines, for each listed scalar f32 helper, a 4-lane form that applies it in place to the
+/// four floats at `lanes` (the SIMD path stores a vector there, calls, and loads it back: one
+/// call per vector instead of four).
+macro_rules! lanes_x4 {
+    ($($x4_name:ident => $scalar:ident;)*) => {
+        $(
+            /// # Safety
+            /// `lanes` points to four writable, initialized f32 values.
+            unsafe extern "C" fn $x4_name(lanes: *mut f32) {
+                for i in 0..4 {
+                    // SAFETY: the caller passes four floats.
+                    unsafe { *lanes.add(i) = $scalar(*lanes.add(i)) };
+                }
+            }
+        )*
+    };
+}
+
+lanes_x4! {
+    memc_exp_f32x4 => memc_exp_f32;
+    memc_log_f32x4 => memc_log_f32;
+    memc_sin_f32x4 => memc_sin_f32;
+    memc_cos_f32x4 => memc_cos_f32;
+    memc_tan_f32x4 => memc_tan_f32;
+    memc_asin_f32x4 => memc_asin_f32;
+    memc_acos_f32x4 => memc_acos_f32;
+    memc_atan_f32x4 => memc_atan_f32;
+    memc_sinh_f32x4 => memc_sinh_f32;
+    memc_cosh_f32x4 => memc_cosh_f32;
+    memc_tanh_f32x4 => memc_tanh_f32;
+    memc_asinh_f32x4 => memc_asinh_f32;
+    memc_acosh_f32x4 => memc_acosh_f32;
+    memc_atanh_f32x4 => memc_atanh_f32;
+    memc_erf_f32x4 => memc_erf_f32;
+}
+
+/// `lanes[i] = pow(lanes[i], lanes[4 + i])` for i in 0..4.
+///
+/// # Safety
+/// `lanes` points to eight writable, initialized f32 values.
+unsafe extern "C" fn memc_pow_f32x4(lanes: *mut f32) {
+    for i in 0..4 {
+        // SAFETY: the caller passes eight floats.
+        unsafe { *lanes.add(i) = memc_pow_f32(*lanes.add(i), *lanes.add(4 + i)) };
+    }
+}
+
+/// `lanes[i] = fmod(lanes[i], lanes[4 + i])` for i in 0..4.
+///
+/// # Safety
+/// `lanes` points to eight writable, initialized f32 values.
+unsafe extern "C" fn memc_fmod_f32x4(lanes: *mut f32) {
+    for i in 0..4 {
+        // SAFETY: the caller passes eight floats.
+        unsafe { *lanes.add(i) = memc_fmod_f32(*lanes.add(i), *lanes.add(4 + i)) };
+    }
+}
+
 extern "C" fn memc_erf_f32(x: f32) -> f32 {
     // SAFETY: `erff` is a pure libm function defined for every input.
     unsafe { erff(x) }
@@ -118,6 +176,9 @@ pub(crate) enum HelperSig {
     Unary(Scalar),
     /// `fn(t, t) -> t` for the type `t` (a float, I64 or U64).
     Binary(Scalar),
+    /// `fn(lanes: *mut f32)`: four (unary) or eight (binary) f32 in memory, the result written
+    /// over the first four.
+    LanesX4,
 }
 
 /// One run-time function: its symbol name and signature.
@@ -171,6 +232,23 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         memc_fmod_f64,
         memc_pow_i64,
         memc_pow_u64,
+        memc_exp_f32x4,
+        memc_log_f32x4,
+        memc_sin_f32x4,
+        memc_cos_f32x4,
+        memc_tan_f32x4,
+        memc_asin_f32x4,
+        memc_acos_f32x4,
+        memc_atan_f32x4,
+        memc_sinh_f32x4,
+        memc_cosh_f32x4,
+        memc_tanh_f32x4,
+        memc_asinh_f32x4,
+        memc_acosh_f32x4,
+        memc_atanh_f32x4,
+        memc_erf_f32x4,
+        memc_pow_f32x4,
+        memc_fmod_f32x4,
     ]
 }
 
@@ -231,4 +309,74 @@ pub(crate) fn binary(name: &str, ty: Scalar) -> Option<Helper> {
         name: symbol,
         sig: HelperSig::Binary(ty),
     })
+}
+
+/// The 4-lane f32 helper of unary op `name` or of binary `"pow"`/`"fmod"` (see
+/// [`HelperSig::LanesX4`]).
+pub(crate) fn lanes_x4(name: &str) -> Option<Helper> {
+    let symbol = match name {
+        "exp" => "memc_exp_f32x4",
+        "log" => "memc_log_f32x4",
+        "sin" => "memc_sin_f32x4",
+        "cos" => "memc_cos_f32x4",
+        "tan" => "memc_tan_f32x4",
+        "asin" => "memc_asin_f32x4",
+        "acos" => "memc_acos_f32x4",
+        "atan" => "memc_atan_f32x4",
+        "sinh" => "memc_sinh_f32x4",
+        "cosh" => "memc_cosh_f32x4",
+        "tanh" => "memc_tanh_f32x4",
+        "asinh" => "memc_asinh_f32x4",
+        "acosh" => "memc_acosh_f32x4",
+        "atanh" => "memc_atanh_f32x4",
+        "erf" => "memc_erf_f32x4",
+        "pow" => "memc_pow_f32x4",
+        "fmod" => "memc_fmod_f32x4",
+        _ => return None,
+    };
+    Some(Helper {
+        name: symbol,
+        sig: HelperSig::LanesX4,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The JIT panics on an unresolved symbol at link time, so every helper the emitters can
+    /// name must be registered.
+    #[test]
+    fn every_named_helper_is_registered() {
+        let registered: Vec<&str> = symbols().iter().map(|(name, _)| *name).collect();
+        let unary = [
+            "exp", "log", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
+            "asinh", "acosh", "atanh", "erf",
+        ];
+        let mut named = Vec::new();
+        for ty in [Scalar::F32, Scalar::F64] {
+            named.extend(unary.iter().filter_map(|op| float_unary(op, ty)));
+            named.extend(["pow", "fmod"].iter().filter_map(|op| binary(op, ty)));
+        }
+        named.extend(
+            [Scalar::I64, Scalar::U64]
+                .iter()
+                .filter_map(|&ty| binary("pow", ty)),
+        );
+        named.extend(
+            unary
+                .iter()
+                .chain(&["pow", "fmod"])
+                .filter_map(|op| lanes_x4(op)),
+        );
+        assert_eq!(named.len(), 2 * 17 + 2 + 17);
+        for helper in named {
+            assert!(
+                registered.contains(&helper.name),
+                "{} is not registered",
+                helper.name
+            );
+        }
+        assert_eq!(registered.len(), 2 * 17 + 2 + 17);
+    }
 }

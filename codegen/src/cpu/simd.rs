@@ -6,7 +6,7 @@
 //! values) or computes in f32 (lanes of an f32x4) or bool (lanes of an i32x4 mask), loads and
 //! stores step by exactly one f32 element, and no guard or indirect index depends on the axis.
 //! Uniform instructions are emitted once outside the vector loop; ops without a vector
-//! instruction (transcendentals, pow, fmod) run lane by lane through the scalar helpers. The
+//! instruction (transcendentals, pow, fmod) call a 4-lane helper through a stack slot. The
 //! vector loop is unrolled twice (8 elements), followed by at most one 4-wide step and a
 //! scalar loop for the last `extent % 4` elements.
 //!
@@ -577,9 +577,9 @@ impl VecState<'_> {
             _ => {
                 let name = transcendental_name(op)
                     .ok_or_else(|| em.unsupported(format!("{op:?} has no vector form")))?;
-                let helper = helpers::float_unary(name, Scalar::F32)
+                let helper = helpers::lanes_x4(name)
                     .ok_or_else(|| em.unsupported(format!("{op:?} of f32")))?;
-                per_lane(em, &[x], |em, args| em.cx.call_helper(helper, args))?
+                em.cx.call_lanes_x4(helper, &[x])?
             }
         })
     }
@@ -609,16 +609,14 @@ impl VecState<'_> {
             BinaryOp::Max => em.cx.b.ins().fmax(l, r),
             BinaryOp::Pow | BinaryOp::Rem | BinaryOp::FloorMod => {
                 let name = if op == BinaryOp::Pow { "pow" } else { "fmod" };
-                let helper = helpers::binary(name, Scalar::F32)
+                let helper = helpers::lanes_x4(name)
                     .ok_or_else(|| em.unsupported(format!("{op:?} of f32")))?;
-                per_lane(em, &[l, r], |em, args| {
-                    let v = em.cx.call_helper(helper, args)?;
-                    Ok(if op == BinaryOp::FloorMod {
-                        em.cx.floor_mod_fixup(v, args[1], Scalar::F32)
-                    } else {
-                        v
-                    })
-                })?
+                let v = em.cx.call_lanes_x4(helper, &[l, r])?;
+                if op == BinaryOp::FloorMod {
+                    floor_mod_fixup_x4(em, v, r)
+                } else {
+                    v
+                }
             }
             _ if op.is_comparison() => em.cx.b.ins().fcmp(float_cc(op), l, r),
             _ => return Err(em.unsupported(format!("{op:?} has no f32x4 form"))),
@@ -626,22 +624,19 @@ impl VecState<'_> {
     }
 }
 
-/// Applies a scalar f32 computation to each lane of the f32x4 `args`.
-fn per_lane(
-    em: &mut LoopEmitter,
-    args: &[Value],
-    mut f: impl FnMut(&mut LoopEmitter, &[Value]) -> Result<Value, CpuError>,
-) -> Result<Value, CpuError> {
-    let mut result = splat_f32(em, 0.0);
-    for lane in 0..4u8 {
-        let scalars: Vec<Value> = args
-            .iter()
-            .map(|&a| em.cx.b.ins().extractlane(a, lane))
-            .collect();
-        let r = f(em, &scalars)?;
-        result = em.cx.b.ins().insertlane(result, r, lane);
-    }
-    Ok(result)
+/// Lane-wise floor-modulus fixup of `r = fmod(a, b)`: `r + b` where `r != 0` and the signs
+/// of `r` and `b` differ (as the scalar `floor_mod_fixup`).
+fn floor_mod_fixup_x4(em: &mut LoopEmitter, r: Value, rhs: Value) -> Value {
+    let zero = splat_f32(em, 0.0);
+    let b = &mut em.cx.b;
+    let r_nonzero = b.ins().fcmp(FloatCC::NotEqual, r, zero);
+    let r_neg = b.ins().fcmp(FloatCC::LessThan, r, zero);
+    let b_neg = b.ins().fcmp(FloatCC::LessThan, rhs, zero);
+    let differ = b.ins().bxor(r_neg, b_neg);
+    let fix = b.ins().band(r_nonzero, differ);
+    let adjusted = b.ins().fadd(r, rhs);
+    let fix = as_f32x4(em, fix);
+    em.cx.b.ins().bitselect(fix, adjusted, r)
 }
 
 fn splat_f32(em: &mut LoopEmitter, value: f32) -> Value {

@@ -3,8 +3,10 @@
 //!
 //! The function walks rows `[row_begin, row_end)` in the order of
 //! [`LoopKernel::parallel_rows`]: the row axes are all outer axes, except that with `inner`
-//! empty the last outer axis is looped inside each row. The row's multi-index is computed once
-//! from `row_begin` and then advanced like an odometer. Inside a row, each stage runs at every
+//! empty the last outer axis is looped inside each row. One refinement ([`row_schedule`]): a
+//! long last axis of such a kernel is cut into blocks of 4096 elements, each a row of its own,
+//! so that a kernel with one row still spreads over threads. The row's multi-index is computed
+//! once from `row_begin` and then advanced like an odometer. Inside a row, each stage runs at every
 //! point of its index space (the inner axes; one point for `Once`), with accumulators held in
 //! SSA variables. Every extent, stride and offset is a compile-time constant.
 //!
@@ -32,7 +34,8 @@ pub(crate) fn mem_flags() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
 }
 
-/// Compiles `lk` (the body of `kernel`) into function `func_name` of `module`.
+/// Compiles `lk` (the body of `kernel`) into function `func_name` of `module`; returns the
+/// function and how many SIMD loops it got.
 pub(crate) fn compile_loop(
     module: &mut JITModule,
     helper_ids: &mut HelperIds,
@@ -347,9 +350,11 @@ impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
         }
     }
 
+    /// One row: with `inner` empty, the loop over the last outer axis (or over one `block` of
+    /// it); otherwise each stage over the inner axes in turn.
     fn emit_row_body(&mut self, row_idx: &[Value], block: Option<Value>) -> Result<(), CpuError> {
         let k = self.k;
-        let mut point: Vec<Value> = row_idx.to_vec();
+        let point: Vec<Value> = row_idx.to_vec();
         if k.inner.is_empty() {
             let Some(&last) = k.outer.last() else {
                 return self.emit_all_stages(&point);
@@ -404,7 +409,6 @@ impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
                 }
             }
         }
-        point.clear();
         Ok(())
     }
 

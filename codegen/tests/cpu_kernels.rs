@@ -2120,7 +2120,8 @@ fn vector_masks_and_bool_casts() {
         .iter()
         .map(|&x| {
             let first = (x.is_nan() || x > 1.0) as u8 as f32;
-            let second = (!(x < 0.0)) as u8 as f32 * 10.0;
+            // Not(x < 0) is true for NaN too.
+            let second = (x >= 0.0 || x.is_nan()) as u8 as f32 * 10.0;
             let third = (x != 0.0) as u8 as f32 * 100.0;
             first + second + third + x.round_ties_even() * 1000.0
         })

@@ -85,20 +85,14 @@ const EXPECTED_FAILURES: &[(&str, &str)] = &[
     ("test_split_to_sequence_1", "SplitToSequence is not supported"),
     ("test_split_to_sequence_2", "SplitToSequence is not supported"),
     ("test_split_to_sequence_nokeepdims", "SplitToSequence is not supported"),
-    // FIXME: bugs outside the lowering, reported to their owners.
-    (
-        "test_dequantizelinear_int4",
-        "the IR verifier rejects a zero point of the scale's shape (ir)",
-    ),
-    (
-        "test_dequantizelinear_uint4",
-        "the IR verifier rejects a zero point of the scale's shape (ir)",
-    ),
-    // FIXME: a 4-bit graph output has no kernel element type, so neither the program's I/O nor
-    // a lowering can address it.
+    // FIXME: a 4-bit graph input or output has no kernel element type, so neither the
+    // program's I/O nor a lowering can address it.
+    ("test_dequantizelinear_int4", "4-bit graph inputs are not addressable"),
+    ("test_dequantizelinear_uint4", "4-bit graph inputs are not addressable"),
     ("test_quantizelinear_int4", "4-bit graph outputs are not addressable"),
     ("test_quantizelinear_uint4", "4-bit graph outputs are not addressable"),
-    ("test_range_float16_type_positive_delta", "f16 arithmetic (the CPU backend has none)"),
+    // The CPU backend has no f16 arithmetic.
+    ("test_range_float16_type_positive_delta", "f16 arithmetic"),
 ];
 
 #[test]

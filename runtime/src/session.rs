@@ -1,7 +1,7 @@
 //! Executing a plan on the CPU: a [`Session`] loads a plan file once and runs it many times.
 //!
 //! Loading opens and checks the plan ([`PlanFile::open`]), compiles every kernel with the
-//! Cranelift backend, allocates the one arena the plan was sized for (zeroed by the allocator,
+//! Cranelift backend, allocates the one arena the plan was sized for (an anonymous mapping, zero-filled,
 //! so pages no kernel touches cost no memory), and starts a thread pool. A run copies the
 //! inputs to their arena offsets, runs every kernel of every step in schedule order, and reads
 //! the outputs from the arena (or, for constant outputs, from the mapped weights).
@@ -17,7 +17,6 @@ use memc_codegen::cpu::CpuProgram;
 use memc_codegen::kernel::Region;
 use memc_codegen::program::IoTensor;
 use memc_codegen::{Kernel, Program};
-use std::alloc::Layout;
 use std::num::NonZeroUsize;
 use std::path::Path;
 use std::ptr::NonNull;
@@ -35,58 +34,57 @@ pub struct SessionOptions {
 /// Alignment of the arena's base address.
 pub const ARENA_ALIGN: usize = 64;
 
-/// The one block of memory every intermediate, input and output lives in while a plan runs.
-struct Arena {
-    ptr: NonNull<u8>,
-    /// `None` for an empty arena, which owns no allocation.
-    layout: Option<Layout>,
-}
-
+/// A well-aligned type whose dangling pointer stands in for the base of an empty arena.
 #[repr(C, align(64))]
 struct Aligned([u8; ARENA_ALIGN]);
+
+/// The one block of memory every intermediate, input and output lives in while a plan runs.
+struct Arena {
+    /// An anonymous private mapping: page-aligned, zero-filled, and backed by memory only where
+    /// a run writes (the kernel maps a zero page on first touch). `None` when empty.
+    map: Option<memmap2::MmapMut>,
+    /// The planned size (the mapping rounds up to whole pages).
+    len: usize,
+}
 
 impl Arena {
     fn new(bytes: u64) -> Result<Arena> {
         if bytes == 0 {
-            return Ok(Arena {
-                ptr: NonNull::<Aligned>::dangling().cast(),
-                layout: None,
-            });
+            return Ok(Arena { map: None, len: 0 });
         }
-        let layout = usize::try_from(bytes)
-            .ok()
-            .and_then(|size| Layout::from_size_align(size, ARENA_ALIGN).ok())
-            .ok_or(RuntimeError::Arena { bytes })?;
-        // SAFETY: `layout` has a non-zero size.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(ptr).ok_or(RuntimeError::Arena { bytes })?;
+        let len = usize::try_from(bytes).map_err(|_| RuntimeError::Arena { bytes })?;
+        // Not `alloc_zeroed`: for alignments above 16 the system allocator zeroes with memset,
+        // which makes every arena page resident at load instead of at its first write.
+        let map = memmap2::MmapMut::map_anon(len).map_err(|_| RuntimeError::Arena { bytes })?;
         Ok(Arena {
-            ptr,
-            layout: Some(layout),
+            map: Some(map),
+            len,
         })
     }
 
     fn len(&self) -> usize {
-        self.layout.map_or(0, |l| l.size())
+        self.len
+    }
+
+    fn ptr(&mut self) -> *mut u8 {
+        match &mut self.map {
+            Some(map) => map.as_mut_ptr(),
+            None => NonNull::<Aligned>::dangling().cast().as_ptr(),
+        }
     }
 
     fn bytes(&self) -> &[u8] {
-        // SAFETY: `ptr` is valid (dangling but aligned and non-null when empty) for `len`
-        // initialized bytes, which `&self` keeps from being written meanwhile.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len()) }
+        match &self.map {
+            Some(map) => &map[..self.len],
+            None => &[],
+        }
     }
 
     fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `bytes`, and `&mut self` makes this the only access.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len()) }
-    }
-}
-
-impl Drop for Arena {
-    fn drop(&mut self) {
-        if let Some(layout) = self.layout {
-            // SAFETY: allocated in `new` with this layout.
-            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) }
+        let len = self.len;
+        match &mut self.map {
+            Some(map) => &mut map[..len],
+            None => &mut [],
         }
     }
 }
@@ -218,7 +216,7 @@ impl Session {
             let start = io.byte_offset as usize;
             arena[start..start + tensor.data().len()].copy_from_slice(tensor.data());
         }
-        let arena = self.arena.ptr.as_ptr();
+        let arena = self.arena.ptr();
         let weights = self.plan.weights().as_ptr();
         for index in 0..self.n_kernels {
             // SAFETY: the arena is `arena_size` bytes and the weights `weights_size` bytes (the
@@ -386,7 +384,7 @@ mod tests {
         for bytes in [0u64, 1, 63, 4096, 1 << 20] {
             let arena = Arena::new(bytes).unwrap();
             assert_eq!(arena.len() as u64, bytes);
-            assert_eq!(arena.ptr.as_ptr() as usize % ARENA_ALIGN, 0);
+            assert_eq!(arena.bytes().as_ptr() as usize % ARENA_ALIGN, 0);
             assert!(arena.bytes().iter().all(|&b| b == 0));
         }
     }

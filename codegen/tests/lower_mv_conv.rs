@@ -294,3 +294,24 @@ fn conv_transpose_direct() {
         ..conv(&[1, 2, 3, 3], &[2, 3, 3, 3], false)
     });
 }
+
+/// Same-width stride-1 convolutions take one product per tap over whole rows, plus corrections
+/// for the columns that wrap into the neighbouring row: one or two such columns per side,
+/// asymmetric pads, a dilated row axis, an outer spatial axis, a single row.
+#[test]
+fn conv_same_width_taps_over_whole_rows() {
+    check(&Case { pads: vec![1, 1, 1, 1], bias: true, ..conv(&[2, 8, 6, 7], &[8, 8, 3, 3], true) });
+    check(&Case {
+        pads: vec![1, 2, 1, 2],
+        dilations: vec![1, 2],
+        ..conv(&[1, 8, 5, 7], &[6, 8, 3, 3], true)
+    });
+    check(&Case {
+        pads: vec![0, 2, 1, 1],
+        dilations: vec![2, 1],
+        group: 2,
+        ..conv(&[1, 8, 6, 5], &[4, 4, 2, 4], true)
+    });
+    check(&Case { pads: vec![1; 6], ..conv(&[1, 8, 3, 4, 5], &[8, 8, 3, 3, 3], true) });
+    check(&Case { pads: vec![0, 1, 0, 1], ..conv(&[1, 8, 1, 6], &[8, 8, 1, 3], true) });
+}

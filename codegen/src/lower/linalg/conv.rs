@@ -241,8 +241,9 @@ fn tap_grid(kernel: &[i64]) -> Vec<Vec<i64>> {
 /// the group and the other spatial axes, restricted to the positions where the tap reads
 /// inside the input (so no padding is ever read).
 struct Tap {
-    contract: Contract,
-    /// Whether the tap writes every output element.
+    /// The products, run in order: the tap itself, then any corrections (see [`flat_tap`]).
+    contracts: Vec<Contract>,
+    /// Whether the tap writes every output element (it then has no corrections).
     covers_all: bool,
 }
 
@@ -272,6 +273,13 @@ fn conv_tap(
             return None;
         }
         ranges.push((lo, hi, shift));
+    }
+    let covers_all =
+        ranges.iter().zip(&s.out_spatial).all(|(&(lo, hi, _), &o)| lo == 0 && hi == o as i64);
+    if !covers_all {
+        if let Some(contracts) = flat_tap(x, w, out, s, win, k, &ranges) {
+            return Some(Tap { contracts, covers_all });
+        }
     }
     let mut a =
         matview(w, sum_of(k.iter().enumerate().map(|(i, &ki)| ki * ws[2 + i])), ws[0], ws[1]);
@@ -309,8 +317,6 @@ fn conv_tap(
         c.batch_strides.push(ys[2 + i]);
     }
     let (lo, hi, _) = ranges[n_spatial - 1];
-    let covers_all =
-        ranges.iter().zip(&s.out_spatial).all(|(&(lo, hi, _), &o)| lo == 0 && hi == o as i64);
     let contract = merge_batch_into_cols(Contract {
         elem: out.elem,
         batch,
@@ -323,7 +329,115 @@ fn conv_tap(
         alpha: 1f64.to_bits(),
         accumulate: true,
     });
-    Some(Tap { contract, covers_all })
+    Some(Tap { contracts: vec![contract], covers_all })
+}
+
+/// Conv tap `k` over whole output rows at once, for convolutions whose last two spatial axes
+/// have stride 1 and keep the input width (`same` padding): output position `(h, w)` then reads
+/// input `(h + dh, w + dw)`, which is the flat position `h * W + w` shifted by the constant
+/// `dh * W + dw`. So one product whose columns run over the flat positions from the tap's first
+/// valid output to its last covers every valid output of the tap (per image, group and outer
+/// spatial index), instead of one product per row.
+///
+/// The columns in between include the `|dw|` output columns per row where `w + dw` leaves the
+/// row, which read the neighbouring row instead of padding. Each side's such columns get a
+/// correction product that subtracts exactly what the tap added there (the same weights times
+/// the same wrapped input elements, columns stepping by whole rows), so the sum is the
+/// convolution's up to rounding. Every element read lies between the tap's first and last valid
+/// input position, so no read leaves its channel.
+///
+/// `None` when the shape does not qualify; the caller then makes one product per row.
+fn flat_tap(
+    x: &TensorRef,
+    w: &TensorRef,
+    out: &TensorRef,
+    s: &ConvShape,
+    win: &Window,
+    k: &[i64],
+    ranges: &[(i64, i64, i64)],
+) -> Option<Vec<Contract>> {
+    let n_spatial = k.len();
+    if n_spatial < 2 {
+        return None;
+    }
+    let (row_axis, col_axis) = (n_spatial - 2, n_spatial - 1);
+    let width = s.out_spatial[col_axis] as i64;
+    if win.strides[row_axis] != 1
+        || win.strides[col_axis] != 1
+        || s.in_spatial[col_axis] as i64 != width
+    {
+        return None;
+    }
+    let (xs, ws, ys) = (x.strides(), w.strides(), out.strides());
+    let (lo_h, hi_h, shift_h) = ranges[row_axis];
+    let (lo_w, hi_w, shift_w) = ranges[col_axis];
+    // Element offsets of the outer spatial axes' first valid positions.
+    let x_outer = sum_of(
+        ranges[..row_axis]
+            .iter()
+            .enumerate()
+            .map(|(i, &(lo, _, shift))| (lo * win.strides[i] + shift) * xs[2 + i]),
+    );
+    let y_outer =
+        sum_of(ranges[..row_axis].iter().enumerate().map(|(i, &(lo, _, _))| lo * ys[2 + i]));
+    let flat_shift = shift_h * width + shift_w;
+    let a_offset = sum_of(k.iter().enumerate().map(|(i, &ki)| ki * ws[2 + i]));
+    // The product whose columns are output flat positions `first..first + n` (stepping `step`)
+    // of `runs` runs of columns one element apart, scaled by `alpha`.
+    let product = |first: i64, n: i64, step: i64, runs: i64, alpha: f64| {
+        let mut a = matview(w, a_offset, ws[0], ws[1]);
+        let mut b = matview(x, x_outer + first + flat_shift, xs[1], step);
+        let mut c = matview(out, y_outer + first, ys[1], step);
+        let mut batch = vec![s.n];
+        a.batch_strides.push(0);
+        b.batch_strides.push(xs[0]);
+        c.batch_strides.push(ys[0]);
+        if s.groups > 1 {
+            batch.push(s.groups);
+            a.batch_strides.push(s.m_g as i64 * ws[0]);
+            b.batch_strides.push(s.c_g as i64 * xs[1]);
+            c.batch_strides.push(s.m_g as i64 * ys[1]);
+        }
+        for (i, &(lo, hi, _)) in ranges[..row_axis].iter().enumerate() {
+            batch.push((hi - lo) as u64);
+            a.batch_strides.push(0);
+            b.batch_strides.push(win.strides[i] * xs[2 + i]);
+            c.batch_strides.push(ys[2 + i]);
+        }
+        if runs > 1 {
+            batch.push(runs as u64);
+            a.batch_strides.push(0);
+            b.batch_strides.push(1);
+            c.batch_strides.push(1);
+        }
+        merge_batch_into_cols(Contract {
+            elem: out.elem,
+            batch,
+            m: s.m_g,
+            n: n as u64,
+            k: s.c_g,
+            a,
+            b,
+            c,
+            alpha: alpha.to_bits(),
+            accumulate: true,
+        })
+    };
+    let first = lo_h * width + lo_w;
+    let last = (hi_h - 1) * width + hi_w;
+    let mut contracts = vec![product(first, last - first, 1, 1, 1.0)];
+    let wrapped_rows = hi_h - lo_h - 1;
+    if wrapped_rows > 0 {
+        // Columns left of the valid ones, in every row but the first.
+        if lo_w > 0 {
+            contracts.push(product((lo_h + 1) * width, wrapped_rows, width, lo_w, -1.0));
+        }
+        // Columns right of the valid ones, in every row but the last.
+        if hi_w < width {
+            contracts.push(product(lo_h * width + hi_w, wrapped_rows, width, width - hi_w, -1.0));
+        }
+    }
+    Some(contracts)
 }
 
 fn sum_of(terms: impl Iterator<Item = i64>) -> i64 {
@@ -374,14 +488,14 @@ fn tap_kernels(
     match (bias, full) {
         (None, Some(i)) => {
             let mut first = taps.remove(i);
-            first.contract.accumulate = false;
+            first.contracts[0].accumulate = false;
             taps.insert(0, first);
         }
         _ => kernels.push(init_output(ctx.kernel_name(op, 0), out, bias)),
     }
-    for t in taps {
+    for contract in taps.into_iter().flat_map(|t| t.contracts) {
         let name = ctx.kernel_name(op, kernels.len());
-        kernels.push(Kernel { name, body: KernelBody::Contract(t.contract) });
+        kernels.push(Kernel { name, body: KernelBody::Contract(contract) });
     }
     kernels
 }
@@ -672,5 +786,5 @@ fn transpose_tap(
         alpha: 1f64.to_bits(),
         accumulate: true,
     });
-    Some(Tap { contract, covers_all })
+    Some(Tap { contracts: vec![contract], covers_all })
 }

@@ -315,3 +315,35 @@ fn conv_same_width_taps_over_whole_rows() {
     check(&Case { pads: vec![1; 6], ..conv(&[1, 8, 3, 4, 5], &[8, 8, 3, 3, 3], true) });
     check(&Case { pads: vec![0, 1, 0, 1], ..conv(&[1, 8, 1, 6], &[8, 8, 1, 3], true) });
 }
+
+/// Strided convolutions with fewer input channels than kernel columns take one product per
+/// (channel, kernel row) summing over the kernel columns, plus one per border column: a
+/// 7x7-like stem, dilation and asymmetric pads, groups, and a kernel wider than the input (no
+/// interior columns at all).
+#[test]
+fn conv_few_channels_kernel_row_products() {
+    check(&Case {
+        pads: vec![2, 2, 2, 2],
+        strides: vec![2, 2],
+        bias: true,
+        ..conv(&[2, 3, 12, 11], &[5, 3, 5, 5], true)
+    });
+    check(&Case {
+        pads: vec![1, 0, 2, 3],
+        strides: vec![2, 3],
+        dilations: vec![1, 2],
+        ..conv(&[1, 2, 9, 10], &[4, 2, 3, 4], true)
+    });
+    check(&Case {
+        group: 2,
+        pads: vec![1, 1, 1, 1],
+        strides: vec![2, 2],
+        bias: true,
+        ..conv(&[1, 4, 8, 9], &[6, 2, 3, 3], true)
+    });
+    check(&Case {
+        pads: vec![0, 2, 1, 2],
+        strides: vec![2, 1],
+        ..conv(&[1, 2, 5, 3], &[3, 2, 2, 5], true)
+    });
+}

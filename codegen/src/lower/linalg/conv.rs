@@ -207,6 +207,14 @@ pub fn conv(ctx: &LowerCtx, op: OpId) -> LowerResult {
     };
     let win = window(ctx, op, kernel_shape(ctx, op, &w)?, &s.in_spatial, &s.out_spatial)?;
     if use_taps(out.elem, &s) {
+        if use_kernel_rows(&s, &win) {
+            let mut kernels = vec![init_output(ctx.kernel_name(op, 0), &out, bias.as_ref())];
+            for contract in kernel_row_products(&x, &w, &out, &s, &win) {
+                let name = ctx.kernel_name(op, kernels.len());
+                kernels.push(Kernel { name, body: KernelBody::Contract(contract) });
+            }
+            return Ok(kernels);
+        }
         let taps: Vec<Tap> = tap_grid(&win.kernel)
             .into_iter()
             .filter_map(|k| conv_tap(&x, &w, &out, &s, &win, &k))
@@ -222,6 +230,136 @@ pub fn conv(ctx: &LowerCtx, op: OpId) -> LowerResult {
 /// 3-channel stems (measured with `tests/lower_mv_profile.rs`).
 fn use_taps(elem: Scalar, s: &ConvShape) -> bool {
     matches!(elem, Scalar::F32 | Scalar::F64) && s.c_g >= 2
+}
+
+/// Whether a 2-d convolution runs as one product per (input channel, kernel row) summing over
+/// the kernel row's taps ([`kernel_row_products`]) instead of one per kernel tap summing over
+/// the input channels: when a group has fewer input channels than the kernel has columns (a
+/// 3-channel stem with a 7x7 kernel), so the products are fewer and each sums over more terms,
+/// and the tap products could not cover whole rows at once (see [`flat_tap`]), so both forms
+/// make one product per output row.
+fn use_kernel_rows(s: &ConvShape, win: &Window) -> bool {
+    s.in_spatial.len() == 2
+        && (s.c_g as i64) < win.kernel[1]
+        && !(win.strides == [1, 1] && s.in_spatial[1] == s.out_spatial[1])
+}
+
+/// The products of [`use_kernel_rows`]: for input channel `c` and kernel row `kh`,
+/// `C[output channels, output columns] += W[:, c, kh, :] @ B[kernel columns, output columns]`
+/// with `B[kw, ow] = x[c, oh * s - pad + kh * d, ow * s - pad + kw * d]`, batched over the
+/// output rows that kernel row reads inside the input, and over the output columns where every
+/// kernel column reads inside the input. Each remaining (border) output column gets its own
+/// product over the kernel columns that read inside the input, its columns running over the
+/// output rows. No padding is ever read. The output must already hold the bias or zeros.
+fn kernel_row_products(
+    x: &TensorRef,
+    w: &TensorRef,
+    out: &TensorRef,
+    s: &ConvShape,
+    win: &Window,
+) -> Vec<Contract> {
+    let (xs, ws, ys) = (x.strides(), w.strides(), out.strides());
+    // The output positions `lo..hi` along spatial axis `i` at which kernel index `k` reads
+    // inside the input, and the input position of output 0.
+    let valid = |i: usize, k: i64| {
+        let shift = k * win.dilations[i] - win.begin[i];
+        let lo = ceil_div(-shift, win.strides[i]).max(0);
+        let hi = ((s.in_spatial[i] as i64 - 1 - shift).div_euclid(win.strides[i]) + 1)
+            .min(s.out_spatial[i] as i64);
+        (lo, hi.max(lo), shift)
+    };
+    let kw = win.kernel[1];
+    // Output columns where every kernel column reads inside the input.
+    let (col_lo, col_hi) = {
+        let (lo, _, _) = valid(1, 0);
+        let (_, hi, _) = valid(1, kw - 1);
+        (lo, hi.max(lo))
+    };
+    let batch_over = |batch: &mut Vec<u64>, a: &mut MatView, b: &mut MatView, c: &mut MatView| {
+        batch.push(s.n);
+        a.batch_strides.push(0);
+        b.batch_strides.push(xs[0]);
+        c.batch_strides.push(ys[0]);
+        if s.groups > 1 {
+            batch.push(s.groups);
+            a.batch_strides.push(s.m_g as i64 * ws[0]);
+            b.batch_strides.push(s.c_g as i64 * xs[1]);
+            c.batch_strides.push(s.m_g as i64 * ys[1]);
+        }
+    };
+    let contract = |batch, m: u64, n: i64, k: i64, a, b, c| Contract {
+        elem: out.elem,
+        batch,
+        m,
+        n: n as u64,
+        k: k as u64,
+        a,
+        b,
+        c,
+        alpha: 1f64.to_bits(),
+        accumulate: true,
+    };
+    let mut contracts = Vec::new();
+    for c_in in 0..s.c_g as i64 {
+        for kh in 0..win.kernel[0] {
+            let (row_lo, row_hi, row_shift) = valid(0, kh);
+            if row_hi <= row_lo {
+                continue;
+            }
+            let a_offset = c_in * ws[1] + kh * ws[2];
+            // Input element offset of output row `row_lo`, column 0, kernel column 0.
+            let x_row =
+                c_in * xs[1] + (row_lo * win.strides[0] + row_shift) * xs[2] - win.begin[1] * xs[3];
+            let k_step = win.dilations[1] * xs[3];
+            if col_hi > col_lo {
+                let mut a = matview(w, a_offset, ws[0], ws[3]);
+                let mut b = matview(
+                    x,
+                    x_row + col_lo * win.strides[1] * xs[3],
+                    k_step,
+                    win.strides[1] * xs[3],
+                );
+                let mut c = matview(out, row_lo * ys[2] + col_lo * ys[3], ys[1], ys[3]);
+                let mut batch = Vec::new();
+                batch_over(&mut batch, &mut a, &mut b, &mut c);
+                batch.push((row_hi - row_lo) as u64);
+                a.batch_strides.push(0);
+                b.batch_strides.push(win.strides[0] * xs[2]);
+                c.batch_strides.push(ys[2]);
+                contracts.push(merge_batch_into_cols(contract(
+                    batch,
+                    s.m_g,
+                    col_hi - col_lo,
+                    kw,
+                    a,
+                    b,
+                    c,
+                )));
+            }
+            let border = (0..col_lo).chain(col_hi.max(col_lo)..s.out_spatial[1] as i64);
+            for col in border {
+                // The kernel columns this output column reads inside the input.
+                let inside = |k: i64| {
+                    let (lo, hi, _) = valid(1, k);
+                    lo <= col && col < hi
+                };
+                let Some(k_lo) = (0..kw).find(|&k| inside(k)) else { continue };
+                let k_hi = (k_lo..kw).take_while(|&k| inside(k)).last().unwrap_or(k_lo) + 1;
+                let mut a = matview(w, a_offset + k_lo * ws[3], ws[0], ws[3]);
+                let mut b = matview(
+                    x,
+                    x_row + (col * win.strides[1] + k_lo * win.dilations[1]) * xs[3],
+                    k_step,
+                    win.strides[0] * xs[2],
+                );
+                let mut c = matview(out, row_lo * ys[2] + col * ys[3], ys[1], ys[2]);
+                let mut batch = Vec::new();
+                batch_over(&mut batch, &mut a, &mut b, &mut c);
+                contracts.push(contract(batch, s.m_g, row_hi - row_lo, k_hi - k_lo, a, b, c));
+            }
+        }
+    }
+    contracts
 }
 
 /// Every kernel tap (one index per spatial axis), row-major.

@@ -8,6 +8,13 @@
 //! ConvTranspose gathers instead of scattering: output position `o` receives input `i` through
 //! tap `k` when `o + pad - k * dilation = i * stride`, tested with index arithmetic and read
 //! with a `LoadIndirect`.
+//!
+//! F32/F64 convolutions with at least two input channels per group run as contractions instead
+//! ([`use_taps`]): one product per kernel tap summing over the input channels, batched over the
+//! output rows ([`conv_tap`]); over whole rows at once when the convolution keeps the width at
+//! stride 1 ([`flat_tap`]); or, for strided 2-d convolutions with fewer input channels than
+//! kernel columns, one product per (input channel, kernel row) summing over the kernel columns
+//! ([`kernel_row_products`]).
 
 use super::super::build::{guard, Insts, TensorRef};
 use super::super::movement::common::{loop_kernel, map_stage, once_stage, IndexMath};

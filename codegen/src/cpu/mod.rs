@@ -16,6 +16,7 @@ mod helpers;
 mod loops;
 mod scalar;
 mod simd;
+mod vmath;
 
 use crate::kernel::{Contract, Kernel, KernelBody, Scalar};
 use cranelift_codegen::isa::OwnedTargetIsa;

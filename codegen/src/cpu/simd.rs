@@ -5,19 +5,21 @@
 //! (independent of that axis: constants, accumulators, loads with stride 0, ops on uniform
 //! values) or computes in f32 (lanes of an f32x4) or bool (lanes of an i32x4 mask), loads and
 //! stores step by exactly one f32 element, and no guard or indirect index depends on the axis.
-//! Uniform instructions are emitted once outside the vector loop; ops without a vector
-//! instruction (transcendentals, pow, fmod) call a 4-lane helper through a stack slot. The
-//! vector loop is unrolled twice (8 elements), followed by at most one 4-wide step and a
-//! scalar loop for the last `extent % 4` elements.
+//! Uniform instructions are emitted once outside the vector loop; `exp`, `tanh` and `erf` are
+//! inline polynomials (`vmath.rs`), and other ops without a vector instruction call a 4-lane
+//! helper through a stack slot. The vector loop is unrolled twice (8 elements), followed by at
+//! most one 4-wide step and a scalar loop for the last `extent % 4` elements.
 //!
 //! Each entry point returns `Ok(false)` without emitting anything when its shape does not
 //! qualify, and the caller then emits the scalar loop, so vectorization never changes which
 //! kernels compile. Results equal the scalar path's bit for bit, except that Sum reductions
-//! add in a different order.
+//! add in a different order and `exp`, `tanh` and `erf` are within 2 ulp of the scalar path's
+//! libm results (see `vmath.rs`).
 
 use super::helpers;
 use super::loops::{mem_flags, LoopEmitter};
 use super::scalar::{float_cc, transcendental_name};
+use super::vmath;
 use super::CpuError;
 use crate::kernel::{
     BinaryOp, Inst, InstKind, LoopKernel, ReduceOp, Scalar, Stage, Store, UnaryOp,
@@ -574,6 +576,9 @@ impl VecState<'_> {
                 em.cx.b.ins().fcmp(FloatCC::Equal, x, inf)
             }
             UnaryOp::Not => b.ins().bnot(x),
+            UnaryOp::Exp => vmath::exp(b, types::F32X4, x),
+            UnaryOp::Tanh => vmath::tanh(b, types::F32X4, x),
+            UnaryOp::Erf => vmath::erf(b, types::F32X4, x),
             _ => {
                 let name = transcendental_name(op)
                     .ok_or_else(|| em.unsupported(format!("{op:?} has no vector form")))?;

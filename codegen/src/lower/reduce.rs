@@ -547,6 +547,29 @@ fn lower_softmax(ctx: &LowerCtx, op: OpId, log: bool) -> LowerResult {
     let v = b.load(&views, 1);
     let v = b.cast(v, t);
     let max = reduce_stage(b, v, ReduceOp::Max, f64::NEG_INFINITY);
+    if !log && y.elem == t && same_or_disjoint(&x, &y) {
+        // The exponentials go into the result once and are summed and scaled there, so each
+        // element's exp is computed once, not twice. Rows are independent, and the result
+        // either is the input (each row reads its own elements before overwriting them) or
+        // does not touch it.
+        let mut b = Insts::new();
+        let v = b.load(&views, 1);
+        let m = b.acc(0, t);
+        let d = b.binary(BinaryOp::Sub, v, m);
+        let e = b.unary(UnaryOp::Exp, d);
+        let exps = Stage::Map { insts: b.finish(), stores: store(0, e) };
+        let mut b = Insts::new();
+        let e = b.load(&views, 0);
+        let sum = reduce_stage(b, e, ReduceOp::Sum, 0.0);
+        let mut b = Insts::new();
+        let e = b.load(&views, 0);
+        let s = b.acc(2, t);
+        let one = b.constant(t, 1.0);
+        let inv = b.binary(BinaryOp::Div, one, s);
+        let r = b.binary(BinaryOp::Mul, e, inv);
+        let scale = Stage::Map { insts: b.finish(), stores: store(0, r) };
+        return Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, vec![max, exps, sum, scale])]);
+    }
     // Stage 1: sum of e^(x - max).
     let mut b = Insts::new();
     let v = b.load(&views, 1);
@@ -572,6 +595,21 @@ fn lower_softmax(ctx: &LowerCtx, op: OpId, log: bool) -> LowerResult {
     let r = b.cast(r, y.elem);
     let map = Stage::Map { insts: b.finish(), stores: store(0, r) };
     Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, vec![max, sum, map])])
+}
+
+/// Whether `a` and `b` are the same elements or share no byte.
+fn same_or_disjoint(a: &TensorRef, b: &TensorRef) -> bool {
+    if a.region != b.region {
+        return true;
+    }
+    let range = |t: &TensorRef| {
+        let lo = t.byte_offset as i128;
+        (lo, lo + t.numel() as i128 * t.elem.size() as i128)
+    };
+    let ((a_lo, a_hi), (b_lo, b_hi)) = (range(a), range(b));
+    let disjoint = a_hi <= b_lo || b_hi <= a_lo;
+    let same = a.byte_offset == b.byte_offset && a.shape == b.shape && a.elem == b.elem;
+    disjoint || same
 }
 
 /// 1 at the first maximum of each row along `axis`, 0 elsewhere.

@@ -1930,6 +1930,74 @@ fn batched_transposed_accumulating_contraction() {
     }
 }
 
+/// Four large products (each above the parallel threshold) with disjoint results: on two
+/// threads they run one product per thread, and give the one-thread results exactly.
+#[test]
+fn batched_large_contraction_on_two_threads() {
+    let (batch, m, n, k) = (4u64, 72u64, 80u64, 64u64);
+    let a: Vec<f32> = (0..batch * m * k)
+        .map(|i| ((i * 13) % 17) as f32 - 8.0)
+        .collect();
+    let b: Vec<f32> = (0..batch * k * n)
+        .map(|i| ((i * 7) % 11) as f32 - 5.0)
+        .collect();
+    let (a_at, b_at, c_at) = (0, batch * m * k * 4, (batch * m * k + batch * k * n) * 4);
+    let mat = |byte_offset: u64, rows: u64, cols: u64| MatView {
+        region: Region::Arena,
+        byte_offset: byte_offset as i64,
+        batch_strides: vec![(rows * cols) as i64],
+        row_stride: cols as i64,
+        col_stride: 1,
+    };
+    let contract = Contract {
+        elem: Scalar::F32,
+        batch: vec![batch],
+        m,
+        n,
+        k,
+        a: mat(a_at, m, k),
+        b: mat(b_at, k, n),
+        c: mat(c_at, m, n),
+        alpha: f64_bits(1.0),
+        accumulate: false,
+    };
+    let kernel = Kernel {
+        name: "bmm".into(),
+        body: KernelBody::Contract(contract),
+    };
+    let bytes = (c_at + batch * m * n * 4) as usize;
+    let mut results = Vec::new();
+    for threads in [1, 2] {
+        let mut ar = Buf::new(bytes);
+        ar.put(a_at as usize, &a);
+        ar.put(b_at as usize, &b);
+        ar.put(c_at as usize, &vec![f32::NAN; (batch * m * n) as usize]);
+        run_on(
+            std::slice::from_ref(&kernel),
+            &mut ar,
+            &Buf::new(0),
+            threads,
+        );
+        results.push(ar.get::<f32>(c_at as usize, (batch * m * n) as usize));
+    }
+    // Small integers: exact, whatever the order of the sums.
+    for bi in 0..batch as usize {
+        for r in 0..m as usize {
+            for col in 0..n as usize {
+                let want: f32 = (0..k as usize)
+                    .map(|kk| {
+                        a[bi * (m * k) as usize + r * k as usize + kk]
+                            * b[bi * (k * n) as usize + kk * n as usize + col]
+                    })
+                    .sum();
+                let at = bi * (m * n) as usize + r * n as usize + col;
+                assert_eq!(results[1][at], want, "batch {bi} at ({r}, {col})");
+            }
+        }
+    }
+    assert_eq!(results[0], results[1], "one and two threads differ");
+}
+
 #[test]
 fn large_contraction_on_two_threads() {
     // 70 x 80 x 90 (above the parallel threshold), not accumulating, c column-major.

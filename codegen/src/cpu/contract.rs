@@ -1,9 +1,10 @@
 //! Contractions ([`Contract`]) run through the `gemm` crate, one call per batch index.
 //!
 //! Guarantees: for a validated contraction every pointer handed to `gemm` addresses elements
-//! the validator bounded; large products use `gemm`'s Rayon parallelism inside the caller's
-//! pool, small ones run on the calling thread; batches run in parallel only when their result
-//! matrices provably do not overlap.
+//! the validator bounded; batches run in parallel (one thread per product) when their result
+//! matrices provably do not overlap and either each product is small or the batches spread
+//! evenly over the threads; otherwise large products use `gemm`'s Rayon parallelism inside
+//! the caller's pool, and small ones run on the calling thread.
 
 use crate::kernel::{Contract, MatView, Region, Scalar};
 use rayon::prelude::*;
@@ -129,12 +130,17 @@ unsafe fn run_typed<T>(
         }
     };
     let threads = pool.current_num_threads();
+    let n_threads = threads as u64;
+    // Whole batches per thread beat splitting each product when they divide evenly (or are
+    // many): no synchronization inside a product, and every thread packs its own operands.
+    let batches_balance =
+        n_batches >= n_threads && (n_batches % n_threads == 0 || n_batches >= 4 * n_threads);
     if threads <= 1 || mnk.saturating_mul(n_batches) < PARALLEL_MNK {
         (0..n_batches).for_each(|b| one_batch(b, 1));
-    } else if mnk >= PARALLEL_MNK || n_batches == 1 || !batches_disjoint(c) {
-        pool.install(|| (0..n_batches).for_each(|b| one_batch(b, threads)));
-    } else {
+    } else if (mnk < PARALLEL_MNK || batches_balance) && n_batches > 1 && batches_disjoint(c) {
         pool.install(|| (0..n_batches).into_par_iter().for_each(|b| one_batch(b, 1)));
+    } else {
+        pool.install(|| (0..n_batches).for_each(|b| one_batch(b, threads)));
     }
 }
 

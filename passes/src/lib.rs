@@ -8,6 +8,8 @@
 //! - [`cse`]: merges pure ops that compute the same value, respecting region scopes.
 //! - [`dce`]: removes pure ops whose results are unused.
 //! - [`shape_infer`]: refines value types from shape functions and known shape values.
+//! - [`egraph`]: equality saturation with egg: fuses DequantizeLinear + MatMul/Gemm into
+//!   `memc.matmul_nbits` and folds Transposes and bias Adds, extracting by bytes materialized.
 //!
 //! What the crate guarantees: every pass takes verified IR to verified IR, and never panics on
 //! verified IR. The manager checks the first half after each pass (unless told not to) and
@@ -19,6 +21,7 @@
 pub mod canonicalize;
 pub mod cse;
 pub mod dce;
+pub mod egraph;
 pub mod manager;
 pub mod memory;
 pub mod plan;
@@ -32,6 +35,7 @@ mod test_util;
 pub use canonicalize::{canonicalize_function, Canonicalize};
 pub use cse::{eliminate_common_subexpressions, Cse};
 pub use dce::{eliminate_dead_ops, Dce};
+pub use egraph::Egraph;
 pub use manager::{
     parse_pipeline, registered_passes, Pass, PassError, PassManager, PassReport, VerifyFn,
 };

@@ -11,9 +11,10 @@
 //! - With [`PassManager::print_ir_after_all`] the module is written to the caller's sink after
 //!   each pass, before that pass's verification, so the IR of a pass that broke it can be read.
 //! - With [`PassManager::time_passes`] the wall time of every pass and of all verification is
-//!   measured and rendered as a table in the style of MLIR's `--mlir-timing`.
+//!   measured and rendered as a table in the style of MLIR's `--mlir-timing`, followed by the
+//!   notes passes give ([`Pass::timing_note`], such as why the e-graph's saturation stopped).
 
-use crate::{Canonicalize, Cse, Dce, ShapeInfer};
+use crate::{Canonicalize, Cse, Dce, Egraph, ShapeInfer};
 use memc_ir::{Diagnostic, Module};
 use std::fmt::Write as _;
 use std::io::Write;
@@ -33,6 +34,12 @@ pub trait Pass {
 
     /// Runs the pass over every function of `module`.
     fn run(&self, module: &mut Module) -> Result<(), PassError>;
+
+    /// Lines about the last run for the timing report (`--time-passes`), such as why a
+    /// saturation stopped; `None` for passes with nothing to add.
+    fn timing_note(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Every way running a pipeline can fail.
@@ -100,6 +107,7 @@ pub fn registered_passes() -> Vec<Box<dyn Pass>> {
         Box::new(Canonicalize),
         Box::new(Cse),
         Box::new(Dce),
+        Box::new(Egraph::new()),
     ]
 }
 
@@ -207,6 +215,7 @@ impl PassManager {
         let run_start = Instant::now();
         let mut verifier_time = Duration::ZERO;
         let mut pass_times = Vec::with_capacity(self.passes.len());
+        let mut notes = Vec::new();
 
         let verify_start = Instant::now();
         let input_check = (self.verifier)(module);
@@ -217,6 +226,7 @@ impl PassManager {
             let pass_start = Instant::now();
             pass.run(module)?;
             pass_times.push((pass.name(), pass_start.elapsed()));
+            notes.extend(pass.timing_note());
 
             if self.print_ir_after_all {
                 write_ir_dump(ir_dump, pass.name(), module).map_err(PassError::IrDump)?;
@@ -233,9 +243,16 @@ impl PassManager {
             }
         }
 
-        let timing = self
-            .time_passes
-            .then(|| render_timing_report(&pass_times, verifier_time, run_start.elapsed()));
+        let timing = self.time_passes.then(|| {
+            let mut report = render_timing_report(&pass_times, verifier_time, run_start.elapsed());
+            for note in notes {
+                for line in note.lines() {
+                    // Writing into a String cannot fail.
+                    let _ = writeln!(report, "  {line}");
+                }
+            }
+            report
+        });
         Ok(PassReport { timing })
     }
 }
@@ -325,7 +342,8 @@ mod tests {
     fn an_unknown_pass_is_named_with_the_available_ones() {
         assert_eq!(
             parse_error("cse,fold-everything"),
-            "unknown pass `fold-everything`; available passes: shape-infer, canonicalize, cse, dce"
+            "unknown pass `fold-everything`; available passes: shape-infer, canonicalize, cse, dce, \
+             egraph"
         );
     }
 

@@ -1714,3 +1714,27 @@ pub fn space_to_depth(ctx: &ShapeCtx) -> ShapeResult {
     let w = x.dims[3].div_exact(&block).ok_or_else(|| format!("width {} is not divisible by {b}", x.dims[3]))?;
     one(TensorType::new(x.elem, vec![x.dims[0].clone(), x.dims[1].mul(&Dim::Static(b * b)), h, w]))
 }
+
+/// `memc.matmul_nbits`: `A`'s dims with the last (`K`) replaced by the attribute `N`, in `A`'s
+/// element type (`[..., M, K] -> [..., M, N]`; see `verify::matmul_nbits` for the layout).
+pub fn matmul_nbits(ctx: &ShapeCtx) -> ShapeResult {
+    let a = operand(ctx, 0)?;
+    let Some((last, batch)) = a.dims.split_last() else {
+        return Err("memc.matmul_nbits needs A of rank 1 or more".to_string());
+    };
+    let Some(n) = ctx.int_attr("N") else {
+        return Ok(None);
+    };
+    let n = u64::try_from(n)
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("`N` must be positive, got {n}"))?;
+    if let (Dim::Static(a_k), Some(k)) = (last, ctx.int_attr("K")) {
+        if i128::from(*a_k) != i128::from(k) {
+            return Err(format!("A's last dim is {a_k} but K is {k}"));
+        }
+    }
+    let mut dims = batch.to_vec();
+    dims.push(Dim::Static(n));
+    one(TensorType::new(a.elem, dims))
+}

@@ -98,6 +98,10 @@ const NUMERIC_BOOL: &[crate::ElemType] = &[
     crate::ElemType::Bool,
 ];
 const T_NUMERIC_BOOL_I64: &[(&str, &[crate::ElemType])] = &[("T", NUMERIC_BOOL), ("I", I64_ONLY)];
+/// The weight element types `memc.matmul_nbits` takes: 4- and 8-bit integers.
+const LOW_BIT: &[crate::ElemType] = &[
+    crate::ElemType::I4, crate::ElemType::U4, crate::ElemType::I8, crate::ElemType::U8,
+];
 
 define_ops! {
     // Structure. `memc.weight` has no shape function: its type is its weight's (verifier step
@@ -251,4 +255,14 @@ define_ops! {
     // Quantization.
     DequantizeLinear = op("onnx.DequantizeLinear", "(x - zero_point) * scale, per tensor, axis or block").ins(&[req("x", var("T1")), req("x_scale", var("T2")), opt("x_zero_point", var("T1"))]).outs(&[req("y", var("T2"))]).vars(&[("T1", QUANTIZED), ("T2", FLOAT)]).attrs(&[int_attr("axis", 1), int_attr("block_size", 0)]).verify(v::quantize_linear).shape(s::dequantize_linear);
     QuantizeLinear = op("onnx.QuantizeLinear", "saturate(round(x / scale) + zero_point)").ins(&[req("x", var("T1")), req("y_scale", var("T1")), opt("y_zero_point", var("T2"))]).outs(&[req("y", var("T2"))]).vars(&[("T1", FLOAT), ("T2", QUANTIZED)]).attrs(&[int_attr("axis", 1), int_attr("block_size", 0), int_attr("saturate", 1), attr("output_dtype", Int)]).verify(v::quantize_linear).shape(s::quantize_linear);
+
+    // Fused ops that memc's passes create (the `egraph` pass); never in an ONNX model.
+    // `memc.matmul_nbits`: Y = A x op(dequantize(B)) [+ bias]. B is the quantized weight as
+    // stored (for now the ONNX layout: [K, N], or [N, K] with `trans_b = 1`); `scales` and
+    // `zero_points` dequantize it exactly as DequantizeLinear(B, scales, zero_points) with
+    // `axis` and `block_size` would (both refer to B's stored dims): per tensor (a scalar
+    // scale), per axis (1-d scales of B's `axis` dim), or blocked (scales of B's rank, `axis`
+    // dim divided by `block_size`, rounded up). A is [..., M, K], bias [N], Y [..., M, N].
+    // The full contract is the verifier hook's doc (`verify::matmul_nbits`).
+    MatMulNBits = op("memc.matmul_nbits", "A x dequantize(B) + bias, B a constant 4- or 8-bit weight").ins(&[req("A", var("T")), req("B", var("Q")), req("scales", var("T")), opt("zero_points", var("Q")), opt("bias", var("T"))]).outs(&[req("Y", var("T"))]).vars(&[("T", FLOAT), ("Q", LOW_BIT)]).attrs(&[required("K", Int), required("N", Int), required("bits", Int), int_attr("block_size", 0), int_attr("axis", 1), int_attr("trans_b", 0)]).verify(v::matmul_nbits).shape(s::matmul_nbits);
 }

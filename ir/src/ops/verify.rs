@@ -184,3 +184,99 @@ pub fn quantize_linear(ctx: &OpCtx) -> Check {
     }
     Ok(())
 }
+
+/// `memc.matmul_nbits`: `Y = A x op(dequantize(B)) + bias`, the fused form of
+/// `MatMul(A, DequantizeLinear(B, scales, zero_points))` that the `egraph` pass creates.
+///
+/// The contract this hook checks:
+/// - `B` is the constant quantized weight, 2-d with static dims, in the ONNX layout for now:
+///   `[K, N]`, or `[N, K]` with `trans_b = 1` (a Transpose or Gemm's `transB` folded in). Its
+///   element type is i4, ui4, i8 or ui8 and `bits` says how many bits that is.
+/// - `K` and `N` are positive and are `B`'s dims; `A` is `[..., M, K]` (rank 1 or more) and
+///   `Y` is `[..., M, N]` (the shape function's rule).
+/// - `scales` and `zero_points` follow DequantizeLinear on `B` as stored, with `axis` (0 or 1,
+///   or -2 or -1, a dim of the stored `B`) and `block_size`: per tensor, `scales` has one
+///   element; per axis (`block_size = 0`), it is 1-d with `B`'s `axis` dim; blocked
+///   (`block_size > 0`), it has `B`'s rank and dims, except the `axis` dim, which is
+///   `ceil(dim / block_size)`. `zero_points`, when given, has the shape of `scales` and the
+///   element type of `B` (absent: zero, as in ONNX).
+/// - `bias`, when given, is 1-d `[N]`.
+pub fn matmul_nbits(ctx: &OpCtx) -> Check {
+    let a = operand(ctx, 0)?;
+    let b = operand(ctx, 1)?;
+    let scales = operand(ctx, 2)?;
+    let Some(b_shape) = b.static_shape().filter(|s| s.len() == 2) else {
+        return Err(format!("B must be 2-d with static dims, got {b}"));
+    };
+    let positive = |name: &str| match ctx.int_attr(name) {
+        Some(v) if v > 0 => Ok(v as u64),
+        other => Err(format!(
+            "`{name}` must be a positive integer, got {other:?}"
+        )),
+    };
+    let (k, n) = (positive("K")?, positive("N")?);
+    let trans_b = ctx.int_attr("trans_b").unwrap_or(0);
+    let expected = match trans_b {
+        0 => [k, n],
+        1 => [n, k],
+        _ => return Err(format!("`trans_b` must be 0 or 1, got {trans_b}")),
+    };
+    if b_shape != expected {
+        return Err(format!(
+            "B is {b} but K = {k}, N = {n} and trans_b = {trans_b} need {:?}",
+            expected
+        ));
+    }
+    let bits = ctx.int_attr("bits").unwrap_or(0);
+    if u32::try_from(bits).ok() != Some(b.elem.bits()) {
+        return Err(format!(
+            "`bits` is {bits} but B's element type {} has {} bits",
+            b.elem.mlir_name(),
+            b.elem.bits()
+        ));
+    }
+    match a.dims.last() {
+        None => return Err("A must have rank 1 or more".to_string()),
+        Some(Dim::Static(a_k)) if *a_k != k => {
+            return Err(format!("A's last dim is {a_k} but K is {k}"));
+        }
+        Some(_) => {}
+    }
+    let block_size = ctx.int_attr("block_size").unwrap_or(0);
+    if block_size < 0 {
+        return Err(format!(
+            "`block_size` must not be negative, got {block_size}"
+        ));
+    }
+    let axis = normalize_axis(ctx.int_attr("axis").unwrap_or(1), 2)?;
+    let scale_dims = scales.static_shape();
+    let per_tensor = scales.static_num_elements() == Some(1) && scales.rank() <= 1;
+    let fits = match (block_size, scale_dims) {
+        (0, Some(dims)) => per_tensor || dims == [b_shape[axis]],
+        (bs, Some(dims)) => {
+            let mut want = b_shape.to_vec();
+            want[axis] = want[axis].div_ceil(bs as u64);
+            dims == want
+        }
+        (_, None) => false,
+    };
+    if !fits {
+        return Err(format!(
+            "scales of type {scales} fit neither per-tensor, per-axis (axis {axis}) nor \
+             blocked (block_size {block_size}) quantization of B {b}"
+        ));
+    }
+    if let Some(zero_points) = ctx.operand_type(3) {
+        if zero_points.dims != scales.dims {
+            return Err(format!(
+                "zero points of type {zero_points} must have the shape of the scales {scales}"
+            ));
+        }
+    }
+    if let Some(bias) = ctx.operand_type(4) {
+        if bias.static_shape().as_deref() != Some(&[n][..]) {
+            return Err(format!("bias of type {bias} must be [{n}]"));
+        }
+    }
+    Ok(())
+}

@@ -90,3 +90,21 @@ func.func @float_products(%arg0: tensor<2x64xf32>, %arg1: tensor<32x64xf32>, %ar
   %3 = "onnx.Add"(%2, %arg3) : (tensor<2x16xf32>, tensor<16xf32>) -> tensor<2x16xf32> loc("b")
   return %1, %3 : tensor<2x32xf32>, tensor<2x16xf32>
 }
+
+// -----
+// A fused product read inside a region and by an op with two results: their operands move
+// to the fused op; ops in regions are not rewritten themselves.
+func.func @used_in_region(%arg0: tensor<i1>, %arg1: tensor<4x64xf32>) -> (tensor<4x32xf32>, tensor<4x16xf32>) {
+  %0 = "memc.weight"() {value = dense_resource<"w"> : tensor<64x32xi8>} : () -> tensor<64x32xi8>
+  %1 = "memc.weight"() {value = dense_resource<"s"> : tensor<32xf32>} : () -> tensor<32xf32>
+  %2 = "onnx.DequantizeLinear"(%0, %1) {axis = 1} : (tensor<64x32xi8>, tensor<32xf32>) -> tensor<64x32xf32>
+  %3 = "onnx.MatMul"(%arg1, %2) : (tensor<4x64xf32>, tensor<64x32xf32>) -> tensor<4x32xf32>
+  %4:2 = "onnx.Split"(%3) {axis = 1, num_outputs = 2} : (tensor<4x32xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>)
+  %5 = "onnx.If"(%arg0) ({
+    %6 = "onnx.Neg"(%3) : (tensor<4x32xf32>) -> tensor<4x32xf32>
+    "onnx.Yield"(%6) : (tensor<4x32xf32>) -> ()
+  }, {
+    "onnx.Yield"(%3) : (tensor<4x32xf32>) -> ()
+  }) : (tensor<i1>) -> tensor<4x32xf32>
+  return %5, %4#1 : tensor<4x32xf32>, tensor<4x16xf32>
+}

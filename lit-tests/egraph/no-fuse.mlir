@@ -57,3 +57,12 @@ func.func @gemm_alpha(%arg0: tensor<2x64xf32>) -> tensor<2x32xf32> {
   %3 = "onnx.Gemm"(%arg0, %2) {alpha = 0.5} : (tensor<2x64xf32>, tensor<64x32xf32>) -> tensor<2x32xf32>
   return %3 : tensor<2x32xf32>
 }
+
+// -----
+// The scales are not constant (a function argument): no fusion.
+func.func @scales_not_constant(%arg0: tensor<4x64xf32>, %arg1: tensor<32xf32>) -> tensor<4x32xf32> {
+  %0 = "memc.weight"() {value = dense_resource<"w"> : tensor<64x32xi8>} : () -> tensor<64x32xi8>
+  %1 = "onnx.DequantizeLinear"(%0, %arg1) {axis = 1} : (tensor<64x32xi8>, tensor<32xf32>) -> tensor<64x32xf32>
+  %2 = "onnx.MatMul"(%arg0, %1) : (tensor<4x64xf32>, tensor<64x32xf32>) -> tensor<4x32xf32>
+  return %2 : tensor<4x32xf32>
+}

@@ -21,6 +21,17 @@
 //! model's own order, a greedy order that runs the ready op that frees the most bytes, and,
 //! for graphs of at most [`EXACT_LIMIT`] ops, an exact search over orders; the one with the
 //! lowest LOAD is kept. Functions with regions (`onnx.If`) are not planned yet.
+//!
+//! # Scratch
+//!
+//! Code generation may ask for working memory per op ([`plan_function_with_scratch`]: a
+//! [`ScratchFn`] gives each op's scratch bytes, 0 for none; an im2col matrix for a
+//! convolution). Each such op gets one more buffer, live exactly over its step `[s, s + 1)`, so
+//! it conflicts with everything the op reads (live until at least `s + 1`) and writes (live from
+//! `s`) and with everything else live there, and its bytes are free again at the next step.
+//! Scratch counts in LOAD (so in the choice of schedule), in the exact scheduler's peak, in the
+//! offset assignment and in the live profile; the validator checks it like any buffer and that
+//! it lives one step (its rule 7). Kernels never allocate: the plan holds every byte a run uses.
 
 use crate::plan::{load_with_sharing, plan, BufferSpec, Constraint, PlanOptions};
 use crate::validate::{validate, Access, BufferKind, CheckedBuffer, PlanToCheck};
@@ -67,6 +78,23 @@ pub struct PlannedBuffer {
     pub is_output: bool,
 }
 
+/// The scratch bytes an op needs while it runs (0: none). Code generation provides it.
+pub type ScratchFn<'a> = dyn Fn(&Function, OpId) -> u64 + 'a;
+
+/// The working memory of one op: its bytes are the op's alone during its step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedScratch {
+    pub op: OpId,
+    /// `scratch(<the op's first result>)`.
+    pub name: String,
+    /// The op (`onnx.Conv "conv1"`).
+    pub producer: String,
+    pub offset: u64,
+    pub size: u64,
+    /// The op's step: the scratch is live on `[step, step + 1)`.
+    pub step: u64,
+}
+
 /// A validated memory plan for one function.
 #[derive(Clone, Debug)]
 pub struct MemoryPlan {
@@ -82,6 +110,8 @@ pub struct MemoryPlan {
     /// Which heuristic gave the schedule.
     pub schedule_name: &'static str,
     pub buffers: Vec<PlannedBuffer>,
+    /// The scratch memory of the ops that asked for it, in schedule order.
+    pub scratch: Vec<PlannedScratch>,
     /// The offset-assignment strategy that won.
     pub strategy: &'static str,
     pub plan_time: Duration,
@@ -91,8 +121,17 @@ pub struct MemoryPlan {
     pub live_bytes: Vec<u64>,
 }
 
-/// Plans the single function of `module` (every dim must be static).
+/// Plans the single function of `module` (every dim must be static), without scratch memory.
 pub fn plan_module(module: &Module, options: &PlanOptions) -> Result<MemoryPlan, Diagnostic> {
+    plan_module_with_scratch(module, options, &|_, _| 0)
+}
+
+/// Plans the single function of `module` with `scratch` bytes of working memory per op.
+pub fn plan_module_with_scratch(
+    module: &Module,
+    options: &PlanOptions,
+    scratch: &ScratchFn,
+) -> Result<MemoryPlan, Diagnostic> {
     let mut funcs = module.functions();
     let (_, func) = funcs
         .next()
@@ -106,7 +145,7 @@ pub fn plan_module(module: &Module, options: &PlanOptions) -> Result<MemoryPlan,
         ))
         .with_note(format!("bind every one, e.g. {}", flags.join(" "))));
     }
-    plan_function(func, &module.weights, options)
+    plan_function_with_scratch(func, &module.weights, options, scratch)
 }
 
 /// A value's bytes, or an error naming the unbound dims.
@@ -279,6 +318,8 @@ struct Graph {
     preds: Vec<Vec<usize>>,
     /// Bytes each op allocates (its owned results), and the value each result roots to.
     alloc: Vec<u64>,
+    /// Scratch bytes each op uses during its step.
+    scratch: Vec<u64>,
 }
 
 /// The root value whose bytes a value uses (itself, or the source of its view chain), or
@@ -301,11 +342,21 @@ fn root_values(func: &Function, weights: &WeightStore, ops: &[OpId]) -> HashMap<
     root
 }
 
-/// Plans one function.
+/// Plans one function, without scratch memory.
 pub fn plan_function(
     func: &Function,
     weights: &WeightStore,
     options: &PlanOptions,
+) -> Result<MemoryPlan, Diagnostic> {
+    plan_function_with_scratch(func, weights, options, &|_, _| 0)
+}
+
+/// Plans one function with `scratch` bytes of working memory per op (see the module doc).
+pub fn plan_function_with_scratch(
+    func: &Function,
+    weights: &WeightStore,
+    options: &PlanOptions,
+    scratch: &ScratchFn,
 ) -> Result<MemoryPlan, Diagnostic> {
     let started = Instant::now();
     let entry = func.entry_block();
@@ -367,11 +418,13 @@ pub fn plan_function(
                 .sum()
         })
         .collect();
+    let scratch: Vec<u64> = ops.iter().map(|&op| scratch(func, op)).collect();
     let graph = Graph {
         ops: ops.clone(),
         ret,
         preds,
         alloc,
+        scratch,
     };
 
     // Candidate schedules; keep the one with the lowest LOAD.
@@ -410,7 +463,22 @@ pub fn plan_function(
 
     let schedule: Vec<OpId> = order.iter().map(|&i| ops[i]).collect();
     let mut buffers = Vec::with_capacity(specs.len());
+    let mut scratch = Vec::new();
     for (i, (spec, info)) in specs.iter().zip(&infos).enumerate() {
+        let value = match info.holds {
+            Holds::Value(value) => value,
+            Holds::Scratch(op) => {
+                scratch.push(PlannedScratch {
+                    op,
+                    name: info.name.clone(),
+                    producer: info.producer.clone(),
+                    offset: result.offsets[i],
+                    size: spec.size,
+                    step: spec.start,
+                });
+                continue;
+            }
+        };
         let kind = match (info.is_input, spec.constraint) {
             (true, _) => PlannedKind::Input,
             (false, Constraint::AliasOf { base, offset }) => PlannedKind::View { base, offset },
@@ -421,7 +489,7 @@ pub fn plan_function(
         };
         buffers.push(PlannedBuffer {
             name: info.name.clone(),
-            value: info.value,
+            value,
             offset: result.offsets[i],
             size: spec.size,
             start: spec.start,
@@ -433,7 +501,12 @@ pub fn plan_function(
         });
     }
     let n_steps = schedule.len() as u64 + 2;
-    let live_bytes = live_profile(&buffers, n_steps);
+    let mut live_bytes = live_profile(&buffers, n_steps);
+    for s in &scratch {
+        if let Some(live) = live_bytes.get_mut(s.step as usize) {
+            *live += s.size;
+        }
+    }
     let peak_step = live_bytes
         .iter()
         .enumerate()
@@ -448,6 +521,7 @@ pub fn plan_function(
         schedule,
         schedule_name,
         buffers,
+        scratch,
         strategy: result.strategy,
         plan_time: started.elapsed(),
         peak_step,
@@ -466,9 +540,17 @@ type Candidate = (
     Vec<BufferInfo>,
 );
 
+/// What a planned buffer holds.
+#[derive(Copy, Clone)]
+enum Holds {
+    Value(ValueId),
+    /// The scratch memory of an op.
+    Scratch(OpId),
+}
+
 struct BufferInfo {
     name: String,
-    value: ValueId,
+    holds: Holds,
     producer: String,
     ty: TensorType,
     is_input: bool,
@@ -567,7 +649,7 @@ fn buffers_for(
         );
         infos.push(BufferInfo {
             name: value_name(func, value),
-            value,
+            holds: Holds::Value(value),
             producer,
             ty,
             is_input: start == 0,
@@ -586,6 +668,9 @@ fn buffers_for(
             &mut buffer_of,
         )?;
     }
+    // Scratch buffers go after every value's, so value buffers keep their indices.
+    let mut scratch_specs = Vec::new();
+    let mut scratch_infos = Vec::new();
     for &i in order {
         let op = graph.ops[i];
         let step = step_of[&op];
@@ -594,6 +679,21 @@ fn buffers_for(
             Some(loc) => format!("{} \"{loc}\"", data.opcode.name()),
             None => data.opcode.name().to_string(),
         };
+        if graph.scratch[i] > 0 {
+            let name = data
+                .results
+                .first()
+                .map_or_else(|| producer.clone(), |&r| value_name(func, r));
+            scratch_specs.push(BufferSpec::new(graph.scratch[i], step, step + 1).with_align(ALIGN));
+            scratch_infos.push(BufferInfo {
+                name: format!("scratch({name})"),
+                holds: Holds::Scratch(op),
+                producer: producer.clone(),
+                ty: TensorType::with_shape(ElemType::U8, &[graph.scratch[i]]),
+                is_input: false,
+                is_output: false,
+            });
+        }
         let source = view_source(func, weights, op);
         for &r in &data.results {
             if !root.contains_key(&r) {
@@ -624,6 +724,8 @@ fn buffers_for(
             specs[base].end = specs[base].end.max(specs[i].end);
         }
     }
+    specs.extend(scratch_specs);
+    infos.extend(scratch_infos);
     Ok((specs, infos))
 }
 
@@ -810,7 +912,8 @@ fn exact_order(
                 if set & (1 << i) != 0 || preds & !set != 0 {
                     continue;
                 }
-                let during = before + graph.alloc[i];
+                // The op's scratch is live only during its step.
+                let during = before + graph.alloc[i] + graph.scratch[i];
                 let candidate = peak.max(during);
                 let new_set = set | (1 << i);
                 if next.get(&new_set).is_none_or(|&(p, _, _)| candidate < p) {
@@ -877,7 +980,7 @@ fn check(func: &Function, plan: &MemoryPlan) -> Result<(), Diagnostic> {
         .enumerate()
         .map(|(i, b)| (b.value, i))
         .collect();
-    let checked: Vec<CheckedBuffer> = plan
+    let mut checked: Vec<CheckedBuffer> = plan
         .buffers
         .iter()
         .map(|b| CheckedBuffer {
@@ -899,6 +1002,21 @@ fn check(func: &Function, plan: &MemoryPlan) -> Result<(), Diagnostic> {
             is_input: b.kind == PlannedKind::Input,
         })
         .collect();
+    // Scratch buffers follow the value buffers; the op at their step writes them.
+    let mut scratch_of: HashMap<OpId, Vec<usize>> = HashMap::new();
+    for s in &plan.scratch {
+        scratch_of.entry(s.op).or_default().push(checked.len());
+        checked.push(CheckedBuffer {
+            name: s.name.clone(),
+            offset: s.offset,
+            size: s.size,
+            start: s.step,
+            end: s.step + 1,
+            align: ALIGN,
+            kind: BufferKind::Scratch,
+            is_input: false,
+        });
+    }
     let mut accesses = Vec::new();
     let last_step = plan.schedule.len() as u64 + 1;
     let steps = plan
@@ -931,6 +1049,7 @@ fn check(func: &Function, plan: &MemoryPlan) -> Result<(), Diagnostic> {
                 .results
                 .iter()
                 .filter_map(|v| buffer_of.get(v).copied())
+                .chain(scratch_of.get(&op).into_iter().flatten().copied())
                 .collect(),
             elementwise: data.opcode.def().traits.contains(Traits::ELEMENTWISE),
         });

@@ -46,6 +46,10 @@
 //!    its producer; no buffer is written by two accesses. Together with rule 5 this is "every
 //!    read sees the value its producer wrote": the producer wrote at `start`, the read comes
 //!    before `end`, and nothing live in between shared its bytes.
+//! 7. **Scratch.** A scratch buffer (an op's working memory, [`BufferKind::Scratch`]) lives
+//!    exactly one step (`end == start + 1`), the step of the op that writes it (rule 6), and is
+//!    no graph input. With rule 5 this is "scratch memory overlaps nothing the op reads or
+//!    writes, nor anything else live at its step".
 
 use std::collections::HashMap;
 use std::fmt;
@@ -93,6 +97,8 @@ pub enum BufferKind {
         /// The index of the buffer whose bytes it takes over.
         input: usize,
     },
+    /// Owns its bytes for one step only: the working memory of the op that writes it.
+    Scratch,
 }
 
 /// What one op of the schedule does to the buffers.
@@ -428,13 +434,21 @@ pub enum Violation {
         second_step: u64,
     },
 
+    // Rule 7: scratch.
+    /// A scratch buffer live for more (or less) than its one step.
+    #[error("scratch buffer {buffer} is live in {live}, but scratch lives exactly one step")]
+    ScratchLifetime { buffer: BufferRef, live: HalfOpen },
+    /// A scratch buffer marked as a graph input.
+    #[error("scratch buffer {buffer} is marked as a graph input")]
+    ScratchIsInput { buffer: BufferRef },
+
     /// The validator stopped looking after this many violations.
     #[error("stopped after {limit} violations; the plan may have more")]
     TooMany { limit: usize },
 }
 
 impl Violation {
-    /// The rule (1 to 6, as numbered in the module doc) this violation breaks; `None` for
+    /// The rule (1 to 7, as numbered in the module doc) this violation breaks; `None` for
     /// [`Violation::TooMany`].
     pub fn rule(&self) -> Option<u8> {
         use Violation::*;
@@ -461,6 +475,7 @@ impl Violation {
             | InputNotOwned { .. }
             | NeverWritten { .. }
             | WrittenTwice { .. } => 6,
+            ScratchLifetime { .. } | ScratchIsInput { .. } => 7,
             TooMany { .. } => return None,
         })
     }
@@ -493,6 +508,7 @@ pub fn validate_with_limit(
         check_overlaps(plan, &roots, &mut sink);
         check_accesses(plan, &writers, &mut sink);
     }
+    check_scratch(plan, &mut sink);
     if sink.found.is_empty() {
         Ok(())
     } else {
@@ -538,7 +554,7 @@ fn live_of(buffer: &CheckedBuffer) -> HalfOpen {
 /// The buffer a view or in-place result refers to.
 fn link_of(buffer: &CheckedBuffer) -> Option<usize> {
     match buffer.kind {
-        BufferKind::Owned => None,
+        BufferKind::Owned | BufferKind::Scratch => None,
         BufferKind::View { base, .. } => Some(base),
         BufferKind::InPlace { input } => Some(input),
     }
@@ -1144,6 +1160,26 @@ fn check_accesses(plan: &PlanToCheck, writers: &Writers, sink: &mut Sink) {
                 });
             }
             _ => {}
+        }
+    }
+}
+
+/// Rule 7.
+fn check_scratch(plan: &PlanToCheck, sink: &mut Sink) {
+    for (index, buffer) in plan.buffers.iter().enumerate() {
+        if buffer.kind != BufferKind::Scratch {
+            continue;
+        }
+        if buffer.is_input {
+            sink.push(Violation::ScratchIsInput {
+                buffer: buffer_ref(plan, index),
+            });
+        }
+        if buffer.end != buffer.start.saturating_add(1) {
+            sink.push(Violation::ScratchLifetime {
+                buffer: buffer_ref(plan, index),
+                live: live_of(buffer),
+            });
         }
     }
 }
@@ -1781,6 +1817,65 @@ mod tests {
                 "buffer `%a` is written by both `op0` at step 0 and `again` at step 1; a buffer has one producer",
             ],
         );
+    }
+
+    // Rule 7: scratch.
+
+    fn scratch(name: &str, offset: u64, size: u64, live: (u64, u64)) -> CheckedBuffer {
+        CheckedBuffer {
+            kind: BufferKind::Scratch,
+            ..owned(name, offset, size, live)
+        }
+    }
+
+    /// `%x` (input, read at step 1) and `%y` (written at step 1) with the scratch of step 1
+    /// at `scratch_offset`, and `%z` written at step 2 over the scratch's bytes.
+    fn with_scratch(scratch_offset: u64) -> PlanToCheck {
+        let mut plan = plan(
+            256,
+            vec![
+                input("%x", 0, 64, 2),
+                owned("%y", 64, 64, (1, 3)),
+                scratch("scratch(%y)", scratch_offset, 64, (1, 2)),
+                owned("%z", 128, 64, (2, 3)),
+            ],
+        );
+        plan.accesses[0].reads.push(0);
+        plan.accesses[1].reads.push(1);
+        plan
+    }
+
+    #[test]
+    fn scratch_is_reused_after_its_step() {
+        check(&with_scratch(128), &[]);
+    }
+
+    #[test]
+    fn rule7_scratch_overlaps_an_operand() {
+        check(
+            &with_scratch(0),
+            &["buffers `%x` [0, 64) and `scratch(%y)` [0, 64) overlap in memory and are both live at step 1"],
+        );
+    }
+
+    #[test]
+    fn rule7_scratch_overlaps_a_result() {
+        check(
+            &with_scratch(64),
+            &["buffers `%y` [64, 128) and `scratch(%y)` [64, 128) overlap in memory and are both live at step 1"],
+        );
+    }
+
+    #[test]
+    fn rule7_scratch_lives_one_step() {
+        let mut plan = with_scratch(192);
+        plan.buffers[2].end = 3;
+        check(
+            &plan,
+            &["scratch buffer `scratch(%y)` is live in [1, 3), but scratch lives exactly one step"],
+        );
+        let violations = validate(&plan).unwrap_err();
+        assert_eq!(violations[0].rule(), Some(7));
     }
 
     // The cap.

@@ -6,7 +6,7 @@
 use memc_ir::{
     Attribute, ElemType, Function, Module, Opcode, TensorType, Type, ValueId, WeightBytes,
 };
-use memc_passes::memory::plan_function;
+use memc_passes::memory::{plan_function, plan_function_with_scratch};
 use memc_passes::plan::PlanOptions;
 use proptest::prelude::*;
 use std::sync::Arc;
@@ -96,6 +96,40 @@ proptest! {
         prop_assert!(plan.arena_size >= plan.load, "arena {} < LOAD {}", plan.arena_size, plan.load);
         prop_assert!(plan.load <= plan.load_model_order, "chosen order worse than model order");
         prop_assert!(plan.load <= plan.load_without_sharing);
+    }
+
+    /// With scratch for some ops (a size drawn per op), every scratch buffer is planned at its
+    /// op's step, and no buffer live at that step (the op's operands and results included)
+    /// shares a byte with it; `plan_function_with_scratch` has also run the validator.
+    #[test]
+    fn scratch_overlaps_nothing_live_at_its_step(
+        n in 1u64..64,
+        steps in prop::collection::vec((0u8..7, 0usize..64, 0usize..64), 1..40),
+        n_outputs in 1usize..4,
+        sizes in prop::collection::vec(0u64..512, 64),
+    ) {
+        let module = build(n, &steps, n_outputs);
+        let (_, func) = module.functions().next().expect("one function");
+        let options = PlanOptions { budget: Duration::from_millis(5) };
+        let scratch = |_: &Function, op: memc_ir::OpId| { use cranelift_entity::EntityRef; sizes[op.index() % sizes.len()] };
+        let plan = plan_function_with_scratch(func, &module.weights, &options, &scratch)
+            .map_err(|d| TestCaseError::fail(d.to_string()))?;
+        let wanted = plan.schedule.iter().filter(|&&op| scratch(func, op) > 0).count();
+        prop_assert_eq!(plan.scratch.len(), wanted);
+        prop_assert!(plan.arena_size >= plan.load);
+        for s in &plan.scratch {
+            prop_assert_eq!(plan.schedule[s.step as usize - 1], s.op);
+            prop_assert_eq!(s.size, scratch(func, s.op));
+            prop_assert!(s.offset + s.size <= plan.arena_size);
+            for b in &plan.buffers {
+                let live = b.start <= s.step && s.step < b.end;
+                let apart = b.offset + b.size <= s.offset || s.offset + s.size <= b.offset;
+                prop_assert!(!live || b.size == 0 || apart, "{} overlaps {}", b.name, s.name);
+            }
+            for other in plan.scratch.iter().filter(|o| o.op != s.op) {
+                prop_assert!(other.step != s.step);
+            }
+        }
     }
 }
 

@@ -3,7 +3,8 @@
 //! ```text
 //! import (ir::onnx) -> verify -> shape-infer -> canonicalize -> cse -> dce      (symbolic dims)
 //!   -> bind --dim values (shape-infer) -> canonicalize -> cse -> dce            (static dims)
-//!   -> schedule -> bufferize (views, in-place) -> liveness -> assign offsets -> validate
+//!   -> schedule -> bufferize (views, in-place, scratch per op from codegen) -> liveness
+//!   -> assign offsets -> validate
 //!   -> lower to kernels (codegen::lower) -> validate kernels
 //!   -> [egraph fuse, remat: not built yet]
 //! ```
@@ -107,7 +108,17 @@ pub fn compile(path: &Path, options: &CompileOptions) -> Result<Compiled, Diagno
         let plan_options = memc_passes::plan::PlanOptions {
             budget: options.plan_budget,
         };
-        Some(memc_passes::memory::plan_module(&module, &plan_options)?)
+        // Code generation says how much scratch memory each op needs while it runs; the plan
+        // holds it, so kernels never allocate.
+        let weights = &module.weights;
+        let scratch = |func: &memc_ir::Function, op: memc_ir::OpId| {
+            memc_codegen::lower::scratch_bytes(func, weights, op)
+        };
+        Some(memc_passes::memory::plan_module_with_scratch(
+            &module,
+            &plan_options,
+            &scratch,
+        )?)
     } else {
         None
     };

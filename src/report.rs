@@ -5,6 +5,9 @@
 //! bytes are in use, so any two buffers whose ranges intersect must not overlap in memory;
 //! `aliases` lists the values that live inside an allocation without bytes of their own
 //! (views, in-place results) with the allocation they use. Plus `arena_size` and `load`.
+//! An op's scratch memory (working bytes it uses during its one step, such as a convolution's
+//! im2col matrix) is a buffer named `scratch(<the op's result>)` of type `scratch`, live on
+//! `[step, step + 1)`, produced by that op.
 
 use memc_ir::{Dim, Function, TensorType};
 use memc_passes::memory::{MemoryPlan, PlannedKind};
@@ -106,6 +109,15 @@ pub fn table(plan: &MemoryPlan, symbolic: Option<&Function>, svg_path: Option<&s
         plan.strategy,
         plan.plan_time.as_secs_f64() * 1000.0
     );
+    if !plan.scratch.is_empty() {
+        let largest = plan.scratch.iter().map(|s| s.size).max().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "  scratch: {} ops, each for its own step, largest {}",
+            plan.scratch.len(),
+            human_bytes(largest)
+        );
+    }
     if let Some(path) = svg_path {
         let _ = writeln!(out, "  timeline: {path}");
     }
@@ -157,6 +169,16 @@ pub fn table(plan: &MemoryPlan, symbolic: Option<&Function>, svg_path: Option<&s
             human_bytes(b.size)
         );
     }
+    for s in plan.scratch.iter().filter(|s| s.step == peak && s.size > 0) {
+        let _ = writeln!(
+            out,
+            "    {:<28} {:<36} {:<22} {:>11}  (scratch)",
+            clip(&s.name, 28),
+            clip(&s.producer, 36),
+            "",
+            human_bytes(s.size)
+        );
+    }
     out
 }
 
@@ -188,6 +210,16 @@ pub fn json(plan: &MemoryPlan) -> String {
                 "type": b.ty.to_string(), "input": b.kind == PlannedKind::Input, "output": b.is_output,
             })
         })
+        .collect();
+    let buffers: Vec<serde_json::Value> = buffers
+        .into_iter()
+        .chain(plan.scratch.iter().map(|s| {
+            json!({
+                "name": s.name, "offset": s.offset, "size": s.size,
+                "start": s.step, "end": s.step + 1, "producer": s.producer,
+                "type": "scratch", "input": false, "output": false,
+            })
+        }))
         .collect();
     let aliases: Vec<serde_json::Value> = (0..plan.buffers.len())
         .filter(|&i| owner[i] != i)

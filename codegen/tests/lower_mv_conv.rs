@@ -1,11 +1,12 @@
-//! Conv and ConvTranspose lowerings against a naive reference, in both forms: one contraction
-//! per kernel tap (enough channels per group) and the direct loop kernel (few channels). Each
-//! case is one op in text IR with its weights as function arguments; the kernels run in the
-//! reference interpreter.
+//! Conv and ConvTranspose lowerings against a naive reference, in every form: im2col into the
+//! planned scratch memory, one contraction per kernel tap (the same cases planned without
+//! scratch), and the direct loop kernel (depthwise, ConvTranspose with few channels). Each case
+//! is one op in text IR with its weights as function arguments; the kernels run in the
+//! reference interpreter, which bounds-checks every address.
 
 mod lower_mv_support;
 
-use lower_mv_support::{compile_module, run};
+use lower_mv_support::{compile_module, compile_module_without_scratch, run, Compiled};
 use memc_codegen::KernelBody;
 use std::collections::HashMap;
 
@@ -61,8 +62,20 @@ struct Case {
     /// Begin pads then end pads.
     pads: Vec<i64>,
     output_padding: Vec<i64>,
-    /// Whether the lowering should use the contraction form.
+    /// Whether the lowering should use a contraction form.
     taps: bool,
+    /// Input elements (flat index) set to a huge value, to check that no form adds and then
+    /// subtracts them again.
+    huge: Vec<usize>,
+}
+
+/// How a case is planned.
+#[derive(Copy, Clone, PartialEq, Debug)]
+enum Planned {
+    /// With the scratch memory codegen asks for, as `memc compile` plans.
+    WithScratch,
+    /// Without scratch: convolutions fall back to the per-tap products.
+    WithoutScratch,
 }
 
 fn list(v: &[i64]) -> String {
@@ -70,7 +83,19 @@ fn list(v: &[i64]) -> String {
     format!("[{}]", items.join(", "))
 }
 
-fn check(case: &Case) {
+/// Checks `case` planned both ways; returns whether the planned run used im2col.
+fn check(case: &Case) -> bool {
+    check_planned(case, Planned::WithoutScratch);
+    check_planned(case, Planned::WithScratch)
+}
+
+/// Whether `compiled` lowered its convolution through im2col: the plan gave it scratch, which
+/// the lowering uses whenever it is there.
+fn uses_im2col(compiled: &Compiled) -> bool {
+    compiled.scratch_bytes > 0
+}
+
+fn check_planned(case: &Case, planned: Planned) -> bool {
     let s = case.x.len() - 2;
     let op = if case.transpose { "onnx.ConvTranspose" } else { "onnx.Conv" };
     let m = if case.transpose { case.w[1] * case.group } else { case.w[0] };
@@ -97,14 +122,25 @@ fn check(case: &Case) {
     );
     let mut module = memc_ir::parse_module(&text).unwrap_or_else(|d| panic!("{d:?}\n{text}"));
     memc_ir::infer::infer_module(&mut module, &HashMap::new()).expect("shapes infer");
-    let compiled = compile_module(module).expect("the op compiles");
+    let compiled = match planned {
+        Planned::WithScratch => compile_module(module),
+        Planned::WithoutScratch => compile_module_without_scratch(module),
+    }
+    .expect("the op compiles");
+    let im2col = uses_im2col(&compiled);
+    if planned == Planned::WithoutScratch {
+        assert!(!im2col, "no scratch, no im2col");
+    }
     let contracts =
         compiled.program.kernels().filter(|k| matches!(k.body, KernelBody::Contract(_))).count();
     assert_eq!(contracts > 0, case.taps, "contraction form expected: {}", case.taps);
     let out_shape = compiled.program.outputs[0].shape.clone();
 
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let x = rng.vec(case.x.iter().product::<u64>() as usize);
+    let mut x = rng.vec(case.x.iter().product::<u64>() as usize);
+    for &i in &case.huge {
+        x[i] = 1e30;
+    }
     let w = rng.vec(case.w.iter().product::<u64>() as usize);
     let b = rng.vec(m as usize);
     let bytes = |v: &[f32]| v.iter().flat_map(|f| f.to_le_bytes()).collect::<Vec<u8>>();
@@ -187,8 +223,12 @@ fn check(case: &Case) {
         }
     }
     for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
-        assert!((g as f64 - w).abs() <= 1e-4 + 1e-4 * w.abs(), "element {i}: got {g}, want {w}");
+        assert!(
+            (g as f64 - w).abs() <= 1e-4 + 1e-4 * w.abs(),
+            "{planned:?}, element {i}: got {g}, want {w}"
+        );
     }
+    im2col
 }
 
 fn conv(x: &[u64], w: &[u64], taps: bool) -> Case {
@@ -204,6 +244,7 @@ fn conv(x: &[u64], w: &[u64], taps: bool) -> Case {
         pads: vec![0; 2 * s],
         output_padding: vec![0; s],
         taps,
+        huge: Vec::new(),
     }
 }
 
@@ -295,9 +336,9 @@ fn conv_transpose_direct() {
     });
 }
 
-/// Same-width stride-1 convolutions take one product per tap over whole rows, plus corrections
-/// for the columns that wrap into the neighbouring row: one or two such columns per side,
-/// asymmetric pads, a dilated row axis, an outer spatial axis, a single row.
+/// Same-width stride-1 convolutions (im2col with scratch, per-row tap products without): one
+/// or two padded columns per side, asymmetric pads, a dilated row axis, an outer spatial axis,
+/// a single row.
 #[test]
 fn conv_same_width_taps_over_whole_rows() {
     check(&Case { pads: vec![1, 1, 1, 1], bias: true, ..conv(&[2, 8, 6, 7], &[8, 8, 3, 3], true) });
@@ -346,4 +387,34 @@ fn conv_few_channels_kernel_row_products() {
         strides: vec![2, 1],
         ..conv(&[1, 2, 5, 3], &[3, 2, 2, 5], true)
     });
+}
+
+/// Planned with scratch, convolutions with enough work run through im2col; the forms that
+/// need none (1x1 stride-1 unpadded, depthwise, too few pixels) do not ask for it.
+#[test]
+fn conv_im2col_where_it_pays() {
+    let padded = Case { pads: vec![1, 1, 1, 1], ..conv(&[2, 8, 7, 6], &[8, 8, 3, 3], true) };
+    assert!(check(&padded));
+    let strided_1x1 = Case { strides: vec![2, 2], ..conv(&[2, 8, 9, 9], &[9, 8, 1, 1], true) };
+    assert!(check(&strided_1x1));
+    assert!(!check(&conv(&[2, 8, 4, 5], &[9, 8, 1, 1], true)), "a 1x1 conv is one product");
+    let depthwise =
+        Case { group: 4, pads: vec![1; 4], ..conv(&[1, 4, 7, 6], &[4, 1, 3, 3], false) };
+    assert!(!check(&depthwise));
+    assert!(!check(&conv(&[1, 8, 3, 3], &[8, 8, 3, 3], true)), "one output pixel");
+}
+
+/// A huge input value next to the padding (the last column of a row, the first of the next)
+/// reaches only the outputs whose windows hold it; no form adds it and subtracts it again.
+#[test]
+fn conv_huge_inputs_stay_where_they_are() {
+    let case = Case {
+        pads: vec![1, 1, 1, 1],
+        bias: true,
+        huge: vec![5, 6, 6 * 6 + 11],
+        ..conv(&[1, 8, 6, 6], &[4, 8, 3, 3], true)
+    };
+    assert!(check(&case));
+    let grouped = Case { group: 2, ..case };
+    check(&Case { w: vec![4, 4, 3, 3], ..grouped });
 }

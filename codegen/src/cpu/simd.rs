@@ -79,7 +79,9 @@ fn classify(k: &LoopKernel, insts: &[Inst], axis: usize) -> Option<Vec<Lane>> {
                 }
                 match view.strides.get(axis)? {
                     0 => Lane::Uniform,
-                    1 if view.elem == Scalar::F32 => Lane::F32,
+                    // A vector load does not test guards: a guarded view (even one whose
+                    // guards do not depend on this axis) takes the scalar path.
+                    1 if view.elem == Scalar::F32 && view.guards.is_empty() => Lane::F32,
                     _ => return None,
                 }
             }

@@ -20,7 +20,15 @@ mod pool;
 mod quant;
 
 use super::{LowerCtx, LowerResult};
-use memc_ir::{OpId, Opcode};
+use memc_ir::{Function, OpId, Opcode};
+
+/// The scratch bytes `op` needs while it runs (a convolution's im2col matrix), or 0.
+pub fn scratch_bytes(func: &Function, op: OpId) -> u64 {
+    match func.op(op).opcode {
+        Opcode::Conv => conv::scratch_bytes(func, op),
+        _ => 0,
+    }
+}
 
 pub fn lower(ctx: &LowerCtx, op: OpId) -> Option<LowerResult> {
     let lowered = match ctx.op(op).opcode {

@@ -11,6 +11,12 @@
 //!   range, shape ops, copies for view ops the planner could not alias;
 //! - `linalg`: MatMul, Gemm, convolutions, pooling, (de)quantization.
 //!
+//! Scratch: an op may need working memory while it runs (a convolution's im2col matrix).
+//! [`scratch_bytes`] says how much, before planning; the planner gives each such op its own
+//! bytes for its step ([`memc_passes::memory::plan_function_with_scratch`]), and the lowering
+//! finds them with [`LowerCtx::scratch`]. An op planned without its scratch falls back to a form
+//! that needs none, so kernels never allocate.
+//!
 //! Guarantees: lowering reads only verified, planned IR; every kernel it returns addresses the
 //! planner's offsets and passes [`Kernel::validate`] (checked here, a failure is a memc bug);
 //! an op it cannot lower is reported with its name and the reason, all such ops at once.
@@ -52,6 +58,7 @@ pub struct LowerCtx<'a> {
     pub weights: &'a WeightStore,
     pub plan: &'a MemoryPlan,
     buffer_of: HashMap<ValueId, usize>,
+    scratch_of: HashMap<OpId, usize>,
     slots: RefCell<WeightSlots>,
 }
 
@@ -65,7 +72,8 @@ struct WeightSlots {
 impl<'a> LowerCtx<'a> {
     pub fn new(func: &'a Function, weights: &'a WeightStore, plan: &'a MemoryPlan) -> LowerCtx<'a> {
         let buffer_of = plan.buffers.iter().enumerate().map(|(i, b)| (b.value, i)).collect();
-        LowerCtx { func, weights, plan, buffer_of, slots: RefCell::default() }
+        let scratch_of = plan.scratch.iter().enumerate().map(|(i, s)| (s.op, i)).collect();
+        LowerCtx { func, weights, plan, buffer_of, scratch_of, slots: RefCell::default() }
     }
 
     pub fn op(&self, op: OpId) -> &'a OpData {
@@ -145,6 +153,18 @@ impl<'a> LowerCtx<'a> {
         };
         let b = &self.plan.buffers[buffer];
         Ok(TensorRef { region: Region::Arena, byte_offset: b.offset as i64, elem, shape })
+    }
+
+    /// The scratch memory the plan gave `op` for its step, as a 1-d u8 tensor in the arena;
+    /// `None` when the plan has none for it (planned without [`scratch_bytes`]).
+    pub fn scratch(&self, op: OpId) -> Option<TensorRef> {
+        let s = &self.plan.scratch[*self.scratch_of.get(&op)?];
+        Some(TensorRef {
+            region: Region::Arena,
+            byte_offset: s.offset as i64,
+            elem: Scalar::U8,
+            shape: vec![s.size],
+        })
     }
 
     /// The bytes of a 4-bit tensor, as a 1-d u8 tensor (two elements per byte, rounded up).
@@ -269,6 +289,14 @@ impl<'a> LowerCtx<'a> {
             .get(&value)
             .is_some_and(|&b| matches!(self.plan.buffers[b].kind, PlannedKind::View { .. }))
     }
+}
+
+/// The scratch bytes `op` of `func` needs while it runs: what to give the planner
+/// (`plan_function_with_scratch`) so the lowering finds it with [`LowerCtx::scratch`]. 0 for
+/// most ops; a convolution's im2col matrix when that form is chosen. The weights are for ops
+/// whose form depends on constant operands (none yet).
+pub fn scratch_bytes(func: &Function, _weights: &WeightStore, op: OpId) -> u64 {
+    linalg::scratch_bytes(func, op)
 }
 
 /// Lowers the planned function `func` to a program. On failure, returns one diagnostic listing

@@ -27,6 +27,8 @@ pub fn node_test_dir() -> Option<PathBuf> {
 pub struct Compiled {
     pub module: Module,
     pub program: Program,
+    /// The scratch bytes the plan holds, over all ops.
+    pub scratch_bytes: u64,
 }
 
 /// Imports, infers shapes, cleans up, plans and lowers the model at `path`.
@@ -43,14 +45,35 @@ pub fn compile(path: &Path) -> Result<Compiled, String> {
     compile_module(module)
 }
 
-/// Plans and lowers an already inferred module.
+/// Plans (with the scratch memory codegen asks for, as `memc compile` does) and lowers an
+/// already inferred module.
 pub fn compile_module(module: Module) -> Result<Compiled, String> {
+    let weights = &module.weights;
+    let scratch = |func: &memc_ir::Function, op: memc_ir::OpId| {
+        memc_codegen::lower::scratch_bytes(func, weights, op)
+    };
+    let plan =
+        memc_passes::memory::plan_module_with_scratch(&module, &Default::default(), &scratch)
+            .map_err(|d| format!("plan: {d:?}"))?;
+    lower_planned(module, plan)
+}
+
+/// Plans without scratch memory (ops fall back to forms that need none) and lowers.
+pub fn compile_module_without_scratch(module: Module) -> Result<Compiled, String> {
     let plan = memc_passes::memory::plan_module(&module, &Default::default())
         .map_err(|d| format!("plan: {d:?}"))?;
+    lower_planned(module, plan)
+}
+
+fn lower_planned(
+    module: Module,
+    plan: memc_passes::memory::MemoryPlan,
+) -> Result<Compiled, String> {
     let (_, func) = module.functions().next().ok_or("no function")?;
     let program = memc_codegen::lower::lower_function(func, &module.weights, &plan)
         .map_err(|d| format!("lower: {}", describe(&d)))?;
-    Ok(Compiled { module, program })
+    let scratch_bytes = plan.scratch.iter().map(|s| s.size).sum();
+    Ok(Compiled { module, program, scratch_bytes })
 }
 
 /// A diagnostic's message and notes on one line each.

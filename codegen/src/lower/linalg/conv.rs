@@ -9,12 +9,19 @@
 //! tap `k` when `o + pad - k * dilation = i * stride`, tested with index arithmetic and read
 //! with a `LoadIndirect`.
 //!
-//! F32/F64 convolutions with at least two input channels per group run as contractions instead
-//! ([`use_taps`]): one product per kernel tap summing over the input channels, batched over the
-//! output rows ([`conv_tap`]); over whole rows at once when the convolution keeps the width at
-//! stride 1 ([`flat_tap`]); or, for strided 2-d convolutions with fewer input channels than
-//! kernel columns, one product per (input channel, kernel row) summing over the kernel columns
-//! ([`kernel_row_products`]).
+//! F32/F64 convolutions with at least two input channels per group run as contractions instead.
+//! The main form is im2col ([`im2col_form`], when the planner gave the op scratch memory, see
+//! [`scratch_bytes`]): loop kernels copy the input windows into the column matrix
+//! `[C * taps, output pixels]` in scratch (padding reads 0; the interior, where no tap reads
+//! padding, has no guards, so it is vectorized at stride 1), then one product per (image,
+//! group) `Y[m_g, pixels] (+)= W[m_g, c_g * taps] @ col[c_g * taps, pixels]` over the bias (or
+//! without accumulating). Every product sums exactly the convolution's terms, so inputs holding
+//! inf or huge values give what the direct loop gives. Without scratch (a plan made without
+//! it, a column matrix over [`IM2COL_MAX_BYTES`] for one image, a plain 1x1 convolution that is
+//! already one product, too little work): one product per kernel tap summing over the input
+//! channels, batched over the output rows ([`conv_tap`]); or, for strided 2-d convolutions with
+//! fewer input channels than kernel columns, one product per (input channel, kernel row)
+//! summing over the kernel columns ([`kernel_row_products`]).
 
 use super::super::build::{guard, Insts, TensorRef};
 use super::super::movement::common::{loop_kernel, map_stage, once_stage, IndexMath};
@@ -24,7 +31,16 @@ use crate::kernel::{
     BinaryOp, Contract, IndirectIndex, InstId, Kernel, KernelBody, MatView, ReduceOp, Scalar,
     Stage, View,
 };
-use memc_ir::OpId;
+use memc_ir::{Attribute, Function, OpId};
+
+/// The largest im2col matrix, in bytes, a convolution asks scratch memory for. One image's
+/// matrix over it falls back to the tap products; several images' over it run one image at a
+/// time.
+pub const IM2COL_MAX_BYTES: u64 = 64 << 20;
+/// im2col pays when each output sums over at least this many products (`c_g * taps`) ...
+const IM2COL_MIN_K: u64 = 8;
+/// ... and each image has at least this many output pixels.
+const IM2COL_MIN_PIXELS: u64 = 16;
 
 /// The window attributes of a convolution or pool, resolved against the actual sizes.
 pub(super) struct Window {
@@ -45,7 +61,17 @@ fn list(
     n: usize,
     default: i64,
 ) -> Result<Vec<i64>, LowerError> {
-    match ctx.attr_ints(op, name) {
+    list_of(ctx.func, op, name, n, default)
+}
+
+fn list_of(
+    func: &Function,
+    op: OpId,
+    name: &str,
+    n: usize,
+    default: i64,
+) -> Result<Vec<i64>, LowerError> {
+    match func.op(op).attrs.get(name).and_then(Attribute::as_ints) {
         None => Ok(vec![default; n]),
         Some(v) if v.len() == n => Ok(v),
         Some(v) => {
@@ -64,12 +90,23 @@ pub(super) fn window(
     input: &[u64],
     output: &[u64],
 ) -> Result<Window, LowerError> {
+    window_of(ctx.func, op, kernel, input, output)
+}
+
+fn window_of(
+    func: &Function,
+    op: OpId,
+    kernel: Vec<i64>,
+    input: &[u64],
+    output: &[u64],
+) -> Result<Window, LowerError> {
     let n = kernel.len();
-    let strides = list(ctx, op, "strides", n, 1)?;
-    let dilations = list(ctx, op, "dilations", n, 1)?;
-    let (begin, end) = match ctx.attr_str(op, "auto_pad").unwrap_or("NOTSET") {
+    let strides = list_of(func, op, "strides", n, 1)?;
+    let dilations = list_of(func, op, "dilations", n, 1)?;
+    let auto_pad = func.op(op).attrs.get("auto_pad").and_then(Attribute::as_str);
+    let (begin, end) = match auto_pad.unwrap_or("NOTSET") {
         "NOTSET" => {
-            let pads = list(ctx, op, "pads", 2 * n, 0)?;
+            let pads = list_of(func, op, "pads", 2 * n, 0)?;
             (pads[..n].to_vec(), pads[n..].to_vec())
         }
         "VALID" => (vec![0; n], vec![0; n]),
@@ -201,18 +238,15 @@ pub fn conv(ctx: &LowerCtx, op: OpId) -> LowerResult {
     }
     check_arith(out.elem)?;
     let groups = u64::try_from(ctx.attr_int(op, "group", 1)).unwrap_or(0);
-    if groups == 0 || x.shape[1] % groups != 0 {
-        return Err(unsupported("`group` must be positive and divide the channels"));
-    }
-    let s = ConvShape {
-        n: x.shape[0],
-        groups,
-        c_g: w.shape[1],
-        m_g: w.shape[0] / groups,
-        in_spatial: x.shape[2..].to_vec(),
-        out_spatial: out.shape[2..].to_vec(),
-    };
+    let s = conv_shape(&x.shape, &w.shape, &out.shape, groups)
+        .ok_or_else(|| unsupported("`group` must be positive and divide the channels"))?;
     let win = window(ctx, op, kernel_shape(ctx, op, &w)?, &s.in_spatial, &s.out_spatial)?;
+    if let Some(form) = im2col_form(out.elem, &s, &win) {
+        // The scratch is there when the plan was made with `scratch_bytes`.
+        if let Some(col) = ctx.scratch(op).filter(|col| col.numel() >= form.bytes) {
+            return Ok(im2col_kernels(ctx, op, &x, &w, bias.as_ref(), &out, &s, &win, &form, &col));
+        }
+    }
     if use_taps(out.elem, &s) {
         if use_kernel_rows(&s, &win) {
             let mut kernels = vec![init_output(ctx.kernel_name(op, 0), &out, bias.as_ref())];
@@ -242,13 +276,10 @@ fn use_taps(elem: Scalar, s: &ConvShape) -> bool {
 /// Whether a 2-d convolution runs as one product per (input channel, kernel row) summing over
 /// the kernel row's taps ([`kernel_row_products`]) instead of one per kernel tap summing over
 /// the input channels: when a group has fewer input channels than the kernel has columns (a
-/// 3-channel stem with a 7x7 kernel), so the products are fewer and each sums over more terms,
-/// and the tap products could not cover whole rows at once (see [`flat_tap`]), so both forms
-/// make one product per output row.
+/// 3-channel stem with a 7x7 kernel), so the products are fewer and each sums over more terms;
+/// both forms make one product per output row.
 fn use_kernel_rows(s: &ConvShape, win: &Window) -> bool {
-    s.in_spatial.len() == 2
-        && (s.c_g as i64) < win.kernel[1]
-        && !(win.strides == [1, 1] && s.in_spatial[1] == s.out_spatial[1])
+    s.in_spatial.len() == 2 && (s.c_g as i64) < win.kernel[1]
 }
 
 /// The products of [`use_kernel_rows`]: for input channel `c` and kernel row `kh`,
@@ -369,6 +400,293 @@ fn kernel_row_products(
     contracts
 }
 
+/// The shapes of a convolution of input `x` by weights `w` into `out` with `groups` groups.
+fn conv_shape(x: &[u64], w: &[u64], out: &[u64], groups: u64) -> Option<ConvShape> {
+    let rank = x.len();
+    if groups == 0 || rank < 3 || w.len() != rank || out.len() != rank || x[1] % groups != 0 {
+        return None;
+    }
+    Some(ConvShape {
+        n: x[0],
+        groups,
+        c_g: w[1],
+        m_g: w[0] / groups,
+        in_spatial: x[2..].to_vec(),
+        out_spatial: out[2..].to_vec(),
+    })
+}
+
+/// How a convolution runs through im2col: the column matrix holds `images` images at once
+/// (all of them, or one when all would pass [`IM2COL_MAX_BYTES`]) and takes `bytes`.
+struct Im2col {
+    images: u64,
+    bytes: u64,
+}
+
+/// The im2col form of a convolution, when it is chosen (see the module doc): f32/f64, at least
+/// two input channels per group (depthwise convolutions stay direct loops), at least
+/// [`IM2COL_MIN_K`] terms per output and [`IM2COL_MIN_PIXELS`] pixels per image, not a 1x1
+/// stride-1 unpadded convolution (already one product over the input), and one image's matrix
+/// within [`IM2COL_MAX_BYTES`].
+fn im2col_form(elem: Scalar, s: &ConvShape, win: &Window) -> Option<Im2col> {
+    if !matches!(elem, Scalar::F32 | Scalar::F64) || s.c_g < 2 {
+        return None;
+    }
+    let taps =
+        win.kernel.iter().try_fold(1u64, |acc, &k| acc.checked_mul(u64::try_from(k).ok()?))?;
+    let pixels = s.out_spatial.iter().try_fold(1u64, |acc, &o| acc.checked_mul(o))?;
+    let plain = win.kernel.iter().all(|&k| k == 1)
+        && win.strides.iter().all(|&st| st == 1)
+        && win.begin.iter().chain(&win.end).all(|&p| p == 0);
+    if plain || s.c_g.saturating_mul(taps) < IM2COL_MIN_K || pixels < IM2COL_MIN_PIXELS {
+        return None;
+    }
+    let per_image =
+        (s.groups * s.c_g).checked_mul(taps)?.checked_mul(pixels)?.checked_mul(elem.size())?;
+    if per_image > IM2COL_MAX_BYTES {
+        return None;
+    }
+    let images = match per_image.checked_mul(s.n) {
+        Some(all) if all <= IM2COL_MAX_BYTES => s.n.max(1),
+        _ => 1,
+    };
+    Some(Im2col { images, bytes: per_image * images })
+}
+
+/// The scratch bytes a Conv asks the planner for: its im2col matrix when [`im2col_form`]
+/// chooses it, else 0. Reads the same shapes and attributes as [`conv`], so the lowering finds
+/// exactly this much scratch.
+pub fn scratch_bytes(func: &Function, op: OpId) -> u64 {
+    let data = func.op(op);
+    let shape = |value: Option<&memc_ir::ValueId>| {
+        func.value_type(*value?).tensor().and_then(|t| t.static_shape())
+    };
+    let (Some(x), Some(w), Some(out)) =
+        (shape(data.operands.first()), shape(data.operands.get(1)), shape(data.results.first()))
+    else {
+        return 0;
+    };
+    let Some(elem) = data
+        .results
+        .first()
+        .and_then(|&r| func.value_type(r).tensor())
+        .and_then(|t| Scalar::from_elem(t.elem))
+    else {
+        return 0;
+    };
+    let groups = data.attrs.get("group").and_then(Attribute::as_int).unwrap_or(1);
+    let Some(s) = conv_shape(&x, &w, &out, u64::try_from(groups).unwrap_or(0)) else {
+        return 0;
+    };
+    let kernel: Vec<i64> = w[2..].iter().map(|&d| d as i64).collect();
+    let Ok(win) = window_of(func, op, kernel, &s.in_spatial, &s.out_spatial) else {
+        return 0;
+    };
+    im2col_form(elem, &s, &win).map_or(0, |form| form.bytes)
+}
+
+/// The kernels of the im2col form: the output first holds the bias (when there is one), then,
+/// per pass of `form.images` images, the loop kernels of [`im2col_copies`] fill the column
+/// matrix in `scratch` and one product per (image, group) multiplies it by the weights.
+#[allow(clippy::too_many_arguments)]
+fn im2col_kernels(
+    ctx: &LowerCtx,
+    op: OpId,
+    x: &TensorRef,
+    w: &TensorRef,
+    bias: Option<&TensorRef>,
+    out: &TensorRef,
+    s: &ConvShape,
+    win: &Window,
+    form: &Im2col,
+    scratch: &TensorRef,
+) -> Vec<Kernel> {
+    let taps: u64 = win.kernel.iter().map(|&k| k as u64).product();
+    let pixels: u64 = s.out_spatial.iter().product();
+    let rows = s.groups * s.c_g * taps;
+    let col = TensorRef {
+        region: scratch.region,
+        byte_offset: scratch.byte_offset,
+        elem: out.elem,
+        shape: vec![form.images, rows, pixels],
+    };
+    let (xs, ws, ys) = (x.strides(), w.strides(), out.strides());
+    let esize = out.elem.size() as i64;
+    let mut kernels = Vec::new();
+    if let Some(b) = bias {
+        kernels.push(init_output(ctx.kernel_name(op, 0), out, Some(b)));
+    }
+    let mut first = 0;
+    while first < s.n {
+        let images = form.images.min(s.n - first);
+        let x_pass =
+            TensorRef { byte_offset: x.byte_offset + first as i64 * xs[0] * esize, ..x.clone() };
+        for body in im2col_copies(&x_pass, &col, s, win, images) {
+            kernels.push(Kernel { name: ctx.kernel_name(op, kernels.len()), body });
+        }
+        let k = s.c_g * taps;
+        let mut a = matview(w, 0, ws[0], 1);
+        let mut b = matview(&col, 0, pixels as i64, 1);
+        let mut c = matview(out, first as i64 * ys[0], ys[1], 1);
+        let mut batch = vec![images];
+        a.batch_strides.push(0);
+        b.batch_strides.push((rows * pixels) as i64);
+        c.batch_strides.push(ys[0]);
+        if s.groups > 1 {
+            batch.push(s.groups);
+            a.batch_strides.push(s.m_g as i64 * ws[0]);
+            b.batch_strides.push((k * pixels) as i64);
+            c.batch_strides.push(s.m_g as i64 * ys[1]);
+        }
+        let contract = Contract {
+            elem: out.elem,
+            batch,
+            m: s.m_g,
+            n: pixels,
+            k,
+            a,
+            b,
+            c,
+            alpha: 1f64.to_bits(),
+            accumulate: bias.is_some(),
+        };
+        kernels.push(Kernel {
+            name: ctx.kernel_name(op, kernels.len()),
+            body: KernelBody::Contract(contract),
+        });
+        first += images;
+    }
+    kernels
+}
+
+/// The loop kernels filling the column matrix `col[image, (c, taps...), (outputs...)] =
+/// x[image, c, o * stride - pad + tap * dilation]` (0 in the padding) for `images` images.
+///
+/// Loop axes: `(image, c, tap..., output...)`, the longest output axis of each box moved
+/// innermost (the last one in the interior). Along each
+/// spatial axis the outputs `[lo, hi)` read inside the input for every tap; the box of outputs
+/// interior on every axis is one kernel without guards (vectorized where the last axis has
+/// stride 1). The rest is peeled axis by axis into at most two boxes per axis (outputs before
+/// `lo` and from `hi` on, earlier axes interior, later axes whole), whose loads are guarded.
+fn im2col_copies(
+    x: &TensorRef,
+    col: &TensorRef,
+    s: &ConvShape,
+    win: &Window,
+    images: u64,
+) -> Vec<KernelBody> {
+    let n_spatial = s.in_spatial.len();
+    let xs = x.strides();
+    let taps: u64 = win.kernel.iter().map(|&k| k as u64).product();
+    let pixels: u64 = s.out_spatial.iter().product();
+    let channels = s.groups * s.c_g;
+    // Element strides of the column matrix along the loop axes.
+    let mut col_strides = vec![(channels * taps * pixels) as i64, (taps * pixels) as i64];
+    for i in 0..n_spatial {
+        let inner_taps: u64 = win.kernel[i + 1..].iter().map(|&k| k as u64).product();
+        col_strides.push((inner_taps * pixels) as i64);
+    }
+    for i in 0..n_spatial {
+        col_strides.push(s.out_spatial[i + 1..].iter().product::<u64>() as i64);
+    }
+    let mut x_strides = vec![xs[0], xs[1]];
+    for i in 0..n_spatial {
+        x_strides.push(win.dilations[i] * xs[2 + i]);
+    }
+    for i in 0..n_spatial {
+        x_strides.push(win.strides[i] * xs[2 + i]);
+    }
+    let tap_axis = |i: usize| 2 + i;
+    let out_axis = |i: usize| 2 + n_spatial + i;
+    // The interior outputs `[lo, hi)` of each axis, and whether an axis ever reads padding.
+    let mut interior = Vec::with_capacity(n_spatial);
+    let mut needs_guard = Vec::with_capacity(n_spatial);
+    for i in 0..n_spatial {
+        let out = s.out_spatial[i] as i64;
+        let size = s.in_spatial[i] as i64;
+        let reach = (win.kernel[i] - 1) * win.dilations[i];
+        let lo = ceil_div(win.begin[i], win.strides[i]).clamp(0, out);
+        let hi = ((size - 1 + win.begin[i] - reach).div_euclid(win.strides[i]) + 1).clamp(lo, out);
+        interior.push((lo, hi));
+        let last = (out - 1) * win.strides[i] - win.begin[i] + reach;
+        needs_guard.push(win.begin[i] > 0 || last >= size);
+    }
+    // One box: per axis the first output and the count, and whether its loads are guarded.
+    let make = |ranges: &[(i64, i64, bool)]| -> Option<KernelBody> {
+        if ranges.iter().any(|&(_, len, _)| len <= 0) {
+            return None;
+        }
+        let mut outer = vec![images, channels];
+        outer.extend(win.kernel.iter().map(|&k| k as u64));
+        outer.extend(ranges.iter().map(|&(_, len, _)| len as u64));
+        let n_axes = outer.len();
+        let mut col_view = col.view_with(col_strides.clone());
+        let mut x_view = x.view_with(x_strides.clone());
+        let mut col_offset = 0i64;
+        let mut x_offset = 0i64;
+        for (i, &(start, _, guarded)) in ranges.iter().enumerate() {
+            col_offset += start * col_strides[out_axis(i)];
+            x_offset += (start * win.strides[i] - win.begin[i]) * xs[2 + i];
+            if guarded {
+                let mut coeffs = vec![0i64; n_axes];
+                coeffs[tap_axis(i)] = win.dilations[i];
+                coeffs[out_axis(i)] = win.strides[i];
+                x_view.guards.push(guard(
+                    coeffs,
+                    start * win.strides[i] - win.begin[i],
+                    s.in_spatial[i] as i64,
+                ));
+            }
+        }
+        col_view.byte_offset += col_offset * col.elem.size() as i64;
+        x_view.byte_offset += x_offset * x.elem.size() as i64;
+        // A guarded box (scalar anyway) runs its longest output axis innermost, one row per
+        // backend call, not a border box's single column; the interior keeps the last axis
+        // innermost, where it is contiguous.
+        let guarded = ranges.iter().any(|&(_, _, g)| g);
+        let longest = match (0..n_spatial).max_by_key(|&i| (ranges[i].1, i)) {
+            Some(i) if guarded => out_axis(i),
+            _ => n_axes - 1,
+        };
+        let mut order: Vec<usize> = (0..n_axes).filter(|&a| a != longest).collect();
+        order.push(longest);
+        let outer: Vec<u64> = order.iter().map(|&a| outer[a]).collect();
+        let permute = |v: &[i64]| -> Vec<i64> { order.iter().map(|&a| v[a]).collect() };
+        col_view.strides = permute(&col_view.strides);
+        x_view.strides = permute(&x_view.strides);
+        for g in &mut x_view.guards {
+            g.coeffs = permute(&g.coeffs);
+        }
+        let views = vec![col_view, x_view];
+        let mut insts = Insts::new();
+        let value = insts.load(&views, 1);
+        let kernel =
+            loop_kernel(String::new(), outer, Vec::new(), views, vec![map_stage(insts, 0, value)]);
+        Some(kernel.body)
+    };
+    let mut bodies = Vec::new();
+    for i in 0..n_spatial {
+        let (lo, hi) = interior[i];
+        let out = s.out_spatial[i] as i64;
+        for (start, end) in [(0, lo), (hi, out)] {
+            let ranges: Vec<(i64, i64, bool)> = (0..n_spatial)
+                .map(|j| match j.cmp(&i) {
+                    std::cmp::Ordering::Less => {
+                        (interior[j].0, interior[j].1 - interior[j].0, false)
+                    }
+                    std::cmp::Ordering::Equal => (start, end - start, true),
+                    std::cmp::Ordering::Greater => (0, s.out_spatial[j] as i64, needs_guard[j]),
+                })
+                .collect();
+            bodies.extend(make(&ranges));
+        }
+    }
+    let ranges: Vec<(i64, i64, bool)> =
+        interior.iter().map(|&(lo, hi)| (lo, hi - lo, false)).collect();
+    bodies.extend(make(&ranges));
+    bodies
+}
+
 /// Every kernel tap (one index per spatial axis), row-major.
 fn tap_grid(kernel: &[i64]) -> Vec<Vec<i64>> {
     let mut taps = vec![Vec::new()];
@@ -386,9 +704,8 @@ fn tap_grid(kernel: &[i64]) -> Vec<Vec<i64>> {
 /// the group and the other spatial axes, restricted to the positions where the tap reads
 /// inside the input (so no padding is ever read).
 struct Tap {
-    /// The products, run in order: the tap itself, then any corrections (see [`flat_tap`]).
-    contracts: Vec<Contract>,
-    /// Whether the tap writes every output element (it then has no corrections).
+    contract: Contract,
+    /// Whether the tap writes every output element.
     covers_all: bool,
 }
 
@@ -421,11 +738,6 @@ fn conv_tap(
     }
     let covers_all =
         ranges.iter().zip(&s.out_spatial).all(|(&(lo, hi, _), &o)| lo == 0 && hi == o as i64);
-    if !covers_all {
-        if let Some(contracts) = flat_tap(x, w, out, s, win, k, &ranges) {
-            return Some(Tap { contracts, covers_all });
-        }
-    }
     let mut a =
         matview(w, sum_of(k.iter().enumerate().map(|(i, &ki)| ki * ws[2 + i])), ws[0], ws[1]);
     let mut b = matview(
@@ -474,115 +786,7 @@ fn conv_tap(
         alpha: 1f64.to_bits(),
         accumulate: true,
     });
-    Some(Tap { contracts: vec![contract], covers_all })
-}
-
-/// Conv tap `k` over whole output rows at once, for convolutions whose last two spatial axes
-/// have stride 1 and keep the input width (`same` padding): output position `(h, w)` then reads
-/// input `(h + dh, w + dw)`, which is the flat position `h * W + w` shifted by the constant
-/// `dh * W + dw`. So one product whose columns run over the flat positions from the tap's first
-/// valid output to its last covers every valid output of the tap (per image, group and outer
-/// spatial index), instead of one product per row.
-///
-/// The columns in between include the `|dw|` output columns per row where `w + dw` leaves the
-/// row, which read the neighbouring row instead of padding. Each side's such columns get a
-/// correction product that subtracts exactly what the tap added there (the same weights times
-/// the same wrapped input elements, columns stepping by whole rows), so the sum is the
-/// convolution's up to rounding. Every element read lies between the tap's first and last valid
-/// input position, so no read leaves its channel.
-///
-/// `None` when the shape does not qualify; the caller then makes one product per row.
-fn flat_tap(
-    x: &TensorRef,
-    w: &TensorRef,
-    out: &TensorRef,
-    s: &ConvShape,
-    win: &Window,
-    k: &[i64],
-    ranges: &[(i64, i64, i64)],
-) -> Option<Vec<Contract>> {
-    let n_spatial = k.len();
-    if n_spatial < 2 {
-        return None;
-    }
-    let (row_axis, col_axis) = (n_spatial - 2, n_spatial - 1);
-    let width = s.out_spatial[col_axis] as i64;
-    if win.strides[row_axis] != 1
-        || win.strides[col_axis] != 1
-        || s.in_spatial[col_axis] as i64 != width
-    {
-        return None;
-    }
-    let (xs, ws, ys) = (x.strides(), w.strides(), out.strides());
-    let (lo_h, hi_h, shift_h) = ranges[row_axis];
-    let (lo_w, hi_w, shift_w) = ranges[col_axis];
-    // Element offsets of the outer spatial axes' first valid positions.
-    let x_outer = sum_of(
-        ranges[..row_axis]
-            .iter()
-            .enumerate()
-            .map(|(i, &(lo, _, shift))| (lo * win.strides[i] + shift) * xs[2 + i]),
-    );
-    let y_outer =
-        sum_of(ranges[..row_axis].iter().enumerate().map(|(i, &(lo, _, _))| lo * ys[2 + i]));
-    let flat_shift = shift_h * width + shift_w;
-    let a_offset = sum_of(k.iter().enumerate().map(|(i, &ki)| ki * ws[2 + i]));
-    // The product whose columns are output flat positions `first..first + n` (stepping `step`)
-    // of `runs` runs of columns one element apart, scaled by `alpha`.
-    let product = |first: i64, n: i64, step: i64, runs: i64, alpha: f64| {
-        let mut a = matview(w, a_offset, ws[0], ws[1]);
-        let mut b = matview(x, x_outer + first + flat_shift, xs[1], step);
-        let mut c = matview(out, y_outer + first, ys[1], step);
-        let mut batch = vec![s.n];
-        a.batch_strides.push(0);
-        b.batch_strides.push(xs[0]);
-        c.batch_strides.push(ys[0]);
-        if s.groups > 1 {
-            batch.push(s.groups);
-            a.batch_strides.push(s.m_g as i64 * ws[0]);
-            b.batch_strides.push(s.c_g as i64 * xs[1]);
-            c.batch_strides.push(s.m_g as i64 * ys[1]);
-        }
-        for (i, &(lo, hi, _)) in ranges[..row_axis].iter().enumerate() {
-            batch.push((hi - lo) as u64);
-            a.batch_strides.push(0);
-            b.batch_strides.push(win.strides[i] * xs[2 + i]);
-            c.batch_strides.push(ys[2 + i]);
-        }
-        if runs > 1 {
-            batch.push(runs as u64);
-            a.batch_strides.push(0);
-            b.batch_strides.push(1);
-            c.batch_strides.push(1);
-        }
-        merge_batch_into_cols(Contract {
-            elem: out.elem,
-            batch,
-            m: s.m_g,
-            n: n as u64,
-            k: s.c_g,
-            a,
-            b,
-            c,
-            alpha: alpha.to_bits(),
-            accumulate: true,
-        })
-    };
-    let first = lo_h * width + lo_w;
-    let last = (hi_h - 1) * width + hi_w;
-    let mut contracts = vec![product(first, last - first, 1, 1, 1.0)];
-    let wrapped_rows = hi_h - lo_h - 1;
-    if wrapped_rows > 0 {
-        // Columns left of the valid ones, in every row but the first.
-        if lo_w > 0 {
-            contracts.push(product((lo_h + 1) * width, wrapped_rows, width, lo_w, -1.0));
-        }
-        // Columns right of the valid ones, in every row but the last.
-        if hi_w < width {
-            contracts.push(product(lo_h * width + hi_w, wrapped_rows, width, width - hi_w, -1.0));
-        }
-    }
-    Some(contracts)
+    Some(Tap { contract, covers_all })
 }
 
 fn sum_of(terms: impl Iterator<Item = i64>) -> i64 {
@@ -633,12 +837,12 @@ fn tap_kernels(
     match (bias, full) {
         (None, Some(i)) => {
             let mut first = taps.remove(i);
-            first.contracts[0].accumulate = false;
+            first.contract.accumulate = false;
             taps.insert(0, first);
         }
         _ => kernels.push(init_output(ctx.kernel_name(op, 0), out, bias)),
     }
-    for contract in taps.into_iter().flat_map(|t| t.contracts) {
+    for contract in taps.into_iter().map(|t| t.contract) {
         let name = ctx.kernel_name(op, kernels.len());
         kernels.push(Kernel { name, body: KernelBody::Contract(contract) });
     }
@@ -931,5 +1135,5 @@ fn transpose_tap(
         alpha: 1f64.to_bits(),
         accumulate: true,
     });
-    Some(Tap { contracts: vec![contract], covers_all })
+    Some(Tap { contract, covers_all })
 }

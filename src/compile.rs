@@ -128,7 +128,11 @@ pub fn compile(path: &Path, options: &CompileOptions) -> Result<Compiled, Diagno
                 .functions()
                 .next()
                 .ok_or_else(|| Diagnostic::error("the model has no function"))?;
-            Some(memc_codegen::lower::lower_function(func, &module.weights, plan)?)
+            Some(memc_codegen::lower::lower_function(
+                func,
+                &module.weights,
+                plan,
+            )?)
         }
         _ => None,
     };

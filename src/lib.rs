@@ -24,9 +24,7 @@ pub use memc_runtime as runtime;
 
 /// Commands from DESIGN.md that exist on the command line but are not built yet, with the
 /// piece of memc each one waits for.
-pub const PLANNED_COMMANDS: &[(&str, &str)] = &[
-    ("report", "the memory planner's report"),
-];
+pub const PLANNED_COMMANDS: &[(&str, &str)] = &[("report", "the memory planner's report")];
 
 /// The peak resident set size of this process in bytes (`VmHWM` in `/proc/self/status`), or
 /// `None` where the kernel does not report it.

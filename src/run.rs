@@ -33,7 +33,9 @@ pub struct RunOptions {
 /// A field of `/proc/self/status` in bytes (`VmRSS`, `VmHWM`), where Linux provides it.
 fn proc_status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with(field) && l[field.len()..].starts_with(':'))?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(field) && l[field.len()..].starts_with(':'))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }
@@ -49,7 +51,9 @@ fn touch_pages(bytes: &[u8]) -> u64 {
     let mut sum = 0u64;
     for i in (0..bytes.len()).step_by(4096) {
         // SAFETY: `i` is in bounds; a volatile read keeps the loop from being removed.
-        sum = sum.wrapping_add(u64::from(unsafe { std::ptr::read_volatile(bytes.as_ptr().add(i)) }));
+        sum = sum.wrapping_add(u64::from(unsafe {
+            std::ptr::read_volatile(bytes.as_ptr().add(i))
+        }));
     }
     sum
 }
@@ -190,7 +194,10 @@ pub fn run(plan: &Path, options: &RunOptions) -> Result<String, RuntimeError> {
             &mut report,
             "rss",
             rss_growth.map_or("unavailable (needs Linux /proc)".to_string(), |g| {
-                format!("first run grew the peak RSS by {}", crate::report::human_bytes(g))
+                format!(
+                    "first run grew the peak RSS by {}",
+                    crate::report::human_bytes(g)
+                )
             }),
         );
         writeln!(

@@ -52,7 +52,14 @@ fn scratch(name: &str) -> PathBuf {
 fn compile_example(dir: &Path) -> PathBuf {
     let plan = dir.join("classifier.plan");
     let out = memc(
-        &["compile", "examples/classifier.onnx", "--dim", "batch=1", "-o", plan.to_str().unwrap()],
+        &[
+            "compile",
+            "examples/classifier.onnx",
+            "--dim",
+            "batch=1",
+            "-o",
+            plan.to_str().unwrap(),
+        ],
         dir,
     );
     assert_eq!(out.code, 0, "{}", out.text);
@@ -85,11 +92,17 @@ fn the_example_compiles_runs_and_matches_onnxruntime() {
     assert_eq!(got.shape(), want.shape());
     let (got, want) = (got.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert!((g - w).abs() <= 1e-5 + 1e-4 * w.abs(), "probs[{i}]: memc {g}, onnxruntime {w}");
+        assert!(
+            (g - w).abs() <= 1e-5 + 1e-4 * w.abs(),
+            "probs[{i}]: memc {g}, onnxruntime {w}"
+        );
     }
     let inspect = memc(&["inspect", plan.to_str().unwrap()], &dir);
     assert_eq!(inspect.code, 0, "{}", inspect.text);
-    let json = memc(&["inspect", "--json", "--verify", plan.to_str().unwrap()], &dir);
+    let json = memc(
+        &["inspect", "--json", "--verify", plan.to_str().unwrap()],
+        &dir,
+    );
     assert_eq!(json.code, 0, "{}", json.text);
     let stdout = json.text.split("----- stdout -----\n").nth(1).unwrap();
     let stdout = stdout.split("----- stderr -----").next().unwrap();
@@ -101,11 +114,22 @@ fn the_example_compiles_runs_and_matches_onnxruntime() {
 #[test]
 fn compile_mistakes() {
     let dir = scratch("compile");
-    let no_output = memc(&["compile", "examples/classifier.onnx", "--dim", "batch=1"], &dir);
+    let no_output = memc(
+        &["compile", "examples/classifier.onnx", "--dim", "batch=1"],
+        &dir,
+    );
     assert_eq!(no_output.code, 2);
     insta::assert_snapshot!("compile_without_output", no_output.text);
     let plan = dir.join("x.plan");
-    let unbound = memc(&["compile", "examples/classifier.onnx", "-o", plan.to_str().unwrap()], &dir);
+    let unbound = memc(
+        &[
+            "compile",
+            "examples/classifier.onnx",
+            "-o",
+            plan.to_str().unwrap(),
+        ],
+        &dir,
+    );
     assert_eq!(unbound.code, 1);
     assert!(!plan.exists(), "a failed compile leaves no plan");
     insta::assert_snapshot!("compile_unbound_dim", unbound.text);
@@ -131,11 +155,23 @@ fn run_input_mistakes() {
         memc_runtime::Tensor::from_slice("x", vec![1, 3, 8, 8], &vec![0.0f32; 192]).unwrap(),
     );
     let cases: Vec<(&str, Vec<String>)> = vec![
-        ("run_wrong_name", vec!["--input".into(), "img=examples/classifier_input.npy".into()]),
-        ("run_wrong_dtype", vec!["--input".into(), format!("image={f64_image}")]),
-        ("run_wrong_shape", vec!["--input".into(), format!("image={small_image}")]),
+        (
+            "run_wrong_name",
+            vec!["--input".into(), "img=examples/classifier_input.npy".into()],
+        ),
+        (
+            "run_wrong_dtype",
+            vec!["--input".into(), format!("image={f64_image}")],
+        ),
+        (
+            "run_wrong_shape",
+            vec!["--input".into(), format!("image={small_image}")],
+        ),
         ("run_missing_input", vec![]),
-        ("run_missing_file", vec!["--input".into(), "image=no/such.npy".into()]),
+        (
+            "run_missing_file",
+            vec!["--input".into(), "image=no/such.npy".into()],
+        ),
         ("run_bad_binding", vec!["--input".into(), "image".into()]),
     ];
     for (name, args) in cases {
@@ -164,16 +200,37 @@ fn damaged_plan_files() {
     version[8] = 9;
     let cases = vec![
         ("plan_corrupted", damaged("corrupted.plan", flipped)),
-        ("plan_truncated", damaged("truncated.plan", bytes[..bytes.len() - 10].to_vec())),
+        (
+            "plan_truncated",
+            damaged("truncated.plan", bytes[..bytes.len() - 10].to_vec()),
+        ),
         ("plan_wrong_version", damaged("version.plan", version)),
         ("plan_not_a_plan", "examples/classifier.onnx".to_string()),
         ("plan_empty", damaged("empty.plan", Vec::new())),
     ];
     for (name, path) in cases {
-        let run = memc(&["run", &path, "--input", "image=examples/classifier_input.npy"], &dir);
+        let run = memc(
+            &[
+                "run",
+                &path,
+                "--input",
+                "image=examples/classifier_input.npy",
+            ],
+            &dir,
+        );
         assert_eq!(run.code, 1, "{name}: {}", run.text);
         // Byte counts and checksums change with every change to the kernels; keep the words.
-        let stable: String = run.text.chars().map(|c| if c.is_ascii_hexdigit() && !c.is_alphabetic() { '#' } else { c }).collect();
+        let stable: String = run
+            .text
+            .chars()
+            .map(|c| {
+                if c.is_ascii_hexdigit() && !c.is_alphabetic() {
+                    '#'
+                } else {
+                    c
+                }
+            })
+            .collect();
         insta::assert_snapshot!(name, stable);
         let inspect = memc(&["inspect", &path], &dir);
         assert_eq!(inspect.code, 1, "{name} inspect: {}", inspect.text);

@@ -58,7 +58,9 @@ fn node_dir() -> Option<PathBuf> {
     let site = root().join(".venv/lib");
     let entries = std::fs::read_dir(&site).ok()?;
     for entry in entries.flatten() {
-        let dir = entry.path().join("site-packages/onnx/backend/test/data/node");
+        let dir = entry
+            .path()
+            .join("site-packages/onnx/backend/test/data/node");
         if dir.is_dir() {
             return Some(dir);
         }
@@ -105,8 +107,11 @@ fn decode_tensor(path: &Path) -> Result<(Scalar, Vec<u64>, Vec<u8>), String> {
         memc_ir::WeightBytes::Mapped(b) => b.to_vec(),
         memc_ir::WeightBytes::Absent => Vec::new(),
     };
-    let elem = Scalar::from_elem(ty.elem).ok_or_else(|| format!("unsupported element type {}", ty.elem.mlir_name()))?;
-    let shape = ty.static_shape().ok_or("a test tensor has a dynamic shape")?;
+    let elem = Scalar::from_elem(ty.elem)
+        .ok_or_else(|| format!("unsupported element type {}", ty.elem.mlir_name()))?;
+    let shape = ty
+        .static_shape()
+        .ok_or("a test tensor has a dynamic shape")?;
     Ok((elem, shape, data))
 }
 
@@ -121,7 +126,11 @@ fn read_f64(elem: Scalar, bytes: &[u8], i: usize) -> f64 {
 }
 
 /// Compares one output; `None` when it matches.
-fn compare(name: &str, want: &(Scalar, Vec<u64>, Vec<u8>), got: &memc_runtime::Tensor) -> Option<String> {
+fn compare(
+    name: &str,
+    want: &(Scalar, Vec<u64>, Vec<u8>),
+    got: &memc_runtime::Tensor,
+) -> Option<String> {
     let (elem, shape, data) = want;
     if got.elem() != *elem || got.shape() != shape.as_slice() {
         return Some(format!(
@@ -144,7 +153,12 @@ fn compare(name: &str, want: &(Scalar, Vec<u64>, Vec<u8>), got: &memc_runtime::T
         None
     } else if got.data() != data.as_slice() {
         let s = elem.size() as usize;
-        let i = got.data().chunks(s).zip(data.chunks(s)).position(|(a, b)| a != b).unwrap_or(0);
+        let i = got
+            .data()
+            .chunks(s)
+            .zip(data.chunks(s))
+            .position(|(a, b)| a != b)
+            .unwrap_or(0);
         Some(format!("output `{name}` differs first at element {i}"))
     } else {
         None
@@ -170,17 +184,24 @@ fn run_test(dir: &Path, scratch: &Path) -> Status {
         }
         Err(_) => return Status::Fail("compile panicked".into()),
     };
-    let Some(program) = compiled.program else { return Status::Fail("no program".into()) };
+    let Some(program) = compiled.program else {
+        return Status::Fail("no program".into());
+    };
     let plan_path = scratch.join(format!(
         "{}.plan",
-        dir.file_name().map_or("t".into(), |n| n.to_string_lossy().into_owned())
+        dir.file_name()
+            .map_or("t".into(), |n| n.to_string_lossy().into_owned())
     ));
     let meta = memc_runtime::plan::PlanMeta::new("model.onnx", "cpu", program);
     if let Err(e) = memc_runtime::plan::write_plan(&plan_path, &meta, &compiled.module.weights) {
         return Status::Fail(format!("write plan: {}", one_line(&e.to_string())));
     }
-    let options = memc_runtime::SessionOptions { threads: std::num::NonZeroUsize::new(1), ..Default::default() };
-    let session = std::panic::catch_unwind(|| memc_runtime::Session::load_with(&plan_path, &options));
+    let options = memc_runtime::SessionOptions {
+        threads: std::num::NonZeroUsize::new(1),
+        ..Default::default()
+    };
+    let session =
+        std::panic::catch_unwind(|| memc_runtime::Session::load_with(&plan_path, &options));
     let _ = std::fs::remove_file(&plan_path);
     let mut session = match session {
         Ok(Ok(s)) => s,
@@ -197,7 +218,12 @@ fn run_test(dir: &Path, scratch: &Path) -> Status {
     let input_names: Vec<String> = session.inputs().iter().map(|io| io.name.clone()).collect();
     let output_names: Vec<String> = session.outputs().iter().map(|io| io.name.clone()).collect();
     let mut sets: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect())
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect()
+        })
         .unwrap_or_default();
     sets.sort();
     for set in sets {
@@ -215,11 +241,12 @@ fn run_test(dir: &Path, scratch: &Path) -> Status {
             })
             .collect::<Result<_, _>>()
             .unwrap_or_default();
-        let outputs = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| session.run(&refs))) {
-            Ok(Ok(outputs)) => outputs,
-            Ok(Err(e)) => return Status::Fail(format!("run: {}", one_line(&e.to_string()))),
-            Err(_) => return Status::Fail("run panicked".into()),
-        };
+        let outputs =
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| session.run(&refs))) {
+                Ok(Ok(outputs)) => outputs,
+                Ok(Err(e)) => return Status::Fail(format!("run: {}", one_line(&e.to_string()))),
+                Err(_) => return Status::Fail("run panicked".into()),
+            };
         for (i, name) in output_names.iter().enumerate() {
             let want = match decode_tensor(&set.join(format!("output_{i}.pb"))) {
                 Ok(t) => t,
@@ -262,7 +289,10 @@ fn onnx_backend_node_tests() {
         .map(|e| e.path())
         .filter(|p| p.join("model.onnx").is_file())
         .filter(|p| {
-            filter.as_deref().is_none_or(|f| p.file_name().is_some_and(|n| n.to_string_lossy().contains(f)))
+            filter.as_deref().is_none_or(|f| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().contains(f))
+            })
         })
         .collect();
     tests.sort();
@@ -279,8 +309,13 @@ fn onnx_backend_node_tests() {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(test) = tests.get(i) else { break };
                 let status = run_test(test, &scratch);
-                let name = test.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned());
-                results.lock().expect("no thread panics while holding the lock").insert(name, status);
+                let name = test
+                    .file_name()
+                    .map_or(String::new(), |n| n.to_string_lossy().into_owned());
+                results
+                    .lock()
+                    .expect("no thread panics while holding the lock")
+                    .insert(name, status);
             });
         }
     });
@@ -322,8 +357,14 @@ fn onnx_backend_node_tests() {
     let committed = read_list(&list_path);
     let regressions: Vec<String> = committed
         .iter()
-        .filter(|(name, status)| status.as_str() == "pass" && results.get(*name).is_some_and(|s| *s != Status::Pass))
+        .filter(|(name, status)| {
+            status.as_str() == "pass" && results.get(*name).is_some_and(|s| *s != Status::Pass)
+        })
         .map(|(name, _)| format!("{name}: {:?}", results[name]))
         .collect();
-    assert!(regressions.is_empty(), "node tests that passed before fail now:\n{}", regressions.join("\n"));
+    assert!(
+        regressions.is_empty(),
+        "node tests that passed before fail now:\n{}",
+        regressions.join("\n")
+    );
 }

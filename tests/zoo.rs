@@ -76,10 +76,25 @@ fn run_and_compare(model: &str, path: &Path, ref_dir: &Path, dim_args: &[String]
 fn to_f64(t: &memc_runtime::Tensor) -> Vec<f64> {
     use memc_codegen::Scalar;
     match t.elem() {
-        Scalar::F32 => t.to_vec::<f32>().expect("f32").into_iter().map(f64::from).collect(),
+        Scalar::F32 => t
+            .to_vec::<f32>()
+            .expect("f32")
+            .into_iter()
+            .map(f64::from)
+            .collect(),
         Scalar::F64 => t.to_vec::<f64>().expect("f64"),
-        Scalar::I64 => t.to_vec::<i64>().expect("i64").into_iter().map(|v| v as f64).collect(),
-        Scalar::I32 => t.to_vec::<i32>().expect("i32").into_iter().map(f64::from).collect(),
+        Scalar::I64 => t
+            .to_vec::<i64>()
+            .expect("i64")
+            .into_iter()
+            .map(|v| v as f64)
+            .collect(),
+        Scalar::I32 => t
+            .to_vec::<i32>()
+            .expect("i32")
+            .into_iter()
+            .map(f64::from)
+            .collect(),
         Scalar::Bool | Scalar::U8 => t.data().iter().map(|&b| f64::from(b)).collect(),
         other => panic!("unexpected output type {}", other.name()),
     }

@@ -250,7 +250,10 @@ pub enum BinaryOp {
 
 impl BinaryOp {
     pub fn is_comparison(self) -> bool {
-        matches!(self, BinaryOp::Eq | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge)
+        matches!(
+            self,
+            BinaryOp::Eq | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge
+        )
     }
 }
 
@@ -265,26 +268,50 @@ pub struct Inst {
 pub enum InstKind {
     /// The element of view `view` at the current loop point (its `pad` where a guard fails).
     /// `ty` equals the view's `elem`.
-    Load { view: u32 },
+    Load {
+        view: u32,
+    },
     /// Like `Load`, plus one term per index: the integer value of `index` (an earlier I64
     /// instruction), made non-negative by adding `limit` when it is negative, then clamped to
     /// `[0, limit)`, times `stride` elements. Gather, GatherElements, GatherND.
-    LoadIndirect { view: u32, indices: Vec<IndirectIndex> },
+    LoadIndirect {
+        view: u32,
+        indices: Vec<IndirectIndex>,
+    },
     /// A constant: `bits` holds an `f64` for float types and an `i64`/`u64` for integer and
     /// bool types, converted to `ty`.
-    Const { bits: u64 },
+    Const {
+        bits: u64,
+    },
     /// The current index of loop axis `axis` (outer then inner), as I64.
-    Index { axis: u32 },
+    Index {
+        axis: u32,
+    },
     /// The accumulator of an earlier `Reduce` stage of this kernel, by stage position.
-    Acc { stage: u32 },
-    Unary { op: UnaryOp, arg: InstId },
+    Acc {
+        stage: u32,
+    },
+    Unary {
+        op: UnaryOp,
+        arg: InstId,
+    },
     /// Both operands have the same type; the result is that type, or bool for comparisons.
-    Binary { op: BinaryOp, lhs: InstId, rhs: InstId },
+    Binary {
+        op: BinaryOp,
+        lhs: InstId,
+        rhs: InstId,
+    },
     /// `cond` (bool) ? `then` : `else_`; `then` and `else_` have type `ty`.
-    Select { cond: InstId, then: InstId, else_: InstId },
+    Select {
+        cond: InstId,
+        then: InstId,
+        else_: InstId,
+    },
     /// Convert `arg` to `ty`: float to integer truncates toward zero and saturates (NaN gives
     /// 0); to bool is `!= 0`; integer to integer wraps.
-    Cast { arg: InstId },
+    Cast {
+        arg: InstId,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -304,8 +331,12 @@ pub enum ReduceOp {
     Min,
     /// The inner linear index (row-major over `inner`, as I64) of the first maximum; with
     /// `last` the last one.
-    ArgMax { last: bool },
-    ArgMin { last: bool },
+    ArgMax {
+        last: bool,
+    },
+    ArgMin {
+        last: bool,
+    },
 }
 
 /// A step of a loop kernel, run at each outer point in order.
@@ -314,13 +345,25 @@ pub enum Stage {
     /// Fold `insts[value]` over the inner space with `op`, starting from `init` (bits as in
     /// [`InstKind::Const`], type `ty`). The accumulator type `ty` is `insts[value].ty`, except
     /// for ArgMax/ArgMin, whose accumulator is I64. Later stages read it with `Acc`.
-    Reduce { insts: Vec<Inst>, value: InstId, op: ReduceOp, init: u64, ty: Scalar },
+    Reduce {
+        insts: Vec<Inst>,
+        value: InstId,
+        op: ReduceOp,
+        init: u64,
+        ty: Scalar,
+    },
     /// At every inner point (once if `inner` is empty), store `insts[value]` into `view` for each
     /// store. The value's type equals the view's `elem`.
-    Map { insts: Vec<Inst>, stores: Vec<Store> },
+    Map {
+        insts: Vec<Inst>,
+        stores: Vec<Store>,
+    },
     /// Once per outer point; the inner loop indices read as 0 (stores' inner strides are
     /// ignored, `Index` of an inner axis is 0).
-    Once { insts: Vec<Inst>, stores: Vec<Store> },
+    Once {
+        insts: Vec<Inst>,
+        stores: Vec<Store>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -357,8 +400,14 @@ impl LoopKernel {
     /// Elements of work in one row, for splitting rows across threads.
     pub fn work_per_row(&self) -> u64 {
         let inner: u64 = self.inner.iter().product::<u64>().max(1);
-        let last = if self.inner.is_empty() { self.outer.last().copied().unwrap_or(1) } else { 1 };
-        inner.saturating_mul(last).saturating_mul(self.stages.len() as u64)
+        let last = if self.inner.is_empty() {
+            self.outer.last().copied().unwrap_or(1)
+        } else {
+            1
+        };
+        inner
+            .saturating_mul(last)
+            .saturating_mul(self.stages.len() as u64)
     }
 }
 
@@ -409,7 +458,13 @@ pub enum KernelError {
     #[error("kernel `{kernel}`: {message}")]
     Malformed { kernel: String, message: String },
     #[error("kernel `{kernel}`: view {view} reaches bytes {lo}..{hi} outside its region of {size} bytes")]
-    OutOfBounds { kernel: String, view: String, lo: i128, hi: i128, size: u64 },
+    OutOfBounds {
+        kernel: String,
+        view: String,
+        lo: i128,
+        hi: i128,
+        size: u64,
+    },
 }
 
 /// The byte sizes of the two regions a kernel may touch.
@@ -436,7 +491,10 @@ pub const MAX_INSTS: usize = 4096;
 impl Kernel {
     /// Checks everything a backend relies on: see the module doc.
     pub fn validate(&self, sizes: RegionSizes) -> Result<(), KernelError> {
-        let bad = |message: String| KernelError::Malformed { kernel: self.name.clone(), message };
+        let bad = |message: String| KernelError::Malformed {
+            kernel: self.name.clone(),
+            message,
+        };
         match &self.body {
             KernelBody::Loop(k) => validate_loop(self, k, sizes, &bad),
             KernelBody::Contract(c) => validate_contract(self, c, sizes, &bad),
@@ -454,10 +512,18 @@ fn validate_loop(
     if n_axes > MAX_AXES {
         return Err(bad(format!("{n_axes} loop axes (at most {MAX_AXES})")));
     }
-    if k.outer.iter().chain(&k.inner).any(|&e| e > i64::MAX as u64 / 2) {
+    if k.outer
+        .iter()
+        .chain(&k.inner)
+        .any(|&e| e > i64::MAX as u64 / 2)
+    {
         return Err(bad("a loop extent is too large".into()));
     }
-    let total = k.outer.iter().chain(&k.inner).try_fold(1u64, |acc, &e| acc.checked_mul(e));
+    let total = k
+        .outer
+        .iter()
+        .chain(&k.inner)
+        .try_fold(1u64, |acc, &e| acc.checked_mul(e));
     if total.is_none() {
         return Err(bad("the loop extents overflow".into()));
     }
@@ -472,7 +538,10 @@ fn validate_loop(
             Stage::Map { insts, stores } | Stage::Once { insts, stores } => (insts, stores),
         };
         if insts.len() > MAX_INSTS {
-            return Err(bad(format!("stage {stage_idx} has {} instructions", insts.len())));
+            return Err(bad(format!(
+                "stage {stage_idx} has {} instructions",
+                insts.len()
+            )));
         }
         for (i, inst) in insts.iter().enumerate() {
             check_inst(k, insts, i, inst, &reduces_before, &mut indirect)
@@ -480,13 +549,21 @@ fn validate_loop(
         }
         for store in stores {
             let view = k.views.get(store.view as usize).ok_or_else(|| {
-                bad(format!("stage {stage_idx} stores to missing view {}", store.view))
+                bad(format!(
+                    "stage {stage_idx} stores to missing view {}",
+                    store.view
+                ))
             })?;
             let value = insts.get(store.value as usize).ok_or_else(|| {
-                bad(format!("stage {stage_idx} stores missing instruction {}", store.value))
+                bad(format!(
+                    "stage {stage_idx} stores missing instruction {}",
+                    store.value
+                ))
             })?;
             if view.region != Region::Arena {
-                return Err(bad(format!("stage {stage_idx} stores into the read-only weights")));
+                return Err(bad(format!(
+                    "stage {stage_idx} stores into the read-only weights"
+                )));
             }
             if value.ty != view.elem {
                 return Err(bad(format!(
@@ -501,10 +578,16 @@ fn validate_loop(
             stored[store.view as usize] = true;
         }
         match stage {
-            Stage::Reduce { insts, value, op, ty, .. } => {
-                let v = insts
-                    .get(*value as usize)
-                    .ok_or_else(|| bad(format!("stage {stage_idx} reduces a missing instruction")))?;
+            Stage::Reduce {
+                insts,
+                value,
+                op,
+                ty,
+                ..
+            } => {
+                let v = insts.get(*value as usize).ok_or_else(|| {
+                    bad(format!("stage {stage_idx} reduces a missing instruction"))
+                })?;
                 let acc_ty = match op {
                     ReduceOp::ArgMax { .. } | ReduceOp::ArgMin { .. } => Scalar::I64,
                     _ => v.ty,
@@ -519,7 +602,9 @@ fn validate_loop(
     }
     for (idx, view) in k.views.iter().enumerate() {
         if view.strides.len() != n_axes || view.guards.iter().any(|g| g.coeffs.len() != n_axes) {
-            return Err(bad(format!("view {idx} does not have one stride per loop axis")));
+            return Err(bad(format!(
+                "view {idx} does not have one stride per loop axis"
+            )));
         }
         if empty {
             continue;
@@ -544,7 +629,11 @@ fn check_inst(
             Err(format!("operand {id} is not an earlier instruction"))
         }
     };
-    let view = |v: u32| k.views.get(v as usize).ok_or_else(|| format!("missing view {v}"));
+    let view = |v: u32| {
+        k.views
+            .get(v as usize)
+            .ok_or_else(|| format!("missing view {v}"))
+    };
     match &inst.kind {
         InstKind::Load { view: v } => {
             if view(*v)?.elem != inst.ty {
@@ -573,7 +662,11 @@ fn check_inst(
         }
         InstKind::Acc { stage } => match reduces_before.get(*stage as usize) {
             Some(Some(ty)) if *ty == inst.ty => {}
-            _ => return Err(format!("stage {stage} is not an earlier reduction of this type")),
+            _ => {
+                return Err(format!(
+                    "stage {stage} is not an earlier reduction of this type"
+                ))
+            }
         },
         InstKind::Unary { op, arg: a } => {
             let a = arg(*a)?;
@@ -623,7 +716,11 @@ fn check_inst(
             if !ok {
                 return Err(format!("{op:?} of {}", l.ty.name()));
             }
-            let want = if op.is_comparison() { Scalar::Bool } else { l.ty };
+            let want = if op.is_comparison() {
+                Scalar::Bool
+            } else {
+                l.ty
+            };
             if inst.ty != want {
                 return Err("wrong result type".into());
             }
@@ -751,20 +848,30 @@ fn validate_contract(
     }
     for (name, v) in [("a", &c.a), ("b", &c.b), ("c", &c.c)] {
         if v.batch_strides.len() != c.batch.len() {
-            return Err(bad(format!("operand {name} does not have one stride per batch axis")));
+            return Err(bad(format!(
+                "operand {name} does not have one stride per batch axis"
+            )));
         }
     }
     if c.c.region != Region::Arena {
         return Err(bad("the result is in the read-only weights".into()));
     }
     let dims = [c.m, c.n, c.k];
-    if dims.iter().chain(&c.batch).any(|&d| d > i64::MAX as u64 / 2) {
+    if dims
+        .iter()
+        .chain(&c.batch)
+        .any(|&d| d > i64::MAX as u64 / 2)
+    {
         return Err(bad("a dimension is too large".into()));
     }
     if dims.iter().chain(&c.batch).any(|&d| d == 0) {
         return Ok(());
     }
-    for (name, v, rows, cols) in [("a", &c.a, c.m, c.k), ("b", &c.b, c.k, c.n), ("c", &c.c, c.m, c.n)] {
+    for (name, v, rows, cols) in [
+        ("a", &c.a, c.m, c.k),
+        ("b", &c.b, c.k, c.n),
+        ("c", &c.c, c.m, c.n),
+    ] {
         let mut lo = 0i128;
         let mut hi = 0i128;
         let spans = c

@@ -59,7 +59,10 @@ pub const WEIGHT_ALIGN: u64 = 64;
 
 impl Program {
     pub fn region_sizes(&self) -> RegionSizes {
-        RegionSizes { arena: self.arena_size, weights: self.weights_size }
+        RegionSizes {
+            arena: self.arena_size,
+            weights: self.weights_size,
+        }
     }
 
     pub fn kernels(&self) -> impl Iterator<Item = &Kernel> {
@@ -73,7 +76,10 @@ impl Program {
     /// Checks every kernel, I/O tensor and weight slot against the region sizes.
     pub fn validate(&self) -> Result<(), KernelError> {
         let sizes = self.region_sizes();
-        let bad = |message: String| KernelError::Malformed { kernel: "program".into(), message };
+        let bad = |message: String| KernelError::Malformed {
+            kernel: "program".into(),
+            message,
+        };
         for io in self.inputs.iter().chain(&self.outputs) {
             let n = io
                 .shape
@@ -93,8 +99,15 @@ impl Program {
             return Err(bad(format!("input `{}` is not in the arena", input.name)));
         }
         for slot in &self.weights {
-            if slot.byte_offset.checked_add(slot.byte_size).is_none_or(|end| end > sizes.weights) {
-                return Err(bad(format!("weight `{}` lies outside the weights section", slot.name)));
+            if slot
+                .byte_offset
+                .checked_add(slot.byte_size)
+                .is_none_or(|end| end > sizes.weights)
+            {
+                return Err(bad(format!(
+                    "weight `{}` lies outside the weights section",
+                    slot.name
+                )));
             }
         }
         for kernel in self.kernels() {

@@ -27,8 +27,12 @@ fn model(text: &str, weights: &[(&str, Vec<u8>)]) -> Model {
         let bytes = weights
             .iter()
             .find(|(name, _)| *name == w.name())
-            .map_or(WeightBytes::Absent, |(_, b)| WeightBytes::Owned(b.clone().into()));
-        store.insert(w.name(), w.ty().clone(), bytes).expect("the weight is well-formed");
+            .map_or(WeightBytes::Absent, |(_, b)| {
+                WeightBytes::Owned(b.clone().into())
+            });
+        store
+            .insert(w.name(), w.ty().clone(), bytes)
+            .expect("the weight is well-formed");
     }
     module.weights = store;
     if let Err(d) = memc_ir::verify_module(&module) {
@@ -49,8 +53,17 @@ fn run(m: &Model, program: &Program, inputs: &[Vec<u8>]) -> Vec<Vec<u8>> {
     let mut weights = vec![0u64; (program.weights_size as usize).div_ceil(8).max(1)];
     let weight_bytes: &mut [u8] = bytemuck_mut(&mut weights);
     for slot in &program.weights {
-        let id = m.module.weights.lookup(&slot.name).expect("a slot names a weight");
-        let bytes = m.module.weights.get(id).and_then(|w| w.bytes()).expect("weights have bytes");
+        let id = m
+            .module
+            .weights
+            .lookup(&slot.name)
+            .expect("a slot names a weight");
+        let bytes = m
+            .module
+            .weights
+            .get(id)
+            .and_then(|w| w.bytes())
+            .expect("weights have bytes");
         let at = slot.byte_offset as usize;
         weight_bytes[at..at + bytes.len()].copy_from_slice(bytes);
     }
@@ -62,7 +75,10 @@ fn run(m: &Model, program: &Program, inputs: &[Vec<u8>]) -> Vec<Vec<u8>> {
     }
     let kernels: Vec<_> = program.kernels().collect();
     let cpu = CpuProgram::compile(&kernels).expect("the kernels compile");
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().expect("a thread pool");
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .expect("a thread pool");
     for i in 0..kernels.len() {
         // SAFETY: the regions have the sizes the program was validated against, and nothing
         // else touches the arena while a kernel runs.
@@ -76,7 +92,11 @@ fn run(m: &Model, program: &Program, inputs: &[Vec<u8>]) -> Vec<Vec<u8>> {
         .outputs
         .iter()
         .map(|io| {
-            let region = if io.region == Region::Arena { arena_bytes } else { weight_bytes };
+            let region = if io.region == Region::Arena {
+                arena_bytes
+            } else {
+                weight_bytes
+            };
             let at = io.byte_offset as usize;
             region[at..at + io.byte_size() as usize].to_vec()
         })
@@ -124,12 +144,19 @@ fn dec<T: Bytes>(bytes: &[u8]) -> Vec<T> {
 
 /// `|got - want| <= 1e-5 + 1e-4 * |want|` elementwise; NaN matches NaN, infinities match exactly.
 fn assert_close(got: &[f64], want: &[f64]) {
-    assert_eq!(got.len(), want.len(), "lengths differ: got {got:?}, want {want:?}");
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "lengths differ: got {got:?}, want {want:?}"
+    );
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
         let ok = (g.is_nan() && w.is_nan())
             || g == w
             || (g.is_finite() && w.is_finite() && (g - w).abs() <= 1e-5 + 1e-4 * w.abs());
-        assert!(ok, "element {i}: got {g}, want {w}\n got {got:?}\nwant {want:?}");
+        assert!(
+            ok,
+            "element {i}: got {g}, want {w}\n got {got:?}\nwant {want:?}"
+        );
     }
 }
 
@@ -139,10 +166,14 @@ fn f32_out(bytes: &[u8]) -> Vec<f64> {
 
 /// Pseudo-random values in `[-2, 2)` (a fixed LCG, so failures reproduce).
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..n)
         .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((s >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
         })
         .collect()
@@ -173,10 +204,14 @@ fn a_chain_of_elementwise_ops_is_one_kernel() {
     assert_eq!(kernels_per_step(&program), vec![0, 0, 0, 1]);
     let kernel = &program.steps[3].kernels[0];
     assert!(kernel.name.contains("fused 4 ops"), "{}", kernel.name);
-    let KernelBody::Loop(lk) = &kernel.body else { panic!("a loop kernel") };
+    let KernelBody::Loop(lk) = &kernel.body else {
+        panic!("a loop kernel")
+    };
     // The output and the two graph inputs; the scalar weight is a constant.
     assert_eq!(lk.views.len(), 3);
-    let Stage::Map { insts, .. } = &lk.stages[0] else { panic!("a map stage") };
+    let Stage::Map { insts, .. } = &lk.stages[0] else {
+        panic!("a map stage")
+    };
     assert!(insts
         .iter()
         .any(|i| matches!(i.kind, InstKind::Const { bits } if bits == 2f64.to_bits())));
@@ -230,7 +265,11 @@ fn an_op_reading_the_previous_result_twice_fuses() {
     let out = run(&m, &program, &[enc(&x)]);
     let want: Vec<f64> = x.iter().map(|&v| f64::from(v).exp().powi(2)).collect();
     assert_close(&f32_out(&out[0]), &want);
-    assert!(program.n_kernels() < 4, "some ops fuse: {:?}", kernels_per_step(&program));
+    assert!(
+        program.n_kernels() < 4,
+        "some ops fuse: {:?}",
+        kernels_per_step(&program)
+    );
 }
 
 #[test]
@@ -346,8 +385,11 @@ fn integer_and_mixed_type_ops_follow_numpy() {
     assert_eq!(dec::<i32>(&out[0]), vec![1, 2, -2, -1, 0, 3]);
     assert_eq!(dec::<i32>(&out[1]), vec![1, -1, 1, -1, 0, 3]);
     assert_eq!(dec::<i32>(&out[2]), vec![2, -2, -2, 2, 5, 0]);
-    let pow: Vec<i32> =
-        a.iter().zip(&e).map(|(&x, &y)| f64::from(x).powf(f64::from(y)) as i32).collect();
+    let pow: Vec<i32> = a
+        .iter()
+        .zip(&e)
+        .map(|(&x, &y)| f64::from(x).powf(f64::from(y)) as i32)
+        .collect();
     assert_eq!(dec::<i32>(&out[3]), pow);
     assert_eq!(out[4], vec![1, 1, 0, 1, 1, 1]);
 }
@@ -369,12 +411,20 @@ fn clip_with_runtime_bounds_and_activations() {
     let x = [-3.0f32, -1.0, -0.25, 0.0, 0.5, 1.0, 2.5, 30.0];
     let out = run(&m, &program, &[enc(&x), enc(&[-0.5f32])]);
     let xs: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
-    assert_close(&f32_out(&out[0]), &xs.iter().map(|&v| v.max(-0.5)).collect::<Vec<_>>());
+    assert_close(
+        &f32_out(&out[0]),
+        &xs.iter().map(|&v| v.max(-0.5)).collect::<Vec<_>>(),
+    );
     let k = (2.0 / std::f64::consts::PI).sqrt();
-    let gelu: Vec<f64> =
-        xs.iter().map(|&v| 0.5 * v * (1.0 + (k * (v + 0.044715 * v * v * v)).tanh())).collect();
+    let gelu: Vec<f64> = xs
+        .iter()
+        .map(|&v| 0.5 * v * (1.0 + (k * (v + 0.044715 * v * v * v)).tanh()))
+        .collect();
     assert_close(&f32_out(&out[1]), &gelu);
-    let hswish: Vec<f64> = xs.iter().map(|&v| v * (v / 6.0 + 0.5).clamp(0.0, 1.0)).collect();
+    let hswish: Vec<f64> = xs
+        .iter()
+        .map(|&v| v * (v / 6.0 + 0.5).clamp(0.0, 1.0))
+        .collect();
     assert_close(&f32_out(&out[2]), &hswish);
     let softplus: Vec<f64> = xs.iter().map(|&v| (v.exp() + 1.0).ln()).collect();
     assert_close(&f32_out(&out[3]), &softplus);
@@ -424,12 +474,24 @@ fn reductions_over_attribute_axes() {
         })
         .collect();
     assert_eq!(dec::<i32>(&out[0]), sum);
-    let lse: Vec<f64> =
-        (0..3).map(|r| y[r * 4..r * 4 + 4].iter().map(|v| v.exp()).sum::<f64>().ln()).collect();
+    let lse: Vec<f64> = (0..3)
+        .map(|r| {
+            y[r * 4..r * 4 + 4]
+                .iter()
+                .map(|v| v.exp())
+                .sum::<f64>()
+                .ln()
+        })
+        .collect();
     assert_close(&dec::<f64>(&out[1]), &lse);
-    let mean: Vec<f64> = (0..4).map(|c| (0..3).map(|r| y[r * 4 + c]).sum::<f64>() / 3.0).collect();
+    let mean: Vec<f64> = (0..4)
+        .map(|c| (0..3).map(|r| y[r * 4 + c]).sum::<f64>() / 3.0)
+        .collect();
     assert_close(&dec::<f64>(&out[2]), &mean);
-    assert_close(&dec::<f64>(&out[3]), &y.iter().map(|v| v.abs()).collect::<Vec<_>>());
+    assert_close(
+        &dec::<f64>(&out[3]),
+        &y.iter().map(|v| v.abs()).collect::<Vec<_>>(),
+    );
 }
 
 #[test]
@@ -463,12 +525,20 @@ fn reduction_axes_known_only_at_run_time() {
     let program = lower(&m);
     let x = values(12, 13);
     let at = |i: usize, j: usize, k: usize| f64::from(x[i * 4 + j * 2 + k]);
-    let over_1: Vec<f64> =
-        (0..3).flat_map(|i| (0..2).map(move |k| (at(i, 0, k) + at(i, 1, k)) / 2.0)).collect();
-    let over_2: Vec<f64> =
-        (0..3).flat_map(|i| (0..2).map(move |j| (at(i, j, 0) + at(i, j, 1)) / 2.0)).collect();
-    assert_close(&f32_out(&run(&m, &program, &[enc(&x), enc(&[1i64])])[0]), &over_1);
-    assert_close(&f32_out(&run(&m, &program, &[enc(&x), enc(&[-1i64])])[0]), &over_2);
+    let over_1: Vec<f64> = (0..3)
+        .flat_map(|i| (0..2).map(move |k| (at(i, 0, k) + at(i, 1, k)) / 2.0))
+        .collect();
+    let over_2: Vec<f64> = (0..3)
+        .flat_map(|i| (0..2).map(move |j| (at(i, j, 0) + at(i, j, 1)) / 2.0))
+        .collect();
+    assert_close(
+        &f32_out(&run(&m, &program, &[enc(&x), enc(&[1i64])])[0]),
+        &over_1,
+    );
+    assert_close(
+        &f32_out(&run(&m, &program, &[enc(&x), enc(&[-1i64])])[0]),
+        &over_2,
+    );
 }
 
 #[test]
@@ -517,7 +587,10 @@ fn softmax_and_log_softmax_over_a_middle_axis() {
         }
     }
     assert_close(&f32_out(&out[0]), &soft);
-    assert_close(&f32_out(&out[1]), &soft.iter().map(|v| v.ln()).collect::<Vec<_>>());
+    assert_close(
+        &f32_out(&out[1]),
+        &soft.iter().map(|v| v.ln()).collect::<Vec<_>>(),
+    );
 }
 
 #[test]
@@ -560,7 +633,11 @@ fn batch_normalization_in_inference_mode() {
     let x = values(12, 18);
     let (s, b, mean) = (values(3, 19), values(3, 20), values(3, 21));
     let var = [0.5f32, 1.0, 2.0];
-    let out = run(&m, &program, &[enc(&x), enc(&s), enc(&b), enc(&mean), enc(&var)]);
+    let out = run(
+        &m,
+        &program,
+        &[enc(&x), enc(&s), enc(&b), enc(&mean), enc(&var)],
+    );
     let want: Vec<f64> = (0..12)
         .map(|i| {
             let c = i / 2 % 3;
@@ -616,7 +693,9 @@ fn cumprod_with_an_axis_known_only_at_run_time() {
 fn loop_extents(program: &Program) -> (Vec<u64>, Vec<u64>) {
     let kernels: Vec<_> = program.kernels().collect();
     assert_eq!(kernels.len(), 1);
-    let KernelBody::Loop(lk) = &kernels[0].body else { panic!("a loop kernel") };
+    let KernelBody::Loop(lk) = &kernels[0].body else {
+        panic!("a loop kernel")
+    };
     (lk.outer.clone(), lk.inner.clone())
 }
 
@@ -643,7 +722,13 @@ fn contiguous_axes_merge_into_long_rows() {
     assert_eq!(loop_extents(&program), (vec![6], vec![20]));
     let x = values(120, 22);
     let want: Vec<f64> = (0..6)
-        .map(|r| x[r * 20..r * 20 + 20].iter().map(|&v| f64::from(v)).sum::<f64>() / 20.0)
+        .map(|r| {
+            x[r * 20..r * 20 + 20]
+                .iter()
+                .map(|&v| f64::from(v))
+                .sum::<f64>()
+                / 20.0
+        })
         .collect();
     assert_close(&f32_out(&run(&m, &program, &[enc(&x)])[0]), &want);
 }

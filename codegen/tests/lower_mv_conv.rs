@@ -97,8 +97,16 @@ fn uses_im2col(compiled: &Compiled) -> bool {
 
 fn check_planned(case: &Case, planned: Planned) -> bool {
     let s = case.x.len() - 2;
-    let op = if case.transpose { "onnx.ConvTranspose" } else { "onnx.Conv" };
-    let m = if case.transpose { case.w[1] * case.group } else { case.w[0] };
+    let op = if case.transpose {
+        "onnx.ConvTranspose"
+    } else {
+        "onnx.Conv"
+    };
+    let m = if case.transpose {
+        case.w[1] * case.group
+    } else {
+        case.w[0]
+    };
     let mut attrs = format!(
         "dilations = {}, group = {}, pads = {}, strides = {}",
         list(&case.dilations),
@@ -110,7 +118,11 @@ fn check_planned(case: &Case, planned: Planned) -> bool {
         attrs += &format!(", output_padding = {}", list(&case.output_padding));
     }
     let (b_arg, b_use, b_ty) = if case.bias {
-        (format!(", %b: {}", ty(&[m])), ", %b".to_string(), format!(", {}", ty(&[m])))
+        (
+            format!(", %b: {}", ty(&[m])),
+            ", %b".to_string(),
+            format!(", {}", ty(&[m])),
+        )
     } else {
         (String::new(), String::new(), String::new())
     };
@@ -131,9 +143,17 @@ fn check_planned(case: &Case, planned: Planned) -> bool {
     if planned == Planned::WithoutScratch {
         assert!(!im2col, "no scratch, no im2col");
     }
-    let contracts =
-        compiled.program.kernels().filter(|k| matches!(k.body, KernelBody::Contract(_))).count();
-    assert_eq!(contracts > 0, case.taps, "contraction form expected: {}", case.taps);
+    let contracts = compiled
+        .program
+        .kernels()
+        .filter(|k| matches!(k.body, KernelBody::Contract(_)))
+        .count();
+    assert_eq!(
+        contracts > 0,
+        case.taps,
+        "contraction form expected: {}",
+        case.taps
+    );
     let out_shape = compiled.program.outputs[0].shape.clone();
 
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
@@ -149,12 +169,18 @@ fn check_planned(case: &Case, planned: Planned) -> bool {
         inputs.push(bytes(&b));
     }
     let got = run(&compiled, &inputs);
-    let got: Vec<f32> =
-        got[0].chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    let got: Vec<f32> = got[0]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
 
     // The reference, as a scatter over input positions and kernel taps.
     let mut want = vec![0f64; out_shape.iter().product::<u64>() as usize];
-    let (xs, ws, ys) = (strides_of(&case.x), strides_of(&case.w), strides_of(&out_shape));
+    let (xs, ws, ys) = (
+        strides_of(&case.x),
+        strides_of(&case.w),
+        strides_of(&out_shape),
+    );
     let (c_g, m_g) = if case.transpose {
         (case.w[0] / case.group, case.w[1])
     } else {
@@ -191,9 +217,15 @@ fn check_planned(case: &Case, planned: Planned) -> bool {
                                     p[i] * case.strides[i] + k[i] * case.dilations[i] - case.pads[i]
                                 })
                                 .collect();
-                            let (xi, yi) = if case.transpose { (&p, &other) } else { (&other, &p) };
+                            let (xi, yi) = if case.transpose {
+                                (&p, &other)
+                            } else {
+                                (&other, &p)
+                            };
                             let inside = |idx: &Vec<i64>, shape: &[u64]| {
-                                idx.iter().zip(&shape[2..]).all(|(&v, &d)| v >= 0 && v < d as i64)
+                                idx.iter()
+                                    .zip(&shape[2..])
+                                    .all(|(&v, &d)| v >= 0 && v < d as i64)
                             };
                             if !inside(xi, &case.x) || !inside(yi, &out_shape) {
                                 continue;
@@ -250,7 +282,10 @@ fn conv(x: &[u64], w: &[u64], taps: bool) -> Case {
 
 #[test]
 fn conv_3x3_padded_taps_first_tap_covers_all() {
-    check(&Case { pads: vec![1, 1, 1, 1], ..conv(&[2, 8, 7, 6], &[8, 8, 3, 3], true) });
+    check(&Case {
+        pads: vec![1, 1, 1, 1],
+        ..conv(&[2, 8, 7, 6], &[8, 8, 3, 3], true)
+    });
 }
 
 #[test]
@@ -277,13 +312,23 @@ fn conv_grouped_taps() {
 #[test]
 fn conv_1x1_merges_spatial_into_columns() {
     check(&conv(&[2, 8, 4, 5], &[9, 8, 1, 1], true));
-    check(&Case { strides: vec![2, 2], ..conv(&[2, 8, 5, 5], &[9, 8, 1, 1], true) });
+    check(&Case {
+        strides: vec![2, 2],
+        ..conv(&[2, 8, 5, 5], &[9, 8, 1, 1], true)
+    });
 }
 
 #[test]
 fn conv_1d_and_3d_taps() {
-    check(&Case { pads: vec![2, 1], strides: vec![2], ..conv(&[2, 8, 11], &[8, 8, 4], true) });
-    check(&Case { pads: vec![1, 0, 1, 0, 1, 1], ..conv(&[1, 8, 4, 3, 5], &[8, 8, 2, 3, 2], true) });
+    check(&Case {
+        pads: vec![2, 1],
+        strides: vec![2],
+        ..conv(&[2, 8, 11], &[8, 8, 4], true)
+    });
+    check(&Case {
+        pads: vec![1, 0, 1, 0, 1, 1],
+        ..conv(&[1, 8, 4, 3, 5], &[8, 8, 2, 3, 2], true)
+    });
 }
 
 #[test]
@@ -294,7 +339,11 @@ fn conv_few_channels_and_depthwise() {
         bias: true,
         ..conv(&[2, 3, 7, 6], &[4, 3, 3, 3], true)
     });
-    check(&Case { group: 3, pads: vec![1, 1, 1, 1], ..conv(&[1, 6, 5, 5], &[6, 2, 3, 3], true) });
+    check(&Case {
+        group: 3,
+        pads: vec![1, 1, 1, 1],
+        ..conv(&[1, 6, 5, 5], &[6, 2, 3, 3], true)
+    });
     check(&Case {
         group: 4,
         pads: vec![1, 2, 0, 1],
@@ -306,8 +355,15 @@ fn conv_few_channels_and_depthwise() {
 
 #[test]
 fn conv_transpose_taps() {
-    let base = Case { transpose: true, ..conv(&[2, 8, 4, 3], &[8, 8, 2, 2], true) };
-    check(&Case { strides: vec![2, 2], bias: true, ..base });
+    let base = Case {
+        transpose: true,
+        ..conv(&[2, 8, 4, 3], &[8, 8, 2, 2], true)
+    };
+    check(&Case {
+        strides: vec![2, 2],
+        bias: true,
+        ..base
+    });
     check(&Case {
         transpose: true,
         strides: vec![2, 3],
@@ -341,7 +397,11 @@ fn conv_transpose_direct() {
 /// a single row.
 #[test]
 fn conv_same_width_taps_over_whole_rows() {
-    check(&Case { pads: vec![1, 1, 1, 1], bias: true, ..conv(&[2, 8, 6, 7], &[8, 8, 3, 3], true) });
+    check(&Case {
+        pads: vec![1, 1, 1, 1],
+        bias: true,
+        ..conv(&[2, 8, 6, 7], &[8, 8, 3, 3], true)
+    });
     check(&Case {
         pads: vec![1, 2, 1, 2],
         dilations: vec![1, 2],
@@ -353,8 +413,14 @@ fn conv_same_width_taps_over_whole_rows() {
         group: 2,
         ..conv(&[1, 8, 6, 5], &[4, 4, 2, 4], true)
     });
-    check(&Case { pads: vec![1; 6], ..conv(&[1, 8, 3, 4, 5], &[8, 8, 3, 3, 3], true) });
-    check(&Case { pads: vec![0, 1, 0, 1], ..conv(&[1, 8, 1, 6], &[8, 8, 1, 3], true) });
+    check(&Case {
+        pads: vec![1; 6],
+        ..conv(&[1, 8, 3, 4, 5], &[8, 8, 3, 3, 3], true)
+    });
+    check(&Case {
+        pads: vec![0, 1, 0, 1],
+        ..conv(&[1, 8, 1, 6], &[8, 8, 1, 3], true)
+    });
 }
 
 /// Strided convolutions with fewer input channels than kernel columns take one product per
@@ -393,15 +459,30 @@ fn conv_few_channels_kernel_row_products() {
 /// need none (1x1 stride-1 unpadded, depthwise, too few pixels) do not ask for it.
 #[test]
 fn conv_im2col_where_it_pays() {
-    let padded = Case { pads: vec![1, 1, 1, 1], ..conv(&[2, 8, 7, 6], &[8, 8, 3, 3], true) };
+    let padded = Case {
+        pads: vec![1, 1, 1, 1],
+        ..conv(&[2, 8, 7, 6], &[8, 8, 3, 3], true)
+    };
     assert!(check(&padded));
-    let strided_1x1 = Case { strides: vec![2, 2], ..conv(&[2, 8, 9, 9], &[9, 8, 1, 1], true) };
+    let strided_1x1 = Case {
+        strides: vec![2, 2],
+        ..conv(&[2, 8, 9, 9], &[9, 8, 1, 1], true)
+    };
     assert!(check(&strided_1x1));
-    assert!(!check(&conv(&[2, 8, 4, 5], &[9, 8, 1, 1], true)), "a 1x1 conv is one product");
-    let depthwise =
-        Case { group: 4, pads: vec![1; 4], ..conv(&[1, 4, 7, 6], &[4, 1, 3, 3], false) };
+    assert!(
+        !check(&conv(&[2, 8, 4, 5], &[9, 8, 1, 1], true)),
+        "a 1x1 conv is one product"
+    );
+    let depthwise = Case {
+        group: 4,
+        pads: vec![1; 4],
+        ..conv(&[1, 4, 7, 6], &[4, 1, 3, 3], false)
+    };
     assert!(!check(&depthwise));
-    assert!(!check(&conv(&[1, 8, 3, 3], &[8, 8, 3, 3], true)), "one output pixel");
+    assert!(
+        !check(&conv(&[1, 8, 3, 3], &[8, 8, 3, 3], true)),
+        "one output pixel"
+    );
 }
 
 /// A huge input value next to the padding (the last column of a row, the first of the next)
@@ -416,5 +497,8 @@ fn conv_huge_inputs_stay_where_they_are() {
     };
     assert!(check(&case));
     let grouped = Case { group: 2, ..case };
-    check(&Case { w: vec![4, 4, 3, 3], ..grouped });
+    check(&Case {
+        w: vec![4, 4, 3, 3],
+        ..grouped
+    });
 }

@@ -62,35 +62,107 @@ const PREFIXES: &[&str] = &[
 /// Node tests that do not pass, each with the reason. Everything else listed must pass.
 const EXPECTED_FAILURES: &[(&str, &str)] = &[
     // Element types memc's importer or kernels do not have.
-    ("test_dequantizelinear_e4m3fn", "float8 is not an element type memc imports"),
-    ("test_dequantizelinear_e4m3fn_float16", "float8 is not an element type memc imports"),
-    ("test_dequantizelinear_e4m3fn_zero_point", "float8 is not an element type memc imports"),
-    ("test_dequantizelinear_e5m2", "float8 is not an element type memc imports"),
-    ("test_dequantizelinear_float4e2m1", "float4 is not an element type memc imports"),
-    ("test_dequantizelinear_int2", "int2 is not an element type memc imports"),
-    ("test_dequantizelinear_uint2", "uint2 is not an element type memc imports"),
-    ("test_quantizelinear_e4m3fn", "float8 is not an element type memc imports"),
-    ("test_quantizelinear_e5m2", "float8 is not an element type memc imports"),
-    ("test_quantizelinear_float4e2m1", "float4 is not an element type memc imports"),
-    ("test_quantizelinear_int2", "int2 is not an element type memc imports"),
-    ("test_quantizelinear_uint2", "uint2 is not an element type memc imports"),
-    ("test_range_bfloat16_type_positive_delta", "bf16 has no kernel type"),
+    (
+        "test_dequantizelinear_e4m3fn",
+        "float8 is not an element type memc imports",
+    ),
+    (
+        "test_dequantizelinear_e4m3fn_float16",
+        "float8 is not an element type memc imports",
+    ),
+    (
+        "test_dequantizelinear_e4m3fn_zero_point",
+        "float8 is not an element type memc imports",
+    ),
+    (
+        "test_dequantizelinear_e5m2",
+        "float8 is not an element type memc imports",
+    ),
+    (
+        "test_dequantizelinear_float4e2m1",
+        "float4 is not an element type memc imports",
+    ),
+    (
+        "test_dequantizelinear_int2",
+        "int2 is not an element type memc imports",
+    ),
+    (
+        "test_dequantizelinear_uint2",
+        "uint2 is not an element type memc imports",
+    ),
+    (
+        "test_quantizelinear_e4m3fn",
+        "float8 is not an element type memc imports",
+    ),
+    (
+        "test_quantizelinear_e5m2",
+        "float8 is not an element type memc imports",
+    ),
+    (
+        "test_quantizelinear_float4e2m1",
+        "float4 is not an element type memc imports",
+    ),
+    (
+        "test_quantizelinear_int2",
+        "int2 is not an element type memc imports",
+    ),
+    (
+        "test_quantizelinear_uint2",
+        "uint2 is not an element type memc imports",
+    ),
+    (
+        "test_range_bfloat16_type_positive_delta",
+        "bf16 has no kernel type",
+    ),
     ("test_identity_opt", "optional values are not imported"),
     ("test_identity_sequence", "sequences are not imported"),
     // Ops memc does not import (the `_expanded` Range tests use Loop).
-    ("test_range_bfloat16_type_positive_delta_expanded", "Loop is not supported"),
-    ("test_range_float16_type_positive_delta_expanded", "Loop is not supported"),
-    ("test_range_float_type_positive_delta_expanded", "Loop is not supported"),
-    ("test_range_int32_type_negative_delta_expanded", "Loop is not supported"),
-    ("test_split_to_sequence_1", "SplitToSequence is not supported"),
-    ("test_split_to_sequence_2", "SplitToSequence is not supported"),
-    ("test_split_to_sequence_nokeepdims", "SplitToSequence is not supported"),
+    (
+        "test_range_bfloat16_type_positive_delta_expanded",
+        "Loop is not supported",
+    ),
+    (
+        "test_range_float16_type_positive_delta_expanded",
+        "Loop is not supported",
+    ),
+    (
+        "test_range_float_type_positive_delta_expanded",
+        "Loop is not supported",
+    ),
+    (
+        "test_range_int32_type_negative_delta_expanded",
+        "Loop is not supported",
+    ),
+    (
+        "test_split_to_sequence_1",
+        "SplitToSequence is not supported",
+    ),
+    (
+        "test_split_to_sequence_2",
+        "SplitToSequence is not supported",
+    ),
+    (
+        "test_split_to_sequence_nokeepdims",
+        "SplitToSequence is not supported",
+    ),
     // FIXME: a 4-bit graph input or output has no kernel element type, so neither the
     // program's I/O nor a lowering can address it.
-    ("test_dequantizelinear_int4", "4-bit graph inputs are not addressable"),
-    ("test_dequantizelinear_uint4", "4-bit graph inputs are not addressable"),
-    ("test_quantizelinear_int4", "4-bit graph outputs are not addressable"),
-    ("test_quantizelinear_uint4", "4-bit graph outputs are not addressable"),
+    (
+        "test_dequantizelinear_int4",
+        "4-bit graph inputs are not addressable",
+    ),
+    (
+        "test_dequantizelinear_uint4",
+        "4-bit graph inputs are not addressable",
+    ),
+    (
+        "test_quantizelinear_int4",
+        "4-bit graph outputs are not addressable",
+    ),
+    (
+        "test_quantizelinear_uint4",
+        "4-bit graph outputs are not addressable",
+    ),
     // The CPU backend has no f16 arithmetic.
     ("test_range_float16_type_positive_delta", "f16 arithmetic"),
 ];
@@ -119,9 +191,9 @@ fn node_tests_of_movement_and_linalg_ops() {
         let expected_failure = EXPECTED_FAILURES.iter().find(|(n, _)| n == name);
         match (&outcome, expected_failure) {
             (Outcome::Pass, None) => passed += 1,
-            (Outcome::Pass, Some(_)) => {
-                unexpected.push(format!("{name}: passes now; drop it from EXPECTED_FAILURES"))
-            }
+            (Outcome::Pass, Some(_)) => unexpected.push(format!(
+                "{name}: passes now; drop it from EXPECTED_FAILURES"
+            )),
             (_, Some(_)) => failed += 1,
             (other, None) => unexpected.push(format!("{name}: {other:?}")),
         }
@@ -129,7 +201,10 @@ fn node_tests_of_movement_and_linalg_ops() {
             println!("{name}: {outcome:?}");
         }
     }
-    println!("{passed} passed, {failed} expected failures, {} unexpected", unexpected.len());
+    println!(
+        "{passed} passed, {failed} expected failures, {} unexpected",
+        unexpected.len()
+    );
     assert!(
         unexpected.is_empty(),
         "{} unexpected outcomes:\n{}",

@@ -20,7 +20,8 @@ fn profile_kernels() {
         .unwrap_or_default()
         .split(',')
         .filter_map(|d| {
-            d.split_once('=').map(|(k, v)| (k.to_string(), v.parse().expect("a dim value")))
+            d.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.parse().expect("a dim value")))
         })
         .collect();
     let imported =
@@ -28,7 +29,11 @@ fn profile_kernels() {
     let mut module = imported.module;
     memc_ir::infer::infer_module(&mut module, &HashMap::new()).expect("shapes infer");
     use memc_passes::Pass;
-    let passes: [&dyn Pass; 3] = [&memc_passes::Canonicalize, &memc_passes::Cse, &memc_passes::Dce];
+    let passes: [&dyn Pass; 3] = [
+        &memc_passes::Canonicalize,
+        &memc_passes::Cse,
+        &memc_passes::Dce,
+    ];
     for pass in passes {
         pass.run(&mut module).expect("cleanup runs");
     }
@@ -44,9 +49,14 @@ fn profile_kernels() {
     let cpu = CpuProgram::compile(&kernels).expect("the kernels compile");
     let mut arena = vec![0u8; program.arena_size as usize];
     let weights = weights_section(program, &compiled.module.weights);
-    let threads: usize =
-        std::env::var("MEMC_PROFILE_THREADS").ok().and_then(|t| t.parse().ok()).unwrap_or(2);
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a pool");
+    let threads: usize = std::env::var("MEMC_PROFILE_THREADS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(2);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("a pool");
     let repeats = 5;
     let mut times = vec![f64::INFINITY; kernels.len()];
     for _ in 0..repeats {
@@ -60,7 +70,10 @@ fn profile_kernels() {
     let total: f64 = times.iter().sum();
     let mut order: Vec<usize> = (0..kernels.len()).collect();
     order.sort_by(|&a, &b| times[b].total_cmp(&times[a]));
-    println!("total {total:.3} ms over {} kernels (best of {repeats})", kernels.len());
+    println!(
+        "total {total:.3} ms over {} kernels (best of {repeats})",
+        kernels.len()
+    );
     for &i in order.iter().take(25) {
         let shape = match &kernels[i].body {
             memc_codegen::KernelBody::Loop(l) => {

@@ -81,7 +81,10 @@ impl TensorRef {
 
     /// The same bytes with another shape (a reshape of a contiguous tensor).
     pub fn reshaped(&self, shape: Vec<u64>) -> TensorRef {
-        TensorRef { shape, ..self.clone() }
+        TensorRef {
+            shape,
+            ..self.clone()
+        }
     }
 }
 
@@ -115,18 +118,29 @@ impl Insts {
         view: u32,
         indices: Vec<IndirectIndex>,
     ) -> InstId {
-        self.push(views[view as usize].elem, InstKind::LoadIndirect { view, indices })
+        self.push(
+            views[view as usize].elem,
+            InstKind::LoadIndirect { view, indices },
+        )
     }
 
     /// A constant of type `ty` with value `value` (exact for integers up to 2^53).
     pub fn constant(&mut self, ty: Scalar, value: f64) -> InstId {
-        let bits = if ty.is_float() { value.to_bits() } else { value as i64 as u64 };
+        let bits = if ty.is_float() {
+            value.to_bits()
+        } else {
+            value as i64 as u64
+        };
         self.push(ty, InstKind::Const { bits })
     }
 
     /// An integer constant (any width; exact).
     pub fn constant_int(&mut self, ty: Scalar, value: i64) -> InstId {
-        let bits = if ty.is_float() { (value as f64).to_bits() } else { value as u64 };
+        let bits = if ty.is_float() {
+            (value as f64).to_bits()
+        } else {
+            value as u64
+        };
         self.push(ty, InstKind::Const { bits })
     }
 
@@ -135,7 +149,12 @@ impl Insts {
     }
 
     pub fn acc(&mut self, stage: usize, ty: Scalar) -> InstId {
-        self.push(ty, InstKind::Acc { stage: stage as u32 })
+        self.push(
+            ty,
+            InstKind::Acc {
+                stage: stage as u32,
+            },
+        )
     }
 
     pub fn unary(&mut self, op: UnaryOp, arg: InstId) -> InstId {
@@ -147,7 +166,11 @@ impl Insts {
     }
 
     pub fn binary(&mut self, op: BinaryOp, lhs: InstId, rhs: InstId) -> InstId {
-        let ty = if op.is_comparison() { Scalar::Bool } else { self.ty(lhs) };
+        let ty = if op.is_comparison() {
+            Scalar::Bool
+        } else {
+            self.ty(lhs)
+        };
         self.push(ty, InstKind::Binary { op, lhs, rhs })
     }
 
@@ -171,14 +194,23 @@ impl Insts {
 
 /// A one-stage elementwise kernel: `outer` is the output shape; the `Map` stage stores `value`
 /// into view 0 (the output).
-pub fn map_kernel(name: String, outer: Vec<u64>, views: Vec<View>, insts: Insts, value: InstId) -> Kernel {
+pub fn map_kernel(
+    name: String,
+    outer: Vec<u64>,
+    views: Vec<View>,
+    insts: Insts,
+    value: InstId,
+) -> Kernel {
     Kernel {
         name,
         body: KernelBody::Loop(LoopKernel {
             outer,
             inner: Vec::new(),
             views,
-            stages: vec![Stage::Map { insts: insts.finish(), stores: vec![Store { view: 0, value }] }],
+            stages: vec![Stage::Map {
+                insts: insts.finish(),
+                stores: vec![Store { view: 0, value }],
+            }],
         }),
     }
 }
@@ -194,5 +226,9 @@ pub fn copy_kernel(name: String, dst: &TensorRef, src_view: View, shape: Vec<u64
 
 /// A guard `0 <= offset + sum coeffs[a] * i[a] < limit`.
 pub fn guard(coeffs: Vec<i64>, offset: i64, limit: i64) -> Guard {
-    Guard { coeffs, offset, limit }
+    Guard {
+        coeffs,
+        offset,
+        limit,
+    }
 }

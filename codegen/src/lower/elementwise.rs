@@ -87,7 +87,9 @@ pub fn chains(ctx: &LowerCtx) -> HashMap<OpId, ChainRole> {
 /// Records `chain` when it has two ops or more, and empties it.
 fn finish_chain(chain: &mut Vec<OpId>, roles: &mut HashMap<OpId, ChainRole>) {
     if chain.len() >= 2 {
-        let (&last, inner) = chain.split_last().expect("a chain of two ops has a last op");
+        let (&last, inner) = chain
+            .split_last()
+            .expect("a chain of two ops has a last op");
         for &op in inner {
             roles.insert(op, ChainRole::Inner);
         }
@@ -113,14 +115,20 @@ fn links(ctx: &LowerCtx, counts: &dyn Fn(ValueId) -> u32, prev: OpId, op: OpId) 
     if uses_in_op == 0 || counts(value) != uses_in_op {
         return false;
     }
-    let (Ok(from), Ok(to)) = (ctx.tensor(value), ctx.result(op, 0)) else { return false };
+    let (Ok(from), Ok(to)) = (ctx.tensor(value), ctx.result(op, 0)) else {
+        return false;
+    };
     broadcasts_into(&from.shape, &to.shape)
 }
 
 /// Condition 5 for `chain`, whose last op writes the output.
 fn output_overlap_ok(ctx: &LowerCtx, chain: &[OpId]) -> bool {
-    let Some(&last) = chain.last() else { return true };
-    let Ok(out) = ctx.result(last, 0) else { return false };
+    let Some(&last) = chain.last() else {
+        return true;
+    };
+    let Ok(out) = ctx.result(last, 0) else {
+        return false;
+    };
     let results: Vec<ValueId> = chain.iter().map(|&op| ctx.op(op).results[0]).collect();
     let (out_lo, out_hi) = byte_range(&out);
     for &op in chain {
@@ -128,7 +136,9 @@ fn output_overlap_ok(ctx: &LowerCtx, chain: &[OpId]) -> bool {
             if results.contains(&value) || ctx.func.value_type(value).is_none() {
                 continue;
             }
-            let Ok(input) = ctx.tensor(value) else { return false };
+            let Ok(input) = ctx.tensor(value) else {
+                return false;
+            };
             if input.region != Region::Arena {
                 continue;
             }
@@ -153,12 +163,18 @@ fn byte_range(t: &TensorRef) -> (i128, i128) {
 /// Whether `from` broadcasts (numpy rules, aligned right) into `to` without changing `to`.
 fn broadcasts_into(from: &[u64], to: &[u64]) -> bool {
     from.len() <= to.len()
-        && from.iter().rev().zip(to.iter().rev()).all(|(&f, &t)| f == t || f == 1)
+        && from
+            .iter()
+            .rev()
+            .zip(to.iter().rev())
+            .all(|(&f, &t)| f == t || f == 1)
 }
 
 /// Lowers a fused chain into one kernel.
 pub fn lower_chain(ctx: &LowerCtx, chain: &[OpId]) -> LowerResult {
-    let &last = chain.last().ok_or_else(|| unsupported("an empty fused chain (a memc bug)"))?;
+    let &last = chain
+        .last()
+        .ok_or_else(|| unsupported("an empty fused chain (a memc bug)"))?;
     let out = output(ctx, last)?;
     let mut kernel = KernelBuilder::new(&out);
     let mut prev: Option<(ValueId, InstId)> = None;
@@ -169,7 +185,13 @@ pub fn lower_chain(ctx: &LowerCtx, chain: &[OpId]) -> LowerResult {
     }
     let (_, value) = prev.ok_or_else(|| unsupported("an empty fused chain (a memc bug)"))?;
     let name = format!("{} (fused {} ops)", ctx.kernel_name(last, 0), chain.len());
-    Ok(vec![simplify_axes(map_kernel(name, out.shape.clone(), kernel.views, kernel.insts, value))])
+    Ok(vec![simplify_axes(map_kernel(
+        name,
+        out.shape.clone(),
+        kernel.views,
+        kernel.insts,
+        value,
+    ))])
 }
 
 pub fn lower(ctx: &LowerCtx, op: OpId) -> Option<LowerResult> {
@@ -210,7 +232,13 @@ fn lower_map(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let args = kernel.operands(ctx, op, None)?;
     let value = emit_checked(ctx, op, &mut kernel.insts, &args)?;
     let name = ctx.kernel_name(op, 0);
-    Ok(vec![simplify_axes(map_kernel(name, out.shape.clone(), kernel.views, kernel.insts, value))])
+    Ok(vec![simplify_axes(map_kernel(
+        name,
+        out.shape.clone(),
+        kernel.views,
+        kernel.insts,
+        value,
+    ))])
 }
 
 /// Identity that the planner did not make a view: a copy.
@@ -218,10 +246,17 @@ fn lower_copy(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let out = output(ctx, op)?;
     let input = ctx.input(op, 0)?;
     if input.shape != out.shape || input.elem != out.elem {
-        return Err(unsupported("a copy whose operand and result differ in type (a memc bug)"));
+        return Err(unsupported(
+            "a copy whose operand and result differ in type (a memc bug)",
+        ));
     }
     let view = input.view_identity(0);
-    Ok(vec![simplify_axes(copy_kernel(ctx.kernel_name(op, 0), &out, view, out.shape.clone()))])
+    Ok(vec![simplify_axes(copy_kernel(
+        ctx.kernel_name(op, 0),
+        &out,
+        view,
+        out.shape.clone(),
+    ))])
 }
 
 /// Dropout in inference (or with ratio 0): the data copied, the mask all true.
@@ -230,17 +265,21 @@ fn lower_dropout(ctx: &LowerCtx, op: OpId) -> LowerResult {
         None => false,
         Some(_) => match constant_ints(ctx, op, 2) {
             Some(values) => values.first().is_some_and(|&v| v != 0),
-            None => return Err(unsupported("Dropout with a training_mode known only at run time")),
+            None => {
+                return Err(unsupported(
+                    "Dropout with a training_mode known only at run time",
+                ))
+            }
         },
     };
     if training {
         let ratio = match ctx.operand(op, 1)? {
             None => 0.5,
-            Some(_) => {
-                constant_floats(ctx, op, 1).and_then(|r| r.first().copied()).ok_or_else(|| {
+            Some(_) => constant_floats(ctx, op, 1)
+                .and_then(|r| r.first().copied())
+                .ok_or_else(|| {
                     unsupported("Dropout in training mode with a ratio known only at run time")
-                })?
-            }
+                })?,
         };
         if ratio != 0.0 {
             return Err(unsupported("Dropout in training mode (random masks)"));
@@ -256,7 +295,13 @@ fn lower_dropout(ctx: &LowerCtx, op: OpId) -> LowerResult {
         let mut insts = Insts::new();
         let one = insts.constant_int(mask.elem, 1);
         let name = ctx.kernel_name(op, 1);
-        kernels.push(simplify_axes(map_kernel(name, mask.shape.clone(), views, insts, one)));
+        kernels.push(simplify_axes(map_kernel(
+            name,
+            mask.shape.clone(),
+            views,
+            insts,
+            one,
+        )));
     }
     Ok(kernels)
 }
@@ -386,7 +431,12 @@ pub(super) fn constant_ints(ctx: &LowerCtx, op: OpId, index: usize) -> Option<Ve
     if t.elem.is_float() {
         return None;
     }
-    Some(constant_bits(ctx, op, index)?.into_iter().map(|b| b as i64).collect())
+    Some(
+        constant_bits(ctx, op, index)?
+            .into_iter()
+            .map(|b| b as i64)
+            .collect(),
+    )
 }
 
 /// The elements of operand `index` of `op` as floats, when it is a constant tensor.

@@ -33,7 +33,9 @@ pub use build::TensorRef;
 use crate::kernel::{Kernel, Region, Scalar};
 use crate::program::{IoTensor, Program, Step, WeightSlot, WEIGHT_ALIGN};
 use memc_ir::ops::ShapeCtx;
-use memc_ir::{Attribute, Diagnostic, Function, OpData, OpId, Opcode, ValueId, WeightId, WeightStore};
+use memc_ir::{
+    Attribute, Diagnostic, Function, OpData, OpId, Opcode, ValueId, WeightId, WeightStore,
+};
 use memc_passes::memory::{MemoryPlan, PlannedKind};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -71,9 +73,26 @@ struct WeightSlots {
 
 impl<'a> LowerCtx<'a> {
     pub fn new(func: &'a Function, weights: &'a WeightStore, plan: &'a MemoryPlan) -> LowerCtx<'a> {
-        let buffer_of = plan.buffers.iter().enumerate().map(|(i, b)| (b.value, i)).collect();
-        let scratch_of = plan.scratch.iter().enumerate().map(|(i, s)| (s.op, i)).collect();
-        LowerCtx { func, weights, plan, buffer_of, scratch_of, slots: RefCell::default() }
+        let buffer_of = plan
+            .buffers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.value, i))
+            .collect();
+        let scratch_of = plan
+            .scratch
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.op, i))
+            .collect();
+        LowerCtx {
+            func,
+            weights,
+            plan,
+            buffer_of,
+            scratch_of,
+            slots: RefCell::default(),
+        }
     }
 
     pub fn op(&self, op: OpId) -> &'a OpData {
@@ -120,7 +139,11 @@ impl<'a> LowerCtx<'a> {
         let offset = slots.size.div_ceil(WEIGHT_ALIGN) * WEIGHT_ALIGN;
         slots.size = offset + size;
         let i = slots.slots.len();
-        slots.slots.push(WeightSlot { name: w.name().to_string(), byte_offset: offset, byte_size: size });
+        slots.slots.push(WeightSlot {
+            name: w.name().to_string(),
+            byte_offset: offset,
+            byte_size: size,
+        });
         slots.by_weight.insert(weight, i);
         Ok(offset)
     }
@@ -133,12 +156,22 @@ impl<'a> LowerCtx<'a> {
             .tensor()
             .ok_or_else(|| unsupported("an operand is not a tensor"))?;
         let elem = Scalar::from_elem(ty.elem).ok_or_else(|| {
-            unsupported(format!("element type {} has no CPU kernels", ty.elem.mlir_name()))
+            unsupported(format!(
+                "element type {} has no CPU kernels",
+                ty.elem.mlir_name()
+            ))
         })?;
-        let shape = ty.static_shape().ok_or_else(|| unsupported("a shape is not static"))?;
+        let shape = ty
+            .static_shape()
+            .ok_or_else(|| unsupported("a shape is not static"))?;
         if let Some(weight) = self.weight_of(value) {
             let offset = self.weight_slot(weight)?;
-            return Ok(TensorRef { region: Region::Weights, byte_offset: offset as i64, elem, shape });
+            return Ok(TensorRef {
+                region: Region::Weights,
+                byte_offset: offset as i64,
+                elem,
+                shape,
+            });
         }
         let Some(&buffer) = self.buffer_of.get(&value) else {
             // A view op of a weight (Reshape of a constant the canonicalizer left) has no arena
@@ -152,7 +185,12 @@ impl<'a> LowerCtx<'a> {
             return Err(unsupported("a value has no planned buffer"));
         };
         let b = &self.plan.buffers[buffer];
-        Ok(TensorRef { region: Region::Arena, byte_offset: b.offset as i64, elem, shape })
+        Ok(TensorRef {
+            region: Region::Arena,
+            byte_offset: b.offset as i64,
+            elem,
+            shape,
+        })
     }
 
     /// The scratch memory the plan gave `op` for its step, as a 1-d u8 tensor in the arena;
@@ -174,26 +212,42 @@ impl<'a> LowerCtx<'a> {
             .value_type(value)
             .tensor()
             .ok_or_else(|| unsupported("an operand is not a tensor"))?;
-        let n = ty.static_num_elements().ok_or_else(|| unsupported("a shape is not static"))?;
+        let n = ty
+            .static_num_elements()
+            .ok_or_else(|| unsupported("a shape is not static"))?;
         let shape = vec![n.div_ceil(2)];
         if let Some(weight) = self.weight_of(value) {
             let offset = self.weight_slot(weight)?;
-            return Ok(TensorRef { region: Region::Weights, byte_offset: offset as i64, elem: Scalar::U8, shape });
+            return Ok(TensorRef {
+                region: Region::Weights,
+                byte_offset: offset as i64,
+                elem: Scalar::U8,
+                shape,
+            });
         }
         let &buffer = self
             .buffer_of
             .get(&value)
             .ok_or_else(|| unsupported("a value has no planned buffer"))?;
         let offset = self.plan.buffers[buffer].offset as i64;
-        Ok(TensorRef { region: Region::Arena, byte_offset: offset, elem: Scalar::U8, shape })
+        Ok(TensorRef {
+            region: Region::Arena,
+            byte_offset: offset,
+            elem: Scalar::U8,
+            shape,
+        })
     }
 
     /// Whether `op` is a view op whose result is a weight's bytes (it needs no kernel).
     pub fn is_weight_view(&self, op: OpId) -> bool {
-        let Some(&value) = self.func.op(op).results.first() else { return false };
+        let Some(&value) = self.func.op(op).results.first() else {
+            return false;
+        };
         !self.buffer_of.contains_key(&value)
             && self.view_source(value).is_some()
-            && self.tensor(value).is_ok_and(|t| t.region == Region::Weights)
+            && self
+                .tensor(value)
+                .is_ok_and(|t| t.region == Region::Weights)
     }
 
     /// The operand a value is a same-bytes view of, when its producer is such a view op.
@@ -214,7 +268,9 @@ impl<'a> LowerCtx<'a> {
 
     /// Operand `index` of `op`, or `None` when it is absent (`memc.none` or past the end).
     pub fn operand(&self, op: OpId, index: usize) -> Result<Option<TensorRef>, LowerError> {
-        let Some(&value) = self.func.op(op).operands.get(index) else { return Ok(None) };
+        let Some(&value) = self.func.op(op).operands.get(index) else {
+            return Ok(None);
+        };
         if self.func.value_type(value).is_none() {
             return Ok(None);
         }
@@ -240,7 +296,9 @@ impl<'a> LowerCtx<'a> {
 
     /// Whether result `index` of `op` is present and used (optional outputs may be left out).
     pub fn result_used(&self, op: OpId, index: usize) -> bool {
-        let Some(&value) = self.func.op(op).results.get(index) else { return false };
+        let Some(&value) = self.func.op(op).results.get(index) else {
+            return false;
+        };
         !self.func.value_type(value).is_none() && self.buffer_of.contains_key(&value)
     }
 
@@ -267,11 +325,15 @@ impl<'a> LowerCtx<'a> {
     }
 
     pub fn attr_int(&self, op: OpId, name: &str, default: i64) -> i64 {
-        self.attr(op, name).and_then(Attribute::as_int).unwrap_or(default)
+        self.attr(op, name)
+            .and_then(Attribute::as_int)
+            .unwrap_or(default)
     }
 
     pub fn attr_float(&self, op: OpId, name: &str, default: f64) -> f64 {
-        self.attr(op, name).and_then(Attribute::as_float).unwrap_or(default)
+        self.attr(op, name)
+            .and_then(Attribute::as_float)
+            .unwrap_or(default)
     }
 
     pub fn attr_ints(&self, op: OpId, name: &str) -> Option<Vec<i64>> {
@@ -284,7 +346,9 @@ impl<'a> LowerCtx<'a> {
 
     /// Whether the planner made result 0 of `op` a view of another buffer (no kernel needed).
     pub fn is_planned_view(&self, op: OpId) -> bool {
-        let Some(&value) = self.func.op(op).results.first() else { return false };
+        let Some(&value) = self.func.op(op).results.first() else {
+            return false;
+        };
         self.buffer_of
             .get(&value)
             .is_some_and(|&b| matches!(self.plan.buffers[b].kind, PlannedKind::View { .. }))
@@ -337,9 +401,11 @@ pub fn lower_function(
         return Err(d);
     }
     let io = |value: ValueId, name: String| -> Result<IoTensor, Diagnostic> {
-        let t = ctx.tensor(value).map_err(|LowerError::Unsupported(reason)| {
-            Diagnostic::error(format!("graph input or output `{name}`: {reason}"))
-        })?;
+        let t = ctx
+            .tensor(value)
+            .map_err(|LowerError::Unsupported(reason)| {
+                Diagnostic::error(format!("graph input or output `{name}`: {reason}"))
+            })?;
         Ok(IoTensor {
             name,
             elem: t.elem,
@@ -361,7 +427,10 @@ pub fn lower_function(
         .filter(|&op| func.op(op).opcode == Opcode::Return)
         .ok_or_else(|| Diagnostic::error("the function has no return (a memc bug)"))?;
     for (i, &value) in func.op(ret).operands.iter().enumerate() {
-        outputs.push(io(value, io_name(func.result_attrs(i), || format!("output{i}")))?);
+        outputs.push(io(
+            value,
+            io_name(func.result_attrs(i), || format!("output{i}")),
+        )?);
     }
     let slots = ctx.slots.into_inner();
     let program = Program {
@@ -373,14 +442,20 @@ pub fn lower_function(
         steps,
     };
     program.validate().map_err(|e| {
-        Diagnostic::error(format!("lowering produced an invalid kernel (a memc bug): {e}"))
+        Diagnostic::error(format!(
+            "lowering produced an invalid kernel (a memc bug): {e}"
+        ))
     })?;
     Ok(program)
 }
 
 /// The ONNX name of a function argument or result, from its `memc.name` attribute.
 fn io_name(attrs: &memc_ir::AttrDict, fallback: impl FnOnce() -> String) -> String {
-    attrs.get("memc.name").and_then(Attribute::as_str).map(str::to_string).unwrap_or_else(fallback)
+    attrs
+        .get("memc.name")
+        .and_then(Attribute::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(fallback)
 }
 
 /// Lowers one op that is not part of a fused chain.
@@ -394,7 +469,13 @@ fn lower_op(ctx: &LowerCtx, op: OpId) -> LowerResult {
         Opcode::If => return Err(unsupported("If with a condition unknown at compile time")),
         _ => {}
     }
-    for lower in [quant4::lower, elementwise::lower, reduce::lower, movement::lower, linalg::lower] {
+    for lower in [
+        quant4::lower,
+        elementwise::lower,
+        reduce::lower,
+        movement::lower,
+        linalg::lower,
+    ] {
         if let Some(result) = lower(ctx, op) {
             return result;
         }

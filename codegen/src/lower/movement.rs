@@ -80,7 +80,9 @@ fn linear_copy(ctx: &LowerCtx, op: OpId) -> LowerResult {
         return Ok(Vec::new());
     }
     let input = ctx.input(op, 0)?;
-    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let Some(out) = output(ctx, op, 0)? else {
+        return Ok(Vec::new());
+    };
     let n = out.numel();
     if input.numel() != n {
         return Err(unsupported("the input and output element counts differ"));
@@ -105,7 +107,9 @@ fn transpose_perm(ctx: &LowerCtx, op: OpId, rank: usize) -> Result<Vec<usize>, L
 /// Transpose: the output walked in order, the input read with permuted strides.
 fn transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
-    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let Some(out) = output(ctx, op, 0)? else {
+        return Ok(Vec::new());
+    };
     let perm = transpose_perm(ctx, op, input.rank())?;
     let own = input.strides();
     let strides: Vec<i64> = perm.iter().map(|&p| own[p]).collect();
@@ -119,7 +123,9 @@ fn transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
 
 /// Concat: one copy per non-empty input into its slice of the output.
 fn concat(ctx: &LowerCtx, op: OpId) -> LowerResult {
-    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let Some(out) = output(ctx, op, 0)? else {
+        return Ok(Vec::new());
+    };
     let axis = norm_axis(ctx.attr_int(op, "axis", 0), out.rank())?;
     let out_strides = out.strides();
     let mut kernels = Vec::new();
@@ -149,7 +155,9 @@ fn split(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let mut kernels = Vec::new();
     let mut at = 0i64;
     for j in 0..ctx.op(op).results.len() {
-        let Some(&value) = ctx.op(op).results.get(j) else { break };
+        let Some(&value) = ctx.op(op).results.get(j) else {
+            break;
+        };
         let ty = ctx.func.value_type(value);
         let Some(size) = ty.tensor().and_then(|t| t.static_shape()).map(|s| s[axis]) else {
             return Err(unsupported("a split size is not static"));
@@ -169,7 +177,9 @@ fn split(ctx: &LowerCtx, op: OpId) -> LowerResult {
         at += size as i64;
     }
     if at as u64 != input.shape[axis] {
-        return Err(unsupported("the split sizes do not add up to the input's axis"));
+        return Err(unsupported(
+            "the split sizes do not add up to the input's axis",
+        ));
     }
     Ok(kernels)
 }
@@ -180,19 +190,29 @@ fn split(ctx: &LowerCtx, op: OpId) -> LowerResult {
 /// fixes the count, so ends are not needed).
 fn slice(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
-    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let Some(out) = output(ctx, op, 0)? else {
+        return Ok(Vec::new());
+    };
     let rank = input.rank();
     let n = ctx.input(op, 1)?.numel() as usize;
     let axes: Option<Vec<usize>> = if operand_absent_or_empty(ctx, op, 3)? {
         Some((0..n).collect())
     } else {
         match const_ints(ctx, op, 3) {
-            Some(a) => Some(a.iter().map(|&a| norm_axis(a, rank)).collect::<Result<_, _>>()?),
+            Some(a) => Some(
+                a.iter()
+                    .map(|&a| norm_axis(a, rank))
+                    .collect::<Result<_, _>>()?,
+            ),
             None => None,
         }
     };
     let steps_absent = operand_absent_or_empty(ctx, op, 4)?;
-    let steps = if steps_absent { Some(vec![1; n]) } else { const_ints(ctx, op, 4) };
+    let steps = if steps_absent {
+        Some(vec![1; n])
+    } else {
+        const_ints(ctx, op, 4)
+    };
     let own = input.strides();
     if let (Some(axes), Some(steps), Some(starts)) = (&axes, &steps, const_ints(ctx, op, 1)) {
         if starts.len() != axes.len() || steps.len() != axes.len() {
@@ -206,13 +226,26 @@ fn slice(ctx: &LowerCtx, op: OpId) -> LowerResult {
             if step == 0 {
                 return Err(unsupported("a Slice step is 0"));
             }
-            let start = if starts[i] < 0 { starts[i].saturating_add(d) } else { starts[i] };
-            let start = if step > 0 { start.clamp(0, d) } else { start.clamp(0, (d - 1).max(0)) };
+            let start = if starts[i] < 0 {
+                starts[i].saturating_add(d)
+            } else {
+                starts[i]
+            };
+            let start = if step > 0 {
+                start.clamp(0, d)
+            } else {
+                start.clamp(0, (d - 1).max(0))
+            };
             offset += start * own[a];
             strides[a] = own[a] * step;
         }
         let src = shifted(input.view_with(strides), offset);
-        return Ok(vec![strided_copy(ctx.kernel_name(op, 0), &out.shape, dense(&out), src)]);
+        return Ok(vec![strided_copy(
+            ctx.kernel_name(op, 0),
+            &out.shape,
+            dense(&out),
+            src,
+        )]);
     }
     let mut views = vec![dense(&out)];
     let mut insts = Insts::new();
@@ -273,7 +306,11 @@ fn slice(ctx: &LowerCtx, op: OpId) -> LowerResult {
         let i = insts.index(d);
         let walked = insts.binary(BinaryOp::Mul, i, step);
         let index = insts.binary(BinaryOp::Add, start, walked);
-        terms.push(IndirectIndex { index, stride: own[d], limit: input.shape[d] as i64 });
+        terms.push(IndirectIndex {
+            index,
+            stride: own[d],
+            limit: input.shape[d] as i64,
+        });
     }
     views.push(input.view_with(strides));
     let value = insts.load_indirect(&views, (views.len() - 1) as u32, terms);
@@ -289,16 +326,25 @@ fn slice(ctx: &LowerCtx, op: OpId) -> LowerResult {
 /// Expand: the input broadcast (numpy rules) to the output's shape.
 fn expand(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
-    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let Some(out) = output(ctx, op, 0)? else {
+        return Ok(Vec::new());
+    };
     let src = input.view_broadcast(&out.shape, 0);
-    Ok(vec![strided_copy(ctx.kernel_name(op, 0), &out.shape, dense(&out), src)])
+    Ok(vec![strided_copy(
+        ctx.kernel_name(op, 0),
+        &out.shape,
+        dense(&out),
+        src,
+    )])
 }
 
 /// Tile: each output axis `d * r` split into loop axes `(r, d)`; the input does not move
 /// along the repeat axes.
 fn tile(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
-    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let Some(out) = output(ctx, op, 0)? else {
+        return Ok(Vec::new());
+    };
     let own = input.strides();
     let out_strides = out.strides();
     let mut shape = Vec::new();
@@ -310,14 +356,21 @@ fn tile(ctx: &LowerCtx, op: OpId) -> LowerResult {
         dst.extend([out_strides[a] * d as i64, out_strides[a]]);
         src.extend([0, own[a]]);
     }
-    Ok(vec![strided_copy(ctx.kernel_name(op, 0), &shape, out.view_with(dst), input.view_with(src))])
+    Ok(vec![strided_copy(
+        ctx.kernel_name(op, 0),
+        &shape,
+        out.view_with(dst),
+        input.view_with(src),
+    )])
 }
 
 /// DepthToSpace: `[N, C, H, W]` read as `[N, b, b, C', H, W]` (DCR) or `[N, C', b, b, H, W]`
 /// (CRD) and written as `[N, C', H, b, W, b]`.
 fn depth_to_space(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
-    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let Some(out) = output(ctx, op, 0)? else {
+        return Ok(Vec::new());
+    };
     let b = ctx.attr_int(op, "blocksize", 1);
     let [n, c, h, w] = input.shape[..] else {
         return Err(unsupported("DepthToSpace needs a 4-d input"));
@@ -345,7 +398,9 @@ fn depth_to_space(ctx: &LowerCtx, op: OpId) -> LowerResult {
 /// `[N, b, b, C, H', W']`.
 fn space_to_depth(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
-    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let Some(out) = output(ctx, op, 0)? else {
+        return Ok(Vec::new());
+    };
     let b = ctx.attr_int(op, "blocksize", 1);
     let [n, c, h, w] = input.shape[..] else {
         return Err(unsupported("SpaceToDepth needs a 4-d input"));
@@ -371,7 +426,9 @@ fn scalar_view(t: &TensorRef, n_axes: usize) -> View {
 /// Trilu: keeps `j - i >= k` (upper) or `j - i <= k` (lower) over the last two axes.
 fn trilu(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
-    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let Some(out) = output(ctx, op, 0)? else {
+        return Ok(Vec::new());
+    };
     let rank = out.rank();
     if rank < 2 {
         return Err(unsupported("Trilu needs rank 2 or more"));
@@ -417,7 +474,9 @@ fn one_bits(ty: Scalar) -> u64 {
 
 /// EyeLike: ones where `j - i == k`, zeros elsewhere.
 fn eye_like(ctx: &LowerCtx, op: OpId) -> LowerResult {
-    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let Some(out) = output(ctx, op, 0)? else {
+        return Ok(Vec::new());
+    };
     if out.rank() != 2 {
         return Err(unsupported("EyeLike needs a 2-d output"));
     }
@@ -429,7 +488,12 @@ fn eye_like(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let diff = insts.binary(BinaryOp::Sub, j, i);
     let kc = insts.i64c(k);
     let on = insts.binary(BinaryOp::Eq, diff, kc);
-    let one = insts.push(out.elem, InstKind::Const { bits: one_bits(out.elem) });
+    let one = insts.push(
+        out.elem,
+        InstKind::Const {
+            bits: one_bits(out.elem),
+        },
+    );
     let zero = insts.push(out.elem, InstKind::Const { bits: 0 });
     let value = insts.select(on, one, zero);
     Ok(vec![loop_kernel(
@@ -443,10 +507,14 @@ fn eye_like(ctx: &LowerCtx, op: OpId) -> LowerResult {
 
 /// Range: `start + i * delta` (numpy's `arange`), with start and delta constants or loaded.
 fn range(ctx: &LowerCtx, op: OpId) -> LowerResult {
-    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let Some(out) = output(ctx, op, 0)? else {
+        return Ok(Vec::new());
+    };
     let ty = out.elem;
     if ty == Scalar::F16 {
-        return Err(unsupported("Range in f16 (the CPU backend has no f16 arithmetic)"));
+        return Err(unsupported(
+            "Range in f16 (the CPU backend has no f16 arithmetic)",
+        ));
     }
     let mut views = vec![dense(&out)];
     let mut insts = Insts::new();
@@ -482,19 +550,29 @@ fn fill(name: String, out: &TensorRef, bits: u64) -> Kernel {
     let views = vec![flat.view_with(strides[0].clone())];
     let mut insts = Insts::new();
     let value = insts.push(out.elem, InstKind::Const { bits });
-    loop_kernel(name, shape, Vec::new(), views, vec![map_stage(insts, 0, value)])
+    loop_kernel(
+        name,
+        shape,
+        Vec::new(),
+        views,
+        vec![map_stage(insts, 0, value)],
+    )
 }
 
 /// ConstantOfShape: a fill with the one element of the `value` weight (0.0 without it).
 fn constant_of_shape(ctx: &LowerCtx, op: OpId) -> LowerResult {
-    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let Some(out) = output(ctx, op, 0)? else {
+        return Ok(Vec::new());
+    };
     let bits = match ctx.attr(op, "value").and_then(Attribute::as_weight) {
         None => 0,
         Some(id) => {
             let w = ctx.weights.get(id).ok_or_else(|| {
                 unsupported("the `value` weight is missing from the weight store")
             })?;
-            let bytes = w.bytes().ok_or_else(|| unsupported("the `value` weight has no bytes"))?;
+            let bytes = w
+                .bytes()
+                .ok_or_else(|| unsupported("the `value` weight has no bytes"))?;
             const_bits_of_bytes(w.ty().elem, bytes, out.elem)
                 .ok_or_else(|| unsupported("the `value` weight has no element"))?
         }
@@ -515,13 +593,21 @@ fn write_i64s(name: String, out: &TensorRef, values: &[i64]) -> Kernel {
         let vc = insts.i64c(v);
         value = insts.select(here, vc, value);
     }
-    loop_kernel(name, vec![n], Vec::new(), views, vec![map_stage(insts, 0, value)])
+    loop_kernel(
+        name,
+        vec![n],
+        Vec::new(),
+        views,
+        vec![map_stage(insts, 0, value)],
+    )
 }
 
 /// Shape: the input's dims `[start, end)` (clamped as ONNX does) as constants.
 fn shape(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
-    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let Some(out) = output(ctx, op, 0)? else {
+        return Ok(Vec::new());
+    };
     let r = input.rank() as i64;
     let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
     let start = clamp(ctx.attr_int(op, "start", 0));
@@ -534,5 +620,9 @@ fn shape(ctx: &LowerCtx, op: OpId) -> LowerResult {
 fn size(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
     let out = ctx.result(op, 0)?;
-    Ok(vec![write_i64s(ctx.kernel_name(op, 0), &out, &[input.numel() as i64])])
+    Ok(vec![write_i64s(
+        ctx.kernel_name(op, 0),
+        &out,
+        &[input.numel() as i64],
+    )])
 }

@@ -11,7 +11,9 @@
 
 use super::build::{contiguous_strides, Insts, TensorRef};
 use super::{unsupported, LowerCtx, LowerError, LowerResult};
-use crate::kernel::{BinaryOp, IndirectIndex, InstId, Kernel, KernelBody, LoopKernel, Scalar, Stage, Store, View};
+use crate::kernel::{
+    BinaryOp, IndirectIndex, InstId, Kernel, KernelBody, LoopKernel, Scalar, Stage, Store, View,
+};
 use memc_ir::{ElemType, OpId, Opcode};
 
 /// Lowers `op` when it is a DequantizeLinear of a 4-bit input; `None` otherwise.
@@ -34,12 +36,20 @@ struct ParamIndex {
     len: u64,
 }
 
-fn param_index(ctx: &LowerCtx, op: OpId, x_shape: &[u64], scale_shape: &[u64]) -> Result<ParamIndex, LowerError> {
+fn param_index(
+    ctx: &LowerCtx,
+    op: OpId,
+    x_shape: &[u64],
+    scale_shape: &[u64],
+) -> Result<ParamIndex, LowerError> {
     let len: u64 = scale_shape.iter().product();
     let rank = x_shape.len();
     let block = ctx.attr_int(op, "block_size", 0);
     if scale_shape.is_empty() || len == 1 && block == 0 {
-        return Ok(ParamIndex { axes: Vec::new(), len: 1 });
+        return Ok(ParamIndex {
+            axes: Vec::new(),
+            len: 1,
+        });
     }
     let axis = ctx.attr_int(op, "axis", 1);
     let axis = if axis < 0 { axis + rank as i64 } else { axis };
@@ -56,7 +66,10 @@ fn param_index(ctx: &LowerCtx, op: OpId, x_shape: &[u64], scale_shape: &[u64]) -
             .collect();
         return Ok(ParamIndex { axes, len });
     }
-    Ok(ParamIndex { axes: vec![(axis, 1, 1)], len })
+    Ok(ParamIndex {
+        axes: vec![(axis, 1, 1)],
+        len,
+    })
 }
 
 /// `sum over axes of (index(a) / divisor) * stride` as an I64 instruction.
@@ -76,14 +89,25 @@ fn param_offset(insts: &mut Insts, p: &ParamIndex) -> InstId {
 }
 
 /// The 4-bit element at element index `index` (I64) of the packed view `view`, as I32.
-fn load_nibble(insts: &mut Insts, views: &[View], view: u32, index: InstId, n_bytes: u64, signed: bool) -> InstId {
+fn load_nibble(
+    insts: &mut Insts,
+    views: &[View],
+    view: u32,
+    index: InstId,
+    n_bytes: u64,
+    signed: bool,
+) -> InstId {
     let two = insts.constant_int(Scalar::I64, 2);
     let byte_index = insts.binary(BinaryOp::Div, index, two);
     let odd = insts.binary(BinaryOp::Rem, index, two);
     let byte = insts.load_indirect(
         views,
         view,
-        vec![IndirectIndex { index: byte_index, stride: 1, limit: n_bytes.max(1) as i64 }],
+        vec![IndirectIndex {
+            index: byte_index,
+            stride: 1,
+            limit: n_bytes.max(1) as i64,
+        }],
     );
     let four = insts.constant_int(Scalar::I64, 4);
     let shift = insts.binary(BinaryOp::Mul, odd, four);
@@ -113,7 +137,10 @@ fn lower_dq4(ctx: &LowerCtx, op: OpId, signed: bool) -> LowerResult {
     let scale = ctx.input(op, 1)?;
     let y = ctx.result(op, 0)?;
     if !y.elem.is_float() || y.elem == Scalar::F16 || scale.elem != y.elem {
-        return Err(unsupported(format!("4-bit dequantization to {}", y.elem.name())));
+        return Err(unsupported(format!(
+            "4-bit dequantization to {}",
+            y.elem.name()
+        )));
     }
     let zero_point = match data.operands.get(2) {
         Some(&v) if !ctx.func.value_type(v).is_none() => Some(ctx.packed_tensor(v)?),
@@ -122,7 +149,11 @@ fn lower_dq4(ctx: &LowerCtx, op: OpId, signed: bool) -> LowerResult {
     let rank = x_shape.len();
     let params = param_index(ctx, op, &x_shape, &scale.shape)?;
     let packed = |t: &TensorRef| t.view_with(vec![0; rank]);
-    let mut views = vec![y.view_with(contiguous_strides(&x_shape)), packed(&x), scale.view_with(vec![0; rank])];
+    let mut views = vec![
+        y.view_with(contiguous_strides(&x_shape)),
+        packed(&x),
+        scale.view_with(vec![0; rank]),
+    ];
     if let Some(zp) = &zero_point {
         views.push(packed(zp));
     }
@@ -138,10 +169,25 @@ fn lower_dq4(ctx: &LowerCtx, op: OpId, signed: bool) -> LowerResult {
     }
     let value = load_nibble(&mut insts, &views, 1, linear, x.numel(), signed);
     let p = param_offset(&mut insts, &params);
-    let s = insts.load_indirect(&views, 2, vec![IndirectIndex { index: p, stride: 1, limit: params.len as i64 }]);
+    let s = insts.load_indirect(
+        &views,
+        2,
+        vec![IndirectIndex {
+            index: p,
+            stride: 1,
+            limit: params.len as i64,
+        }],
+    );
     let mut q = insts.cast(value, y.elem);
     if zero_point.is_some() {
-        let zp = load_nibble(&mut insts, &views, 3, p, zero_point.as_ref().map_or(1, TensorRef::numel), signed);
+        let zp = load_nibble(
+            &mut insts,
+            &views,
+            3,
+            p,
+            zero_point.as_ref().map_or(1, TensorRef::numel),
+            signed,
+        );
         let zp = insts.cast(zp, y.elem);
         q = insts.binary(BinaryOp::Sub, q, zp);
     }
@@ -152,7 +198,13 @@ fn lower_dq4(ctx: &LowerCtx, op: OpId, signed: bool) -> LowerResult {
             outer: x_shape,
             inner: Vec::new(),
             views,
-            stages: vec![Stage::Map { insts: insts.finish(), stores: vec![Store { view: 0, value: out }] }],
+            stages: vec![Stage::Map {
+                insts: insts.finish(),
+                stores: vec![Store {
+                    view: 0,
+                    value: out,
+                }],
+            }],
         }),
     }])
 }

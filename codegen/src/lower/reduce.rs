@@ -77,7 +77,12 @@ impl Rows {
         if inner.is_empty() {
             inner.push(1);
         }
-        Ok(Rows { kept, reduced: reduced.to_vec(), outer, inner })
+        Ok(Rows {
+            kept,
+            reduced: reduced.to_vec(),
+            outer,
+            inner,
+        })
     }
 
     /// The number of elements in one row.
@@ -87,8 +92,12 @@ impl Rows {
 
     /// Loop-axis strides from strides over the tensor's axes.
     fn permute(&self, strides: &[i64]) -> Vec<i64> {
-        let mut out: Vec<i64> =
-            self.kept.iter().chain(&self.reduced).map(|&a| strides[a]).collect();
+        let mut out: Vec<i64> = self
+            .kept
+            .iter()
+            .chain(&self.reduced)
+            .map(|&a| strides[a])
+            .collect();
         out.resize(self.outer.len() + self.inner.len(), 0);
         out
     }
@@ -135,7 +144,13 @@ fn reduce_stage(insts: Insts, value: InstId, op: ReduceOp, init: f64) -> Stage {
         ReduceOp::ArgMax { .. } | ReduceOp::ArgMin { .. } => Scalar::I64,
         _ => insts.ty(value),
     };
-    Stage::Reduce { insts: insts.finish(), value, op, init: const_bits(ty, init), ty }
+    Stage::Reduce {
+        insts: insts.finish(),
+        value,
+        op,
+        init: const_bits(ty, init),
+        ty,
+    }
 }
 
 /// `value` as the bits of a `Const` of type `ty`.
@@ -187,7 +202,11 @@ fn compute_float(elems: &[Scalar]) -> Result<Scalar, LowerError> {
             return Err(unsupported(format!("a normalization of {}", e.name())));
         }
     }
-    Ok(if elems.contains(&Scalar::F64) { Scalar::F64 } else { Scalar::F32 })
+    Ok(if elems.contains(&Scalar::F64) {
+        Scalar::F64
+    } else {
+        Scalar::F32
+    })
 }
 
 /// Normalizes `axis` against `rank`.
@@ -241,13 +260,18 @@ fn reduce_axes(
     };
     let axes = axes.unwrap_or_default();
     if axes.is_empty() {
-        return Ok(ReducedAxes::Known(if ctx.attr_int(op, "noop_with_empty_axes", 0) != 0 {
-            Vec::new()
-        } else {
-            (0..rank).collect()
-        }));
+        return Ok(ReducedAxes::Known(
+            if ctx.attr_int(op, "noop_with_empty_axes", 0) != 0 {
+                Vec::new()
+            } else {
+                (0..rank).collect()
+            },
+        ));
     }
-    let mut normalized = axes.iter().map(|&a| axis_of(a, rank)).collect::<Result<Vec<_>, _>>()?;
+    let mut normalized = axes
+        .iter()
+        .map(|&a| axis_of(a, rank))
+        .collect::<Result<Vec<_>, _>>()?;
     normalized.sort_unstable();
     normalized.dedup();
     Ok(ReducedAxes::Known(normalized))
@@ -266,8 +290,9 @@ fn axes_from_shapes(
         if y_shape.len() != rank {
             return Err(mismatch());
         }
-        let reduced: Vec<usize> =
-            (0..rank).filter(|&a| y_shape[a] == 1 && x_shape[a] != 1).collect();
+        let reduced: Vec<usize> = (0..rank)
+            .filter(|&a| y_shape[a] == 1 && x_shape[a] != 1)
+            .collect();
         if (0..rank).any(|a| !reduced.contains(&a) && y_shape[a] != x_shape[a]) {
             return Err(mismatch());
         }
@@ -279,8 +304,10 @@ fn axes_from_shapes(
     let mut stack: Vec<(usize, Vec<usize>)> = vec![(0, Vec::new())];
     while let Some((next, chosen)) = stack.pop() {
         if chosen.len() == removed {
-            let kept: Vec<u64> =
-                (0..rank).filter(|a| !chosen.contains(a)).map(|a| x_shape[a]).collect();
+            let kept: Vec<u64> = (0..rank)
+                .filter(|a| !chosen.contains(a))
+                .map(|a| x_shape[a])
+                .collect();
             if kept == y_shape {
                 candidates.push(chosen);
             }
@@ -301,7 +328,11 @@ fn axes_from_shapes(
         |c: &Vec<usize>| -> Vec<usize> { c.iter().copied().filter(|&a| x_shape[a] != 1).collect() };
     match candidates.first() {
         None => Err(mismatch()),
-        Some(first) if candidates.iter().all(|c| significant(c) == significant(first)) => {
+        Some(first)
+            if candidates
+                .iter()
+                .all(|c| significant(c) == significant(first)) =>
+        {
             Ok(ReducedAxes::Known(significant(first)))
         }
         Some(_) => Ok(ReducedAxes::OneOf(candidates)),
@@ -320,7 +351,9 @@ fn lower_reduce(ctx: &LowerCtx, op: OpId, kind: Reduction) -> LowerResult {
     check_elem(x.elem)?;
     check_elem(y.elem)?;
     if x.elem != y.elem {
-        return Err(unsupported("a reduction that changes the element type (a memc bug)"));
+        return Err(unsupported(
+            "a reduction that changes the element type (a memc bug)",
+        ));
     }
     match reduce_axes(ctx, op, &x.shape, &y.shape)? {
         ReducedAxes::Known(axes) => {
@@ -357,7 +390,9 @@ fn lower_reduce_runtime_axes(
     let axes = ctx.input(op, 1)?;
     let rank = x.rank();
     if y.rank() + rank > MAX_AXES {
-        return Err(unsupported("reduction axes known only at run time, on too many dims"));
+        return Err(unsupported(
+            "reduction axes known only at run time, on too many dims",
+        ));
     }
     let outer_n = y.rank();
     let mut y_strides = y.strides();
@@ -436,7 +471,10 @@ fn reduce_stages(kind: Reduction, t: Scalar, element: &ElementFn, count: &CountF
     // The element, or `identity` outside the row.
     let masked = |b: &mut Insts, value: InstId, mask: Option<InstId>, identity: u64| match mask {
         Some(mask) => {
-            let id = b.push(b.ty(value), crate::kernel::InstKind::Const { bits: identity });
+            let id = b.push(
+                b.ty(value),
+                crate::kernel::InstKind::Const { bits: identity },
+            );
             b.select(mask, value, id)
         }
         None => value,
@@ -471,7 +509,10 @@ fn reduce_stages(kind: Reduction, t: Scalar, element: &ElementFn, count: &CountF
         let l = b.unary(UnaryOp::Log, s);
         let r = b.binary(BinaryOp::Add, l, m);
         let r = b.cast(r, t);
-        stages.push(Stage::Once { insts: b.finish(), stores: store(0, r) });
+        stages.push(Stage::Once {
+            insts: b.finish(),
+            stores: store(0, r),
+        });
         return stages;
     }
     let (reduce_op, init_bits) = match kind {
@@ -488,7 +529,13 @@ fn reduce_stages(kind: Reduction, t: Scalar, element: &ElementFn, count: &CountF
         _ => v,
     };
     let value = masked(&mut b, value, mask, init_bits);
-    stages.push(Stage::Reduce { insts: b.finish(), value, op: reduce_op, init: init_bits, ty: t });
+    stages.push(Stage::Reduce {
+        insts: b.finish(),
+        value,
+        op: reduce_op,
+        init: init_bits,
+        ty: t,
+    });
     let mut b = Insts::new();
     let acc = b.acc(0, t);
     let r = match kind {
@@ -500,7 +547,10 @@ fn reduce_stages(kind: Reduction, t: Scalar, element: &ElementFn, count: &CountF
         Reduction::LogSum => float_fn(&mut b, UnaryOp::Log, acc),
         _ => acc,
     };
-    stages.push(Stage::Once { insts: b.finish(), stores: store(0, r) });
+    stages.push(Stage::Once {
+        insts: b.finish(),
+        stores: store(0, r),
+    });
     stages
 }
 
@@ -521,15 +571,26 @@ fn lower_arg(ctx: &LowerCtx, op: OpId, max: bool) -> LowerResult {
     let rows = Rows::new(&x.shape, &[axis])?;
     let views = vec![rows.row_view(&y), rows.view(&x, &x.shape)];
     let last = ctx.attr_int(op, "select_last_index", 0) != 0;
-    let reduce_op = if max { ReduceOp::ArgMax { last } } else { ReduceOp::ArgMin { last } };
+    let reduce_op = if max {
+        ReduceOp::ArgMax { last }
+    } else {
+        ReduceOp::ArgMin { last }
+    };
     let mut b = Insts::new();
     let v = b.load(&views, 1);
     let reduce = reduce_stage(b, v, reduce_op, 0.0);
     let mut b = Insts::new();
     let acc = b.acc(0, Scalar::I64);
     let r = b.cast(acc, y.elem);
-    let once = Stage::Once { insts: b.finish(), stores: store(0, r) };
-    Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, vec![reduce, once])])
+    let once = Stage::Once {
+        insts: b.finish(),
+        stores: store(0, r),
+    };
+    Ok(vec![rows.kernel(
+        ctx.kernel_name(op, 0),
+        views,
+        vec![reduce, once],
+    )])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -557,7 +618,10 @@ fn lower_softmax(ctx: &LowerCtx, op: OpId, log: bool) -> LowerResult {
         let m = b.acc(0, t);
         let d = b.binary(BinaryOp::Sub, v, m);
         let e = b.unary(UnaryOp::Exp, d);
-        let exps = Stage::Map { insts: b.finish(), stores: store(0, e) };
+        let exps = Stage::Map {
+            insts: b.finish(),
+            stores: store(0, e),
+        };
         let mut b = Insts::new();
         let e = b.load(&views, 0);
         let sum = reduce_stage(b, e, ReduceOp::Sum, 0.0);
@@ -567,8 +631,15 @@ fn lower_softmax(ctx: &LowerCtx, op: OpId, log: bool) -> LowerResult {
         let one = b.constant(t, 1.0);
         let inv = b.binary(BinaryOp::Div, one, s);
         let r = b.binary(BinaryOp::Mul, e, inv);
-        let scale = Stage::Map { insts: b.finish(), stores: store(0, r) };
-        return Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, vec![max, exps, sum, scale])]);
+        let scale = Stage::Map {
+            insts: b.finish(),
+            stores: store(0, r),
+        };
+        return Ok(vec![rows.kernel(
+            ctx.kernel_name(op, 0),
+            views,
+            vec![max, exps, sum, scale],
+        )]);
     }
     // Stage 1: sum of e^(x - max).
     let mut b = Insts::new();
@@ -593,8 +664,15 @@ fn lower_softmax(ctx: &LowerCtx, op: OpId, log: bool) -> LowerResult {
         b.binary(BinaryOp::Div, e, s)
     };
     let r = b.cast(r, y.elem);
-    let map = Stage::Map { insts: b.finish(), stores: store(0, r) };
-    Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, vec![max, sum, map])])
+    let map = Stage::Map {
+        insts: b.finish(),
+        stores: store(0, r),
+    };
+    Ok(vec![rows.kernel(
+        ctx.kernel_name(op, 0),
+        views,
+        vec![max, sum, map],
+    )])
 }
 
 /// Whether `a` and `b` are the same elements or share no byte.
@@ -630,8 +708,15 @@ fn lower_hardmax(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let one = b.constant(y.elem, 1.0);
     let zero = b.constant(y.elem, 0.0);
     let r = b.select(hit, one, zero);
-    let map = Stage::Map { insts: b.finish(), stores: store(0, r) };
-    Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, vec![argmax, map])])
+    let map = Stage::Map {
+        insts: b.finish(),
+        stores: store(0, r),
+    };
+    Ok(vec![rows.kernel(
+        ctx.kernel_name(op, 0),
+        views,
+        vec![argmax, map],
+    )])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -678,8 +763,11 @@ fn lower_layer_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let reduced: Vec<usize> = (axis..x.rank()).collect();
     let rows = Rows::new(&x.shape, &reduced)?;
     let n = rows.row_len() as f64;
-    let mut views =
-        vec![rows.view(&y, &x.shape), rows.view(&x, &x.shape), rows.view(&scale, &x.shape)];
+    let mut views = vec![
+        rows.view(&y, &x.shape),
+        rows.view(&x, &x.shape),
+        rows.view(&scale, &x.shape),
+    ];
     if let Some(bias) = &bias {
         views.push(rows.view(bias, &x.shape));
     }
@@ -699,7 +787,14 @@ fn lower_layer_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
         r = b.binary(BinaryOp::Add, r, bv);
     }
     let r = b.cast(r, y.elem);
-    let mut stages = vec![sum, squares, Stage::Map { insts: b.finish(), stores: store(0, r) }];
+    let mut stages = vec![
+        sum,
+        squares,
+        Stage::Map {
+            insts: b.finish(),
+            stores: store(0, r),
+        },
+    ];
     // The optional statistics, once per row.
     let mut b = Insts::new();
     let mut stores = Vec::new();
@@ -716,10 +811,16 @@ fn lower_layer_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
         };
         let value = b.cast(value, stat.elem);
         views.push(rows.row_view(&stat));
-        stores.push(Store { view: (views.len() - 1) as u32, value });
+        stores.push(Store {
+            view: (views.len() - 1) as u32,
+            value,
+        });
     }
     if !stores.is_empty() {
-        stages.push(Stage::Once { insts: b.finish(), stores });
+        stages.push(Stage::Once {
+            insts: b.finish(),
+            stores,
+        });
     }
     Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, stages)])
 }
@@ -745,7 +846,11 @@ fn lower_rms_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let reduced: Vec<usize> = (axis..x.rank()).collect();
     let rows = Rows::new(&x.shape, &reduced)?;
     let n = rows.row_len() as f64;
-    let views = vec![rows.view(&y, &x.shape), rows.view(&x, &x.shape), rows.view(&scale, &x.shape)];
+    let views = vec![
+        rows.view(&y, &x.shape),
+        rows.view(&x, &x.shape),
+        rows.view(&scale, &x.shape),
+    ];
     let mut b = Insts::new();
     let v = b.load(&views, 1);
     let v2 = b.binary(BinaryOp::Mul, v, v);
@@ -758,8 +863,15 @@ fn lower_rms_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let s = b.cast(s, t);
     let r = b.binary(BinaryOp::Mul, normed, s);
     let r = b.cast(r, y.elem);
-    let map = Stage::Map { insts: b.finish(), stores: store(0, r) };
-    Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, vec![squares, map])])
+    let map = Stage::Map {
+        insts: b.finish(),
+        stores: store(0, r),
+    };
+    Ok(vec![rows.kernel(
+        ctx.kernel_name(op, 0),
+        views,
+        vec![squares, map],
+    )])
 }
 
 /// `scale * (x - mean) / sqrt(var + epsilon) + bias` in `t`, with the per-channel operands at
@@ -800,14 +912,18 @@ fn lower_batch_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
     elems.extend(params.iter().map(|p| p.elem));
     let t = compute_float(&elems)?;
     if x.rank() < 2 {
-        return Err(unsupported("BatchNormalization of an input of rank below 2"));
+        return Err(unsupported(
+            "BatchNormalization of an input of rank below 2",
+        ));
     }
     let epsilon = ctx.attr_float(op, "epsilon", 1e-5);
     let training = ctx.attr_int(op, "training_mode", 0) != 0;
     let rank = x.rank();
     if !training {
         if ctx.result_used(op, 1) || ctx.result_used(op, 2) {
-            return Err(unsupported("BatchNormalization running statistics outside training mode"));
+            return Err(unsupported(
+                "BatchNormalization running statistics outside training mode",
+            ));
         }
         // Every element its own row.
         let rows = Rows::new(&x.shape, &[])?;
@@ -822,7 +938,10 @@ fn lower_batch_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
         let var = b.cast(var, t);
         let r = normalize_channel(&mut b, &views, t, v, mean, var, epsilon, 2, 3);
         let r = b.cast(r, y.elem);
-        let map = Stage::Map { insts: b.finish(), stores: store(0, r) };
+        let map = Stage::Map {
+            insts: b.finish(),
+            stores: store(0, r),
+        };
         return Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, vec![map])]);
     }
     let momentum = ctx.attr_float(op, "momentum", 0.9);
@@ -839,7 +958,14 @@ fn lower_batch_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let var = row_mean(&mut b, 1, t, n);
     let r = normalize_channel(&mut b, &views, t, v, mean, var, epsilon, 2, 3);
     let r = b.cast(r, y.elem);
-    let mut stages = vec![sum, squares, Stage::Map { insts: b.finish(), stores: store(0, r) }];
+    let mut stages = vec![
+        sum,
+        squares,
+        Stage::Map {
+            insts: b.finish(),
+            stores: store(0, r),
+        },
+    ];
     // running = input * momentum + batch * (1 - momentum), once per channel.
     let mut b = Insts::new();
     let mut stores = Vec::new();
@@ -859,10 +985,16 @@ fn lower_batch_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
         let value = b.binary(BinaryOp::Add, kept, fresh);
         let value = b.cast(value, out.elem);
         views.push(rows.row_view(&out));
-        stores.push(Store { view: (views.len() - 1) as u32, value });
+        stores.push(Store {
+            view: (views.len() - 1) as u32,
+            value,
+        });
     }
     if !stores.is_empty() {
-        stages.push(Stage::Once { insts: b.finish(), stores });
+        stages.push(Stage::Once {
+            insts: b.finish(),
+            stores,
+        });
     }
     Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, stages)])
 }
@@ -876,7 +1008,9 @@ fn lower_instance_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let y = ctx.result(op, 0)?;
     let t = compute_float(&[x.elem, scale.elem, bias.elem, y.elem])?;
     if x.rank() < 2 {
-        return Err(unsupported("InstanceNormalization of an input of rank below 2"));
+        return Err(unsupported(
+            "InstanceNormalization of an input of rank below 2",
+        ));
     }
     let epsilon = ctx.attr_float(op, "epsilon", 1e-5);
     let rank = x.rank();
@@ -897,8 +1031,15 @@ fn lower_instance_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let var = row_mean(&mut b, 1, t, n);
     let r = normalize_channel(&mut b, &views, t, v, mean, var, epsilon, 2, 3);
     let r = b.cast(r, y.elem);
-    let map = Stage::Map { insts: b.finish(), stores: store(0, r) };
-    Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, vec![sum, squares, map])])
+    let map = Stage::Map {
+        insts: b.finish(),
+        stores: store(0, r),
+    };
+    Ok(vec![rows.kernel(
+        ctx.kernel_name(op, 0),
+        views,
+        vec![sum, squares, map],
+    )])
 }
 
 /// LpNormalization: `x / norm` along `axis` (0 where the norm is 0), the L1 or L2 norm.
@@ -916,20 +1057,35 @@ fn lower_lp_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let mut b = Insts::new();
     let v = b.load(&views, 1);
     let v = b.cast(v, t);
-    let term = if p == 1 { b.unary(UnaryOp::Abs, v) } else { b.binary(BinaryOp::Mul, v, v) };
+    let term = if p == 1 {
+        b.unary(UnaryOp::Abs, v)
+    } else {
+        b.binary(BinaryOp::Mul, v, v)
+    };
     let sum = reduce_stage(b, term, ReduceOp::Sum, 0.0);
     let mut b = Insts::new();
     let v = b.load(&views, 1);
     let v = b.cast(v, t);
     let acc = b.acc(0, t);
-    let norm = if p == 1 { acc } else { b.unary(UnaryOp::Sqrt, acc) };
+    let norm = if p == 1 {
+        acc
+    } else {
+        b.unary(UnaryOp::Sqrt, acc)
+    };
     let zero = b.constant(t, 0.0);
     let is_zero = b.binary(BinaryOp::Eq, norm, zero);
     let q = b.binary(BinaryOp::Div, v, norm);
     let r = b.select(is_zero, zero, q);
     let r = b.cast(r, y.elem);
-    let map = Stage::Map { insts: b.finish(), stores: store(0, r) };
-    Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, vec![sum, map])])
+    let map = Stage::Map {
+        insts: b.finish(),
+        stores: store(0, r),
+    };
+    Ok(vec![rows.kernel(
+        ctx.kernel_name(op, 0),
+        views,
+        vec![sum, map],
+    )])
 }
 
 /// MeanVarianceNormalization as its ONNX function body: `(x - E[x]) / (sqrt(E[x^2] - E[x]^2) +
@@ -939,7 +1095,10 @@ fn lower_mvn(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let y = ctx.result(op, 0)?;
     let t = compute_float(&[x.elem, y.elem])?;
     let axes = ctx.attr_ints(op, "axes").unwrap_or_else(|| vec![0, 2, 3]);
-    let mut reduced = axes.iter().map(|&a| axis_of(a, x.rank())).collect::<Result<Vec<_>, _>>()?;
+    let mut reduced = axes
+        .iter()
+        .map(|&a| axis_of(a, x.rank()))
+        .collect::<Result<Vec<_>, _>>()?;
     reduced.sort_unstable();
     reduced.dedup();
     let rows = Rows::new(&x.shape, &reduced)?;
@@ -967,8 +1126,15 @@ fn lower_mvn(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let d = b.binary(BinaryOp::Sub, v, mean);
     let r = b.binary(BinaryOp::Div, d, denom);
     let r = b.cast(r, y.elem);
-    let map = Stage::Map { insts: b.finish(), stores: store(0, r) };
-    Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, vec![sum, squares, map])])
+    let map = Stage::Map {
+        insts: b.finish(),
+        stores: store(0, r),
+    };
+    Ok(vec![rows.kernel(
+        ctx.kernel_name(op, 0),
+        views,
+        vec![sum, squares, map],
+    )])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1054,7 +1220,11 @@ fn lower_cumulative(ctx: &LowerCtx, op: OpId, fold: ReduceOp) -> LowerResult {
                 here = b.select(is_axis, i, here);
                 let dim_value = b.constant_int(Scalar::I64, dim as i64);
                 size = b.select(is_axis, dim_value, size);
-                indices.push(IndirectIndex { index, stride: strides[d], limit: dim as i64 });
+                indices.push(IndirectIndex {
+                    index,
+                    stride: strides[d],
+                    limit: dim as i64,
+                });
             }
             let v = b.load_indirect(&views, 1, indices);
             let in_range = b.binary(BinaryOp::Lt, scanned, size);
@@ -1068,7 +1238,10 @@ fn lower_cumulative(ctx: &LowerCtx, op: OpId, fold: ReduceOp) -> LowerResult {
     let reduce = reduce_stage(b, value, fold, identity);
     let mut b = Insts::new();
     let acc = b.acc(0, x.elem);
-    let once = Stage::Once { insts: b.finish(), stores: store(0, acc) };
+    let once = Stage::Once {
+        insts: b.finish(),
+        stores: store(0, acc),
+    };
     Ok(vec![Kernel {
         name: ctx.kernel_name(op, 0),
         body: KernelBody::Loop(LoopKernel {

@@ -59,7 +59,11 @@ fn f64_to_f16_bits(x: f64) -> u16 {
         return sign | 0x7c00;
     }
     // Round to the nearest multiple of the spacing at this magnitude, ties to even.
-    let e = if a < 2f64.powi(-14) { -14 } else { a.log2().floor() as i32 };
+    let e = if a < 2f64.powi(-14) {
+        -14
+    } else {
+        a.log2().floor() as i32
+    };
     let spacing = 2f64.powi(e - 10);
     let q = a / spacing;
     let mut r = q.round();
@@ -215,13 +219,22 @@ fn region(mem: &Memory, r: Region) -> &[u8] {
 fn load(mem: &Memory, view: &View, idx: &[i64], extra: i128, what: &str) -> V {
     for g in &view.guards {
         let v: i128 = g.offset as i128
-            + g.coeffs.iter().zip(idx).map(|(&c, &i)| c as i128 * i as i128).sum::<i128>();
+            + g.coeffs
+                .iter()
+                .zip(idx)
+                .map(|(&c, &i)| c as i128 * i as i128)
+                .sum::<i128>();
         if v < 0 || v >= g.limit as i128 {
             return convert(V::F(f64::from_bits(view.pad)), Scalar::F64, view.elem);
         }
     }
-    let elems: i128 =
-        view.strides.iter().zip(idx).map(|(&s, &i)| s as i128 * i as i128).sum::<i128>() + extra;
+    let elems: i128 = view
+        .strides
+        .iter()
+        .zip(idx)
+        .map(|(&s, &i)| s as i128 * i as i128)
+        .sum::<i128>()
+        + extra;
     read(
         region(mem, view.region),
         view.byte_offset as i128 + elems * view.elem.size() as i128,
@@ -424,9 +437,12 @@ fn eval(
             InstKind::Index { axis } => V::I(i128::from(idx[*axis as usize])),
             InstKind::Acc { stage } => accs[*stage as usize].expect("an earlier reduction"),
             InstKind::Unary { op, arg } => unary(*op, inst.ty, vals[*arg as usize]),
-            InstKind::Binary { op, lhs, rhs } => {
-                binary(*op, insts[*lhs as usize].ty, vals[*lhs as usize], vals[*rhs as usize])
-            }
+            InstKind::Binary { op, lhs, rhs } => binary(
+                *op,
+                insts[*lhs as usize].ty,
+                vals[*lhs as usize],
+                vals[*rhs as usize],
+            ),
             InstKind::Select { cond, then, else_ } => {
                 if vals[*cond as usize].i() != 0 {
                     vals[*then as usize]
@@ -467,9 +483,18 @@ fn for_each_point(extents: &[u64], mut f: impl FnMut(&[i64])) {
 }
 
 fn store(mem: &mut Memory, view: &View, idx: &[i64], v: V, name: &str) {
-    let elems: i128 = view.strides.iter().zip(idx).map(|(&s, &i)| s as i128 * i as i128).sum();
+    let elems: i128 = view
+        .strides
+        .iter()
+        .zip(idx)
+        .map(|(&s, &i)| s as i128 * i as i128)
+        .sum();
     let byte = view.byte_offset as i128 + elems * view.elem.size() as i128;
-    assert_eq!(view.region, Region::Arena, "{name}: a store into the weights");
+    assert_eq!(
+        view.region,
+        Region::Arena,
+        "{name}: a store into the weights"
+    );
     write(&mut mem.arena, byte, view.elem, v, name);
 }
 
@@ -479,7 +504,13 @@ fn run_loop(k: &LoopKernel, mem: &mut Memory, name: &str) {
         let mut accs: Vec<Option<V>> = Vec::with_capacity(k.stages.len());
         for stage in &k.stages {
             match stage {
-                Stage::Reduce { insts, value, op, init, ty } => {
+                Stage::Reduce {
+                    insts,
+                    value,
+                    op,
+                    init,
+                    ty,
+                } => {
                     let mut acc = const_value(*ty, *init);
                     let mut best: Option<V> = None;
                     let mut linear = 0i64;
@@ -554,7 +585,13 @@ fn run_loop(k: &LoopKernel, mem: &mut Memory, name: &str) {
                     idx.resize(n_outer + k.inner.len(), 0);
                     let vals = eval(mem, k, insts, &idx, &accs, name);
                     for s in stores {
-                        store(mem, &k.views[s.view as usize], &idx, vals[s.value as usize], name);
+                        store(
+                            mem,
+                            &k.views[s.view as usize],
+                            &idx,
+                            vals[s.value as usize],
+                            name,
+                        );
                     }
                     accs.push(None);
                 }
@@ -566,10 +603,14 @@ fn run_loop(k: &LoopKernel, mem: &mut Memory, name: &str) {
 fn run_contract(c: &Contract, mem: &mut Memory, name: &str) {
     let size = c.elem.size() as i128;
     let at = |v: &memc_codegen::kernel::MatView, b: &[i64], r: u64, col: u64| -> i128 {
-        let e: i128 =
-            v.batch_strides.iter().zip(b).map(|(&s, &i)| s as i128 * i as i128).sum::<i128>()
-                + r as i128 * v.row_stride as i128
-                + col as i128 * v.col_stride as i128;
+        let e: i128 = v
+            .batch_strides
+            .iter()
+            .zip(b)
+            .map(|(&s, &i)| s as i128 * i as i128)
+            .sum::<i128>()
+            + r as i128 * v.row_stride as i128
+            + col as i128 * v.col_stride as i128;
         v.byte_offset as i128 + e * size
     };
     let alpha = f64::from_bits(c.alpha);
@@ -587,7 +628,13 @@ fn run_contract(c: &Contract, mem: &mut Memory, name: &str) {
                 if c.accumulate {
                     r += read(&mem.arena, dst, c.elem, name).f();
                 }
-                write(&mut mem.arena, dst, c.elem, V::F(round_float(c.elem, r)), name);
+                write(
+                    &mut mem.arena,
+                    dst,
+                    c.elem,
+                    V::F(round_float(c.elem, r)),
+                    name,
+                );
             }
         }
     });

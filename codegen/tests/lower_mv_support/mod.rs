@@ -38,7 +38,11 @@ pub fn compile(path: &Path) -> Result<Compiled, String> {
     let mut module = imported.module;
     memc_ir::infer::infer_module(&mut module, &HashMap::new())
         .map_err(|d| format!("{:?}", d.first()))?;
-    let passes: [&dyn Pass; 3] = [&memc_passes::Canonicalize, &memc_passes::Cse, &memc_passes::Dce];
+    let passes: [&dyn Pass; 3] = [
+        &memc_passes::Canonicalize,
+        &memc_passes::Cse,
+        &memc_passes::Dce,
+    ];
     for pass in passes {
         pass.run(&mut module).map_err(|e| e.to_string())?;
     }
@@ -73,7 +77,11 @@ fn lower_planned(
     let program = memc_codegen::lower::lower_function(func, &module.weights, &plan)
         .map_err(|d| format!("lower: {}", describe(&d)))?;
     let scratch_bytes = plan.scratch.iter().map(|s| s.size).sum();
-    Ok(Compiled { module, program, scratch_bytes })
+    Ok(Compiled {
+        module,
+        program,
+        scratch_bytes,
+    })
 }
 
 /// A diagnostic's message and notes on one line each.
@@ -85,8 +93,13 @@ pub fn describe(d: &memc_ir::Diagnostic) -> String {
 pub fn weights_section(program: &Program, weights: &WeightStore) -> Vec<u8> {
     let mut section = vec![0u8; program.weights_size as usize];
     for slot in &program.weights {
-        let id = weights.lookup(&slot.name).expect("every weight slot names a weight");
-        let bytes = weights.get(id).and_then(|w| w.bytes()).expect("weights have bytes");
+        let id = weights
+            .lookup(&slot.name)
+            .expect("every weight slot names a weight");
+        let bytes = weights
+            .get(id)
+            .and_then(|w| w.bytes())
+            .expect("weights have bytes");
         let at = slot.byte_offset as usize;
         section[at..at + bytes.len()].copy_from_slice(bytes);
     }
@@ -103,7 +116,12 @@ pub fn run(compiled: &Compiled, inputs: &[Vec<u8>]) -> Vec<Vec<u8>> {
     };
     for (io, bytes) in program.inputs.iter().zip(inputs) {
         let at = io.byte_offset as usize;
-        assert_eq!(bytes.len() as u64, io.byte_size(), "input `{}` size", io.name);
+        assert_eq!(
+            bytes.len() as u64,
+            io.byte_size(),
+            "input `{}` size",
+            io.name
+        );
         memory.arena[at..at + bytes.len()].copy_from_slice(bytes);
     }
     for kernel in program.kernels() {
@@ -170,7 +188,10 @@ pub fn run_node_test(dir: &Path) -> Outcome {
         expected.push(pb::read_tensor(&path).expect("output decodes"));
     }
     for (j, io) in program.outputs.iter().enumerate() {
-        let want = expected.iter().find(|t| t.name == io.name).or_else(|| expected.get(j));
+        let want = expected
+            .iter()
+            .find(|t| t.name == io.name)
+            .or_else(|| expected.get(j));
         let Some(want) = want else { continue };
         let shape: Vec<u64> = want.dims.iter().map(|&d| d as u64).collect();
         if shape != io.shape {

@@ -32,7 +32,10 @@ impl Reader<'_> {
     }
 
     fn bytes(&mut self, n: usize) -> Result<&[u8], String> {
-        let s = self.buf.get(self.at..self.at + n).ok_or("truncated field")?;
+        let s = self
+            .buf
+            .get(self.at..self.at + n)
+            .ok_or("truncated field")?;
         self.at += n;
         Ok(s)
     }
@@ -52,7 +55,12 @@ fn width(data_type: i32) -> usize {
 pub fn read_tensor(path: &Path) -> Result<Tensor, String> {
     let buf = std::fs::read(path).map_err(|e| e.to_string())?;
     let mut r = Reader { buf: &buf, at: 0 };
-    let mut t = Tensor { name: String::new(), dims: Vec::new(), data_type: 0, bytes: Vec::new() };
+    let mut t = Tensor {
+        name: String::new(),
+        dims: Vec::new(),
+        data_type: 0,
+        bytes: Vec::new(),
+    };
     // Typed payloads, packed into raw bytes once the data type is known.
     let mut floats: Vec<f32> = Vec::new();
     let mut doubles: Vec<f64> = Vec::new();
@@ -123,7 +131,9 @@ pub fn read_tensor(path: &Path) -> Result<Tensor, String> {
         None if !doubles.is_empty() => doubles.iter().flat_map(|v| v.to_le_bytes()).collect(),
         None => {
             let w = width(t.data_type);
-            ints.iter().flat_map(|v| v.to_le_bytes()[..w].to_vec()).collect()
+            ints.iter()
+                .flat_map(|v| v.to_le_bytes()[..w].to_vec())
+                .collect()
         }
     };
     Ok(t)
@@ -161,7 +171,11 @@ pub fn compare(elem: Scalar, got: &[u8], want: &[u8]) -> Result<(), String> {
         return Err(format!("{} bytes, expected {}", got.len(), want.len()));
     }
     let (g, w) = (values(elem, got), values(elem, want));
-    let (rtol, atol) = if elem.is_float() { (1e-3, 1e-7) } else { (0.0, 0.0) };
+    let (rtol, atol) = if elem.is_float() {
+        (1e-3, 1e-7)
+    } else {
+        (0.0, 0.0)
+    };
     let mut bad = 0;
     let mut first = None;
     for (i, (&a, &b)) in g.iter().zip(&w).enumerate() {

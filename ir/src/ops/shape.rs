@@ -1674,7 +1674,10 @@ pub fn eye_like(ctx: &ShapeCtx) -> ShapeResult {
     if x.rank() != 2 {
         return Err(format!("EyeLike needs a 2-d input, got rank {}", x.rank()));
     }
-    let elem = ctx.attr("dtype").and_then(|a| a.as_elem_type()).unwrap_or(x.elem);
+    let elem = ctx
+        .attr("dtype")
+        .and_then(|a| a.as_elem_type())
+        .unwrap_or(x.elem);
     one(TensorType::new(elem, x.dims.clone()))
 }
 
@@ -1690,15 +1693,27 @@ pub fn depth_to_space(ctx: &ShapeCtx) -> ShapeResult {
     let x = operand(ctx, 0)?;
     let b = block_size(ctx)?;
     if x.rank() != 4 {
-        return Err(format!("DepthToSpace needs a 4-d input, got rank {}", x.rank()));
+        return Err(format!(
+            "DepthToSpace needs a 4-d input, got rank {}",
+            x.rank()
+        ));
     }
-    let c = x.dims[1]
-        .div_exact(&Dim::Static(b * b))
-        .ok_or_else(|| format!("channels {} are not divisible by blocksize^2 = {}", x.dims[1], b * b))?;
+    let c = x.dims[1].div_exact(&Dim::Static(b * b)).ok_or_else(|| {
+        format!(
+            "channels {} are not divisible by blocksize^2 = {}",
+            x.dims[1],
+            b * b
+        )
+    })?;
     let scale = Dim::Static(b);
     one(TensorType::new(
         x.elem,
-        vec![x.dims[0].clone(), c, x.dims[2].mul(&scale), x.dims[3].mul(&scale)],
+        vec![
+            x.dims[0].clone(),
+            c,
+            x.dims[2].mul(&scale),
+            x.dims[3].mul(&scale),
+        ],
     ))
 }
 
@@ -1707,12 +1722,22 @@ pub fn space_to_depth(ctx: &ShapeCtx) -> ShapeResult {
     let x = operand(ctx, 0)?;
     let b = block_size(ctx)?;
     if x.rank() != 4 {
-        return Err(format!("SpaceToDepth needs a 4-d input, got rank {}", x.rank()));
+        return Err(format!(
+            "SpaceToDepth needs a 4-d input, got rank {}",
+            x.rank()
+        ));
     }
     let block = Dim::Static(b);
-    let h = x.dims[2].div_exact(&block).ok_or_else(|| format!("height {} is not divisible by {b}", x.dims[2]))?;
-    let w = x.dims[3].div_exact(&block).ok_or_else(|| format!("width {} is not divisible by {b}", x.dims[3]))?;
-    one(TensorType::new(x.elem, vec![x.dims[0].clone(), x.dims[1].mul(&Dim::Static(b * b)), h, w]))
+    let h = x.dims[2]
+        .div_exact(&block)
+        .ok_or_else(|| format!("height {} is not divisible by {b}", x.dims[2]))?;
+    let w = x.dims[3]
+        .div_exact(&block)
+        .ok_or_else(|| format!("width {} is not divisible by {b}", x.dims[3]))?;
+    one(TensorType::new(
+        x.elem,
+        vec![x.dims[0].clone(), x.dims[1].mul(&Dim::Static(b * b)), h, w],
+    ))
 }
 
 /// `memc.matmul_nbits`: `A`'s dims with the last (`K`) replaced by the attribute `N`, in `A`'s

@@ -92,15 +92,27 @@ const T_ANY_I64: &[(&str, &[crate::ElemType])] = &[("T", ANY), ("I", I64_ONLY)];
 const T_NUMERIC_I64: &[(&str, &[crate::ElemType])] = &[("T", NUMERIC), ("I", I64_ONLY)];
 /// ReduceMax and ReduceMin also take bool (opset 20).
 const NUMERIC_BOOL: &[crate::ElemType] = &[
-    crate::ElemType::F64, crate::ElemType::F32, crate::ElemType::F16, crate::ElemType::BF16,
-    crate::ElemType::I64, crate::ElemType::I32, crate::ElemType::I16, crate::ElemType::I8,
-    crate::ElemType::U64, crate::ElemType::U32, crate::ElemType::U16, crate::ElemType::U8,
+    crate::ElemType::F64,
+    crate::ElemType::F32,
+    crate::ElemType::F16,
+    crate::ElemType::BF16,
+    crate::ElemType::I64,
+    crate::ElemType::I32,
+    crate::ElemType::I16,
+    crate::ElemType::I8,
+    crate::ElemType::U64,
+    crate::ElemType::U32,
+    crate::ElemType::U16,
+    crate::ElemType::U8,
     crate::ElemType::Bool,
 ];
 const T_NUMERIC_BOOL_I64: &[(&str, &[crate::ElemType])] = &[("T", NUMERIC_BOOL), ("I", I64_ONLY)];
 /// The weight element types `memc.matmul_nbits` takes: 4- and 8-bit integers.
 const LOW_BIT: &[crate::ElemType] = &[
-    crate::ElemType::I4, crate::ElemType::U4, crate::ElemType::I8, crate::ElemType::U8,
+    crate::ElemType::I4,
+    crate::ElemType::U4,
+    crate::ElemType::I8,
+    crate::ElemType::U8,
 ];
 
 define_ops! {

@@ -33,7 +33,10 @@ impl Axis {
     }
 
     fn merge(&self, inner: &Axis) -> Axis {
-        Axis { extent: self.extent * inner.extent, strides: inner.strides.clone() }
+        Axis {
+            extent: self.extent * inner.extent,
+            strides: inner.strides.clone(),
+        }
     }
 }
 
@@ -52,7 +55,9 @@ fn merge_all(axes: &mut Vec<Axis>) {
 
 /// Simplifies the loop axes of `kernel` (see the module doc).
 pub fn simplify_axes(mut kernel: Kernel) -> Kernel {
-    let KernelBody::Loop(k) = &mut kernel.body else { return kernel };
+    let KernelBody::Loop(k) = &mut kernel.body else {
+        return kernel;
+    };
     if k.outer.iter().chain(&k.inner).any(|&e| e == 0)
         || k.views.iter().any(|v| !v.guards.is_empty())
         || names_axes(k)
@@ -64,9 +69,18 @@ pub fn simplify_axes(mut kernel: Kernel) -> Kernel {
         extent,
         strides: k.views.iter().map(|v| v.strides[a]).collect(),
     };
-    let mut outer: Vec<Axis> = k.outer.iter().enumerate().map(|(a, &e)| axis(a, e)).collect();
-    let mut inner: Vec<Axis> =
-        k.inner.iter().enumerate().map(|(j, &e)| axis(n_outer + j, e)).collect();
+    let mut outer: Vec<Axis> = k
+        .outer
+        .iter()
+        .enumerate()
+        .map(|(a, &e)| axis(a, e))
+        .collect();
+    let mut inner: Vec<Axis> = k
+        .inner
+        .iter()
+        .enumerate()
+        .map(|(j, &e)| axis(n_outer + j, e))
+        .collect();
     outer.retain(|a| a.extent != 1);
     let only_maps = k.stages.iter().all(|s| matches!(s, Stage::Map { .. }));
     if inner.iter().all(|a| a.extent == 1) && only_maps {
@@ -75,7 +89,10 @@ pub fn simplify_axes(mut kernel: Kernel) -> Kernel {
     } else if !inner.is_empty() {
         inner.retain(|a| a.extent != 1);
         if inner.is_empty() {
-            inner.push(Axis { extent: 1, strides: vec![0; k.views.len()] });
+            inner.push(Axis {
+                extent: 1,
+                strides: vec![0; k.views.len()],
+            });
         }
         merge_all(&mut inner);
     }
@@ -118,8 +135,11 @@ fn names_axes(k: &LoopKernel) -> bool {
                 insts
             }
         };
-        insts
-            .iter()
-            .any(|i| matches!(i.kind, InstKind::Index { .. } | InstKind::LoadIndirect { .. }))
+        insts.iter().any(|i| {
+            matches!(
+                i.kind,
+                InstKind::Index { .. } | InstKind::LoadIndirect { .. }
+            )
+        })
     })
 }

@@ -74,9 +74,10 @@ fn list_of(
     match func.op(op).attrs.get(name).and_then(Attribute::as_ints) {
         None => Ok(vec![default; n]),
         Some(v) if v.len() == n => Ok(v),
-        Some(v) => {
-            Err(unsupported(format!("`{name}` has {} entries for {n} spatial axes", v.len())))
-        }
+        Some(v) => Err(unsupported(format!(
+            "`{name}` has {} entries for {n} spatial axes",
+            v.len()
+        ))),
     }
 }
 
@@ -103,7 +104,11 @@ fn window_of(
     let n = kernel.len();
     let strides = list_of(func, op, "strides", n, 1)?;
     let dilations = list_of(func, op, "dilations", n, 1)?;
-    let auto_pad = func.op(op).attrs.get("auto_pad").and_then(Attribute::as_str);
+    let auto_pad = func
+        .op(op)
+        .attrs
+        .get("auto_pad")
+        .and_then(Attribute::as_str);
     let (begin, end) = match auto_pad.unwrap_or("NOTSET") {
         "NOTSET" => {
             let pads = list_of(func, op, "pads", 2 * n, 0)?;
@@ -116,7 +121,11 @@ fn window_of(
             for i in 0..n {
                 let extent = (kernel[i] - 1) * dilations[i] + 1;
                 let total = ((output[i] as i64 - 1) * strides[i] + extent - input[i] as i64).max(0);
-                let b = if mode == "SAME_UPPER" { total / 2 } else { total - total / 2 };
+                let b = if mode == "SAME_UPPER" {
+                    total / 2
+                } else {
+                    total - total / 2
+                };
                 begin.push(b);
                 end.push(total - b);
             }
@@ -124,7 +133,13 @@ fn window_of(
         }
         other => return Err(unsupported(format!("auto_pad `{other}`"))),
     };
-    Ok(Window { kernel, strides, dilations, begin, end })
+    Ok(Window {
+        kernel,
+        strides,
+        dilations,
+        begin,
+        end,
+    })
 }
 
 /// The kernel's spatial sizes: `kernel_shape`, else the weight's spatial dims.
@@ -240,11 +255,28 @@ pub fn conv(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let groups = u64::try_from(ctx.attr_int(op, "group", 1)).unwrap_or(0);
     let s = conv_shape(&x.shape, &w.shape, &out.shape, groups)
         .ok_or_else(|| unsupported("`group` must be positive and divide the channels"))?;
-    let win = window(ctx, op, kernel_shape(ctx, op, &w)?, &s.in_spatial, &s.out_spatial)?;
+    let win = window(
+        ctx,
+        op,
+        kernel_shape(ctx, op, &w)?,
+        &s.in_spatial,
+        &s.out_spatial,
+    )?;
     if let Some(form) = im2col_form(out.elem, &s, &win) {
         // The scratch is there when the plan was made with `scratch_bytes`.
         if let Some(col) = ctx.scratch(op).filter(|col| col.numel() >= form.bytes) {
-            return Ok(im2col_kernels(ctx, op, &x, &w, bias.as_ref(), &out, &s, &win, &form, &col));
+            return Ok(im2col_kernels(
+                ctx,
+                op,
+                &x,
+                &w,
+                bias.as_ref(),
+                &out,
+                &s,
+                &win,
+                &form,
+                &col,
+            ));
         }
     }
     if use_taps(out.elem, &s) {
@@ -252,7 +284,10 @@ pub fn conv(ctx: &LowerCtx, op: OpId) -> LowerResult {
             let mut kernels = vec![init_output(ctx.kernel_name(op, 0), &out, bias.as_ref())];
             for contract in kernel_row_products(&x, &w, &out, &s, &win) {
                 let name = ctx.kernel_name(op, kernels.len());
-                kernels.push(Kernel { name, body: KernelBody::Contract(contract) });
+                kernels.push(Kernel {
+                    name,
+                    body: KernelBody::Contract(contract),
+                });
             }
             return Ok(kernels);
         }
@@ -262,7 +297,15 @@ pub fn conv(ctx: &LowerCtx, op: OpId) -> LowerResult {
             .collect();
         return Ok(tap_kernels(ctx, op, &out, bias.as_ref(), taps));
     }
-    Ok(vec![direct_conv(ctx.kernel_name(op, 0), &x, &w, bias.as_ref(), &out, &s, &win)])
+    Ok(vec![direct_conv(
+        ctx.kernel_name(op, 0),
+        &x,
+        &w,
+        bias.as_ref(),
+        &out,
+        &s,
+        &win,
+    )])
 }
 
 /// Whether a convolution runs as one contraction per kernel tap (f32 and f64 only): unless
@@ -381,7 +424,9 @@ fn kernel_row_products(
                     let (lo, hi, _) = valid(1, k);
                     lo <= col && col < hi
                 };
-                let Some(k_lo) = (0..kw).find(|&k| inside(k)) else { continue };
+                let Some(k_lo) = (0..kw).find(|&k| inside(k)) else {
+                    continue;
+                };
                 let k_hi = (k_lo..kw).take_while(|&k| inside(k)).last().unwrap_or(k_lo) + 1;
                 let mut a = matview(w, a_offset + k_lo * ws[3], ws[0], ws[3]);
                 let mut b = matview(
@@ -393,7 +438,15 @@ fn kernel_row_products(
                 let mut c = matview(out, row_lo * ys[2] + col * ys[3], ys[1], ys[2]);
                 let mut batch = Vec::new();
                 batch_over(&mut batch, &mut a, &mut b, &mut c);
-                contracts.push(contract(batch, s.m_g, row_hi - row_lo, k_hi - k_lo, a, b, c));
+                contracts.push(contract(
+                    batch,
+                    s.m_g,
+                    row_hi - row_lo,
+                    k_hi - k_lo,
+                    a,
+                    b,
+                    c,
+                ));
             }
         }
     }
@@ -432,17 +485,24 @@ fn im2col_form(elem: Scalar, s: &ConvShape, win: &Window) -> Option<Im2col> {
     if !matches!(elem, Scalar::F32 | Scalar::F64) || s.c_g < 2 {
         return None;
     }
-    let taps =
-        win.kernel.iter().try_fold(1u64, |acc, &k| acc.checked_mul(u64::try_from(k).ok()?))?;
-    let pixels = s.out_spatial.iter().try_fold(1u64, |acc, &o| acc.checked_mul(o))?;
+    let taps = win
+        .kernel
+        .iter()
+        .try_fold(1u64, |acc, &k| acc.checked_mul(u64::try_from(k).ok()?))?;
+    let pixels = s
+        .out_spatial
+        .iter()
+        .try_fold(1u64, |acc, &o| acc.checked_mul(o))?;
     let plain = win.kernel.iter().all(|&k| k == 1)
         && win.strides.iter().all(|&st| st == 1)
         && win.begin.iter().chain(&win.end).all(|&p| p == 0);
     if plain || s.c_g.saturating_mul(taps) < IM2COL_MIN_K || pixels < IM2COL_MIN_PIXELS {
         return None;
     }
-    let per_image =
-        (s.groups * s.c_g).checked_mul(taps)?.checked_mul(pixels)?.checked_mul(elem.size())?;
+    let per_image = (s.groups * s.c_g)
+        .checked_mul(taps)?
+        .checked_mul(pixels)?
+        .checked_mul(elem.size())?;
     if per_image > IM2COL_MAX_BYTES {
         return None;
     }
@@ -450,7 +510,10 @@ fn im2col_form(elem: Scalar, s: &ConvShape, win: &Window) -> Option<Im2col> {
         Some(all) if all <= IM2COL_MAX_BYTES => s.n.max(1),
         _ => 1,
     };
-    Some(Im2col { images, bytes: per_image * images })
+    Some(Im2col {
+        images,
+        bytes: per_image * images,
+    })
 }
 
 /// The scratch bytes a Conv asks the planner for: its im2col matrix when [`im2col_form`]
@@ -459,11 +522,15 @@ fn im2col_form(elem: Scalar, s: &ConvShape, win: &Window) -> Option<Im2col> {
 pub fn scratch_bytes(func: &Function, op: OpId) -> u64 {
     let data = func.op(op);
     let shape = |value: Option<&memc_ir::ValueId>| {
-        func.value_type(*value?).tensor().and_then(|t| t.static_shape())
+        func.value_type(*value?)
+            .tensor()
+            .and_then(|t| t.static_shape())
     };
-    let (Some(x), Some(w), Some(out)) =
-        (shape(data.operands.first()), shape(data.operands.get(1)), shape(data.results.first()))
-    else {
+    let (Some(x), Some(w), Some(out)) = (
+        shape(data.operands.first()),
+        shape(data.operands.get(1)),
+        shape(data.results.first()),
+    ) else {
         return 0;
     };
     let Some(elem) = data
@@ -474,7 +541,11 @@ pub fn scratch_bytes(func: &Function, op: OpId) -> u64 {
     else {
         return 0;
     };
-    let groups = data.attrs.get("group").and_then(Attribute::as_int).unwrap_or(1);
+    let groups = data
+        .attrs
+        .get("group")
+        .and_then(Attribute::as_int)
+        .unwrap_or(1);
     let Some(s) = conv_shape(&x, &w, &out, u64::try_from(groups).unwrap_or(0)) else {
         return 0;
     };
@@ -519,10 +590,15 @@ fn im2col_kernels(
     let mut first = 0;
     while first < s.n {
         let images = form.images.min(s.n - first);
-        let x_pass =
-            TensorRef { byte_offset: x.byte_offset + first as i64 * xs[0] * esize, ..x.clone() };
+        let x_pass = TensorRef {
+            byte_offset: x.byte_offset + first as i64 * xs[0] * esize,
+            ..x.clone()
+        };
         for body in im2col_copies(&x_pass, &col, s, win, images) {
-            kernels.push(Kernel { name: ctx.kernel_name(op, kernels.len()), body });
+            kernels.push(Kernel {
+                name: ctx.kernel_name(op, kernels.len()),
+                body,
+            });
         }
         let k = s.c_g * taps;
         let mut a = matview(w, 0, ws[0], 1);
@@ -660,8 +736,13 @@ fn im2col_copies(
         let views = vec![col_view, x_view];
         let mut insts = Insts::new();
         let value = insts.load(&views, 1);
-        let kernel =
-            loop_kernel(String::new(), outer, Vec::new(), views, vec![map_stage(insts, 0, value)]);
+        let kernel = loop_kernel(
+            String::new(),
+            outer,
+            Vec::new(),
+            views,
+            vec![map_stage(insts, 0, value)],
+        );
         Some(kernel.body)
     };
     let mut bodies = Vec::new();
@@ -681,8 +762,10 @@ fn im2col_copies(
             bodies.extend(make(&ranges));
         }
     }
-    let ranges: Vec<(i64, i64, bool)> =
-        interior.iter().map(|&(lo, hi)| (lo, hi - lo, false)).collect();
+    let ranges: Vec<(i64, i64, bool)> = interior
+        .iter()
+        .map(|&(lo, hi)| (lo, hi - lo, false))
+        .collect();
     bodies.extend(make(&ranges));
     bodies
 }
@@ -736,10 +819,16 @@ fn conv_tap(
         }
         ranges.push((lo, hi, shift));
     }
-    let covers_all =
-        ranges.iter().zip(&s.out_spatial).all(|(&(lo, hi, _), &o)| lo == 0 && hi == o as i64);
-    let mut a =
-        matview(w, sum_of(k.iter().enumerate().map(|(i, &ki)| ki * ws[2 + i])), ws[0], ws[1]);
+    let covers_all = ranges
+        .iter()
+        .zip(&s.out_spatial)
+        .all(|(&(lo, hi, _), &o)| lo == 0 && hi == o as i64);
+    let mut a = matview(
+        w,
+        sum_of(k.iter().enumerate().map(|(i, &ki)| ki * ws[2 + i])),
+        ws[0],
+        ws[1],
+    );
     let mut b = matview(
         x,
         sum_of(
@@ -753,7 +842,12 @@ fn conv_tap(
     );
     let mut c = matview(
         out,
-        sum_of(ranges.iter().enumerate().map(|(i, &(lo, _, _))| lo * ys[2 + i])),
+        sum_of(
+            ranges
+                .iter()
+                .enumerate()
+                .map(|(i, &(lo, _, _))| lo * ys[2 + i]),
+        ),
         ys[1],
         ys[1 + n_spatial],
     );
@@ -786,7 +880,10 @@ fn conv_tap(
         alpha: 1f64.to_bits(),
         accumulate: true,
     });
-    Some(Tap { contract, covers_all })
+    Some(Tap {
+        contract,
+        covers_all,
+    })
 }
 
 fn sum_of(terms: impl Iterator<Item = i64>) -> i64 {
@@ -844,7 +941,10 @@ fn tap_kernels(
     }
     for contract in taps.into_iter().map(|t| t.contract) {
         let name = ctx.kernel_name(op, kernels.len());
-        kernels.push(Kernel { name, body: KernelBody::Contract(contract) });
+        kernels.push(Kernel {
+            name,
+            body: KernelBody::Contract(contract),
+        });
     }
     kernels
 }
@@ -862,7 +962,13 @@ fn init_output(name: String, out: &TensorRef, bias: Option<&TensorRef>) -> Kerne
         }
         None => insts.constant(out.elem, 0.0),
     };
-    loop_kernel(name, out.shape.clone(), Vec::new(), views, vec![map_stage(insts, 0, value)])
+    loop_kernel(
+        name,
+        out.shape.clone(),
+        Vec::new(),
+        views,
+        vec![map_stage(insts, 0, value)],
+    )
 }
 
 /// Conv as one direct loop kernel (see the module doc).
@@ -875,7 +981,10 @@ fn direct_conv(
     s: &ConvShape,
     win: &Window,
 ) -> Kernel {
-    let axes = Axes { grouped: s.groups > 1, n_spatial: s.in_spatial.len() };
+    let axes = Axes {
+        grouped: s.groups > 1,
+        n_spatial: s.in_spatial.len(),
+    };
     let n_axes = axes.count();
     let (outer, inner) = s.loops(&win.kernel, &axes);
     let xs = x.strides();
@@ -951,7 +1060,9 @@ pub fn conv_transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let n_spatial = x.rank() - 2;
     let groups = u64::try_from(ctx.attr_int(op, "group", 1)).unwrap_or(0);
     if groups == 0 || x.shape[1] % groups != 0 {
-        return Err(unsupported("`group` must be positive and divide the channels"));
+        return Err(unsupported(
+            "`group` must be positive and divide the channels",
+        ));
     }
     // W is [C, M / group, k...].
     let s = ConvShape {
@@ -983,18 +1094,30 @@ pub fn conv_transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
             .collect(),
         ("VALID", _) | (_, None) => vec![0; n_spatial],
         (_, Some(p)) if p.len() == 2 * n_spatial => p[..n_spatial].to_vec(),
-        _ => return Err(unsupported("`pads` does not have two entries per spatial axis")),
+        _ => {
+            return Err(unsupported(
+                "`pads` does not have two entries per spatial axis",
+            ))
+        }
     };
     if use_taps(out.elem, &s) {
-        let win =
-            Window { kernel: kernel.clone(), strides, dilations, begin: begin.clone(), end: begin };
+        let win = Window {
+            kernel: kernel.clone(),
+            strides,
+            dilations,
+            begin: begin.clone(),
+            end: begin,
+        };
         let taps: Vec<Tap> = tap_grid(&kernel)
             .into_iter()
             .filter_map(|k| transpose_tap(&x, &w, &out, &s, &win, &k))
             .collect();
         return Ok(tap_kernels(ctx, op, &out, bias.as_ref(), taps));
     }
-    let axes = Axes { grouped: groups > 1, n_spatial };
+    let axes = Axes {
+        grouped: groups > 1,
+        n_spatial,
+    };
     let n_axes = axes.count();
     let (outer, inner) = s.loops(&kernel, &axes);
     let xs = x.strides();
@@ -1014,8 +1137,11 @@ pub fn conv_transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
     for i in 0..n_spatial {
         w_strides[axes.k(i)] = ws[2 + i];
     }
-    let mut views =
-        vec![output_view(&out, &s, &axes), x.view_with(x_strides), w.view_with(w_strides)];
+    let mut views = vec![
+        output_view(&out, &s, &axes),
+        x.view_with(x_strides),
+        w.view_with(w_strides),
+    ];
     if let Some(b) = &bias {
         views.push(bias_view(b, &s, &axes));
     }
@@ -1038,7 +1164,11 @@ pub fn conv_transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
         let ok = insts.binary(BinaryOp::And, divisible, inside);
         valid = Some(insts.and(valid, ok));
         let index = insts.clamp_c(index, 0, s.in_spatial[i] as i64 - 1);
-        terms.push(IndirectIndex { index, stride: xs[2 + i], limit: s.in_spatial[i] as i64 });
+        terms.push(IndirectIndex {
+            index,
+            stride: xs[2 + i],
+            limit: s.in_spatial[i] as i64,
+        });
     }
     let xv = insts.load_indirect(&views, 1, terms);
     let wv = insts.load(&views, 2);
@@ -1048,8 +1178,13 @@ pub fn conv_transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
         Some(v) => insts.select(v, prod, zero),
         None => prod,
     };
-    let reduce =
-        Stage::Reduce { insts: insts.finish(), value, op: ReduceOp::Sum, init: 0, ty: out.elem };
+    let reduce = Stage::Reduce {
+        insts: insts.finish(),
+        value,
+        op: ReduceOp::Sum,
+        init: 0,
+        ty: out.elem,
+    };
     Ok(vec![loop_kernel(
         ctx.kernel_name(op, 0),
         outer,
@@ -1084,11 +1219,20 @@ fn transpose_tap(
         ranges.push((lo, hi, shift));
     }
     // W is [C, M / group, k...]: rows are output channels, columns input channels.
-    let mut a =
-        matview(w, sum_of(k.iter().enumerate().map(|(i, &ki)| ki * ws[2 + i])), ws[1], ws[0]);
+    let mut a = matview(
+        w,
+        sum_of(k.iter().enumerate().map(|(i, &ki)| ki * ws[2 + i])),
+        ws[1],
+        ws[0],
+    );
     let mut b = matview(
         x,
-        sum_of(ranges.iter().enumerate().map(|(i, &(lo, _, _))| lo * xs[2 + i])),
+        sum_of(
+            ranges
+                .iter()
+                .enumerate()
+                .map(|(i, &(lo, _, _))| lo * xs[2 + i]),
+        ),
         xs[1],
         xs[1 + n_spatial],
     );
@@ -1135,5 +1279,8 @@ fn transpose_tap(
         alpha: 1f64.to_bits(),
         accumulate: true,
     });
-    Some(Tap { contract, covers_all })
+    Some(Tap {
+        contract,
+        covers_all,
+    })
 }

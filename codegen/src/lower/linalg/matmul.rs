@@ -29,7 +29,13 @@ pub(super) fn check_arith(elem: Scalar) -> Result<(), LowerError> {
 fn batch_strides(own_shape: &[u64], own_strides: &[i64], batch: &[u64]) -> Vec<i64> {
     let lead = batch.len() - own_shape.len();
     (0..batch.len())
-        .map(|i| if i < lead || own_shape[i - lead] == 1 { 0 } else { own_strides[i - lead] })
+        .map(|i| {
+            if i < lead || own_shape[i - lead] == 1 {
+                0
+            } else {
+                own_strides[i - lead]
+            }
+        })
         .collect()
 }
 
@@ -62,8 +68,16 @@ pub fn matmul(ctx: &LowerCtx, op: OpId) -> LowerResult {
         return Ok(Vec::new());
     }
     check_arith(out.elem)?;
-    let a_shape = if a.rank() == 1 { vec![1, a.shape[0]] } else { a.shape.clone() };
-    let b_shape = if b.rank() == 1 { vec![b.shape[0], 1] } else { b.shape.clone() };
+    let a_shape = if a.rank() == 1 {
+        vec![1, a.shape[0]]
+    } else {
+        a.shape.clone()
+    };
+    let b_shape = if b.rank() == 1 {
+        vec![b.shape[0], 1]
+    } else {
+        b.shape.clone()
+    };
     let (ra, rb) = (a_shape.len(), b_shape.len());
     let (m, k, n) = (a_shape[ra - 2], a_shape[ra - 1], b_shape[rb - 1]);
     let nb = (ra - 2).max(rb - 2);
@@ -83,16 +97,30 @@ pub fn matmul(ctx: &LowerCtx, op: OpId) -> LowerResult {
     };
     let c_shape: Vec<u64> = batch.iter().copied().chain([m, n]).collect();
     let c_own = contiguous_strides(&c_shape);
-    let dst = Operand { t: &out, batch: c_own[..nb].to_vec(), row: c_own[nb], col: c_own[nb + 1] };
+    let dst = Operand {
+        t: &out,
+        batch: c_own[..nb].to_vec(),
+        row: c_own[nb],
+        col: c_own[nb + 1],
+    };
     let name = ctx.kernel_name(op, 0);
     if matches!(out.elem, Scalar::F32 | Scalar::F64) {
         // A shared right operand and a contiguous left one: fold the batch into the rows.
         let a_contiguous = a_shape[..ra - 2] == batch[..];
         if nb > 0 && a_contiguous && rhs.batch.iter().all(|&s| s == 0) {
             let rows = batch.iter().product::<u64>() * m;
-            let a = Operand { batch: Vec::new(), ..lhs };
-            let b = Operand { batch: Vec::new(), ..rhs };
-            let c = Operand { batch: Vec::new(), ..dst };
+            let a = Operand {
+                batch: Vec::new(),
+                ..lhs
+            };
+            let b = Operand {
+                batch: Vec::new(),
+                ..rhs
+            };
+            let c = Operand {
+                batch: Vec::new(),
+                ..dst
+            };
             return Ok(vec![contract(
                 name,
                 out.elem,
@@ -107,9 +135,21 @@ pub fn matmul(ctx: &LowerCtx, op: OpId) -> LowerResult {
                 false,
             )]);
         }
-        return Ok(vec![contract(name, out.elem, batch, m, n, k, &lhs, &rhs, &dst, 1.0, false)]);
+        return Ok(vec![contract(
+            name, out.elem, batch, m, n, k, &lhs, &rhs, &dst, 1.0, false,
+        )]);
     }
-    Ok(vec![loop_product(name, &batch, m, n, k, &lhs, &rhs, &dst, |_, acc| acc)])
+    Ok(vec![loop_product(
+        name,
+        &batch,
+        m,
+        n,
+        k,
+        &lhs,
+        &rhs,
+        &dst,
+        |_, acc| acc,
+    )])
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -192,13 +232,24 @@ fn loop_product(
     let x = insts.load(&views, 1);
     let y = insts.load(&views, 2);
     let prod = insts.binary(BinaryOp::Mul, x, y);
-    let reduce =
-        Stage::Reduce { insts: insts.finish(), value: prod, op: ReduceOp::Sum, init: 0, ty: elem };
+    let reduce = Stage::Reduce {
+        insts: insts.finish(),
+        value: prod,
+        op: ReduceOp::Sum,
+        init: 0,
+        ty: elem,
+    };
     let mut insts = Insts::new();
     let acc = insts.acc(0, elem);
     let value = finish(&mut insts, acc);
     let outer: Vec<u64> = batch.iter().copied().chain([m, n]).collect();
-    loop_kernel(name, outer, vec![k], views, vec![reduce, once_stage(insts, 0, value)])
+    loop_kernel(
+        name,
+        outer,
+        vec![k],
+        views,
+        vec![reduce, once_stage(insts, 0, value)],
+    )
 }
 
 pub fn gemm(ctx: &LowerCtx, op: OpId) -> LowerResult {
@@ -212,8 +263,10 @@ pub fn gemm(ctx: &LowerCtx, op: OpId) -> LowerResult {
     check_arith(out.elem)?;
     let alpha = ctx.attr_float(op, "alpha", 1.0);
     let beta = ctx.attr_float(op, "beta", 1.0);
-    let (trans_a, trans_b) =
-        (ctx.attr_int(op, "transA", 0) != 0, ctx.attr_int(op, "transB", 0) != 0);
+    let (trans_a, trans_b) = (
+        ctx.attr_int(op, "transA", 0) != 0,
+        ctx.attr_int(op, "transB", 0) != 0,
+    );
     let (&[a0, a1], &[b0, b1]) = (&a.shape[..], &b.shape[..]) else {
         return Err(unsupported("Gemm needs 2-d A and B"));
     };
@@ -231,7 +284,12 @@ pub fn gemm(ctx: &LowerCtx, op: OpId) -> LowerResult {
         row: if trans_b { 1 } else { b1 as i64 },
         col: if trans_b { b1 as i64 } else { 1 },
     };
-    let dst = Operand { t: &out, batch: Vec::new(), row: n as i64, col: 1 };
+    let dst = Operand {
+        t: &out,
+        batch: Vec::new(),
+        row: n as i64,
+        col: 1,
+    };
     let c = c.filter(|_| beta != 0.0);
     if matches!(out.elem, Scalar::F32 | Scalar::F64) {
         let mut kernels = Vec::new();
@@ -279,8 +337,16 @@ pub fn gemm(ctx: &LowerCtx, op: OpId) -> LowerResult {
     // Integers: the sum in the element type, scaled in f64 where alpha or beta is not 1.
     let c_view: Option<View> = c.as_ref().map(|c| c.view_broadcast(&out.shape, 1));
     let elem = out.elem;
-    let mut kernel =
-        loop_product(ctx.kernel_name(op, 0), &[], m, n, k, &lhs, &rhs, &dst, |insts, acc| {
+    let mut kernel = loop_product(
+        ctx.kernel_name(op, 0),
+        &[],
+        m,
+        n,
+        k,
+        &lhs,
+        &rhs,
+        &dst,
+        |insts, acc| {
             let scaled = |insts: &mut Insts, v: u32, factor: f64| {
                 if factor == 1.0 {
                     return v;
@@ -299,7 +365,8 @@ pub fn gemm(ctx: &LowerCtx, op: OpId) -> LowerResult {
                 }
                 None => product,
             }
-        });
+        },
+    );
     if let (Some(v), KernelBody::Loop(l)) = (c_view, &mut kernel.body) {
         l.views.push(v);
     }

@@ -71,7 +71,9 @@ fn kernel_attr(
         .attr_ints(op, "kernel_shape")
         .ok_or_else(|| unsupported("pooling needs `kernel_shape`"))?;
     if k.len() != n_spatial {
-        return Err(unsupported("`kernel_shape` does not have one entry per spatial axis"));
+        return Err(unsupported(
+            "`kernel_shape` does not have one entry per spatial axis",
+        ));
     }
     Ok(k)
 }
@@ -84,9 +86,17 @@ pub fn max_pool(ctx: &LowerCtx, op: OpId) -> LowerResult {
     }
     check_arith(out.elem)?;
     let n_spatial = x.rank() - 2;
-    let win = window(ctx, op, kernel_attr(ctx, op, n_spatial)?, &x.shape[2..], &out.shape[2..])?;
-    let mut views =
-        vec![out_view(&out, n_spatial), pool_view(&x, &out.shape[2..], &win, lowest(x.elem))];
+    let win = window(
+        ctx,
+        op,
+        kernel_attr(ctx, op, n_spatial)?,
+        &x.shape[2..],
+        &out.shape[2..],
+    )?;
+    let mut views = vec![
+        out_view(&out, n_spatial),
+        pool_view(&x, &out.shape[2..], &win, lowest(x.elem)),
+    ];
     let with_indices = ctx.result_used(op, 1);
     let load = |views: &[View]| {
         let mut insts = Insts::new();
@@ -109,7 +119,10 @@ pub fn max_pool(ctx: &LowerCtx, op: OpId) -> LowerResult {
     }
     let mut insts = Insts::new();
     let max = insts.acc(0, x.elem);
-    let mut stores = vec![Store { view: 0, value: max }];
+    let mut stores = vec![Store {
+        view: 0,
+        value: max,
+    }];
     if with_indices {
         let indices = ctx.result(op, 1)?;
         views.push(out_view(&indices, n_spatial));
@@ -122,13 +135,31 @@ pub fn max_pool(ctx: &LowerCtx, op: OpId) -> LowerResult {
             ty: Scalar::I64,
         });
         let j = insts.acc(1, Scalar::I64);
-        let flat = flat_index(&mut insts, j, &x, &win, ctx.attr_int(op, "storage_order", 0) != 0);
-        stores.push(Store { view: 2, value: flat });
+        let flat = flat_index(
+            &mut insts,
+            j,
+            &x,
+            &win,
+            ctx.attr_int(op, "storage_order", 0) != 0,
+        );
+        stores.push(Store {
+            view: 2,
+            value: flat,
+        });
     }
-    stages.push(Stage::Once { insts: insts.finish(), stores });
+    stages.push(Stage::Once {
+        insts: insts.finish(),
+        stores,
+    });
     let outer = out.shape.clone();
     let inner = win.kernel.iter().map(|&k| k as u64).collect();
-    Ok(vec![loop_kernel(ctx.kernel_name(op, 0), outer, inner, views, stages)])
+    Ok(vec![loop_kernel(
+        ctx.kernel_name(op, 0),
+        outer,
+        inner,
+        views,
+        stages,
+    )])
 }
 
 /// The flat input index of window position `j` (row-major over the kernel) at the current
@@ -162,8 +193,11 @@ fn flat_index(
     let spatial: i64 = x.shape[2..].iter().product::<u64>() as i64;
     let mut flat = insts.mul_c(channel, spatial);
     let mut scale = 1i64;
-    let order: Vec<usize> =
-        if column_major { (0..n_spatial).collect() } else { (0..n_spatial).rev().collect() };
+    let order: Vec<usize> = if column_major {
+        (0..n_spatial).collect()
+    } else {
+        (0..n_spatial).rev().collect()
+    };
     for i in order {
         let term = insts.mul_c(positions[i], scale);
         flat = insts.binary(BinaryOp::Add, flat, term);
@@ -180,19 +214,37 @@ pub fn average_pool(ctx: &LowerCtx, op: OpId) -> LowerResult {
     }
     check_arith(out.elem)?;
     let n_spatial = x.rank() - 2;
-    let win = window(ctx, op, kernel_attr(ctx, op, n_spatial)?, &x.shape[2..], &out.shape[2..])?;
+    let win = window(
+        ctx,
+        op,
+        kernel_attr(ctx, op, n_spatial)?,
+        &x.shape[2..],
+        &out.shape[2..],
+    )?;
     let include_pad = ctx.attr_int(op, "count_include_pad", 0) != 0;
-    let views = vec![out_view(&out, n_spatial), pool_view(&x, &out.shape[2..], &win, 0.0)];
+    let views = vec![
+        out_view(&out, n_spatial),
+        pool_view(&x, &out.shape[2..], &win, 0.0),
+    ];
     let mut insts = Insts::new();
     let v = insts.load(&views, 1);
-    let reduce =
-        Stage::Reduce { insts: insts.finish(), value: v, op: ReduceOp::Sum, init: 0, ty: x.elem };
+    let reduce = Stage::Reduce {
+        insts: insts.finish(),
+        value: v,
+        op: ReduceOp::Sum,
+        init: 0,
+        ty: x.elem,
+    };
     let mut insts = Insts::new();
     let sum = insts.acc(0, x.elem);
     let mut count: Option<InstId> = None;
     for i in 0..n_spatial {
         let size = x.shape[2 + i] as i64;
-        let (lo, hi) = if include_pad { (-win.begin[i], size + win.end[i]) } else { (0, size) };
+        let (lo, hi) = if include_pad {
+            (-win.begin[i], size + win.end[i])
+        } else {
+            (0, size)
+        };
         let c = taps_inside(&mut insts, 2 + i, &win, i, lo, hi);
         count = Some(match count {
             Some(p) => insts.binary(BinaryOp::Mul, p, c),
@@ -206,7 +258,10 @@ pub fn average_pool(ctx: &LowerCtx, op: OpId) -> LowerResult {
         }
         None => sum,
     };
-    let once = Stage::Once { insts: insts.finish(), stores: vec![Store { view: 0, value }] };
+    let once = Stage::Once {
+        insts: insts.finish(),
+        stores: vec![Store { view: 0, value }],
+    };
     let inner = win.kernel.iter().map(|&k| k as u64).collect();
     Ok(vec![loop_kernel(
         ctx.kernel_name(op, 0),
@@ -264,9 +319,18 @@ pub fn global_pool(ctx: &LowerCtx, op: OpId, max: bool) -> LowerResult {
     let views = vec![out.view_with(out_strides), x.view_with(xs)];
     let mut insts = Insts::new();
     let v = insts.load(&views, 1);
-    let (op_kind, init) =
-        if max { (ReduceOp::Max, f64::NEG_INFINITY.to_bits()) } else { (ReduceOp::Sum, 0) };
-    let reduce = Stage::Reduce { insts: insts.finish(), value: v, op: op_kind, init, ty: x.elem };
+    let (op_kind, init) = if max {
+        (ReduceOp::Max, f64::NEG_INFINITY.to_bits())
+    } else {
+        (ReduceOp::Sum, 0)
+    };
+    let reduce = Stage::Reduce {
+        insts: insts.finish(),
+        value: v,
+        op: op_kind,
+        init,
+        ty: x.elem,
+    };
     let mut insts = Insts::new();
     let acc = insts.acc(0, x.elem);
     let value = if max {
@@ -275,7 +339,10 @@ pub fn global_pool(ctx: &LowerCtx, op: OpId, max: bool) -> LowerResult {
         let c = insts.constant(x.elem, count as f64);
         insts.binary(BinaryOp::Div, acc, c)
     };
-    let once = Stage::Once { insts: insts.finish(), stores: vec![Store { view: 0, value }] };
+    let once = Stage::Once {
+        insts: insts.finish(),
+        stores: vec![Store { view: 0, value }],
+    };
     Ok(vec![loop_kernel(
         ctx.kernel_name(op, 0),
         x.shape[..2].to_vec(),

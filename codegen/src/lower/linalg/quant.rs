@@ -44,7 +44,9 @@ fn layout(
         return Ok(Layout::Blocked(axis, block));
     }
     if scale.rank() != 1 || scale.shape[0] != x.shape[axis] {
-        return Err(unsupported("a per-axis scale must be 1-d with the axis's size"));
+        return Err(unsupported(
+            "a per-axis scale must be 1-d with the axis's size",
+        ));
     }
     Ok(Layout::PerAxis(axis))
 }
@@ -80,7 +82,11 @@ fn load_param(
             insts.load_indirect(
                 views,
                 (views.len() - 1) as u32,
-                vec![IndirectIndex { index, stride: axis_stride, limit }],
+                vec![IndirectIndex {
+                    index,
+                    stride: axis_stride,
+                    limit,
+                }],
             )
         }
     }
@@ -96,12 +102,19 @@ pub fn dequantize(ctx: &LowerCtx, op: OpId) -> LowerResult {
     }
     check_arith(out.elem)?;
     if !x.elem.is_int() {
-        return Err(unsupported(format!("DequantizeLinear of {}", x.elem.name())));
+        return Err(unsupported(format!(
+            "DequantizeLinear of {}",
+            x.elem.name()
+        )));
     }
     let layout = layout(ctx, op, &x, &scale)?;
     let rank = x.rank();
     let wide = zero_point.is_some() && matches!(x.elem, Scalar::I32 | Scalar::U32);
-    let ty = if wide || scale.elem == Scalar::F64 { Scalar::F64 } else { Scalar::F32 };
+    let ty = if wide || scale.elem == Scalar::F64 {
+        Scalar::F64
+    } else {
+        Scalar::F32
+    };
     let mut views = vec![out.view_identity(0), x.view_identity(0)];
     let mut insts = Insts::new();
     let v = insts.load(&views, 1);
@@ -134,7 +147,10 @@ pub fn quantize(ctx: &LowerCtx, op: OpId) -> LowerResult {
     }
     check_arith(x.elem)?;
     if !out.elem.is_int() {
-        return Err(unsupported(format!("QuantizeLinear to {}", out.elem.name())));
+        return Err(unsupported(format!(
+            "QuantizeLinear to {}",
+            out.elem.name()
+        )));
     }
     let layout = layout(ctx, op, &x, &scale)?;
     let rank = x.rank();

@@ -25,7 +25,10 @@ pub fn decode_f64(elem: ElemType, bytes: &[u8]) -> Option<Vec<f64>> {
     if width == 0 || elem.bits() % 8 != 0 || bytes.len() % width != 0 {
         return None;
     }
-    bytes.chunks_exact(width).map(|b| decode_one_f64(elem, b)).collect()
+    bytes
+        .chunks_exact(width)
+        .map(|b| decode_one_f64(elem, b))
+        .collect()
 }
 
 /// Decodes little-endian integer (or bool) elements as `i64`; `None` for float types.
@@ -34,7 +37,10 @@ pub fn decode_i64(elem: ElemType, bytes: &[u8]) -> Option<Vec<i64>> {
     if elem.is_float() || width == 0 || elem.bits() % 8 != 0 || bytes.len() % width != 0 {
         return None;
     }
-    bytes.chunks_exact(width).map(|b| decode_one_i64(elem, b)).collect()
+    bytes
+        .chunks_exact(width)
+        .map(|b| decode_one_i64(elem, b))
+        .collect()
 }
 
 fn raw8(b: &[u8]) -> [u8; 8] {
@@ -63,9 +69,9 @@ fn decode_one_f64(elem: ElemType, b: &[u8]) -> Option<f64> {
         ElemType::F64 => f64::from_le_bytes(raw),
         ElemType::F32 => f64::from(f32::from_le_bytes([raw[0], raw[1], raw[2], raw[3]])),
         ElemType::F16 => f16_to_f64(u16::from_le_bytes([raw[0], raw[1]])),
-        ElemType::BF16 => {
-            f64::from(f32::from_bits(u32::from(u16::from_le_bytes([raw[0], raw[1]])) << 16))
-        }
+        ElemType::BF16 => f64::from(f32::from_bits(
+            u32::from(u16::from_le_bytes([raw[0], raw[1]])) << 16,
+        )),
         ElemType::U64 => u64::from_le_bytes(raw) as f64,
         _ => decode_one_i64(elem, b)? as f64,
     })
@@ -98,8 +104,10 @@ pub fn const_floats(ctx: &LowerCtx, op: OpId, index: usize) -> Option<Vec<f64>> 
     if let Some((elem, bytes)) = weight_operand(ctx, op, index) {
         return decode_f64(elem, bytes);
     }
-    ctx.const_floats(op, index)
-        .or_else(|| ctx.const_ints(op, index).map(|v| v.into_iter().map(|i| i as f64).collect()))
+    ctx.const_floats(op, index).or_else(|| {
+        ctx.const_ints(op, index)
+            .map(|v| v.into_iter().map(|i| i as f64).collect())
+    })
 }
 
 /// Whether operand `index` is absent, or present with no elements (ONNX's placeholder for a
@@ -130,7 +138,9 @@ pub fn norm_axis(axis: i64, rank: usize) -> Result<usize, LowerError> {
     if (0..r).contains(&a) {
         Ok(a as usize)
     } else {
-        Err(unsupported(format!("axis {axis} is out of range for rank {rank}")))
+        Err(unsupported(format!(
+            "axis {axis} is out of range for rank {rank}"
+        )))
     }
 }
 
@@ -142,24 +152,41 @@ pub fn loop_kernel(
     views: Vec<View>,
     stages: Vec<Stage>,
 ) -> Kernel {
-    Kernel { name, body: KernelBody::Loop(LoopKernel { outer, inner, views, stages }) }
+    Kernel {
+        name,
+        body: KernelBody::Loop(LoopKernel {
+            outer,
+            inner,
+            views,
+            stages,
+        }),
+    }
 }
 
 /// A `Map` stage storing `value` into `view`.
 pub fn map_stage(insts: Insts, view: u32, value: InstId) -> Stage {
-    Stage::Map { insts: insts.finish(), stores: vec![Store { view, value }] }
+    Stage::Map {
+        insts: insts.finish(),
+        stores: vec![Store { view, value }],
+    }
 }
 
 /// A `Once` stage storing `value` into `view`.
 pub fn once_stage(insts: Insts, view: u32, value: InstId) -> Stage {
-    Stage::Once { insts: insts.finish(), stores: vec![Store { view, value }] }
+    Stage::Once {
+        insts: insts.finish(),
+        stores: vec![Store { view, value }],
+    }
 }
 
 /// A view of `t` whose loop axes are `t`'s own axes in order, then `extra` broadcast axes, with
 /// the byte offset moved by `elem_offset` elements.
 pub fn shifted(view: View, elem_offset: i64) -> View {
     let size = view.elem.size() as i64;
-    View { byte_offset: view.byte_offset + elem_offset * size, ..view }
+    View {
+        byte_offset: view.byte_offset + elem_offset * size,
+        ..view
+    }
 }
 
 /// A copy of the `shape`-shaped index space from `src` into `dst` (both views over the same
@@ -169,10 +196,25 @@ pub fn strided_copy(name: String, shape: &[u64], dst: View, src: View) -> Kernel
     let (shape, mut strides) = merge_axes(shape, &[dst.strides.clone(), src.strides.clone()]);
     let src_strides = strides.pop().unwrap_or_default();
     let dst_strides = strides.pop().unwrap_or_default();
-    let views = vec![View { strides: dst_strides, ..dst }, View { strides: src_strides, ..src }];
+    let views = vec![
+        View {
+            strides: dst_strides,
+            ..dst
+        },
+        View {
+            strides: src_strides,
+            ..src
+        },
+    ];
     let mut insts = Insts::new();
     let value = insts.load(&views, 1);
-    loop_kernel(name, shape, Vec::new(), views, vec![map_stage(insts, 0, value)])
+    loop_kernel(
+        name,
+        shape,
+        Vec::new(),
+        views,
+        vec![map_stage(insts, 0, value)],
+    )
 }
 
 /// Drops size-1 axes and merges each axis into the next where every view steps over the

@@ -14,7 +14,9 @@ use memc_ir::OpId;
 pub fn gather(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let data = ctx.input(op, 0)?;
     let indices = ctx.input(op, 1)?;
-    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let Some(out) = output(ctx, op, 0)? else {
+        return Ok(Vec::new());
+    };
     let axis = norm_axis(ctx.attr_int(op, "axis", 0), data.rank())?;
     let q = indices.rank();
     let n_axes = out.rank();
@@ -24,13 +26,24 @@ pub fn gather(ctx: &LowerCtx, op: OpId) -> LowerResult {
     data_strides[axis + q..].copy_from_slice(&own[axis + 1..]);
     let mut index_strides = vec![0i64; n_axes];
     index_strides[axis..axis + q].copy_from_slice(&indices.strides());
-    let views = vec![dense(&out), data.view_with(data_strides), indices.view_with(index_strides)];
+    let views = vec![
+        dense(&out),
+        data.view_with(data_strides),
+        indices.view_with(index_strides),
+    ];
     let mut insts = Insts::new();
     let index = insts.load(&views, 2);
     let index = insts.cast(index, Scalar::I64);
     let limit = data.shape[axis] as i64;
-    let value =
-        insts.load_indirect(&views, 1, vec![IndirectIndex { index, stride: own[axis], limit }]);
+    let value = insts.load_indirect(
+        &views,
+        1,
+        vec![IndirectIndex {
+            index,
+            stride: own[axis],
+            limit,
+        }],
+    );
     Ok(vec![loop_kernel(
         ctx.kernel_name(op, 0),
         out.shape.clone(),
@@ -44,7 +57,9 @@ pub fn gather(ctx: &LowerCtx, op: OpId) -> LowerResult {
 pub fn gather_elements(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let data = ctx.input(op, 0)?;
     let indices = ctx.input(op, 1)?;
-    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let Some(out) = output(ctx, op, 0)? else {
+        return Ok(Vec::new());
+    };
     let axis = norm_axis(ctx.attr_int(op, "axis", 0), data.rank())?;
     let own = data.strides();
     let mut data_strides = own.clone();
@@ -54,8 +69,15 @@ pub fn gather_elements(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let index = insts.load(&views, 2);
     let index = insts.cast(index, Scalar::I64);
     let limit = data.shape[axis] as i64;
-    let value =
-        insts.load_indirect(&views, 1, vec![IndirectIndex { index, stride: own[axis], limit }]);
+    let value = insts.load_indirect(
+        &views,
+        1,
+        vec![IndirectIndex {
+            index,
+            stride: own[axis],
+            limit,
+        }],
+    );
     Ok(vec![loop_kernel(
         ctx.kernel_name(op, 0),
         out.shape.clone(),
@@ -71,14 +93,20 @@ pub fn gather_elements(ctx: &LowerCtx, op: OpId) -> LowerResult {
 pub fn gather_nd(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let data = ctx.input(op, 0)?;
     let indices = ctx.input(op, 1)?;
-    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let Some(out) = output(ctx, op, 0)? else {
+        return Ok(Vec::new());
+    };
     let b = usize::try_from(ctx.attr_int(op, "batch_dims", 0))
         .map_err(|_| unsupported("batch_dims is negative"))?;
     let q = indices.rank();
-    let k =
-        *indices.shape.last().ok_or_else(|| unsupported("GatherND indices have rank 0"))? as usize;
+    let k = *indices
+        .shape
+        .last()
+        .ok_or_else(|| unsupported("GatherND indices have rank 0"))? as usize;
     if b + k > data.rank() || b >= q {
-        return Err(unsupported("GatherND batch_dims and index depth exceed the ranks"));
+        return Err(unsupported(
+            "GatherND batch_dims and index depth exceed the ranks",
+        ));
     }
     let n_axes = out.rank();
     let own = data.strides();
@@ -97,7 +125,11 @@ pub fn gather_nd(ctx: &LowerCtx, op: OpId) -> LowerResult {
         views.push(view);
         let index = insts.load(&views, (views.len() - 1) as u32);
         let index = insts.cast(index, Scalar::I64);
-        terms.push(IndirectIndex { index, stride: own[b + j], limit: data.shape[b + j] as i64 });
+        terms.push(IndirectIndex {
+            index,
+            stride: own[b + j],
+            limit: data.shape[b + j] as i64,
+        });
     }
     let value = insts.load_indirect(&views, 1, terms);
     Ok(vec![loop_kernel(

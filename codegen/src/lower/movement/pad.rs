@@ -25,7 +25,9 @@ enum Mode {
 
 pub fn pad(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
-    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let Some(out) = output(ctx, op, 0)? else {
+        return Ok(Vec::new());
+    };
     let rank = input.rank();
     let mode = match ctx.attr_str(op, "mode").unwrap_or("constant") {
         "constant" => Mode::Constant,
@@ -40,7 +42,11 @@ pub fn pad(ctx: &LowerCtx, op: OpId) -> LowerResult {
         Some((0..rank).collect())
     } else {
         match const_ints(ctx, op, 3) {
-            Some(axes) => Some(axes.iter().map(|&a| norm_axis(a, rank)).collect::<Result<_, _>>()?),
+            Some(axes) => Some(
+                axes.iter()
+                    .map(|&a| norm_axis(a, rank))
+                    .collect::<Result<_, _>>()?,
+            ),
             None => None,
         }
     };
@@ -60,7 +66,9 @@ pub fn pad(ctx: &LowerCtx, op: OpId) -> LowerResult {
     if input.numel() == 0 {
         return match (mode, constant_bits) {
             (Mode::Constant, Some(bits)) => Ok(vec![fill(ctx.kernel_name(op, 0), &out, bits)]),
-            _ => Err(unsupported("Pad of an empty input needs a compile-time constant")),
+            _ => Err(unsupported(
+                "Pad of an empty input needs a compile-time constant",
+            )),
         };
     }
     let const_pads = const_ints(ctx, op, 1);
@@ -71,7 +79,13 @@ pub fn pad(ctx: &LowerCtx, op: OpId) -> LowerResult {
         for (i, &a) in axes.iter().enumerate() {
             begin[a] = pads[i];
         }
-        return Ok(vec![constant_guarded(ctx.kernel_name(op, 0), &input, &out, &begin, bits)]);
+        return Ok(vec![constant_guarded(
+            ctx.kernel_name(op, 0),
+            &input,
+            &out,
+            &begin,
+            bits,
+        )]);
     }
 
     let mut views = vec![dense(&out)];
@@ -129,7 +143,11 @@ pub fn pad(ctx: &LowerCtx, op: OpId) -> LowerResult {
                 insts.select(low, m, folded)
             }
         };
-        terms.push(IndirectIndex { index: c, stride: own[a], limit: n });
+        terms.push(IndirectIndex {
+            index: c,
+            stride: own[a],
+            limit: n,
+        });
     }
     views.push(input.view_with(strides));
     let x = insts.load_indirect(&views, (views.len() - 1) as u32, terms);
@@ -185,5 +203,11 @@ fn constant_guarded(
     let views = vec![dense(out), view];
     let mut insts = Insts::new();
     let value = insts.load(&views, 1);
-    loop_kernel(name, out.shape.clone(), Vec::new(), views, vec![map_stage(insts, 0, value)])
+    loop_kernel(
+        name,
+        out.shape.clone(),
+        Vec::new(),
+        views,
+        vec![map_stage(insts, 0, value)],
+    )
 }

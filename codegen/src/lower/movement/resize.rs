@@ -71,7 +71,9 @@ struct AxisMap {
 
 pub fn resize(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let x = ctx.input(op, 0)?;
-    let Some(out) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let Some(out) = output(ctx, op, 0)? else {
+        return Ok(Vec::new());
+    };
     let rank = x.rank();
     let mode = match ctx.attr_str(op, "mode").unwrap_or("nearest") {
         "nearest" => Mode::Nearest,
@@ -79,7 +81,10 @@ pub fn resize(ctx: &LowerCtx, op: OpId) -> LowerResult {
         "cubic" => Mode::Cubic,
         other => return Err(unsupported(format!("Resize mode `{other}`"))),
     };
-    let coord = match ctx.attr_str(op, "coordinate_transformation_mode").unwrap_or("half_pixel") {
+    let coord = match ctx
+        .attr_str(op, "coordinate_transformation_mode")
+        .unwrap_or("half_pixel")
+    {
         "half_pixel" => Coord::HalfPixel,
         "half_pixel_symmetric" => Coord::HalfPixelSymmetric,
         "pytorch_half_pixel" => Coord::PytorchHalfPixel,
@@ -87,7 +92,9 @@ pub fn resize(ctx: &LowerCtx, op: OpId) -> LowerResult {
         "asymmetric" => Coord::Asymmetric,
         "tf_crop_and_resize" => Coord::TfCropAndResize,
         other => {
-            return Err(unsupported(format!("Resize coordinate_transformation_mode `{other}`")))
+            return Err(unsupported(format!(
+                "Resize coordinate_transformation_mode `{other}`"
+            )))
         }
     };
     let antialias = ctx.attr_int(op, "antialias", 0) != 0 && mode != Mode::Nearest;
@@ -95,9 +102,10 @@ pub fn resize(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let cubic_a = ctx.attr_float(op, "cubic_coeff_a", -0.75);
     let extrapolation = ctx.attr_float(op, "extrapolation_value", 0.0);
     let axes: Vec<usize> = match ctx.attr_ints(op, "axes") {
-        Some(a) if !a.is_empty() => {
-            a.iter().map(|&a| norm_axis(a, rank)).collect::<Result<_, _>>()?
-        }
+        Some(a) if !a.is_empty() => a
+            .iter()
+            .map(|&a| norm_axis(a, rank))
+            .collect::<Result<_, _>>()?,
         _ => (0..rank).collect(),
     };
     let scales = resize_scales(ctx, op, &x.shape, &out.shape, &axes)?;
@@ -129,7 +137,13 @@ pub fn resize(ctx: &LowerCtx, op: OpId) -> LowerResult {
                 continue;
             }
         }
-        maps.push(AxisMap { axis: a, input, output, scale, slot });
+        maps.push(AxisMap {
+            axis: a,
+            input,
+            output,
+            scale,
+            slot,
+        });
     }
 
     let own = x.strides();
@@ -143,7 +157,12 @@ pub fn resize(ctx: &LowerCtx, op: OpId) -> LowerResult {
         maps,
         axes,
         coord,
-        kernel: Kernel { mode, antialias, exclude_outside, a: cubic_a },
+        kernel: Kernel {
+            mode,
+            antialias,
+            exclude_outside,
+            a: cubic_a,
+        },
         roi_elem: roi.map(|(elem, _)| elem),
         base: x.view_with(strides),
         own,
@@ -159,7 +178,11 @@ pub fn resize(ctx: &LowerCtx, op: OpId) -> LowerResult {
         for (m, c) in r.maps.iter().zip(&coords) {
             let nearest = nearest_index(ctx, op, &mut insts, c.lo, c.ratio)?;
             let index = insts.clamp_c(nearest, 0, m.input - 1);
-            terms.push(IndirectIndex { index, stride: r.own[m.axis], limit: m.input });
+            terms.push(IndirectIndex {
+                index,
+                stride: r.own[m.axis],
+                limit: m.input,
+            });
         }
         let v = r.gather(&mut insts, &mut views, terms);
         let value = match r.extrapolated(&mut insts, &coords) {
@@ -178,10 +201,16 @@ pub fn resize(ctx: &LowerCtx, op: OpId) -> LowerResult {
         )]);
     }
     if out.elem == Scalar::Bool || out.elem == Scalar::F16 {
-        return Err(unsupported(format!("Resize linear/cubic of {}", out.elem.name())));
+        return Err(unsupported(format!(
+            "Resize linear/cubic of {}",
+            out.elem.name()
+        )));
     }
     let counts: Vec<usize> = r.maps.iter().map(|m| r.tap_count(m)).collect();
-    let combos = counts.iter().try_fold(1usize, |acc, &n| acc.checked_mul(n)).unwrap_or(usize::MAX);
+    let combos = counts
+        .iter()
+        .try_fold(1usize, |acc, &n| acc.checked_mul(n))
+        .unwrap_or(usize::MAX);
     if combos > MAX_TAPS {
         return Err(unsupported(format!(
             "Resize reads {combos} taps per output element (at most {MAX_TAPS})"
@@ -203,7 +232,11 @@ pub fn resize(ctx: &LowerCtx, op: OpId) -> LowerResult {
         for (m, t) in r.maps.iter().zip(&taps).rev() {
             let (index, w) = t[rest % t.len()];
             rest /= t.len();
-            terms.push(IndirectIndex { index, stride: r.own[m.axis], limit: m.input });
+            terms.push(IndirectIndex {
+                index,
+                stride: r.own[m.axis],
+                limit: m.input,
+            });
             weight = Some(match weight {
                 Some(acc) => insts.binary(BinaryOp::Mul, w, acc),
                 None => w,
@@ -343,7 +376,12 @@ impl Resizer<'_, '_> {
             let lo = insts.add_c(ceil, -1);
             let lo_f = insts.cast(lo, Scalar::F64);
             let ratio = insts.binary(BinaryOp::Sub, src, lo_f);
-            coords.push(AxisCoord { lo, ratio, scale, outside });
+            coords.push(AxisCoord {
+                lo,
+                ratio,
+                scale,
+                outside,
+            });
         }
         Ok(coords)
     }
@@ -413,7 +451,11 @@ impl Resizer<'_, '_> {
                 let (_, first) = tap_range(self.kernel, self.lowest_scale(m));
                 let j = insts.index(self.rank + k);
                 let (index, w) = tap(&mut insts, m, self.kernel, c, first, j);
-                terms.push(IndirectIndex { index, stride: self.own[m.axis], limit: m.input });
+                terms.push(IndirectIndex {
+                    index,
+                    stride: self.own[m.axis],
+                    limit: m.input,
+                });
                 weight = Some(match weight {
                     Some(acc) => insts.binary(BinaryOp::Mul, acc, w),
                     None => w,
@@ -451,7 +493,10 @@ impl Resizer<'_, '_> {
             v = insts.select(e, ev, v);
         }
         let value = saturate_to(&mut insts, v, out.elem);
-        stages.push(Stage::Once { insts: insts.finish(), stores: vec![Store { view: 0, value }] });
+        stages.push(Stage::Once {
+            insts: insts.finish(),
+            stores: vec![Store { view: 0, value }],
+        });
         let inner = counts.iter().map(|&n| n as u64).collect();
         for view in &mut views {
             view.strides.extend(std::iter::repeat_n(0, counts.len()));
@@ -459,7 +504,13 @@ impl Resizer<'_, '_> {
                 g.coeffs.extend(std::iter::repeat_n(0, counts.len()));
             }
         }
-        Ok(vec![loop_kernel(name, out.shape.clone(), inner, views, stages)])
+        Ok(vec![loop_kernel(
+            name,
+            out.shape.clone(),
+            inner,
+            views,
+            stages,
+        )])
     }
 }
 
@@ -559,7 +610,9 @@ fn resize_scales(
     let rank = input.len();
     let mut scales = vec![Scale::Known(1.0); rank];
     if !operand_absent_or_empty(ctx, op, 3)? {
-        let policy = ctx.attr_str(op, "keep_aspect_ratio_policy").unwrap_or("stretch");
+        let policy = ctx
+            .attr_str(op, "keep_aspect_ratio_policy")
+            .unwrap_or("stretch");
         if policy == "stretch" {
             for &a in axes {
                 scales[a] = Scale::Known(output[a] as f64 / input[a] as f64);
@@ -569,7 +622,10 @@ fn resize_scales(
         let larger = policy == "not_smaller";
         let scale = match const_ints(ctx, op, 3) {
             Some(sizes) => {
-                let ratios = axes.iter().zip(&sizes).map(|(&a, &s)| s as f64 / input[a] as f64);
+                let ratios = axes
+                    .iter()
+                    .zip(&sizes)
+                    .map(|(&a, &s)| s as f64 / input[a] as f64);
                 Scale::Known(if larger {
                     ratios.fold(0.0, f64::max)
                 } else {
@@ -716,7 +772,10 @@ fn nearest_index(
     ratio: InstId,
 ) -> Result<InstId, LowerError> {
     let hi = insts.add_c(lo, 1);
-    let (cmp, bound) = match ctx.attr_str(op, "nearest_mode").unwrap_or("round_prefer_floor") {
+    let (cmp, bound) = match ctx
+        .attr_str(op, "nearest_mode")
+        .unwrap_or("round_prefer_floor")
+    {
         "round_prefer_floor" => (BinaryOp::Le, 0.5),
         "round_prefer_ceil" => (BinaryOp::Lt, 0.5),
         "floor" => (BinaryOp::Lt, 1.0),

@@ -19,7 +19,9 @@ const MAX_K: u64 = 256;
 
 pub fn top_k(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let x = ctx.input(op, 0)?;
-    let Some(values) = output(ctx, op, 0)? else { return Ok(Vec::new()) };
+    let Some(values) = output(ctx, op, 0)? else {
+        return Ok(Vec::new());
+    };
     let indices = ctx.result(op, 1)?;
     let axis = norm_axis(ctx.attr_int(op, "axis", -1), x.rank())?;
     let largest = ctx.attr_int(op, "largest", 1) != 0;
@@ -59,8 +61,11 @@ pub fn top_k(ctx: &LowerCtx, op: OpId) -> LowerResult {
         (false, false) if x.elem.is_unsigned_int() => u64::MAX >> (64 - 8 * x.elem.size()),
         (false, false) => super::common::int_range(x.elem).1 as u64,
     };
-    let (better, best_op) =
-        if largest { (BinaryOp::Lt, ReduceOp::Max) } else { (BinaryOp::Gt, ReduceOp::Min) };
+    let (better, best_op) = if largest {
+        (BinaryOp::Lt, ReduceOp::Max)
+    } else {
+        (BinaryOp::Gt, ReduceOp::Min)
+    };
     let mut stages = Vec::with_capacity(2 * k as usize + 1);
     for r in 0..k as usize {
         // Whether element j comes after slot r - 1: strictly worse, or equal with a larger index.
@@ -118,9 +123,24 @@ pub fn top_k(ctx: &LowerCtx, op: OpId) -> LowerResult {
         let v = insts.acc(2 * r, x.elem);
         let i = insts.acc(2 * r + 1, Scalar::I64);
         let i = insts.cast(i, indices.elem);
-        stores.push(Store { view: (1 + 2 * r) as u32, value: v });
-        stores.push(Store { view: (2 + 2 * r) as u32, value: i });
+        stores.push(Store {
+            view: (1 + 2 * r) as u32,
+            value: v,
+        });
+        stores.push(Store {
+            view: (2 + 2 * r) as u32,
+            value: i,
+        });
     }
-    stages.push(Stage::Once { insts: insts.finish(), stores });
-    Ok(vec![loop_kernel(ctx.kernel_name(op, 0), outer, vec![n as u64], views, stages)])
+    stages.push(Stage::Once {
+        insts: insts.finish(),
+        stores,
+    });
+    Ok(vec![loop_kernel(
+        ctx.kernel_name(op, 0),
+        outer,
+        vec![n as u64],
+        views,
+        stages,
+    )])
 }

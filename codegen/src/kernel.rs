@@ -527,7 +527,9 @@ fn validate_loop(
     if total.is_none() {
         return Err(bad("the loop extents overflow".into()));
     }
-    let empty = k.outer.iter().chain(&k.inner).any(|&e| e == 0);
+    // Nothing runs when the outer space is empty. An empty inner space still runs the `Once`
+    // stages (at inner index 0), so its views are checked as if each inner extent were 1.
+    let empty = k.outer.iter().any(|&e| e == 0);
     // Extra index ranges of each view from its indirect loads: (stride, limit) pairs.
     let mut indirect: Vec<Vec<(i64, i64)>> = vec![Vec::new(); k.views.len()];
     let mut stored = vec![false; k.views.len()];
@@ -752,7 +754,12 @@ fn check_view_bounds(
     stored: bool,
     sizes: RegionSizes,
 ) -> Result<(), KernelError> {
-    let extents: Vec<u64> = k.outer.iter().chain(&k.inner).copied().collect();
+    let extents: Vec<u64> = k
+        .outer
+        .iter()
+        .copied()
+        .chain(k.inner.iter().map(|&e| e.max(1)))
+        .collect();
     let (mut lo, mut hi) = (0i128, 0i128);
     let guarded_axes: Vec<bool> = (0..extents.len())
         .map(|a| view.guards.iter().any(|g| g.coeffs[a] != 0))
@@ -856,6 +863,17 @@ fn validate_contract(
     if c.c.region != Region::Arena {
         return Err(bad("the result is in the read-only weights".into()));
     }
+    // The GEMM library dereferences typed pointers: every operand must be element-aligned (the
+    // regions' bases are page-aligned, so the byte offsets decide).
+    for (name, v) in [("a", &c.a), ("b", &c.b), ("c", &c.c)] {
+        if v.byte_offset.rem_euclid(c.elem.size() as i64) != 0 {
+            return Err(bad(format!(
+                "operand {name} starts at byte {}, not a multiple of the {}-byte element",
+                v.byte_offset,
+                c.elem.size()
+            )));
+        }
+    }
     let dims = [c.m, c.n, c.k];
     if dims
         .iter()
@@ -864,14 +882,17 @@ fn validate_contract(
     {
         return Err(bad("a dimension is too large".into()));
     }
-    if dims.iter().chain(&c.batch).any(|&d| d == 0) {
+    // Nothing is written when the result is empty. With k = 0 the result is still written
+    // (zeros, or kept when accumulating), so only `a` and `b` go unread.
+    if c.m == 0 || c.n == 0 || c.batch.contains(&0) {
         return Ok(());
     }
-    for (name, v, rows, cols) in [
+    let operands = [
         ("a", &c.a, c.m, c.k),
         ("b", &c.b, c.k, c.n),
         ("c", &c.c, c.m, c.n),
-    ] {
+    ];
+    for (name, v, rows, cols) in operands.into_iter().filter(|&(_, _, r, k)| r > 0 && k > 0) {
         let mut lo = 0i128;
         let mut hi = 0i128;
         let spans = c

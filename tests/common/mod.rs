@@ -8,6 +8,7 @@ pub fn root() -> &'static Path {
 }
 
 /// Every file under `dir` (relative to the root) whose extension is `ext`, sorted.
+#[allow(dead_code)] // Not every test crate that includes this module walks files.
 pub fn files_with_extension(dir: &str, ext: &str) -> Vec<PathBuf> {
     fn walk(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
         let Ok(entries) = std::fs::read_dir(dir) else {

@@ -146,7 +146,14 @@ impl CpuProgram {
                         &name,
                     )?;
                     let schedule = loops::row_schedule(lk);
-                    pending.push(Ok((id, schedule.rows, schedule.work_per_row)));
+                    // An empty outer space runs nothing, however large its other extents (a
+                    // plan could otherwise spin through 2^40 empty rows).
+                    let rows = if lk.outer.contains(&0) {
+                        0
+                    } else {
+                        schedule.rows
+                    };
+                    pending.push(Ok((id, rows, schedule.work_per_row)));
                     vectorized.push(n_vectorized);
                 }
                 KernelBody::Contract(c) => {

@@ -277,6 +277,30 @@ impl PlanHeader {
     }
 }
 
+/// How many weight bytes [`write_plan`] copies before releasing their source pages.
+const STREAM_CHUNK: usize = 4 << 20;
+
+/// Drops the whole pages inside `bytes`, a slice of a read-only file mapping, from this
+/// process's resident set (`madvise(MADV_DONTNEED)`). The file's contents are untouched: a later
+/// read faults the page in again from the page cache. Only ever called on mapped model bytes,
+/// never on heap memory (where it would zero the data).
+fn release_mapped_pages(bytes: &[u8]) {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let start = (bytes.as_ptr() as usize).next_multiple_of(page);
+        let end = (bytes.as_ptr() as usize + bytes.len()) / page * page;
+        if end > start {
+            // SAFETY: [start, end) lies inside `bytes`, part of a live read-only file mapping;
+            // MADV_DONTNEED on a file mapping discards only this process's page-table entries.
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = bytes;
+}
+
 /// What [`write_plan`] wrote.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct PlanStats {
@@ -331,7 +355,7 @@ pub fn write_plan(path: &Path, meta: &PlanMeta, weights: &WeightStore) -> Result
 fn slot_bytes<'a>(
     program: &'a Program,
     weights: &'a WeightStore,
-) -> Result<Vec<(&'a WeightSlot, &'a [u8])>> {
+) -> Result<Vec<(&'a WeightSlot, &'a [u8], bool)>> {
     let mut slots = Vec::with_capacity(program.weights.len());
     for slot in &program.weights {
         let weight = weights
@@ -340,14 +364,14 @@ fn slot_bytes<'a>(
             .ok_or_else(|| RuntimeError::WeightMissing {
                 name: slot.name.clone(),
             })?;
-        let bytes: &[u8] = match weight.data() {
+        let (bytes, mapped): (&[u8], bool) = match weight.data() {
             WeightBytes::Absent => {
                 return Err(RuntimeError::WeightAbsent {
                     name: slot.name.clone(),
                 })
             }
-            WeightBytes::Owned(bytes) => bytes,
-            WeightBytes::Mapped(bytes) => bytes,
+            WeightBytes::Owned(bytes) => (bytes, false),
+            WeightBytes::Mapped(bytes) => (bytes, true),
         };
         if bytes.len() as u64 != slot.byte_size {
             return Err(RuntimeError::WeightSize {
@@ -356,9 +380,9 @@ fn slot_bytes<'a>(
                 actual: bytes.len() as u64,
             });
         }
-        slots.push((slot, bytes));
+        slots.push((slot, bytes, mapped));
     }
-    slots.sort_by_key(|(slot, _)| slot.byte_offset);
+    slots.sort_by_key(|(slot, _, _)| slot.byte_offset);
     for pair in slots.windows(2) {
         let (first, second) = (pair[0].0, pair[1].0);
         // `validate` bounded every slot by the weights size, so this cannot overflow.
@@ -408,7 +432,7 @@ fn write_file(
     path: &Path,
     metadata: &[u8],
     weights_size: u64,
-    slots: &[(&WeightSlot, &[u8])],
+    slots: &[(&WeightSlot, &[u8], bool)],
 ) -> std::io::Result<PlanStats> {
     let file = File::create(path)?;
     let mut out = CrcWriter {
@@ -426,9 +450,16 @@ fn write_file(
     // Everything up to here is header and metadata; the checksum starts at the weights.
     out.hasher = crc32fast::Hasher::new();
     let mut section_pos = 0u64;
-    for (slot, bytes) in slots {
+    for &(slot, bytes, mapped) in slots {
         out.write_zeros(slot.byte_offset - section_pos)?;
-        out.write_all(bytes)?;
+        // Stream in chunks; a chunk of a memory-mapped model is released once copied, so the
+        // pages read stay bounded by one chunk instead of growing to the whole model.
+        for chunk in bytes.chunks(STREAM_CHUNK) {
+            out.write_all(chunk)?;
+            if mapped {
+                release_mapped_pages(chunk);
+            }
+        }
         section_pos = slot.byte_offset + slot.byte_size;
     }
     out.write_zeros(weights_size - section_pos)?;

@@ -227,14 +227,19 @@ fn zoo_shapes_match_onnxruntime() {
     // of compiling llm_qdq, less that of compiling the tiny MLP with the same binary (which
     // removes the binary's own footprint, larger in debug builds), must stay under 0.1x the
     // weight bytes, the issue's goal for import.
-    let peak_mib = |model: &str| -> f64 {
+    let peak_mib = |model: &str, args: &[&str]| -> f64 {
         let stats = Command::new(env!("CARGO_BIN_EXE_memc"))
             .arg("compile")
             .arg(out.join(model))
-            .args(["--emit", "ir", "-o", "/dev/null", "--stats"])
+            .args(args)
+            .arg("--stats")
             .output()
             .expect("memc runs");
         let stderr = String::from_utf8_lossy(&stats.stderr).into_owned();
+        assert!(
+            stats.status.success(),
+            "memc compile {model} {args:?}: {stderr}"
+        );
         stderr
             .split("peak RSS ")
             .nth(1)
@@ -245,11 +250,33 @@ fn zoo_shapes_match_onnxruntime() {
     let weight_bytes = std::fs::metadata(out.join("llm_qdq.onnx"))
         .expect("llm_qdq exists")
         .len() as f64;
-    let (llm, baseline) = (peak_mib("llm_qdq.onnx"), peak_mib("mlp.onnx"));
+    let ir_only = ["--emit", "ir", "-o", "/dev/null"];
+    let (llm, baseline) = (
+        peak_mib("llm_qdq.onnx", &ir_only),
+        peak_mib("mlp.onnx", &ir_only),
+    );
     let growth = (llm - baseline) * 1048576.0 / weight_bytes;
     println!("llm_qdq: compile peak RSS {llm:.1} MiB, mlp {baseline:.1} MiB: growth {growth:.3} x the weights");
     assert!(
         growth < 0.1,
         "compiling touched the weights: {llm:.1} MiB vs {baseline:.1} MiB for the MLP"
+    );
+    // Writing the plan file copies every weight byte; streaming it in chunks whose pages are
+    // released keeps the growth bounded too (issue 6 asks for <= 0.3x the weights).
+    let plan = out.join("llm_qdq_rss.plan");
+    let plan_args = [
+        "--dim",
+        "batch=2",
+        "--dim",
+        "seq=16",
+        "-o",
+        plan.to_str().expect("a UTF-8 path"),
+    ];
+    let writing = peak_mib("llm_qdq.onnx", &plan_args);
+    let growth = (writing - baseline) * 1048576.0 / weight_bytes;
+    println!("llm_qdq: compile to a plan file, peak RSS {writing:.1} MiB: growth {growth:.3} x the weights");
+    assert!(
+        growth < 0.3,
+        "writing the plan held the weights: {writing:.1} MiB vs {baseline:.1} MiB for the MLP"
     );
 }

@@ -263,7 +263,7 @@ fn lower_copy(ctx: &LowerCtx, op: OpId) -> LowerResult {
 fn lower_dropout(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let training = match ctx.operand(op, 2)? {
         None => false,
-        Some(_) => match constant_ints(ctx, op, 2) {
+        Some(_) => match ctx.const_ints(op, 2) {
             Some(values) => values.first().is_some_and(|&v| v != 0),
             None => {
                 return Err(unsupported(
@@ -275,7 +275,8 @@ fn lower_dropout(ctx: &LowerCtx, op: OpId) -> LowerResult {
     if training {
         let ratio = match ctx.operand(op, 1)? {
             None => 0.5,
-            Some(_) => constant_floats(ctx, op, 1)
+            Some(_) => ctx
+                .const_floats(op, 1)
                 .and_then(|r| r.first().copied())
                 .ok_or_else(|| {
                     unsupported("Dropout in training mode with a ratio known only at run time")
@@ -384,9 +385,6 @@ fn scalar_constant(ctx: &LowerCtx, op: OpId, index: usize, t: &TensorRef) -> Opt
     constant_bits(ctx, op, index)?.first().copied()
 }
 
-/// Most elements [`constant_bits`] decodes.
-const MAX_CONSTANT_ELEMENTS: u64 = 4096;
-
 /// The elements of operand `index` of `op` when it is a weight whose bytes are loaded (or has no
 /// elements), as `Const` bits of its element type: `f64` bits for floats, sign- or
 /// zero-extended integers, 0 or 1 for bools.
@@ -398,11 +396,7 @@ pub(super) fn constant_bits(ctx: &LowerCtx, op: OpId, index: usize) -> Option<Ve
     if n == 0 {
         return Some(Vec::new());
     }
-    if n > MAX_CONSTANT_ELEMENTS {
-        return None;
-    }
-    let weight = ctx.weights.get(ctx.weight_of(value)?)?;
-    let bytes = weight.bytes()?;
+    let (_, bytes) = ctx.weight_constant(op, index)?;
     let width = elem.size() as usize;
     if bytes.len() as u64 != n * width as u64 {
         return None;
@@ -423,33 +417,6 @@ pub(super) fn constant_bits(ctx: &LowerCtx, op: OpId, index: usize) -> Option<Ve
         })
     };
     bytes.chunks_exact(width).map(decode).collect()
-}
-
-/// The integer elements of operand `index` of `op`, when it is a constant integer tensor.
-pub(super) fn constant_ints(ctx: &LowerCtx, op: OpId, index: usize) -> Option<Vec<i64>> {
-    let t = ctx.operand(op, index).ok()??;
-    if t.elem.is_float() {
-        return None;
-    }
-    Some(
-        constant_bits(ctx, op, index)?
-            .into_iter()
-            .map(|b| b as i64)
-            .collect(),
-    )
-}
-
-/// The elements of operand `index` of `op` as floats, when it is a constant tensor.
-pub(super) fn constant_floats(ctx: &LowerCtx, op: OpId, index: usize) -> Option<Vec<f64>> {
-    let t = ctx.operand(op, index).ok()??;
-    let bits = constant_bits(ctx, op, index)?;
-    Some(if t.elem.is_float() {
-        bits.into_iter().map(f64::from_bits).collect()
-    } else if t.elem.is_unsigned_int() {
-        bits.into_iter().map(|b| b as f64).collect()
-    } else {
-        bits.into_iter().map(|b| b as i64 as f64).collect()
-    })
 }
 
 /// Whether [`emit`] computes `opcode`.

@@ -34,11 +34,14 @@ use crate::kernel::{Kernel, Region, Scalar};
 use crate::program::{IoTensor, Program, Step, WeightSlot, WEIGHT_ALIGN};
 use memc_ir::ops::ShapeCtx;
 use memc_ir::{
-    Attribute, Diagnostic, Function, OpData, OpId, Opcode, ValueId, WeightId, WeightStore,
+    Attribute, Diagnostic, ElemType, Function, OpData, OpId, Opcode, ValueId, WeightId, WeightStore,
 };
 use memc_passes::memory::{MemoryPlan, PlannedKind};
 use std::cell::RefCell;
 use std::collections::HashMap;
+
+/// Most elements of a weight that lowering decodes as a compile-time constant.
+pub const MAX_CONSTANT_ELEMENTS: u64 = 4096;
 
 /// Why one op could not be lowered.
 #[derive(Clone, Debug, PartialEq)]
@@ -302,22 +305,41 @@ impl<'a> LowerCtx<'a> {
         !self.func.value_type(value).is_none() && self.buffer_of.contains_key(&value)
     }
 
-    /// The integer values of operand `index` when they are compile-time constants.
-    pub fn const_ints(&self, op: OpId, index: usize) -> Option<Vec<i64>> {
-        let ctx = ShapeCtx::new(self.func, op).with_weights(self.weights);
-        match ctx.known_operand(index).and_then(|k| k.ints()) {
-            Some(ints) if !ints.is_empty() => Some(ints),
-            _ => elementwise::constant_ints(self, op, index),
+    /// The element type and bytes of operand `index` of `op` when it is a weight with loaded
+    /// bytes and at most [`MAX_CONSTANT_ELEMENTS`] elements. This is the one place lowering
+    /// reads weight bytes at compile time; larger weights are never touched (reading them would
+    /// fault the mapped model into memory).
+    pub fn weight_constant(&self, op: OpId, index: usize) -> Option<(ElemType, &'a [u8])> {
+        let &value = self.func.op(op).operands.get(index)?;
+        let weight = self.weights.get(self.weight_of(value)?)?;
+        if weight.ty().static_num_elements()? > MAX_CONSTANT_ELEMENTS {
+            return None;
         }
+        Some((weight.ty().elem, weight.bytes()?))
     }
 
-    /// The float values of operand `index` when they are compile-time constants.
-    pub fn const_floats(&self, op: OpId, index: usize) -> Option<Vec<f64>> {
-        let ctx = ShapeCtx::new(self.func, op).with_weights(self.weights);
-        match ctx.known_operand(index).and_then(|k| k.floats()) {
-            Some(floats) if !floats.is_empty() => Some(floats),
-            _ => elementwise::constant_floats(self, op, index),
+    /// The integer values of operand `index` when they are compile-time constants: a small
+    /// weight, or a value shape inference folded.
+    pub fn const_ints(&self, op: OpId, index: usize) -> Option<Vec<i64>> {
+        if let Some((elem, bytes)) = self.weight_constant(op, index) {
+            return movement::common::decode_i64(elem, bytes);
         }
+        let ctx = ShapeCtx::new(self.func, op).with_weights(self.weights);
+        ctx.known_operand(index).and_then(|k| k.ints())
+    }
+
+    /// The values of operand `index` as `f64` when they are compile-time constants.
+    pub fn const_floats(&self, op: OpId, index: usize) -> Option<Vec<f64>> {
+        if let Some((elem, bytes)) = self.weight_constant(op, index) {
+            return movement::common::decode_f64(elem, bytes);
+        }
+        let ctx = ShapeCtx::new(self.func, op).with_weights(self.weights);
+        let known = ctx.known_operand(index)?;
+        known.floats().or_else(|| {
+            known
+                .ints()
+                .map(|v| v.into_iter().map(|i| i as f64).collect())
+        })
     }
 
     pub fn attr(&self, op: OpId, name: &str) -> Option<&'a Attribute> {

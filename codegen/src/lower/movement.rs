@@ -25,8 +25,8 @@ use super::build::{Insts, TensorRef};
 use super::{unsupported, LowerCtx, LowerError, LowerResult};
 use crate::kernel::{BinaryOp, IndirectIndex, InstId, InstKind, Kernel, Scalar, View};
 use common::{
-    const_bits_of_bytes, const_ints, loop_kernel, map_stage, norm_axis, operand_absent_or_empty,
-    shifted, strided_copy, IndexMath,
+    const_bits_of_bytes, loop_kernel, map_stage, norm_axis, operand_absent_or_empty, shifted,
+    strided_copy, IndexMath,
 };
 use memc_ir::{Attribute, OpId, Opcode};
 
@@ -198,7 +198,7 @@ fn slice(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let axes: Option<Vec<usize>> = if operand_absent_or_empty(ctx, op, 3)? {
         Some((0..n).collect())
     } else {
-        match const_ints(ctx, op, 3) {
+        match ctx.const_ints(op, 3) {
             Some(a) => Some(
                 a.iter()
                     .map(|&a| norm_axis(a, rank))
@@ -211,10 +211,10 @@ fn slice(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let steps = if steps_absent {
         Some(vec![1; n])
     } else {
-        const_ints(ctx, op, 4)
+        ctx.const_ints(op, 4)
     };
     let own = input.strides();
-    if let (Some(axes), Some(steps), Some(starts)) = (&axes, &steps, const_ints(ctx, op, 1)) {
+    if let (Some(axes), Some(steps), Some(starts)) = (&axes, &steps, ctx.const_ints(op, 1)) {
         if starts.len() != axes.len() || steps.len() != axes.len() {
             return Err(unsupported("Slice starts, axes and steps differ in length"));
         }
@@ -438,7 +438,7 @@ fn trilu(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let mut insts = Insts::new();
     let k = match ctx.operand(op, 1)? {
         None => insts.i64c(0),
-        Some(t) => match const_ints(ctx, op, 1) {
+        Some(t) => match ctx.const_ints(op, 1) {
             Some(v) => insts.i64c(v.first().copied().unwrap_or(0)),
             None => {
                 views.push(scalar_view(&t, rank));
@@ -520,7 +520,7 @@ fn range(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let mut insts = Insts::new();
     let mut operand = |index: usize, insts: &mut Insts| -> Result<u32, LowerError> {
         let t = ctx.input(op, index)?;
-        let weight = common::weight_operand(ctx, op, index);
+        let weight = ctx.weight_constant(op, index);
         if let Some(bits) = weight.and_then(|(elem, bytes)| const_bits_of_bytes(elem, bytes, ty)) {
             return Ok(insts.push(ty, InstKind::Const { bits }));
         }

@@ -13,7 +13,7 @@
 //! +inf or the integer maximum for min). f16 is rejected with "f16".
 
 use super::build::{contiguous_strides, Insts, TensorRef};
-use super::elementwise::{check_elem, constant_ints, simplify_axes};
+use super::elementwise::{check_elem, simplify_axes};
 use super::{unsupported, LowerCtx, LowerError, LowerResult};
 use crate::kernel::{
     BinaryOp, IndirectIndex, InstId, Kernel, KernelBody, LoopKernel, ReduceOp, Scalar, Stage,
@@ -252,7 +252,7 @@ fn reduce_axes(
 ) -> Result<ReducedAxes, LowerError> {
     let rank = x_shape.len();
     let axes = match ctx.operand(op, 1)? {
-        Some(_) => match constant_ints(ctx, op, 1) {
+        Some(_) => match ctx.const_ints(op, 1) {
             Some(axes) => Some(axes),
             None => return axes_from_shapes(ctx, op, x_shape, y_shape),
         },
@@ -1164,7 +1164,7 @@ fn lower_cumulative(ctx: &LowerCtx, op: OpId, fold: ReduceOp) -> LowerResult {
     };
     let identity = if fold == ReduceOp::Prod { 1.0 } else { 0.0 };
     // A rank-1 input has one axis, whatever the operand says.
-    let axis = match constant_ints(ctx, op, 1).and_then(|a| a.first().copied()) {
+    let axis = match ctx.const_ints(op, 1).and_then(|a| a.first().copied()) {
         Some(axis) => Some(axis_of(axis, rank)?),
         None if rank == 1 => Some(0),
         None => None,

@@ -7,18 +7,6 @@ use super::super::{unsupported, LowerCtx, LowerError};
 use crate::kernel::{BinaryOp, InstId, Kernel, KernelBody, LoopKernel, Scalar, Stage, Store, View};
 use memc_ir::{ElemType, OpId};
 
-/// The raw little-endian bytes and element type of operand `index` of `op` when it is a
-/// weight with loaded bytes.
-pub fn weight_operand<'a>(
-    ctx: &LowerCtx<'a>,
-    op: OpId,
-    index: usize,
-) -> Option<(ElemType, &'a [u8])> {
-    let &value = ctx.op(op).operands.get(index)?;
-    let weight = ctx.weights.get(ctx.weight_of(value)?)?;
-    Some((weight.ty().elem, weight.bytes()?))
-}
-
 /// Decodes little-endian elements of `elem` as `f64` (integers exactly up to 2^53).
 pub fn decode_f64(elem: ElemType, bytes: &[u8]) -> Option<Vec<f64>> {
     let width = (elem.bits() / 8) as usize;
@@ -88,26 +76,6 @@ pub fn f16_to_f64(bits: u16) -> f64 {
         31 => f64::NAN,
         _ => (1.0 + frac / 1024.0) * 2f64.powi(exp - 15),
     }
-}
-
-/// The integer values of operand `index` when they are compile-time constants (a weight, or
-/// a value shape inference knows).
-pub fn const_ints(ctx: &LowerCtx, op: OpId, index: usize) -> Option<Vec<i64>> {
-    if let Some((elem, bytes)) = weight_operand(ctx, op, index) {
-        return decode_i64(elem, bytes);
-    }
-    ctx.const_ints(op, index)
-}
-
-/// The values of operand `index` as `f64` when they are compile-time constants.
-pub fn const_floats(ctx: &LowerCtx, op: OpId, index: usize) -> Option<Vec<f64>> {
-    if let Some((elem, bytes)) = weight_operand(ctx, op, index) {
-        return decode_f64(elem, bytes);
-    }
-    ctx.const_floats(op, index).or_else(|| {
-        ctx.const_ints(op, index)
-            .map(|v| v.into_iter().map(|i| i as f64).collect())
-    })
 }
 
 /// Whether operand `index` is absent, or present with no elements (ONNX's placeholder for a
@@ -368,10 +336,10 @@ pub fn operand_elem(
     n_axes: usize,
 ) -> Result<InstId, LowerError> {
     if ty.is_float() {
-        if let Some(v) = const_floats(ctx, op, index).and_then(|v| v.get(i).copied()) {
+        if let Some(v) = ctx.const_floats(op, index).and_then(|v| v.get(i).copied()) {
             return Ok(insts.constant(ty, v));
         }
-    } else if let Some(v) = const_ints(ctx, op, index).and_then(|v| v.get(i).copied()) {
+    } else if let Some(v) = ctx.const_ints(op, index).and_then(|v| v.get(i).copied()) {
         return Ok(insts.constant_int(ty, v));
     }
     let t = ctx.input(op, index)?;

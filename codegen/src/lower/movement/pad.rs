@@ -8,8 +8,8 @@ use super::super::build::TensorRef;
 use super::super::build::{guard, Insts};
 use super::super::{unsupported, LowerCtx, LowerResult};
 use super::common::{
-    const_bits_of_bytes, const_ints, loop_kernel, map_stage, norm_axis, operand_absent_or_empty,
-    operand_elem, weight_operand, IndexMath,
+    const_bits_of_bytes, loop_kernel, map_stage, norm_axis, operand_absent_or_empty, operand_elem,
+    IndexMath,
 };
 use super::{dense, fill, output};
 use crate::kernel::{BinaryOp, IndirectIndex, InstId, InstKind, Kernel, Scalar, UnaryOp};
@@ -41,7 +41,7 @@ pub fn pad(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let const_axes: Option<Vec<usize>> = if operand_absent_or_empty(ctx, op, 3)? {
         Some((0..rank).collect())
     } else {
-        match const_ints(ctx, op, 3) {
+        match ctx.const_ints(op, 3) {
             Some(axes) => Some(
                 axes.iter()
                     .map(|&a| norm_axis(a, rank))
@@ -60,7 +60,7 @@ pub fn pad(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let constant_bits = if mode != Mode::Constant || operand_absent_or_empty(ctx, op, 2)? {
         Some(0)
     } else {
-        weight_operand(ctx, op, 2)
+        ctx.weight_constant(op, 2)
             .and_then(|(elem, bytes)| const_bits_of_bytes(elem, bytes, out.elem))
     };
     if input.numel() == 0 {
@@ -71,7 +71,7 @@ pub fn pad(ctx: &LowerCtx, op: OpId) -> LowerResult {
             )),
         };
     }
-    let const_pads = const_ints(ctx, op, 1);
+    let const_pads = ctx.const_ints(op, 1);
     if let (Mode::Constant, Some(bits), Some(pads), Some(axes)) =
         (mode, constant_bits, &const_pads, &const_axes)
     {

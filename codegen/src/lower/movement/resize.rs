@@ -19,8 +19,7 @@ use super::super::build::Insts;
 use super::super::build::TensorRef;
 use super::super::{unsupported, LowerCtx, LowerError, LowerResult};
 use super::common::{
-    const_floats, const_ints, loop_kernel, map_stage, norm_axis, operand_absent_or_empty,
-    operand_elem, IndexMath,
+    loop_kernel, map_stage, norm_axis, operand_absent_or_empty, operand_elem, IndexMath,
 };
 use super::{dense, output};
 use crate::kernel::{
@@ -117,7 +116,7 @@ pub fn resize(ctx: &LowerCtx, op: OpId) -> LowerResult {
         if roi.numel() != 2 * axes.len() as u64 {
             return Err(unsupported("Resize roi does not have two entries per axis"));
         }
-        Some((roi.elem, const_floats(ctx, op, 1)))
+        Some((roi.elem, ctx.const_floats(op, 1)))
     } else {
         None
     };
@@ -620,7 +619,7 @@ fn resize_scales(
             return Ok(scales);
         }
         let larger = policy == "not_smaller";
-        let scale = match const_ints(ctx, op, 3) {
+        let scale = match ctx.const_ints(op, 3) {
             Some(sizes) => {
                 let ratios = axes
                     .iter()
@@ -642,7 +641,7 @@ fn resize_scales(
     if operand_absent_or_empty(ctx, op, 2)? {
         return Err(unsupported("Resize needs scales or sizes"));
     }
-    let given = const_floats(ctx, op, 2);
+    let given = ctx.const_floats(op, 2);
     for (i, &a) in axes.iter().enumerate() {
         scales[a] = match &given {
             Some(g) => Scale::Known(

@@ -186,6 +186,7 @@ fn kernel_kinds<'a>(kernels: impl Iterator<Item = &'a Kernel>) -> (usize, usize)
     kernels.fold((0, 0), |(loops, contracts), k| match k.body {
         KernelBody::Loop(_) => (loops + 1, contracts),
         KernelBody::Contract(_) => (loops, contracts + 1),
+        KernelBody::NBits(_) => (loops, contracts + 1),
     })
 }
 

@@ -443,6 +443,8 @@ pub struct Contract {
 pub enum KernelBody {
     Loop(LoopKernel),
     Contract(Contract),
+    /// A product with a packed low-bit weight (`memc.matmul_nbits`; see [`crate::nbits`]).
+    NBits(crate::nbits::NBitsMatMul),
 }
 
 /// One kernel, named for profiles and error messages (`"MatMul fc1/MatMul #0"`).
@@ -475,7 +477,7 @@ pub struct RegionSizes {
 }
 
 impl RegionSizes {
-    fn of(self, region: Region) -> u64 {
+    pub(crate) fn of(self, region: Region) -> u64 {
         match region {
             Region::Arena => self.arena,
             Region::Weights => self.weights,
@@ -498,6 +500,7 @@ impl Kernel {
         match &self.body {
             KernelBody::Loop(k) => validate_loop(self, k, sizes, &bad),
             KernelBody::Contract(c) => validate_contract(self, c, sizes, &bad),
+            KernelBody::NBits(q) => q.validate(&self.name, sizes),
         }
     }
 }

@@ -16,6 +16,7 @@
 pub mod cpu;
 pub mod kernel;
 pub mod lower;
+pub mod nbits;
 pub mod program;
 
 pub use kernel::{Kernel, KernelBody, KernelError, Scalar};

@@ -14,11 +14,13 @@ mod contract;
 mod func;
 mod helpers;
 mod loops;
+mod nbits;
 mod scalar;
 mod simd;
 mod vmath;
 
 use crate::kernel::{Contract, Kernel, KernelBody, Scalar};
+use crate::nbits::NBitsMatMul;
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::FunctionBuilderContext;
@@ -50,6 +52,7 @@ enum Compiled {
         work_per_row: u64,
     },
     Contract(Box<Contract>),
+    NBits(Box<NBitsMatMul>),
 }
 
 /// The JIT module that owns the machine code; kept only to free it on drop.
@@ -163,7 +166,11 @@ impl CpuProgram {
                             message: format!("contraction in {}", c.elem.name()),
                         });
                     }
-                    pending.push(Err(Box::new(c.clone())));
+                    pending.push(Err(Compiled::Contract(Box::new(c.clone()))));
+                    vectorized.push(0);
+                }
+                KernelBody::NBits(q) => {
+                    pending.push(Err(Compiled::NBits(Box::new(q.clone()))));
                     vectorized.push(0);
                 }
             }
@@ -186,7 +193,7 @@ impl CpuProgram {
                         work_per_row,
                     }
                 }
-                Err(c) => Compiled::Contract(c),
+                Err(native) => native,
             })
             .collect();
         Ok(CpuProgram {
@@ -243,6 +250,7 @@ impl CpuProgram {
         };
         match kernel {
             Compiled::Contract(c) => contract::run_contract(c, arena, weights, pool),
+            Compiled::NBits(q) => nbits::run_nbits(q, arena, weights, pool),
             Compiled::Loop {
                 func,
                 rows,

@@ -3,10 +3,12 @@
 //! ```text
 //! import (ir::onnx) -> verify -> shape-infer -> canonicalize -> cse -> dce      (symbolic dims)
 //!   -> bind --dim values (shape-infer) -> canonicalize -> cse -> dce            (static dims)
+//!   -> egraph (DQ + MatMul -> memc.matmul_nbits, ...) -> canonicalize -> cse -> dce
 //!   -> schedule -> bufferize (views, in-place, scratch per op from codegen) -> liveness
 //!   -> assign offsets -> validate
 //!   -> lower to kernels (codegen::lower) -> validate kernels
-//!   -> [egraph fuse, remat: not built yet]
+//!   -> [remat: not built yet]
+//! (then the CLI writes the plan file, packing low-bit weights as it streams them)
 //! ```
 //!
 //! Stages that exist run here and nowhere else; the CLI and library users call [`compile`].
@@ -47,6 +49,17 @@ pub struct CompileOptions {
     pub plan_budget: std::time::Duration,
     /// Lower the planned function to kernels (implies `plan_memory`).
     pub lower: bool,
+    /// Skip the `egraph` pass (DequantizeLinear + MatMul stay unfused, computing the float
+    /// weight every run): for comparisons.
+    pub no_fuse: bool,
+}
+
+/// How long one stage of [`compile`] took, with what it reported (`egraph`'s stop reason).
+#[derive(Clone, Debug)]
+pub struct StageTime {
+    pub stage: &'static str,
+    pub time: std::time::Duration,
+    pub note: Option<String>,
 }
 
 /// What [`compile`] produced.
@@ -58,6 +71,8 @@ pub struct Compiled {
     pub plan: Option<memc_passes::memory::MemoryPlan>,
     /// The kernels, when [`CompileOptions::lower`] asked for them.
     pub program: Option<memc_codegen::Program>,
+    /// Each stage's time, in order.
+    pub times: Vec<StageTime>,
 }
 
 /// Parses `name=value` for `--dim`.
@@ -78,7 +93,19 @@ pub fn parse_dim_binding(text: &str) -> Result<(String, u64), String> {
 
 /// Runs every built stage on the model at `path`.
 pub fn compile(path: &Path, options: &CompileOptions) -> Result<Compiled, Diagnostic> {
+    let mut times = Vec::new();
+    let mut clock = std::time::Instant::now();
+    let mut lap = |stage: &'static str, note: Option<String>| {
+        let now = std::time::Instant::now();
+        times.push(StageTime {
+            stage,
+            time: now - clock,
+            note,
+        });
+        clock = now;
+    };
     let imported = memc_ir::onnx::import_file(path)?;
+    lap("import", None);
     let mut module = imported.module;
 
     // Bindings must name symbols the model has; a typo would silently leave the dim symbolic.
@@ -104,6 +131,13 @@ pub fn compile(path: &Path, options: &CompileOptions) -> Result<Compiled, Diagno
         infer(&mut module, &options.dims)?;
         cleanup(&mut module)?;
     }
+    lap("shape inference and cleanup", None);
+    if !options.no_fuse {
+        let egraph = memc_passes::egraph::Egraph::new();
+        run_checked(&egraph, &mut module)?;
+        cleanup(&mut module)?;
+        lap("egraph", egraph.timing_note());
+    }
     let plan = if options.plan_memory || options.lower {
         let plan_options = memc_passes::plan::PlanOptions {
             budget: options.plan_budget,
@@ -122,6 +156,9 @@ pub fn compile(path: &Path, options: &CompileOptions) -> Result<Compiled, Diagno
     } else {
         None
     };
+    if plan.is_some() {
+        lap("memory plan", None);
+    }
     let program = match (&plan, options.lower) {
         (Some(plan), true) => {
             let (_, func) = module
@@ -136,11 +173,15 @@ pub fn compile(path: &Path, options: &CompileOptions) -> Result<Compiled, Diagno
         }
         _ => None,
     };
+    if program.is_some() {
+        lap("lower to kernels", None);
+    }
     Ok(Compiled {
         module,
         symbolic,
         plan,
         program,
+        times,
     })
 }
 
@@ -166,18 +207,24 @@ fn cleanup(module: &mut Module) -> Result<(), Diagnostic> {
         &memc_passes::Dce,
     ];
     for pass in cleanup {
-        pass.run(module)
-            .map_err(|e| Diagnostic::error(e.to_string()))?;
-        if let Err(diags) = memc_ir::verify_module(module) {
-            let first = diags
-                .into_iter()
-                .next()
-                .map_or_else(String::new, |d| d.message);
-            return Err(Diagnostic::error(format!(
-                "internal error: pass `{}` produced invalid IR; this is a bug in memc: {first}",
-                pass.name()
-            )));
-        }
+        run_checked(pass, module)?;
+    }
+    Ok(())
+}
+
+/// Runs `pass` and verifies what it produced.
+fn run_checked(pass: &dyn Pass, module: &mut Module) -> Result<(), Diagnostic> {
+    pass.run(module)
+        .map_err(|e| Diagnostic::error(e.to_string()))?;
+    if let Err(diags) = memc_ir::verify_module(module) {
+        let first = diags
+            .into_iter()
+            .next()
+            .map_or_else(String::new, |d| d.message);
+        return Err(Diagnostic::error(format!(
+            "internal error: pass `{}` produced invalid IR; this is a bug in memc: {first}",
+            pass.name()
+        )));
     }
     Ok(())
 }

@@ -85,6 +85,12 @@ enum Command {
         /// Time the offset search may use, in milliseconds.
         #[arg(long, default_value_t = 200, value_name = "MS")]
         plan_budget_ms: u64,
+        /// Do not fuse (the `egraph` pass): DequantizeLinear + MatMul stay as written.
+        #[arg(long)]
+        no_fuse: bool,
+        /// Print how long each compile stage took (and why `egraph` stopped), to standard error.
+        #[arg(long)]
+        time_passes: bool,
     },
     /// Plan offset-assignment instances (`id,lower,upper,size` CSV) and print arena/LOAD.
     PlanCsv {
@@ -188,6 +194,8 @@ fn run(cli: Cli) -> ExitCode {
             report,
             report_svg,
             plan_budget_ms,
+            no_fuse,
+            time_passes,
         } => {
             let emit = match emit {
                 EmitArg::Ir => memc::compile::Emit::Ir,
@@ -202,6 +210,8 @@ fn run(cli: Cli) -> ExitCode {
                 report,
                 report_svg,
                 plan_budget_ms,
+                no_fuse,
+                time_passes,
                 color,
             };
             compile(&model, request)
@@ -291,6 +301,8 @@ struct CompileRequest {
     report: bool,
     report_svg: Option<PathBuf>,
     plan_budget_ms: u64,
+    no_fuse: bool,
+    time_passes: bool,
     color: bool,
 }
 
@@ -308,9 +320,20 @@ fn compile(model: &std::path::Path, request: CompileRequest) -> ExitCode {
         plan_memory: request.report || emit == Emit::PlanJson,
         plan_budget: std::time::Duration::from_millis(request.plan_budget_ms),
         lower: emit == Emit::Plan,
+        no_fuse: request.no_fuse,
     };
     let compiled = match memc::compile::compile(model, &options) {
-        Ok(compiled) => compiled,
+        Ok(compiled) => {
+            if request.time_passes {
+                for t in &compiled.times {
+                    eprintln!("memc: {:>9.3} ms  {}", t.time.as_secs_f64() * 1e3, t.stage);
+                    if let Some(note) = &t.note {
+                        eprintln!("      {note}");
+                    }
+                }
+            }
+            compiled
+        }
         Err(diag) => {
             eprint!(
                 "{}",
@@ -339,7 +362,7 @@ fn compile(model: &std::path::Path, request: CompileRequest) -> ExitCode {
     if let (Emit::Plan, Some(program), Some(output)) =
         (emit, compiled.program.clone(), request.output.as_deref())
     {
-        return write_plan_file(model, output, dims, &compiled, program);
+        return write_plan_file(model, output, dims, &compiled, program, request.time_passes);
     }
     let text = match (emit, &compiled.plan) {
         (Emit::PlanJson, Some(plan)) => memc::report::json(plan),
@@ -355,6 +378,7 @@ fn write_plan_file(
     dims: Vec<(String, u64)>,
     compiled: &memc::compile::Compiled,
     program: memc::codegen::Program,
+    time_passes: bool,
 ) -> ExitCode {
     let model_name = model
         .file_name()
@@ -367,8 +391,15 @@ fn write_plan_file(
         .plan
         .as_ref()
         .map(memc::runtime::plan::PlannerSummary::from_plan);
+    let started = std::time::Instant::now();
     match memc::runtime::plan::write_plan(output, &meta, &compiled.module.weights) {
         Ok(stats) => {
+            if time_passes {
+                eprintln!(
+                    "memc: {:>9.3} ms  write the plan file (weights packed as they stream)",
+                    started.elapsed().as_secs_f64() * 1e3
+                );
+            }
             eprintln!(
                 "memc: wrote {} ({} kernels, arena {}, weights {}, {} total)",
                 output.display(),

@@ -281,3 +281,426 @@ impl NBitsMatMul {
         Ok(())
     }
 }
+
+/// Which slot of the packed layout a [`PackSpec`] writes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PackedPart {
+    Values,
+    Scales,
+    ZeroPoints,
+}
+
+impl PackedPart {
+    pub fn name(self) -> &'static str {
+        match self {
+            PackedPart::Values => "values",
+            PackedPart::Scales => "scales",
+            PackedPart::ZeroPoints => "zero_points",
+        }
+    }
+}
+
+/// How to compute one slot of the packed layout from the model's weights (in their ONNX
+/// layouts) while the plan file is written.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PackSpec {
+    pub part: PackedPart,
+    /// The model's weights: the quantized `B`, its scales and its zero points.
+    pub b: String,
+    pub scales: String,
+    pub zero_points: Option<String>,
+    pub k: u64,
+    pub n: u64,
+    pub bits: u32,
+    pub signed: bool,
+    /// `B` is stored `[N, K]` (else `[K, N]`).
+    pub trans_b: bool,
+    /// DequantizeLinear's `axis` on the stored `B` (0 or 1) and `block_size` (0: per axis).
+    pub axis: u64,
+    pub block_size: u64,
+    /// One scale for the whole weight.
+    pub per_tensor: bool,
+    /// The run of `K` sharing a scale ([`NBitsMatMul::block`]).
+    pub block: u64,
+}
+
+/// The model's bytes a [`PackSpec`] reads, in their ONNX layouts (4-bit values two per byte,
+/// low nibble first; scales f32).
+#[derive(Copy, Clone)]
+pub struct PackSources<'a> {
+    pub b: &'a [u8],
+    pub scales: &'a [u8],
+    pub zero_points: Option<&'a [u8]>,
+}
+
+/// Output bytes [`pack`] produces before handing them on.
+const PACK_CHUNK: usize = 1 << 20;
+
+impl PackSpec {
+    pub fn k_blocks(&self) -> u64 {
+        self.k.div_ceil(self.block.max(1))
+    }
+
+    /// Bytes of the slot this spec writes.
+    pub fn byte_size(&self) -> u64 {
+        match self.part {
+            PackedPart::Values => self.n * row_bytes(self.k, self.bits),
+            PackedPart::Scales | PackedPart::ZeroPoints => self.n * self.k_blocks() * 4,
+        }
+    }
+
+    /// The slot's name in the plan: the source weight and the part.
+    pub fn slot_name(&self) -> String {
+        format!("{}#nbits.{}", self.b, self.part.name())
+    }
+
+    /// The stored `B`'s dims.
+    fn stored(&self) -> [u64; 2] {
+        if self.trans_b {
+            [self.n, self.k]
+        } else {
+            [self.k, self.n]
+        }
+    }
+
+    /// Element count of the scales and zero points.
+    fn param_count(&self) -> u64 {
+        if self.per_tensor {
+            return 1;
+        }
+        let stored = self.stored();
+        let axis = self.axis as usize;
+        if self.block_size == 0 {
+            stored[axis]
+        } else {
+            let mut dims = stored;
+            dims[axis] = dims[axis].div_ceil(self.block_size);
+            dims[0] * dims[1]
+        }
+    }
+
+    /// The index into the scales (and zero points) of value `(n, k)`, as DequantizeLinear
+    /// indexes them on the stored `B`.
+    fn param_index(&self, n: u64, k: u64) -> u64 {
+        if self.per_tensor {
+            return 0;
+        }
+        let mut coord = if self.trans_b { [n, k] } else { [k, n] };
+        let axis = self.axis as usize;
+        if self.block_size == 0 {
+            return coord[axis];
+        }
+        let mut dims = self.stored();
+        dims[axis] = dims[axis].div_ceil(self.block_size);
+        coord[axis] /= self.block_size;
+        coord[0] * dims[1] + coord[1]
+    }
+
+    /// Checks that the spec is one the kernels run and that `sources` have the sizes it needs.
+    pub fn check(&self, sources: &PackSources) -> Result<(), String> {
+        if !matches!(self.bits, 4 | 8) || self.k == 0 || self.n == 0 {
+            return Err(format!(
+                "{} bits, K = {}, N = {}: not a packable weight",
+                self.bits, self.k, self.n
+            ));
+        }
+        let expected_block = memc_ir::ops::nbits_k_block(
+            self.k,
+            self.trans_b,
+            self.axis as usize,
+            self.block_size,
+            self.per_tensor,
+        );
+        if expected_block != Some(self.block) || self.axis > 1 {
+            return Err(format!(
+                "the scale block {} does not follow from axis {} and block_size {}",
+                self.block, self.axis, self.block_size
+            ));
+        }
+        let bytes_for = |count: u64| (count * u64::from(self.bits)).div_ceil(8);
+        let want = [
+            ("B", sources.b.len(), bytes_for(self.k * self.n)),
+            ("scales", sources.scales.len(), self.param_count() * 4),
+        ];
+        for (what, have, want) in want {
+            if have as u64 != want {
+                return Err(format!("{what} has {have} bytes, expected {want}"));
+            }
+        }
+        match (sources.zero_points, self.part) {
+            (Some(z), _) if z.len() as u64 != bytes_for(self.param_count()) => Err(format!(
+                "zero points have {} bytes, expected {}",
+                z.len(),
+                bytes_for(self.param_count())
+            )),
+            (None, PackedPart::ZeroPoints) => Err("no zero points to pack".into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The quantized value at element `index` of a row-major ONNX tensor of `bits`-bit values, as
+/// its raw bit pattern (a nibble or a byte).
+fn raw(bytes: &[u8], bits: u32, index: u64) -> u8 {
+    if bits == 4 {
+        (bytes[(index / 2) as usize] >> (4 * (index % 2))) & 0xF
+    } else {
+        bytes[index as usize]
+    }
+}
+
+/// A raw bit pattern as the integer it stands for.
+fn integer(raw: u8, bits: u32, signed: bool) -> i32 {
+    match (bits, signed) {
+        (4, true) => ((raw << 4) as i8 >> 4) as i32,
+        (_, true) => raw as i8 as i32,
+        _ => raw as i32,
+    }
+}
+
+/// Writes the slot `spec` describes, computed from `sources`, to `out` in chunks of at most
+/// 1 MiB, column band by column band, so memory use is one chunk whatever the weight's size.
+/// `release` is called on each part of the sources once no later chunk needs it (the plan
+/// writer drops those pages of the mapped model from the resident set).
+///
+/// Errors: `spec.check` fails, or `out` fails.
+pub fn pack(
+    spec: &PackSpec,
+    sources: &PackSources,
+    out: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    release: &dyn Fn(&[u8]),
+) -> std::io::Result<()> {
+    spec.check(sources)
+        .map_err(|m| std::io::Error::new(std::io::ErrorKind::InvalidData, m))?;
+    let (k, n) = (spec.k, spec.n);
+    let row_len = match spec.part {
+        PackedPart::Values => row_bytes(k, spec.bits),
+        PackedPart::Scales | PackedPart::ZeroPoints => spec.k_blocks() * 4,
+    } as usize;
+    let band = (PACK_CHUNK / row_len).max(1) as u64;
+    let mut buf = vec![0u8; row_len * band as usize];
+    let mut n0 = 0;
+    while n0 < n {
+        let cols = band.min(n - n0);
+        let chunk = &mut buf[..row_len * cols as usize];
+        chunk.fill(0);
+        match spec.part {
+            PackedPart::Values => pack_values(spec, sources.b, n0, cols, chunk),
+            PackedPart::Scales => {
+                for (i, row) in chunk.chunks_exact_mut(row_len).enumerate() {
+                    for (b, out) in row.chunks_exact_mut(4).enumerate() {
+                        let p = spec.param_index(n0 + i as u64, b as u64 * spec.block) as usize;
+                        out.copy_from_slice(&sources.scales[4 * p..4 * p + 4]);
+                    }
+                }
+            }
+            PackedPart::ZeroPoints => {
+                let zp = sources.zero_points.unwrap_or_default();
+                for (i, row) in chunk.chunks_exact_mut(row_len).enumerate() {
+                    for (b, out) in row.chunks_exact_mut(4).enumerate() {
+                        let p = spec.param_index(n0 + i as u64, b as u64 * spec.block);
+                        let v = integer(raw(zp, spec.bits, p), spec.bits, spec.signed);
+                        out.copy_from_slice(&(v as f32).to_le_bytes());
+                    }
+                }
+            }
+        }
+        out(chunk)?;
+        // Stored [N, K], a band's values are rows of their own: release them as we go.
+        if spec.part == PackedPart::Values && spec.trans_b {
+            let bytes = |cols: u64| ((cols * k * u64::from(spec.bits)) / 8) as usize;
+            release(&sources.b[bytes(n0)..bytes(n0 + cols).min(sources.b.len())]);
+        }
+        n0 += cols;
+    }
+    match spec.part {
+        PackedPart::Values => release(sources.b),
+        PackedPart::Scales => release(sources.scales),
+        PackedPart::ZeroPoints => release(sources.zero_points.unwrap_or_default()),
+    }
+    Ok(())
+}
+
+/// Packs the values of columns `n0..n0 + cols` into `chunk` (`cols` packed rows).
+fn pack_values(spec: &PackSpec, b: &[u8], n0: u64, cols: u64, chunk: &mut [u8]) {
+    let (k, n, bits) = (spec.k, spec.n, spec.bits);
+    let row_len = row_bytes(k, bits) as usize;
+    let mut put = |col: u64, kk: u64, v: u8| {
+        let row = &mut chunk[col as usize * row_len..][..row_len];
+        if bits == 4 {
+            let within = kk % GROUP;
+            row[(kk / GROUP * 16 + within % 16) as usize] |= v << (4 * (within / 16));
+        } else {
+            row[kk as usize] = v;
+        }
+    };
+    if spec.trans_b {
+        // Stored [N, K]: each column's values are contiguous.
+        for col in 0..cols {
+            for kk in 0..k {
+                put(col, kk, raw(b, bits, (n0 + col) * k + kk));
+            }
+        }
+    } else {
+        // Stored [K, N]: read each stored row's slice of the band in order.
+        for kk in 0..k {
+            for col in 0..cols {
+                put(col, kk, raw(b, bits, kk * n + n0 + col));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Packs a random weight of every supported form and reads every value back through the
+    /// kernel's decoder, and every scale and zero point through the kernel's indexing.
+    #[test]
+    fn packed_values_and_params_read_back_as_dequantize_linear_indexes_them() {
+        let mut seed = 7u64;
+        let mut next = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as u32
+        };
+        // (k, n, bits, signed, trans_b, axis, block_size, per_tensor)
+        let cases = [
+            (64, 8, 4, false, false, 0, 32, false),
+            (40, 5, 4, true, false, 0, 16, false),
+            (100, 3, 4, false, true, 1, 32, false),
+            (37, 6, 8, true, false, 1, 0, false),
+            (37, 6, 8, false, true, 0, 0, false),
+            (50, 7, 4, true, true, 0, 0, true),
+            (96, 4, 8, false, false, 0, 64, false),
+        ];
+        for (k, n, bits, signed, trans_b, axis, block_size, per_tensor) in cases {
+            let block = memc_ir::ops::nbits_k_block(k, trans_b, axis, block_size, per_tensor)
+                .expect("a packable case");
+            let mut spec = PackSpec {
+                part: PackedPart::Values,
+                b: "w".into(),
+                scales: "s".into(),
+                zero_points: Some("z".into()),
+                k,
+                n,
+                bits,
+                signed,
+                trans_b,
+                axis: axis as u64,
+                block_size,
+                per_tensor,
+                block,
+            };
+            let values = (k * n * u64::from(bits)).div_ceil(8) as usize;
+            let b: Vec<u8> = (0..values).map(|_| next() as u8).collect();
+            let params = spec.param_count();
+            let scales: Vec<u8> = (0..params)
+                .flat_map(|i| (i as f32 * 0.5 + 0.25).to_le_bytes())
+                .collect();
+            let zp: Vec<u8> = (0..(params * u64::from(bits)).div_ceil(8))
+                .map(|_| next() as u8)
+                .collect();
+            let sources = PackSources {
+                b: &b,
+                scales: &scales,
+                zero_points: Some(&zp),
+            };
+            let mut slots = Vec::new();
+            for part in [
+                PackedPart::Values,
+                PackedPart::Scales,
+                PackedPart::ZeroPoints,
+            ] {
+                spec.part = part;
+                let mut bytes = Vec::new();
+                pack(
+                    &spec,
+                    &sources,
+                    &mut |c| Ok(bytes.extend_from_slice(c)),
+                    &|_| {},
+                )
+                .expect("packs");
+                assert_eq!(bytes.len() as u64, spec.byte_size());
+                slots.push(bytes);
+            }
+            let kernel = NBitsMatMul {
+                batch: vec![],
+                m: 1,
+                n,
+                k,
+                bits,
+                signed,
+                block,
+                a: MatView {
+                    region: Region::Arena,
+                    byte_offset: 0,
+                    batch_strides: vec![],
+                    row_stride: k as i64,
+                    col_stride: 1,
+                },
+                c: MatView {
+                    region: Region::Arena,
+                    byte_offset: 0,
+                    batch_strides: vec![],
+                    row_stride: n as i64,
+                    col_stride: 1,
+                },
+                b: 0,
+                scales: 0,
+                zero_points: None,
+                bias: None,
+                scratch: None,
+            };
+            let f32_at = |bytes: &[u8], i: u64| {
+                f32::from_le_bytes(bytes[4 * i as usize..][..4].try_into().unwrap())
+            };
+            for nn in 0..n {
+                for kk in 0..k {
+                    let stored = if trans_b { nn * k + kk } else { kk * n + nn };
+                    let want = integer(raw(&b, bits, stored), bits, signed);
+                    assert_eq!(
+                        kernel.quantized(&slots[0], nn, kk),
+                        want,
+                        "{spec:?} ({nn}, {kk})"
+                    );
+                    let p = spec.param_index(nn, kk);
+                    let slot = nn * spec.k_blocks() + kk / block;
+                    assert_eq!(f32_at(&slots[1], slot), f32_at(&scales, p));
+                    let zp_want = integer(raw(&zp, bits, p), bits, signed) as f32;
+                    assert_eq!(f32_at(&slots[2], slot), zp_want);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_spec_whose_block_does_not_follow_from_its_quantization_is_rejected() {
+        let spec = PackSpec {
+            part: PackedPart::Values,
+            b: "w".into(),
+            scales: "s".into(),
+            zero_points: None,
+            k: 64,
+            n: 4,
+            bits: 4,
+            signed: false,
+            trans_b: false,
+            axis: 1,
+            block_size: 16,
+            per_tensor: false,
+            block: 16,
+        };
+        let b = vec![0u8; 128];
+        let scales = vec![0u8; 4 * 64];
+        let sources = PackSources {
+            b: &b,
+            scales: &scales,
+            zero_points: None,
+        };
+        let err = spec.check(&sources).unwrap_err();
+        assert!(err.contains("does not follow"), "{err}");
+    }
+}

@@ -34,6 +34,10 @@ pub struct WeightSlot {
     pub name: String,
     pub byte_offset: u64,
     pub byte_size: u64,
+    /// When set, the slot holds bytes computed from model weights (a packed low-bit weight)
+    /// rather than a copy of the weight `name`; `name` is then the packed slot's own name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pack: Option<crate::nbits::PackSpec>,
 }
 
 /// The kernels of one scheduled op (zero for ops that are views or fused into a later step).
@@ -108,6 +112,16 @@ impl Program {
                     "weight `{}` lies outside the weights section",
                     slot.name
                 )));
+            }
+            if let Some(spec) = &slot.pack {
+                if spec.byte_size() != slot.byte_size {
+                    return Err(bad(format!(
+                        "packed weight `{}` has {} bytes, its spec needs {}",
+                        slot.name,
+                        slot.byte_size,
+                        spec.byte_size()
+                    )));
+                }
             }
         }
         for kernel in self.kernels() {

@@ -83,6 +83,8 @@ pub enum RuntimeError {
         slot: u64,
         actual: u64,
     },
+    #[error("cannot pack weight slot `{name}`: {message}")]
+    PackInvalid { name: String, message: String },
     #[error("weight slots `{first}` and `{second}` overlap in the weights section")]
     WeightOverlap { first: String, second: String },
     #[error("cannot compile the plan's kernels: {0}")]

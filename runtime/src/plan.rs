@@ -351,38 +351,84 @@ pub fn write_plan(path: &Path, meta: &PlanMeta, weights: &WeightStore) -> Result
     Ok(stats)
 }
 
-/// The bytes of every weight slot, in increasing offset order, checked against the store.
+/// Where a weight slot's bytes come from.
+enum SlotSource<'a> {
+    /// A copy of a model weight; `mapped` when it lies in a file mapping.
+    Copy { bytes: &'a [u8], mapped: bool },
+    /// Computed from model weights while writing (a packed low-bit weight).
+    Pack {
+        spec: &'a memc_codegen::nbits::PackSpec,
+        sources: memc_codegen::nbits::PackSources<'a>,
+        mapped: bool,
+    },
+}
+
+/// The bytes of the model weight `name` and whether they are mapped from a file.
+fn weight_bytes<'a>(weights: &'a WeightStore, name: &str) -> Result<(&'a [u8], bool)> {
+    let weight = weights
+        .lookup(name)
+        .and_then(|id| weights.get(id))
+        .ok_or_else(|| RuntimeError::WeightMissing {
+            name: name.to_string(),
+        })?;
+    match weight.data() {
+        WeightBytes::Absent => Err(RuntimeError::WeightAbsent {
+            name: name.to_string(),
+        }),
+        WeightBytes::Owned(bytes) => Ok((bytes, false)),
+        WeightBytes::Mapped(bytes) => Ok((bytes, true)),
+    }
+}
+
+/// The source of every weight slot, in increasing offset order, checked against the store.
 fn slot_bytes<'a>(
     program: &'a Program,
     weights: &'a WeightStore,
-) -> Result<Vec<(&'a WeightSlot, &'a [u8], bool)>> {
+) -> Result<Vec<(&'a WeightSlot, SlotSource<'a>)>> {
     let mut slots = Vec::with_capacity(program.weights.len());
     for slot in &program.weights {
-        let weight = weights
-            .lookup(&slot.name)
-            .and_then(|id| weights.get(id))
-            .ok_or_else(|| RuntimeError::WeightMissing {
-                name: slot.name.clone(),
-            })?;
-        let (bytes, mapped): (&[u8], bool) = match weight.data() {
-            WeightBytes::Absent => {
-                return Err(RuntimeError::WeightAbsent {
-                    name: slot.name.clone(),
-                })
+        let source = match &slot.pack {
+            None => {
+                let (bytes, mapped) = weight_bytes(weights, &slot.name)?;
+                if bytes.len() as u64 != slot.byte_size {
+                    return Err(RuntimeError::WeightSize {
+                        name: slot.name.clone(),
+                        slot: slot.byte_size,
+                        actual: bytes.len() as u64,
+                    });
+                }
+                SlotSource::Copy { bytes, mapped }
             }
-            WeightBytes::Owned(bytes) => (bytes, false),
-            WeightBytes::Mapped(bytes) => (bytes, true),
+            Some(spec) => {
+                let (b, b_mapped) = weight_bytes(weights, &spec.b)?;
+                let (scales, s_mapped) = weight_bytes(weights, &spec.scales)?;
+                let zero_points = spec
+                    .zero_points
+                    .as_deref()
+                    .map(|z| weight_bytes(weights, z))
+                    .transpose()?;
+                let sources = memc_codegen::nbits::PackSources {
+                    b,
+                    scales,
+                    zero_points: zero_points.map(|(z, _)| z),
+                };
+                spec.check(&sources)
+                    .map_err(|message| RuntimeError::PackInvalid {
+                        name: slot.name.clone(),
+                        message,
+                    })?;
+                // Program::validate checked the slot's size against the spec.
+                let mapped = b_mapped && s_mapped && zero_points.is_none_or(|(_, m)| m);
+                SlotSource::Pack {
+                    spec,
+                    sources,
+                    mapped,
+                }
+            }
         };
-        if bytes.len() as u64 != slot.byte_size {
-            return Err(RuntimeError::WeightSize {
-                name: slot.name.clone(),
-                slot: slot.byte_size,
-                actual: bytes.len() as u64,
-            });
-        }
-        slots.push((slot, bytes, mapped));
+        slots.push((slot, source));
     }
-    slots.sort_by_key(|(slot, _, _)| slot.byte_offset);
+    slots.sort_by_key(|(slot, _)| slot.byte_offset);
     for pair in slots.windows(2) {
         let (first, second) = (pair[0].0, pair[1].0);
         // `validate` bounded every slot by the weights size, so this cannot overflow.
@@ -432,7 +478,7 @@ fn write_file(
     path: &Path,
     metadata: &[u8],
     weights_size: u64,
-    slots: &[(&WeightSlot, &[u8], bool)],
+    slots: &[(&WeightSlot, SlotSource)],
 ) -> std::io::Result<PlanStats> {
     let file = File::create(path)?;
     let mut out = CrcWriter {
@@ -450,14 +496,36 @@ fn write_file(
     // Everything up to here is header and metadata; the checksum starts at the weights.
     out.hasher = crc32fast::Hasher::new();
     let mut section_pos = 0u64;
-    for &(slot, bytes, mapped) in slots {
+    for (slot, source) in slots {
         out.write_zeros(slot.byte_offset - section_pos)?;
-        // Stream in chunks; a chunk of a memory-mapped model is released once copied, so the
-        // pages read stay bounded by one chunk instead of growing to the whole model.
-        for chunk in bytes.chunks(STREAM_CHUNK) {
-            out.write_all(chunk)?;
-            if mapped {
-                release_mapped_pages(chunk);
+        match source {
+            // Stream in chunks; a chunk of a memory-mapped model is released once copied, so
+            // the pages read stay bounded by one chunk instead of growing to the whole model.
+            &SlotSource::Copy { bytes, mapped } => {
+                for chunk in bytes.chunks(STREAM_CHUNK) {
+                    out.write_all(chunk)?;
+                    if mapped {
+                        release_mapped_pages(chunk);
+                    }
+                }
+            }
+            // The packer produces the slot band by band and says when source bytes are done.
+            SlotSource::Pack {
+                spec,
+                sources,
+                mapped,
+            } => {
+                let release = |bytes: &[u8]| {
+                    if *mapped {
+                        release_mapped_pages(bytes);
+                    }
+                };
+                memc_codegen::nbits::pack(
+                    spec,
+                    sources,
+                    &mut |chunk| out.write_all(chunk),
+                    &release,
+                )?;
             }
         }
         section_pos = slot.byte_offset + slot.byte_size;

@@ -16,6 +16,7 @@
 
 mod conv;
 mod matmul;
+mod nbits;
 mod pool;
 mod quant;
 
@@ -26,6 +27,7 @@ use memc_ir::{Function, OpId, Opcode};
 pub fn scratch_bytes(func: &Function, op: OpId) -> u64 {
     match func.op(op).opcode {
         Opcode::Conv => conv::scratch_bytes(func, op),
+        Opcode::MatMulNBits => nbits::scratch_bytes(func, op),
         _ => 0,
     }
 }
@@ -42,6 +44,7 @@ pub fn lower(ctx: &LowerCtx, op: OpId) -> Option<LowerResult> {
         Opcode::GlobalMaxPool => pool::global_pool(ctx, op, true),
         Opcode::DequantizeLinear => quant::dequantize(ctx, op),
         Opcode::QuantizeLinear => quant::quantize(ctx, op),
+        Opcode::MatMulNBits => nbits::matmul_nbits(ctx, op),
         _ => return None,
     };
     Some(lowered)

@@ -70,6 +70,7 @@ pub struct LowerCtx<'a> {
 #[derive(Default)]
 struct WeightSlots {
     by_weight: HashMap<WeightId, usize>,
+    by_pack: HashMap<crate::nbits::PackSpec, usize>,
     slots: Vec<WeightSlot>,
     size: u64,
 }
@@ -146,9 +147,31 @@ impl<'a> LowerCtx<'a> {
             name: w.name().to_string(),
             byte_offset: offset,
             byte_size: size,
+            pack: None,
         });
         slots.by_weight.insert(weight, i);
         Ok(offset)
+    }
+
+    /// The weights-section offset of the packed slot `spec` describes, added on first use (two
+    /// ops packing the same weight the same way share it).
+    pub fn packed_slot(&self, spec: crate::nbits::PackSpec) -> u64 {
+        let mut slots = self.slots.borrow_mut();
+        if let Some(&i) = slots.by_pack.get(&spec) {
+            return slots.slots[i].byte_offset;
+        }
+        let size = spec.byte_size();
+        let offset = slots.size.div_ceil(WEIGHT_ALIGN) * WEIGHT_ALIGN;
+        slots.size = offset + size;
+        let i = slots.slots.len();
+        slots.slots.push(WeightSlot {
+            name: spec.slot_name(),
+            byte_offset: offset,
+            byte_size: size,
+            pack: Some(spec.clone()),
+        });
+        slots.by_pack.insert(spec, i);
+        offset
     }
 
     /// Where `value`'s bytes are while the plan runs.

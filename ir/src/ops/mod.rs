@@ -36,7 +36,7 @@ mod verify;
 pub use shape::{broadcast_dim, broadcast_dims, elem_from_onnx_dtype};
 pub use table::Opcode;
 pub use value::{KnownValue, SymInt, MAX_KNOWN_ELEMENTS};
-pub use verify::{normalize_axis, transpose_perm};
+pub use verify::{nbits_k_block, normalize_axis, transpose_perm};
 
 use crate::attr::AttrKind;
 use crate::{Attribute, ElemType, Function, OpId, TensorType, Type, ValueId, WeightStore};

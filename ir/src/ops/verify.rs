@@ -185,6 +185,29 @@ pub fn quantize_linear(ctx: &OpCtx) -> Check {
     Ok(())
 }
 
+/// The run of `K` over which a `memc.matmul_nbits` weight's scale stays the same, or `None`
+/// when it changes with every value of `K` (per-axis along `K`, or blocked along `N`): the
+/// packed kernels need a run. `axis` is the quantized axis of the stored `B` (0 or 1),
+/// `block_size` DequantizeLinear's (0: per axis), `per_tensor` whether there is one scale.
+/// Blocked along `K` it is `min(block_size, K)`; per output column or per tensor it is `K`.
+pub fn nbits_k_block(
+    k: u64,
+    trans_b: bool,
+    axis: usize,
+    block_size: u64,
+    per_tensor: bool,
+) -> Option<u64> {
+    let k_axis = usize::from(trans_b);
+    if per_tensor {
+        return Some(k);
+    }
+    match (block_size, axis == k_axis) {
+        (0, false) => Some(k),
+        (bs, true) if bs > 0 => Some(bs.min(k)),
+        _ => None,
+    }
+}
+
 /// `memc.matmul_nbits`: `Y = A x op(dequantize(B)) + bias`, the fused form of
 /// `MatMul(A, DequantizeLinear(B, scales, zero_points))` that the `egraph` pass creates.
 ///

@@ -23,7 +23,10 @@
 //! consumer reads the float weight; FIXME: also fuse when every consumer fuses), where `?w` is a
 //! 2-d `memc.weight` of i4, ui4, i8 or ui8 with static dims, `?s` and `?zp` are `memc.weight`s
 //! too (the plan packs them beside the weight), and the scales fit per-tensor, per-axis or
-//! blocked quantization of `?w` exactly (the shapes `memc.matmul_nbits` verifies).
+//! blocked quantization of `?w` exactly (the shapes `memc.matmul_nbits` verifies). Every
+//! `memc.matmul_nbits` rule also needs what the packed kernels (`memc_codegen::nbits`) compute:
+//! an f32 `?a`, and a scale constant along runs of `K` (`memc_ir::ops::nbits_k_block`: blocked
+//! along `K`, per output column or per tensor; not per-axis along `K` or blocked along `N`).
 
 use super::language::{float_attr, int_attr, ClassFacts, Graph, Head, Node, Sig};
 use egg::{Applier, Id, Pattern, PatternAst, Rewrite, Subst, Symbol, Var};
@@ -160,6 +163,8 @@ struct Dequantized {
     zero_points: Option<Id>,
     /// The stored weight's dims.
     shape: [u64; 2],
+    /// Whether there is one scale for the whole weight.
+    per_tensor: bool,
     attrs: AttrDict,
 }
 
@@ -196,11 +201,9 @@ fn check_dq(g: &Graph, dq: &Node) -> Option<Dequantized> {
     };
     let block_size = int_attr(&attrs, Opcode::DequantizeLinear, "block_size")?;
     let scale_shape = facts(g, scales).static_shape()?;
+    let per_tensor = scale_shape.iter().product::<u64>() == 1 && scale_shape.len() <= 1;
     let fits = match block_size {
-        0 => {
-            scale_shape.iter().product::<u64>() == 1 && scale_shape.len() <= 1
-                || scale_shape == [shape[axis]]
-        }
+        0 => per_tensor || scale_shape == [shape[axis]],
         bs if bs > 0 => {
             let mut want = shape.to_vec();
             want[axis] = want[axis].div_ceil(bs as u64);
@@ -224,6 +227,7 @@ fn check_dq(g: &Graph, dq: &Node) -> Option<Dequantized> {
         scales,
         zero_points,
         shape,
+        per_tensor,
         attrs: out,
     })
 }
@@ -264,6 +268,13 @@ fn matmul_nbits(
         return None;
     }
     if matches!(a_type.dims.last(), Some(Dim::Static(a_k)) if *a_k != k) {
+        return None;
+    }
+    // The packed kernels need the scale constant along runs of K, and compute in f32.
+    let axis = int_attr(&dq.attrs, Opcode::MatMulNBits, "axis")? as usize;
+    let block_size = u64::try_from(int_attr(&dq.attrs, Opcode::MatMulNBits, "block_size")?).ok()?;
+    memc_ir::ops::nbits_k_block(k, trans_b, axis, block_size, dq.per_tensor)?;
+    if a_type.elem != ElemType::F32 {
         return None;
     }
     let mut attrs = dq.attrs;

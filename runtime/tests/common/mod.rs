@@ -151,11 +151,13 @@ pub fn add_matmul_program() -> (Program, WeightStore) {
                 name: "matrix".into(),
                 byte_offset: 64,
                 byte_size: 32,
+                pack: None,
             },
             WeightSlot {
                 name: "bias".into(),
                 byte_offset: 0,
                 byte_size: 16,
+                pack: None,
             },
         ],
         steps: vec![

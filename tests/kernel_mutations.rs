@@ -271,6 +271,7 @@ fn run_guarded(
                 * c.n as u128
                 * c.k as u128
         }
+        memc_codegen::KernelBody::NBits(q) => q.rows() as u128 * q.n as u128 * q.k as u128,
     };
     if work > 1 << 22 {
         return false;

@@ -18,12 +18,14 @@ fn onnx_files(dir: &str) -> Vec<PathBuf> {
 }
 
 /// Runs `memc compile <model> --emit ir` from the workspace root.
+/// `memc compile MODEL --emit ir --no-fuse` (the imported IR after cleanup, before the
+/// `egraph` fusions, which lit-tests/egraph and tests/qdq_variants.rs cover).
 fn compile_ir(model: &Path, extra: &[&str]) -> (i32, String, String) {
     let relative = model.strip_prefix(root()).unwrap_or(model);
     let output = Command::new(env!("CARGO_BIN_EXE_memc"))
         .arg("compile")
         .arg(relative)
-        .args(["--emit", "ir"])
+        .args(["--emit", "ir", "--no-fuse"])
         .args(extra)
         .current_dir(root())
         .output()

@@ -525,6 +525,27 @@ pub fn pack(
 fn pack_values(spec: &PackSpec, b: &[u8], n0: u64, cols: u64, chunk: &mut [u8]) {
     let (k, n, bits) = (spec.k, spec.n, spec.bits);
     let row_len = row_bytes(k, bits) as usize;
+    // 4 bits stored [K, N] with whole bytes per column pair (onnxruntime's quantizer's
+    // layout): two stored rows `k` and `k + 16` give one packed byte of every column.
+    if bits == 4 && !spec.trans_b && n % 2 == 0 && n0 % 2 == 0 && cols % 2 == 0 {
+        let (n, n0, cols) = (n as usize, n0 as usize, cols as usize);
+        let stored_row = |kk: u64| &b[(kk as usize * n + n0) / 2..][..cols / 2];
+        for kk in 0..k {
+            let within = kk % GROUP;
+            if within >= 16 {
+                continue;
+            }
+            let byte = (kk / GROUP * 16 + within) as usize;
+            let lo = stored_row(kk);
+            let hi = (kk + 16 < k).then(|| stored_row(kk + 16));
+            for (p, &l) in lo.iter().enumerate() {
+                let h = hi.map_or(0, |hi| hi[p]);
+                chunk[2 * p * row_len + byte] = (l & 0xF) | (h << 4);
+                chunk[(2 * p + 1) * row_len + byte] = (l >> 4) | (h & 0xF0);
+            }
+        }
+        return;
+    }
     let mut put = |col: u64, kk: u64, v: u8| {
         let row = &mut chunk[col as usize * row_len..][..row_len];
         if bits == 4 {
@@ -570,6 +591,8 @@ mod tests {
         let cases = [
             (64, 8, 4, false, false, 0, 32, false),
             (40, 5, 4, true, false, 0, 16, false),
+            (40, 6, 4, true, false, 0, 16, false),
+            (100, 2, 4, false, false, 1, 0, false),
             (100, 3, 4, false, true, 1, 32, false),
             (37, 6, 8, true, false, 1, 0, false),
             (37, 6, 8, false, true, 0, 0, false),

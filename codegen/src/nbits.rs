@@ -477,7 +477,8 @@ pub fn pack(
         PackedPart::Values => row_bytes(k, spec.bits),
         PackedPart::Scales | PackedPart::ZeroPoints => spec.k_blocks() * 4,
     } as usize;
-    let band = (PACK_CHUNK / row_len).max(1) as u64;
+    // An even band keeps column pairs (one stored byte of 4-bit values) together.
+    let band = ((PACK_CHUNK / row_len).max(2) & !1) as u64;
     let mut buf = vec![0u8; row_len * band as usize];
     let mut n0 = 0;
     while n0 < n {

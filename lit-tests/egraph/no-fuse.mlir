@@ -66,3 +66,24 @@ func.func @scales_not_constant(%arg0: tensor<4x64xf32>, %arg1: tensor<32xf32>) -
   %2 = "onnx.MatMul"(%arg0, %1) : (tensor<4x64xf32>, tensor<64x32xf32>) -> tensor<4x32xf32>
   return %2 : tensor<4x32xf32>
 }
+
+// -----
+// int8 per axis along K (one scale per row of the [K, N] weight): the scale changes with every
+// value of K, which the packed kernels do not take (they need runs of K sharing a scale).
+func.func @per_axis_along_k(%arg0: tensor<4x64xf32>) -> tensor<4x32xf32> {
+  %0 = "memc.weight"() {value = dense_resource<"w"> : tensor<64x32xi8>} : () -> tensor<64x32xi8>
+  %1 = "memc.weight"() {value = dense_resource<"s"> : tensor<64xf32>} : () -> tensor<64xf32>
+  %2 = "onnx.DequantizeLinear"(%0, %1) {axis = 0} : (tensor<64x32xi8>, tensor<64xf32>) -> tensor<64x32xf32>
+  %3 = "onnx.MatMul"(%arg0, %2) : (tensor<4x64xf32>, tensor<64x32xf32>) -> tensor<4x32xf32>
+  return %3 : tensor<4x32xf32>
+}
+
+// -----
+// int4 blocked along N (axis 1 of the [K, N] weight): again a new scale for every value of K.
+func.func @blocked_along_n(%arg0: tensor<4x64xf32>) -> tensor<4x32xf32> {
+  %0 = "memc.weight"() {value = dense_resource<"w"> : tensor<64x32xi4>} : () -> tensor<64x32xi4>
+  %1 = "memc.weight"() {value = dense_resource<"s"> : tensor<64x2xf32>} : () -> tensor<64x2xf32>
+  %2 = "onnx.DequantizeLinear"(%0, %1) {axis = 1, block_size = 16} : (tensor<64x32xi4>, tensor<64x2xf32>) -> tensor<64x32xf32>
+  %3 = "onnx.MatMul"(%arg0, %2) : (tensor<4x64xf32>, tensor<64x32xf32>) -> tensor<4x32xf32>
+  return %3 : tensor<4x32xf32>
+}

@@ -1,11 +1,15 @@
 //! Extraction: the cost of a term, and rebuilding a function from the cheapest terms.
 //!
-//! The cost of a node is the bytes it materializes plus one, plus the cost of its children.
-//! Weights, `memc.none`, values the e-graph takes as given and views (ops with the `VIEW`
+//! The cost of a node is the bytes it materializes plus one, plus the cost of its children,
+//! each divided by the uses its value had in the input IR. The division shares a value's cost
+//! among its users: a plain tree cost counts a shared value once per path to it, so it doubles
+//! with every residual connection and saturated after about 7 decoder layers, leaving every
+//! later layer unfused (found on the 16-layer llm_qdq_1g). Weights, `memc.none`, values the e-graph takes as given and views (ops with the `VIEW`
 //! trait) materialize nothing; every other op materializes its result. So
 //! `MatMul(a, DequantizeLinear(w, s))` pays for the float weight the DQ would create, and the
 //! `memc.matmul_nbits` that reads `w` directly is cheaper by exactly that. The `+ 1` makes a
-//! node's cost exceed its children's, so the cheapest terms have no cycles.
+//! node's cost exceed its unshared children's; the rules only ever add a node whose children
+//! are other classes of the input's DAG, so no class can reach itself.
 //!
 //! Rebuilding keeps what it can: every op of the input stays, with its location, whenever its
 //! own node is as cheap as the best node of its class; otherwise the best node is built right
@@ -48,14 +52,15 @@ impl<'g> MaterializedBytes<'g> {
 }
 
 impl CostFunction<Node> for MaterializedBytes<'_> {
-    type Cost = u64;
+    type Cost = f64;
 
-    fn cost<C>(&mut self, enode: &Node, mut costs: C) -> u64
+    fn cost<C>(&mut self, enode: &Node, mut costs: C) -> f64
     where
-        C: FnMut(Id) -> u64,
+        C: FnMut(Id) -> f64,
     {
-        enode.fold(self.own_bytes(enode).saturating_add(1), |sum, child| {
-            sum.saturating_add(costs(child))
+        enode.fold(self.own_bytes(enode) as f64 + 1.0, |sum, child| {
+            let uses = self.egraph[child].data.uses.max(1);
+            sum + costs(child) / f64::from(uses)
         })
     }
 }

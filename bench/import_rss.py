@@ -1,18 +1,24 @@
 #!/usr/bin/env python3
-"""Import time and peak RSS, side by side in one run: `memc compile MODEL --emit ir` against
-creating an onnxruntime.InferenceSession on the same file, next to the model's weight bytes.
+"""Compile time and peak RSS, side by side in one run: `memc compile` against creating an
+onnxruntime.InferenceSession on the same file (all graph optimizations on, so onnxruntime fuses
+DequantizeLinear + MatMul into MatMulNBits as it loads), next to the model's weight bytes.
 
-Usage: .venv/bin/python bench/import_rss.py MODEL.onnx [MODEL.onnx ...]
+Usage: .venv/bin/python bench/import_rss.py [--plan [--dim NAME=V ...]] MODEL.onnx [...]
+Without --plan memc only imports (`--emit ir`); with --plan it compiles to a plan file (fusion,
+memory plan, kernels, and the plan file written with every low-bit weight re-laid into the
+kernels' layout as it streams), which needs every symbolic dim bound (--dim).
 (build memc first: cargo build --release). Each command runs under /usr/bin/time -v, which
 reports the peak RSS of the whole process. The onnxruntime figure includes the Python
 interpreter and the onnxruntime import; the `python -c "import onnxruntime"` baseline is
 printed so the two can be told apart.
 """
 
+import argparse
 import os
 import re
 import subprocess
 import sys
+import tempfile
 
 import onnx
 
@@ -56,8 +62,11 @@ def mib(n):
 
 
 def main():
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("models", nargs="+")
+    ap.add_argument("--plan", action="store_true", help="compile to a plan file, not just import")
+    ap.add_argument("--dim", action="append", default=[], help="NAME=VALUE, passed to memc compile")
+    args = ap.parse_args()
     ort_session = (
         "import onnxruntime as ort, sys; so = ort.SessionOptions(); "
         "so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL; "
@@ -66,11 +75,18 @@ def main():
     _, base_rss, _ = timed([sys.executable, "-c", "import onnxruntime"])
     print(f"python + import onnxruntime baseline: {mib(base_rss)} MiB peak RSS")
     print()
-    print("| model | weights MiB | memc import s | memc peak RSS MiB | memc RSS / weights | ORT session s | ORT peak RSS MiB |")
+    what = "compile to plan" if args.plan else "import"
+    print(f"| model | weights MiB | memc {what} s | memc peak RSS MiB | memc RSS / weights | ORT session s | ORT peak RSS MiB |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for path in sys.argv[1:]:
+    for path in args.models:
         wb = weight_bytes(path)
-        m_s, m_rss, m_rc = timed([MEMC, "compile", path, "--emit", "ir", "-o", "/dev/null"])
+        if args.plan:
+            with tempfile.TemporaryDirectory() as tmp:
+                dims = [a for d in args.dim for a in ("--dim", d)]
+                cmd = [MEMC, "compile", path, *dims, "-o", os.path.join(tmp, "model.plan")]
+                m_s, m_rss, m_rc = timed(cmd)
+        else:
+            m_s, m_rss, m_rc = timed([MEMC, "compile", path, "--emit", "ir", "-o", "/dev/null"])
         o_s, o_rss, o_rc = timed([sys.executable, "-c", ort_session, path])
         ratio = f"{m_rss / wb:.3f}" if wb else "-"
         memc_s = f"{m_s:.2f}" if m_rc == 0 else f"failed ({m_rc})"

@@ -142,19 +142,28 @@ fn text(plan: &PlanFile, verified: bool) -> String {
     line(
         "weights",
         format!(
-            "{} tensors, {} in a {} section",
+            "{} tensors, {} in a {} section{}",
             program.weights.len(),
             bytes(program.weights.iter().map(|w| w.byte_size).sum()),
-            bytes(program.weights_size)
+            bytes(program.weights_size),
+            match program.weights.iter().filter(|w| w.pack.is_some()).count() {
+                0 => String::new(),
+                packed => format!(" ({packed} packed for low-bit products)"),
+            }
         ),
     );
     io_table(&mut out, "inputs", &program.inputs);
     io_table(&mut out, "outputs", &program.outputs);
 
-    let (loops, contracts) = kernel_kinds(program.kernels());
+    let [loops, contracts, nbits] = kernel_kinds(program.kernels());
+    let nbits_part = if nbits > 0 {
+        format!(", {nbits} nbits")
+    } else {
+        String::new()
+    };
     writeln!(
         out,
-        "{:<12}{} steps, {} kernels ({loops} loop, {contracts} contract)",
+        "{:<12}{} steps, {} kernels ({loops} loop, {contracts} contract{nbits_part})",
         "steps",
         program.steps.len(),
         program.n_kernels()
@@ -162,14 +171,13 @@ fn text(plan: &PlanFile, verified: bool) -> String {
     .expect("writing to a String cannot fail");
     let index_width = program.steps.len().saturating_sub(1).to_string().len();
     for (index, step) in program.steps.iter().enumerate() {
-        let (loops, contracts) = kernel_kinds(step.kernels.iter());
-        let mut parts = Vec::new();
-        if loops > 0 {
-            parts.push(format!("{loops} loop"));
-        }
-        if contracts > 0 {
-            parts.push(format!("{contracts} contract"));
-        }
+        let counts = kernel_kinds(step.kernels.iter());
+        let parts: Vec<String> = counts
+            .iter()
+            .zip(["loop", "contract", "nbits"])
+            .filter(|(&n, _)| n > 0)
+            .map(|(n, kind)| format!("{n} {kind}"))
+            .collect();
         let summary = if parts.is_empty() {
             "-".to_string()
         } else {
@@ -181,12 +189,15 @@ fn text(plan: &PlanFile, verified: bool) -> String {
     out
 }
 
-/// How many of `kernels` are loop kernels and how many contractions.
-fn kernel_kinds<'a>(kernels: impl Iterator<Item = &'a Kernel>) -> (usize, usize) {
-    kernels.fold((0, 0), |(loops, contracts), k| match k.body {
-        KernelBody::Loop(_) => (loops + 1, contracts),
-        KernelBody::Contract(_) => (loops, contracts + 1),
-        KernelBody::NBits(_) => (loops, contracts + 1),
+/// How many of `kernels` are loop kernels, contractions and low-bit products.
+fn kernel_kinds<'a>(kernels: impl Iterator<Item = &'a Kernel>) -> [usize; 3] {
+    kernels.fold([0; 3], |mut counts, k| {
+        counts[match k.body {
+            KernelBody::Loop(_) => 0,
+            KernelBody::Contract(_) => 1,
+            KernelBody::NBits(_) => 2,
+        }] += 1;
+        counts
     })
 }
 

@@ -186,6 +186,9 @@ fn validated_mutants_stay_in_bounds() {
             "tests/onnx/fixtures/shape_subgraph.onnx",
             &[("batch", 2), ("seq", 3)],
         ),
+        // Low-bit products (`NBitsMatMul`): one row, and enough rows for the scratch tiles.
+        lowered("tests/onnx/fixtures/qdq_uint4.onnx", &[("batch", 1)]),
+        lowered("tests/onnx/fixtures/qdq_int4.onnx", &[("batch", 12)]),
     ];
     // Kernels of other shapes (indirect loads, guards, indices, arg-reductions) from ONNX's node
     // tests, when the venv that ships them exists (scripts/test makes it).

@@ -6,6 +6,9 @@
 //! reads it end to end with 1 and with all available threads, each thread summing its own
 //! contiguous part with 8 independent u64 accumulators (the compiler vectorizes the loop), and
 //! prints the best of 5 passes in GB/s (10^9 bytes per second) and GiB/s.
+//!
+//! `nbits_bench` includes this file (`#[path]`) to measure the same ceiling with
+//! [`read_bandwidth`].
 
 use std::time::Instant;
 
@@ -41,6 +44,19 @@ fn read_pass(data: &[u64], threads: usize) -> (f64, u64) {
     (started.elapsed().as_secs_f64(), total)
 }
 
+/// The best of `passes` read passes over `data` on `threads` threads, in bytes per second,
+/// and a checksum of what was read.
+pub fn read_bandwidth(data: &[u64], threads: usize, passes: usize) -> (f64, u64) {
+    let mut best = f64::INFINITY;
+    let mut check = 0u64;
+    for _ in 0..passes {
+        let (seconds, total) = read_pass(data, threads);
+        best = best.min(seconds);
+        check = check.wrapping_add(total);
+    }
+    ((data.len() * 8) as f64 / best, check)
+}
+
 fn main() {
     let mib: usize = std::env::args()
         .nth(1)
@@ -48,21 +64,16 @@ fn main() {
         .unwrap_or(1024);
     let words = mib * 1024 * 1024 / 8;
     let data: Vec<u64> = (0..words as u64).collect();
-    let bytes = (words * 8) as f64;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("buffer {mib} MiB, {cores} cores available");
     let mut check = 0u64;
     for threads in [1, cores] {
-        let mut best = f64::INFINITY;
-        for _ in 0..5 {
-            let (seconds, total) = read_pass(&data, threads);
-            best = best.min(seconds);
-            check = check.wrapping_add(total);
-        }
+        let (bytes_per_second, total) = read_bandwidth(&data, threads, 5);
+        check = check.wrapping_add(total);
         println!(
             "{threads} thread(s): {:.2} GB/s ({:.2} GiB/s), best of 5 passes",
-            bytes / best / 1e9,
-            bytes / best / (1u64 << 30) as f64
+            bytes_per_second / 1e9,
+            bytes_per_second / (1u64 << 30) as f64
         );
         if cores == 1 {
             break;

@@ -1,10 +1,307 @@
 //! `memc.matmul_nbits` kernels ([`NBitsMatMul`]): products with a packed 4- or 8-bit weight.
 //!
+//! Every path computes each weight as DequantizeLinear does, `w = (q - zp) * scale` in f32, and
+//! multiply-adds it into f32 accumulators; only the summation order differs between paths.
+//!
+//! - **Instruction sets.** [`run_nbits`] picks, once per process, the best of an AVX-512F
+//!   path, an AVX2+FMA path and a plain-Rust ("scalar") path the CPU supports; the scalar path
+//!   is also the one for every other architecture. The environment variable
+//!   `MEMC_NBITS_ISA=scalar|avx2|avx512` (read once, a test hook) forces a path; the choice it
+//!   makes is printed once to stderr, and a path the CPU lacks falls back to the detected one.
+//! - **Up to [`FUSED_ROWS`] rows** (128; this covers [`SMALL_ROWS`], and measured at least as
+//!   fast as the GEMM below up to there): blocks of 4 columns are decoded once per pass of up
+//!   to 4 rows (AVX2: 2) and multiplied into those rows; the passes over a block follow each
+//!   other, so only the first reads the block from memory. One row is a GEMV bound by reading
+//!   the weight: each block's bytes are read in order and the next block's are prefetched
+//!   (into L2) at the same pace. At 4 bits on AVX-512 a 32-value group is widened with one
+//!   `vpmovzxbd` (the low nibbles index values `k0..k0+16`, bits 4..7 values `k0+16..k0+32`)
+//!   and decoded by two `vpermps` from a 16-entry table `(v(i) - zp) * scale` built once per
+//!   block, so the lookups give the dequantized values exactly. 8-bit values, and AVX2,
+//!   convert and scale each value; AVX-512 subtracts the 8-bit zero point as an integer,
+//!   which is exact because the layout stores zero points as exact small integers.
+//! - **More rows**: tiles of `B` ([`TILE_K`] x [`TILE_N`]) are dequantized into the planned
+//!   scratch (one [`SCRATCH_SLOTS`] slot per worker) and multiplied into `C` with `gemm`,
+//!   accumulating over the `K` tiles.
+//! - **Blocks.** A scale block that is a multiple of 16 values, or covers all of `K`, takes
+//!   the fast decoders above; any other block size dequantizes runs of each column into a
+//!   buffer value by value and multiplies from there.
+//! - **Threads.** Columns are split over the pool: in multiples of 4 for few rows, in whole
+//!   `TILE_N` tiles for many; tiny products run on the calling thread. Which code sums an
+//!   output element depends only on the shape, never on the split.
+//!
 //! Guarantees: for a validated kernel every byte read or written lies inside the bounds
-//! `NBitsMatMul::validate` checked; the result is the same whichever thread runs which rows.
+//! `NBitsMatMul::validate` checked (the packed bytes of a partial last group are the layout's
+//! zero padding; loads past `K` in `A` are masked; prefetch hints may name addresses past the
+//! weight, which never fault); each output element is summed in an order fixed by the shape
+//! and the instruction set alone, so the result does not depend on the number of threads. No
+//! heap memory is allocated (beyond what `gemm` allocates itself).
 
 use crate::kernel::Region;
-use crate::nbits::{row_bytes, NBitsMatMul};
+use crate::nbits::{row_bytes, NBitsMatMul, GROUP, SCRATCH_SLOTS, SMALL_ROWS, TILE_K, TILE_N};
+use rayon::prelude::*;
+use std::sync::OnceLock;
+
+/// Products with fewer multiply-adds (`rows * n * k`) than this run on the calling thread.
+const PARALLEL_MACS: u64 = 1 << 18;
+/// Columns one call of the few-rows kernel handles at most; thread chunks are multiples of it.
+const COLUMN_BLOCK: usize = 4;
+/// Values of `K` the odd-block path dequantizes at a time.
+const RUN: usize = 256;
+/// Halves per block standing for "one block covers all of `K`": even, and more halves than
+/// any `K` in memory has.
+const WHOLE_K: usize = 1 << 60;
+/// Products with at most this many rows decode each weight once per pass of a few rows and
+/// multiply it into them (no scratch needed); more rows take the tiled GEMM. At least
+/// [`SMALL_ROWS`], below which the plan provides no scratch. Measured (4-bit, K = N = 4096,
+/// one thread): the passes run at ~87 GFLOP/s from 8 to 128 rows, the tiled GEMM at 42 (16
+/// rows), 58 (32), 77 (64), 88 (128).
+const FUSED_ROWS: usize = 128;
+const _: () = assert!(FUSED_ROWS as u64 >= SMALL_ROWS);
+
+/// The instruction set the kernels use.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Isa {
+    Scalar,
+    Avx2,
+    Avx512,
+}
+
+impl Isa {
+    fn name(self) -> &'static str {
+        match self {
+            Isa::Scalar => "scalar",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
+        }
+    }
+
+    /// Whether this CPU runs the path.
+    fn available(self) -> bool {
+        match self {
+            Isa::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => is_x86_feature_detected!("avx512f"),
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+}
+
+/// The path of this process: the best available, or the one `MEMC_NBITS_ISA` forces.
+fn isa() -> Isa {
+    static ISA: OnceLock<Isa> = OnceLock::new();
+    *ISA.get_or_init(|| {
+        let detected = [Isa::Avx512, Isa::Avx2]
+            .into_iter()
+            .find(|isa| isa.available())
+            .unwrap_or(Isa::Scalar);
+        let Ok(wanted) = std::env::var("MEMC_NBITS_ISA") else {
+            return detected;
+        };
+        let forced = [Isa::Scalar, Isa::Avx2, Isa::Avx512]
+            .into_iter()
+            .find(|isa| isa.name() == wanted && isa.available());
+        let chosen = forced.unwrap_or(detected);
+        eprintln!(
+            "memc: MEMC_NBITS_ISA={wanted}: nbits kernels use the {} path{}",
+            chosen.name(),
+            if forced.is_some() {
+                ""
+            } else {
+                " (the value is unknown or this CPU lacks it)"
+            }
+        );
+        chosen
+    })
+}
+
+/// Which decoder a kernel's weight takes (a const parameter of the vector kernels).
+const U4: u8 = 0;
+const S4: u8 = 1;
+const U8: u8 = 2;
+const S8: u8 = 3;
+
+/// The packed weight of one kernel, as raw pointers into the weights section.
+#[derive(Copy, Clone)]
+struct Packed {
+    b: *const u8,
+    row_bytes: usize,
+    scales: *const f32,
+    /// Null when the weight has no zero points.
+    zero_points: *const f32,
+    k_blocks: usize,
+    block: usize,
+    k: usize,
+    kind: u8,
+}
+
+impl Packed {
+    /// The packed bytes of column `n`.
+    unsafe fn column(&self, n: usize) -> *const u8 {
+        self.b.add(n * self.row_bytes)
+    }
+
+    /// `(zero point, scale)` of column `n`, block `blk`.
+    unsafe fn params(&self, n: usize, blk: usize) -> (f32, f32) {
+        let i = n * self.k_blocks + blk;
+        let zp = if self.zero_points.is_null() {
+            0.0
+        } else {
+            *self.zero_points.add(i)
+        };
+        (zp, *self.scales.add(i))
+    }
+
+    /// Halves (16 values) per scale block when every half lies in one block ([`WHOLE_K`]
+    /// when one block covers `K`), `None` otherwise.
+    fn halves_per_block(&self) -> Option<usize> {
+        if self.block >= self.k {
+            Some(WHOLE_K)
+        } else if self.block % 16 == 0 {
+            Some(self.block / 16)
+        } else {
+            None
+        }
+    }
+
+    /// The quantized value `(n, k)`.
+    unsafe fn quantized(&self, column: *const u8, k: usize) -> i32 {
+        match self.kind {
+            U4 | S4 => {
+                let byte = *column.add(k / 32 * 16 + k % 16);
+                let nibble = (byte >> (4 * ((k / 16) & 1))) & 0xF;
+                if self.kind == S4 {
+                    ((nibble << 4) as i8 >> 4) as i32
+                } else {
+                    nibble as i32
+                }
+            }
+            S8 => *column.add(k) as i8 as i32,
+            _ => *column.add(k) as i32,
+        }
+    }
+
+    /// Writes the dequantized values `k0..k1` of column `n` to `out[0..k1 - k0]`, value by
+    /// value (any block size).
+    #[inline(always)]
+    unsafe fn dequantize_run(&self, n: usize, k0: usize, k1: usize, out: *mut f32) {
+        let column = self.column(n);
+        let mut k = k0;
+        while k < k1 {
+            let blk = k / self.block;
+            let end = ((blk + 1) * self.block).min(k1);
+            let (zp, scale) = self.params(n, blk);
+            while k < end {
+                *out.add(k - k0) = (self.quantized(column, k) as f32 - zp) * scale;
+                k += 1;
+            }
+        }
+    }
+}
+
+/// Walks the halves (16-value runs) of `K` two at a time, one 32-value group per step, and
+/// tells which scale block each half of a group is in, as runs of groups with the same pair.
+/// Needs every half inside one block (see [`Packed::halves_per_block`]).
+struct GroupBlocks {
+    /// The block of the next half, and how many halves (it included) are left in that block.
+    blk: usize,
+    left: usize,
+    halves_per_block: usize,
+}
+
+impl GroupBlocks {
+    /// Starts at group `g`.
+    fn new(halves_per_block: usize, g: usize) -> GroupBlocks {
+        let half = 2 * g;
+        GroupBlocks {
+            blk: half / halves_per_block,
+            left: halves_per_block - half % halves_per_block,
+            halves_per_block,
+        }
+    }
+
+    /// The next run of at most `max_groups` (at least 1) groups: `(block of the low halves,
+    /// block of the high halves, groups)`.
+    #[inline(always)]
+    fn next_run(&mut self, max_groups: usize) -> (usize, usize, usize) {
+        let lo = self.blk;
+        if self.left >= 2 {
+            let groups = (self.left / 2).min(max_groups);
+            self.left -= 2 * groups;
+            if self.left == 0 {
+                self.blk += 1;
+                self.left = self.halves_per_block;
+            }
+            (lo, lo, groups)
+        } else {
+            // The group straddles two blocks (only when a block is an odd number of halves).
+            self.blk += 1;
+            self.left = self.halves_per_block - 1;
+            if self.left == 0 {
+                self.blk += 1;
+                self.left = self.halves_per_block;
+            }
+            (lo, lo + 1, 1)
+        }
+    }
+}
+
+/// Everything a worker needs, shareable across threads.
+#[derive(Copy, Clone)]
+struct Job {
+    w: Packed,
+    /// Null when there is no bias.
+    bias: *const f32,
+    isa: Isa,
+}
+
+// SAFETY: the caller of `run_nbits` guarantees the regions outlive the call and that only this
+// kernel accesses the arena meanwhile; workers write disjoint columns of `C` and their own
+// scratch slot.
+unsafe impl Send for Job {}
+unsafe impl Sync for Job {}
+
+/// The rows of a product with at most [`FUSED_ROWS`] rows.
+#[derive(Copy, Clone)]
+struct FusedRows {
+    a: [*const f32; FUSED_ROWS],
+    c: [*mut f32; FUSED_ROWS],
+    count: usize,
+}
+
+// SAFETY: as for `Job`.
+unsafe impl Send for FusedRows {}
+unsafe impl Sync for FusedRows {}
+
+impl FusedRows {
+    /// Splits the rows into passes of at most `max` rows, as even as possible: `(first row,
+    /// rows)`.
+    fn passes(&self, max: usize) -> impl Iterator<Item = (usize, usize)> {
+        let n_passes = self.count.div_ceil(max);
+        let (base, extra) = (self.count / n_passes, self.count % n_passes);
+        (0..n_passes).map(move |p| (p * base + p.min(extra), base + usize::from(p < extra)))
+    }
+}
+
+/// How the rows of `A` and `C` lie in memory, for the many-rows path.
+#[derive(Copy, Clone)]
+enum RowLayout {
+    /// Row `r` of `A` at `a + r * a_step` elements, of `C` at `c + r * c_step`.
+    Uniform {
+        a: *const f32,
+        a_step: isize,
+        c: *mut f32,
+        c_step: isize,
+    },
+    /// Anything else: one product per batch index, its `m` rows at the views' row strides.
+    PerBatch,
+}
+
+// SAFETY: as for `Job`.
+unsafe impl Send for RowLayout {}
+unsafe impl Sync for RowLayout {}
 
 /// Runs `q` over all its rows.
 ///
@@ -15,13 +312,8 @@ pub(crate) unsafe fn run_nbits(
     q: &NBitsMatMul,
     arena: *mut u8,
     weights: *const u8,
-    _pool: &rayon::ThreadPool,
+    pool: &rayon::ThreadPool,
 ) {
-    run_scalar(q, arena, weights);
-}
-
-/// The plain reference: decode each value as DequantizeLinear does, multiply-add in f32.
-unsafe fn run_scalar(q: &NBitsMatMul, arena: *mut u8, weights: *const u8) {
     let rows = q.rows();
     if rows == 0 || q.n == 0 {
         return;
@@ -30,36 +322,993 @@ unsafe fn run_scalar(q: &NBitsMatMul, arena: *mut u8, weights: *const u8) {
         Region::Arena => arena as *const u8,
         Region::Weights => weights,
     };
-    let packed = std::slice::from_raw_parts(
-        weights.add(q.b as usize),
-        (q.n * row_bytes(q.k, q.bits)) as usize,
-    );
-    let params = (q.n * q.k_blocks()) as usize;
-    let scales = std::slice::from_raw_parts(weights.add(q.scales as usize).cast::<f32>(), params);
-    let zero_points = q
-        .zero_points
-        .map(|o| std::slice::from_raw_parts(weights.add(o as usize).cast::<f32>(), params));
-    let bias = q.bias.map(|(region, o)| {
-        std::slice::from_raw_parts(base(region).add(o as usize).cast::<f32>(), q.n as usize)
+    let bias = q.bias.map_or(std::ptr::null(), |(region, o)| {
+        base(region).add(o as usize).cast::<f32>()
     });
-    let kb = q.k_blocks();
-    for r in 0..rows {
-        let a = base(q.a.region)
-            .offset(q.row_offset(&q.a, r) as isize)
-            .cast::<f32>();
-        let c = arena.offset(q.row_offset(&q.c, r) as isize).cast::<f32>();
-        for n in 0..q.n {
-            let mut acc = 0f32;
-            for k in 0..q.k {
-                let p = (n * kb + k / q.block) as usize;
-                let zp = zero_points.map_or(0.0, |z| z[p]);
-                let w = (q.quantized(packed, n, k) as f32 - zp) * scales[p];
-                acc = (*a.add(k as usize)).mul_add(w, acc);
+    let row_ptr = RowPtrs {
+        q,
+        a: base(q.a.region),
+        c: arena,
+    };
+    let n = q.n as usize;
+    if q.k == 0 {
+        for r in 0..rows {
+            let (_, c) = row_ptr.get(r);
+            for col in 0..n {
+                *c.add(col) = if bias.is_null() { 0.0 } else { *bias.add(col) };
             }
-            if let Some(bias) = bias {
-                acc += bias[n as usize];
+        }
+        return;
+    }
+    let kind = match (q.bits, q.signed) {
+        (4, false) => U4,
+        (4, true) => S4,
+        (_, false) => U8,
+        (_, true) => S8,
+    };
+    let job = Job {
+        w: Packed {
+            b: weights.add(q.b as usize),
+            row_bytes: row_bytes(q.k, q.bits) as usize,
+            scales: weights.add(q.scales as usize).cast(),
+            zero_points: q
+                .zero_points
+                .map_or(std::ptr::null(), |o| weights.add(o as usize).cast()),
+            k_blocks: q.k_blocks() as usize,
+            block: q.block as usize,
+            k: q.k as usize,
+            kind,
+        },
+        bias,
+        isa: isa(),
+    };
+    let threads = if rows.saturating_mul(q.n).saturating_mul(q.k) < PARALLEL_MACS {
+        1
+    } else {
+        pool.current_num_threads().max(1)
+    };
+    if rows <= FUSED_ROWS as u64 {
+        let mut fused = FusedRows {
+            a: [std::ptr::null(); FUSED_ROWS],
+            c: [std::ptr::null_mut(); FUSED_ROWS],
+            count: rows as usize,
+        };
+        for r in 0..rows {
+            (fused.a[r as usize], fused.c[r as usize]) = row_ptr.get(r);
+        }
+        let blocks = n.div_ceil(COLUMN_BLOCK);
+        let workers = threads.min(blocks);
+        let per = blocks.div_ceil(workers) * COLUMN_BLOCK;
+        let chunk = |w: usize| {
+            let (n0, n1) = (w * per, ((w + 1) * per).min(n));
+            if n0 < n1 {
+                // SAFETY: columns n0..n1 are inside the validated product; chunks are disjoint.
+                unsafe { few_rows(&job, &fused, n0, n1) };
             }
-            *c.add(n as usize) = acc;
+        };
+        if workers == 1 {
+            chunk(0);
+        } else {
+            pool.install(|| (0..workers).into_par_iter().for_each(chunk));
+        }
+        return;
+    }
+    let scratch = arena.add(
+        q.scratch
+            .expect("validation requires scratch for more than SMALL_ROWS (<= FUSED_ROWS) rows")
+            as usize,
+    );
+    let layout = row_layout(q, &row_ptr);
+    let tiles = n.div_ceil(TILE_N as usize);
+    let workers = threads.min(SCRATCH_SLOTS as usize).min(tiles);
+    let per = tiles.div_ceil(workers);
+    let scratch = ScratchBase(scratch.cast());
+    let chunk = |w: usize| {
+        let slot = scratch.slot(w);
+        for tile in w * per..((w + 1) * per).min(tiles) {
+            let n0 = tile * TILE_N as usize;
+            let n1 = (n0 + TILE_N as usize).min(n);
+            // SAFETY: columns n0..n1 are inside the validated product; each worker owns its
+            // columns and its scratch slot.
+            unsafe { many_rows_tile(q, &job, layout, &row_ptr, slot, n0, n1) };
+        }
+    };
+    if workers == 1 {
+        chunk(0);
+    } else {
+        pool.install(|| (0..workers).into_par_iter().for_each(chunk));
+    }
+}
+
+/// The addresses of the rows of `A` and `C`.
+#[derive(Copy, Clone)]
+struct RowPtrs<'a> {
+    q: &'a NBitsMatMul,
+    /// The bases of the regions of `A` and `C`.
+    a: *const u8,
+    c: *mut u8,
+}
+
+// SAFETY: as for `Job`.
+unsafe impl Send for RowPtrs<'_> {}
+unsafe impl Sync for RowPtrs<'_> {}
+
+impl RowPtrs<'_> {
+    /// Row `r` of `A` and of `C`.
+    unsafe fn get(&self, r: u64) -> (*const f32, *mut f32) {
+        let a = self.a.offset(self.q.row_offset(&self.q.a, r) as isize);
+        let c = self.c.offset(self.q.row_offset(&self.q.c, r) as isize);
+        (a.cast(), c.cast())
+    }
+}
+
+/// The scratch of the many-rows path: [`SCRATCH_SLOTS`] tiles of `TILE_K x TILE_N` f32.
+#[derive(Copy, Clone)]
+struct ScratchBase(*mut f32);
+
+// SAFETY: as for `Job`; each worker uses only its own slot.
+unsafe impl Send for ScratchBase {}
+unsafe impl Sync for ScratchBase {}
+
+impl ScratchBase {
+    fn slot(self, worker: usize) -> *mut f32 {
+        self.0.wrapping_add(worker * (TILE_K * TILE_N) as usize)
+    }
+}
+
+/// Whether rows of `A` and of `C` are each evenly spaced (the common case: no batch, or
+/// batches laid out like one taller matrix), so that one `gemm` covers them all.
+unsafe fn row_layout(q: &NBitsMatMul, row_ptr: &RowPtrs) -> RowLayout {
+    let rows = q.rows();
+    let (a0, c0) = row_ptr.get(0);
+    let (a1, c1) = row_ptr.get(1);
+    let (a_step, c_step) = (a1.offset_from(a0), c1.offset_from(c0));
+    let uniform = (2..rows).all(|r| {
+        let (a, c) = row_ptr.get(r);
+        a.offset_from(a0) == a_step * r as isize && c.offset_from(c0) == c_step * r as isize
+    });
+    if uniform {
+        RowLayout::Uniform {
+            a: a0,
+            a_step,
+            c: c0,
+            c_step,
+        }
+    } else {
+        RowLayout::PerBatch
+    }
+}
+
+/// Columns `n0..n1` (`n0` a multiple of [`COLUMN_BLOCK`]) of a product with few rows.
+unsafe fn few_rows(job: &Job, rows: &FusedRows, n0: usize, n1: usize) {
+    match job.isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 if job.w.halves_per_block().is_some() => match job.w.kind {
+            U4 | S4 => avx512::few_rows::<U4>(job, rows, n0, n1),
+            U8 => avx512::few_rows::<U8>(job, rows, n0, n1),
+            _ => avx512::few_rows::<S8>(job, rows, n0, n1),
+        },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 if job.w.halves_per_block().is_some() => match job.w.kind {
+            U4 => avx2::few_rows::<U4>(job, rows, n0, n1),
+            S4 => avx2::few_rows::<S4>(job, rows, n0, n1),
+            U8 => avx2::few_rows::<U8>(job, rows, n0, n1),
+            _ => avx2::few_rows::<S8>(job, rows, n0, n1),
+        },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => avx512::few_rows_any_block(job, rows, n0, n1),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => avx2::few_rows_any_block(job, rows, n0, n1),
+        _ => few_rows_any_block::<false>(job, rows, n0, n1),
+    }
+}
+
+/// Columns `n0..n1` of a product with few rows, for any block size: each column is
+/// dequantized [`RUN`] values at a time into a buffer and multiplied from there, 16 partial
+/// sums per row. `FUSED` uses `mul_add` (for callers compiled with FMA).
+#[inline(always)]
+unsafe fn few_rows_any_block<const FUSED: bool>(job: &Job, rows: &FusedRows, n0: usize, n1: usize) {
+    let w = &job.w;
+    let mut buf = [0f32; RUN];
+    for n in n0..n1 {
+        let mut acc = [[0f32; 16]; FUSED_ROWS];
+        let mut k0 = 0;
+        while k0 < w.k {
+            let len = RUN.min(w.k - k0);
+            w.dequantize_run(n, k0, k0 + len, buf.as_mut_ptr());
+            for (r, acc) in acc.iter_mut().enumerate().take(rows.count) {
+                let a = std::slice::from_raw_parts(rows.a[r].add(k0), len);
+                for (a, w) in a.chunks(16).zip(buf[..len].chunks(16)) {
+                    for ((acc, &a), &w) in acc.iter_mut().zip(a).zip(w) {
+                        *acc = if FUSED {
+                            a.mul_add(w, *acc)
+                        } else {
+                            a * w + *acc
+                        };
+                    }
+                }
+            }
+            k0 += len;
+        }
+        for (r, acc) in acc.iter().enumerate().take(rows.count) {
+            let mut sum = sum16(acc);
+            if !job.bias.is_null() {
+                sum += *job.bias.add(n);
+            }
+            *rows.c[r].add(n) = sum;
         }
     }
 }
+
+/// The sum of 16 partial sums, pairwise.
+#[inline(always)]
+fn sum16(v: &[f32; 16]) -> f32 {
+    let mut s = *v;
+    let mut width = 8;
+    while width > 0 {
+        for i in 0..width {
+            s[i] += s[i + width];
+        }
+        width /= 2;
+    }
+    s[0]
+}
+
+/// Dequantizes the tile `k0..k1` x `n0..n1` into `tile` (column `n` at `(n - n0) * TILE_K`).
+unsafe fn dequantize_tile(job: &Job, tile: *mut f32, n0: usize, n1: usize, k0: usize, k1: usize) {
+    match job.isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 if job.w.halves_per_block().is_some() => match job.w.kind {
+            U4 | S4 => avx512::dequantize_tile::<U4>(job, tile, n0, n1, k0, k1),
+            U8 => avx512::dequantize_tile::<U8>(job, tile, n0, n1, k0, k1),
+            _ => avx512::dequantize_tile::<S8>(job, tile, n0, n1, k0, k1),
+        },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 if job.w.halves_per_block().is_some() => match job.w.kind {
+            U4 => avx2::dequantize_tile::<U4>(job, tile, n0, n1, k0, k1),
+            S4 => avx2::dequantize_tile::<S4>(job, tile, n0, n1, k0, k1),
+            U8 => avx2::dequantize_tile::<U8>(job, tile, n0, n1, k0, k1),
+            _ => avx2::dequantize_tile::<S8>(job, tile, n0, n1, k0, k1),
+        },
+        _ => {
+            for n in n0..n1 {
+                job.w
+                    .dequantize_run(n, k0, k1, tile.add((n - n0) * TILE_K as usize));
+            }
+        }
+    }
+}
+
+/// Columns `n0..n1` (at most [`TILE_N`]) of a product with many rows: for each `K` tile,
+/// dequantize it into `tile` and multiply-add it into `C` with `gemm`; then add the bias.
+unsafe fn many_rows_tile(
+    q: &NBitsMatMul,
+    job: &Job,
+    layout: RowLayout,
+    row_ptr: &RowPtrs,
+    tile: *mut f32,
+    n0: usize,
+    n1: usize,
+) {
+    let k = job.w.k;
+    let mut k0 = 0;
+    while k0 < k {
+        let k1 = (k0 + TILE_K as usize).min(k);
+        dequantize_tile(job, tile, n0, n1, k0, k1);
+        let product = |m: usize, a: *const f32, a_step: isize, c: *mut f32, c_step: isize| {
+            // SAFETY: rows `0..m` of `a` (values k0..k1) and of `c` (columns n0..n1) are inside
+            // the validated views; the tile holds `k1 - k0` values of each of its columns.
+            unsafe {
+                gemm::gemm(
+                    m,
+                    n1 - n0,
+                    k1 - k0,
+                    c.add(n0),
+                    1,
+                    c_step,
+                    k0 > 0,
+                    a.add(k0),
+                    1,
+                    a_step,
+                    tile,
+                    TILE_K as isize,
+                    1,
+                    1.0f32,
+                    1.0f32,
+                    false,
+                    false,
+                    false,
+                    gemm::Parallelism::None,
+                )
+            }
+        };
+        match layout {
+            RowLayout::Uniform {
+                a,
+                a_step,
+                c,
+                c_step,
+            } => product(q.rows() as usize, a, a_step, c, c_step),
+            RowLayout::PerBatch => {
+                let m = q.m as usize;
+                for batch in 0..q.rows() / q.m {
+                    let (a, c) = row_ptr.get(batch * q.m);
+                    product(m, a, q.a.row_stride as isize, c, q.c.row_stride as isize);
+                }
+            }
+        }
+        k0 = k1;
+    }
+    if !job.bias.is_null() {
+        for r in 0..q.rows() {
+            let (_, c) = row_ptr.get(r);
+            for col in n0..n1 {
+                *c.add(col) += *job.bias.add(col);
+            }
+        }
+    }
+}
+
+/// The AVX-512F kernels.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{FusedRows, GroupBlocks, Job, S4, S8, TILE_K, U4};
+    use std::arch::x86_64::*;
+
+    /// The per-half decoding state of one column: at 4 bits `t` is the table `(v(i) - zp) *
+    /// scale`; at 8 bits `z` is the zero point (as an integer) and `s` the scale, broadcast.
+    #[derive(Copy, Clone)]
+    struct Params {
+        t: __m512,
+        z: __m512i,
+        s: __m512,
+    }
+
+    /// `v(i)` for the 16 nibble patterns `i`: unsigned, or two's complement.
+    const UNSIGNED_NIBBLES: [f32; 16] = [
+        0., 1., 2., 3., 4., 5., 6., 7., 8., 9., 10., 11., 12., 13., 14., 15.,
+    ];
+    const SIGNED_NIBBLES: [f32; 16] = [
+        0., 1., 2., 3., 4., 5., 6., 7., -8., -7., -6., -5., -4., -3., -2., -1.,
+    ];
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn nibble_values(job: &Job) -> __m512 {
+        _mm512_loadu_ps(if job.w.kind == S4 {
+            SIGNED_NIBBLES.as_ptr()
+        } else {
+            UNSIGNED_NIBBLES.as_ptr()
+        })
+    }
+
+    /// The parameters of block `blk` of the column whose scales start at `scales` (and zero
+    /// points at `zero_points`, when `ZP`).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn params<const KIND: u8, const ZP: bool>(
+        scales: *const f32,
+        zero_points: *const f32,
+        blk: usize,
+        nibbles: __m512,
+    ) -> Params {
+        let s = _mm512_set1_ps(*scales.add(blk));
+        let zp = if ZP {
+            _mm512_set1_ps(*zero_points.add(blk))
+        } else {
+            _mm512_setzero_ps()
+        };
+        if KIND == U4 {
+            // (v - 0) * s == v * s exactly, so without zero points the subtraction goes.
+            let v = if ZP {
+                _mm512_sub_ps(nibbles, zp)
+            } else {
+                nibbles
+            };
+            Params {
+                t: _mm512_mul_ps(v, s),
+                z: _mm512_setzero_si512(),
+                s,
+            }
+        } else {
+            // The zero point is an exact small integer, so q - zp is exact in i32 (the integer
+            // subtraction runs on any vector pipe, the float one competes with the conversion).
+            Params {
+                t: zp,
+                z: _mm512_cvttps_epi32(zp),
+                s,
+            }
+        }
+    }
+
+    /// The 32 dequantized values of group `g` of a column: values `k0..k0+16` and
+    /// `k0+16..k0+32`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn decode<const KIND: u8, const ZP: bool>(
+        column: *const u8,
+        g: usize,
+        lo: &Params,
+        hi: &Params,
+    ) -> (__m512, __m512) {
+        if KIND == U4 {
+            let d = _mm512_cvtepu8_epi32(_mm_loadu_si128(column.add(16 * g).cast()));
+            (
+                _mm512_permutexvar_ps(d, lo.t),
+                _mm512_permutexvar_ps(_mm512_srli_epi32::<4>(d), hi.t),
+            )
+        } else {
+            let p = column.add(32 * g);
+            let widen = |p: *const u8| {
+                let v = _mm_loadu_si128(p.cast());
+                if KIND == S8 {
+                    _mm512_cvtepi8_epi32(v)
+                } else {
+                    _mm512_cvtepu8_epi32(v)
+                }
+            };
+            let scale = |q: __m512i, p: &Params| {
+                let q = if ZP { _mm512_sub_epi32(q, p.z) } else { q };
+                _mm512_mul_ps(_mm512_cvtepi32_ps(q), p.s)
+            };
+            (scale(widen(p), lo), scale(widen(p.add(16)), hi))
+        }
+    }
+
+    /// Columns `n0..n1` of a product with at most `FUSED_ROWS` rows, blocks of whole halves.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn few_rows<const KIND: u8>(
+        job: &Job,
+        rows: &FusedRows,
+        n0: usize,
+        n1: usize,
+    ) {
+        if job.w.zero_points.is_null() {
+            few_rows_zp::<KIND, false>(job, rows, n0, n1)
+        } else {
+            few_rows_zp::<KIND, true>(job, rows, n0, n1)
+        }
+    }
+
+    /// Blocks of 4 columns (then single columns), each in passes of up to 4 rows: one
+    /// accumulator per row, column and half for up to 2 rows, per row and column for more
+    /// (registers: rows x 4 accumulators + 8 decoded vectors + 4 tables).
+    #[target_feature(enable = "avx512f")]
+    unsafe fn few_rows_zp<const KIND: u8, const ZP: bool>(
+        job: &Job,
+        rows: &FusedRows,
+        n0: usize,
+        n1: usize,
+    ) {
+        let mut n = n0;
+        while n < n1 {
+            let block = if n + 4 <= n1 { 4 } else { 1 };
+            for (first, count) in rows.passes(4) {
+                let (a, c) = (&rows.a[first..], &rows.c[first..]);
+                match (count, block) {
+                    (1, 4) => columns::<KIND, ZP, 1, 4, 2>(job, a, c, n),
+                    (2, 4) => columns::<KIND, ZP, 2, 4, 1>(job, a, c, n),
+                    (3, 4) => columns::<KIND, ZP, 3, 4, 1>(job, a, c, n),
+                    (_, 4) => columns::<KIND, ZP, 4, 4, 1>(job, a, c, n),
+                    (1, _) => columns::<KIND, ZP, 1, 1, 2>(job, a, c, n),
+                    (2, _) => columns::<KIND, ZP, 2, 1, 1>(job, a, c, n),
+                    (3, _) => columns::<KIND, ZP, 3, 1, 1>(job, a, c, n),
+                    _ => columns::<KIND, ZP, 4, 1, 1>(job, a, c, n),
+                }
+            }
+            n += block;
+        }
+    }
+
+    /// Columns `n..n + C` of the `R` rows `a` -> `c`, with `ACCS` (1 or 2) accumulators per
+    /// row and column: with 2, values `k0..k0+16` and `k0+16..k0+32` of each group go to
+    /// separate ones, summed at the end. `ZP`: the weight has zero points.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn columns<
+        const KIND: u8,
+        const ZP: bool,
+        const R: usize,
+        const C: usize,
+        const ACCS: usize,
+    >(
+        job: &Job,
+        a: &[*const f32],
+        c: &[*mut f32],
+        n: usize,
+    ) {
+        let w = &job.w;
+        let nibbles = nibble_values(job);
+        let halves_per_block = w.halves_per_block().expect("the caller checked the block");
+        let cols: [*const u8; C] = std::array::from_fn(|j| w.column(n + j));
+        let scales: [*const f32; C] = std::array::from_fn(|j| w.scales.add((n + j) * w.k_blocks));
+        let zero_points: [*const f32; C] =
+            std::array::from_fn(|j| w.zero_points.wrapping_add((n + j) * w.k_blocks));
+        let params =
+            |j: usize, blk: usize| params::<KIND, ZP>(scales[j], zero_points[j], blk, nibbles);
+        let a: [*const f32; R] = std::array::from_fn(|r| a[r]);
+        let mut acc = [[[_mm512_setzero_ps(); ACCS]; C]; R];
+        // The next C columns' bytes are prefetched into L2 at the pace this block reads its
+        // own: the hardware prefetchers ramp up too slowly on a column's few KiB.
+        let next_b = w.column(n + C);
+        let group_bytes = if KIND == U4 { 16 * C } else { 32 * C };
+        macro_rules! group {
+            ($g:expr, $lo:expr, $hi:expr) => {{
+                let g = $g;
+                let k0 = 32 * g;
+                for line in 0..group_bytes.div_ceil(64) {
+                    _mm_prefetch::<_MM_HINT_T1>(
+                        next_b.wrapping_add(g * group_bytes + 64 * line).cast(),
+                    );
+                }
+                let wv: [(__m512, __m512); C] =
+                    std::array::from_fn(|j| decode::<KIND, ZP>(cols[j], g, &$lo[j], &$hi[j]));
+                for r in 0..R {
+                    let a_lo = _mm512_loadu_ps(a[r].add(k0));
+                    let a_hi = _mm512_loadu_ps(a[r].add(k0 + 16));
+                    for j in 0..C {
+                        acc[r][j][0] = _mm512_fmadd_ps(a_lo, wv[j].0, acc[r][j][0]);
+                        acc[r][j][ACCS - 1] = _mm512_fmadd_ps(a_hi, wv[j].1, acc[r][j][ACCS - 1]);
+                    }
+                }
+            }};
+        }
+        let full = w.k / 32;
+        if halves_per_block % 2 == 0 {
+            // Blocks of whole groups (the common case): one set of parameters per block.
+            let groups_per_block = halves_per_block / 2;
+            let next_scales = scales[0].wrapping_add(C * w.k_blocks);
+            let next_zero_points = zero_points[0].wrapping_add(C * w.k_blocks);
+            let (mut g, mut blk) = (0, 0);
+            while g < full {
+                _mm_prefetch::<_MM_HINT_T1>(next_scales.wrapping_add(C * blk).cast());
+                if ZP {
+                    _mm_prefetch::<_MM_HINT_T1>(next_zero_points.wrapping_add(C * blk).cast());
+                }
+                let p: [Params; C] = std::array::from_fn(|j| params(j, blk));
+                let end = full.min(g + groups_per_block);
+                loop {
+                    group!(g, p, p);
+                    g += 1;
+                    if g == end {
+                        break;
+                    }
+                }
+                blk += 1;
+            }
+        } else {
+            let mut blocks = GroupBlocks::new(halves_per_block, 0);
+            let mut g = 0;
+            while g < full {
+                let (blk_lo, blk_hi, groups) = blocks.next_run(full - g);
+                let lo: [Params; C] = std::array::from_fn(|j| params(j, blk_lo));
+                let hi: [Params; C] = if blk_hi == blk_lo {
+                    lo
+                } else {
+                    std::array::from_fn(|j| params(j, blk_hi))
+                };
+                for g in g..g + groups {
+                    group!(g, lo, hi);
+                }
+                g += groups;
+            }
+        }
+        let tail = w.k % 32;
+        if tail > 0 {
+            // The last, partial group: its padding decodes to finite junk, masked out of the sums.
+            let k0 = 32 * full;
+            let mask_lo: __mmask16 = ((1u32 << tail.min(16)) - 1) as u16;
+            let mask_hi: __mmask16 = ((1u32 << tail.saturating_sub(16)) - 1) as u16;
+            let lo: [Params; C] = std::array::from_fn(|j| params(j, k0 / w.block));
+            // A high half wholly past K may lie in a block past the last; it is not decoded.
+            let hi: [Params; C] = if mask_hi == 0 {
+                lo
+            } else {
+                std::array::from_fn(|j| params(j, (k0 + 16) / w.block))
+            };
+            let wv: [(__m512, __m512); C] =
+                std::array::from_fn(|j| decode::<KIND, ZP>(cols[j], full, &lo[j], &hi[j]));
+            for r in 0..R {
+                let a_lo = _mm512_maskz_loadu_ps(mask_lo, a[r].add(k0));
+                let a_hi = _mm512_maskz_loadu_ps(mask_hi, a[r].add(k0 + 16));
+                for j in 0..C {
+                    let (lo, hi) = (acc[r][j][0], acc[r][j][ACCS - 1]);
+                    acc[r][j][0] = _mm512_mask3_fmadd_ps(a_lo, wv[j].0, lo, mask_lo);
+                    let hi = if ACCS == 1 { acc[r][j][0] } else { hi };
+                    acc[r][j][ACCS - 1] = _mm512_mask3_fmadd_ps(a_hi, wv[j].1, hi, mask_hi);
+                }
+            }
+        }
+        for (acc, c) in acc.iter().zip(c) {
+            for (j, acc) in acc.iter().enumerate() {
+                let v = if ACCS == 2 {
+                    _mm512_add_ps(acc[0], acc[ACCS - 1])
+                } else {
+                    acc[0]
+                };
+                let mut sum = _mm512_reduce_add_ps(v);
+                if !job.bias.is_null() {
+                    sum += *job.bias.add(n + j);
+                }
+                *c.add(n + j) = sum;
+            }
+        }
+    }
+
+    /// Columns `n0..n1` of a product with few rows and a block that splits halves.
+    #[target_feature(enable = "avx512f,fma")]
+    pub(super) unsafe fn few_rows_any_block(job: &Job, rows: &FusedRows, n0: usize, n1: usize) {
+        super::few_rows_any_block::<true>(job, rows, n0, n1);
+    }
+
+    /// Dequantizes the tile `k0..k1` x `n0..n1` (`k0` a multiple of 32) into `tile`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn dequantize_tile<const KIND: u8>(
+        job: &Job,
+        tile: *mut f32,
+        n0: usize,
+        n1: usize,
+        k0: usize,
+        k1: usize,
+    ) {
+        let w = &job.w;
+        let nibbles = nibble_values(job);
+        let halves_per_block = w.halves_per_block().expect("the caller checked the block");
+        let (g0, g1) = (k0 / 32, k1.div_ceil(32));
+        for n in n0..n1 {
+            let column = w.column(n);
+            let scales = w.scales.add(n * w.k_blocks);
+            let zero_points = w.zero_points.wrapping_add(n * w.k_blocks);
+            let params = |blk: usize| {
+                if w.zero_points.is_null() {
+                    params::<KIND, false>(scales, zero_points, blk, nibbles)
+                } else {
+                    params::<KIND, true>(scales, zero_points, blk, nibbles)
+                }
+            };
+            let out = tile.add((n - n0) * TILE_K as usize);
+            let mut blocks = GroupBlocks::new(halves_per_block, g0);
+            let mut g = g0;
+            while g < g1 {
+                let (blk_lo, blk_hi, groups) = blocks.next_run(g1 - g);
+                let lo = params(blk_lo);
+                // A high half wholly past K may lie in a block past the last: decode it with the
+                // low half's parameters (the values are past K and never read).
+                let hi = if blk_hi == blk_lo || 32 * (g + groups - 1) + 16 >= w.k {
+                    lo
+                } else {
+                    params(blk_hi)
+                };
+                for g in g..g + groups {
+                    let (w_lo, w_hi) = decode::<KIND, true>(column, g, &lo, &hi);
+                    let at = out.add(32 * (g - g0));
+                    _mm512_storeu_ps(at, w_lo);
+                    _mm512_storeu_ps(at.add(16), w_hi);
+                }
+                g += groups;
+            }
+        }
+    }
+}
+
+/// The AVX2+FMA kernels.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{FusedRows, GroupBlocks, Job, S4, S8, TILE_K, U4};
+    use std::arch::x86_64::*;
+
+    /// The zero point (plus 8 for signed 4-bit values, which are decoded offset by 8) and the
+    /// scale of one half, broadcast.
+    #[derive(Copy, Clone)]
+    struct Params {
+        zp: __m256,
+        s: __m256,
+    }
+
+    /// The parameters of block `blk` of the column whose scales start at `scales` (and zero
+    /// points at `zero_points`, when `ZP`).
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn params<const KIND: u8, const ZP: bool>(
+        scales: *const f32,
+        zero_points: *const f32,
+        blk: usize,
+    ) -> Params {
+        let zp = if ZP { *zero_points.add(blk) } else { 0.0 };
+        // (q ^ 8) - (zp + 8) == q - zp exactly: both are small integers.
+        let zp = if KIND == S4 { zp + 8.0 } else { zp };
+        Params {
+            zp: _mm256_set1_ps(zp),
+            s: _mm256_set1_ps(*scales.add(blk)),
+        }
+    }
+
+    /// The 32 dequantized values of group `g` of a column, 8 at a time in `k` order.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn decode<const KIND: u8, const ZP: bool>(
+        column: *const u8,
+        g: usize,
+        lo: &Params,
+        hi: &Params,
+    ) -> [__m256; 4] {
+        let scale = |q: __m256i, p: &Params| {
+            let v = _mm256_cvtepi32_ps(q);
+            // (v - 0) * s == v * s exactly (signed 4-bit values always subtract their offset).
+            let v = if ZP || KIND == S4 {
+                _mm256_sub_ps(v, p.zp)
+            } else {
+                v
+            };
+            _mm256_mul_ps(v, p.s)
+        };
+        if KIND == U4 || KIND == S4 {
+            let mut v = _mm_loadu_si128(column.add(16 * g).cast());
+            if KIND == S4 {
+                // Flip each nibble's sign bit: two's complement q becomes q + 8, unsigned.
+                v = _mm_xor_si128(v, _mm_set1_epi8(0x88u8 as i8));
+            }
+            let d0 = _mm256_cvtepu8_epi32(v);
+            let d1 = _mm256_cvtepu8_epi32(_mm_srli_si128::<8>(v));
+            let low = _mm256_set1_epi32(0xF);
+            [
+                scale(_mm256_and_si256(d0, low), lo),
+                scale(_mm256_and_si256(d1, low), lo),
+                scale(_mm256_srli_epi32::<4>(d0), hi),
+                scale(_mm256_srli_epi32::<4>(d1), hi),
+            ]
+        } else {
+            let p = column.add(32 * g);
+            let widen = |i: usize| {
+                let v = _mm_loadl_epi64(p.add(8 * i).cast());
+                if KIND == S8 {
+                    _mm256_cvtepi8_epi32(v)
+                } else {
+                    _mm256_cvtepu8_epi32(v)
+                }
+            };
+            [
+                scale(widen(0), lo),
+                scale(widen(1), lo),
+                scale(widen(2), hi),
+                scale(widen(3), hi),
+            ]
+        }
+    }
+
+    /// Columns `n0..n1` of a product with at most `FUSED_ROWS` rows, blocks of whole halves.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn few_rows<const KIND: u8>(
+        job: &Job,
+        rows: &FusedRows,
+        n0: usize,
+        n1: usize,
+    ) {
+        if job.w.zero_points.is_null() {
+            few_rows_zp::<KIND, false>(job, rows, n0, n1)
+        } else {
+            few_rows_zp::<KIND, true>(job, rows, n0, n1)
+        }
+    }
+
+    /// Blocks of 4 columns for one row, 2 for more, in passes of up to 2 rows (16 registers).
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn few_rows_zp<const KIND: u8, const ZP: bool>(
+        job: &Job,
+        rows: &FusedRows,
+        n0: usize,
+        n1: usize,
+    ) {
+        let mut n = n0;
+        while n < n1 {
+            let block = if n + 4 <= n1 {
+                4
+            } else if n + 2 <= n1 {
+                2
+            } else {
+                1
+            };
+            for (first, count) in rows.passes(2) {
+                let (a, c) = (&rows.a[first..], &rows.c[first..]);
+                match (count, block) {
+                    (1, 4) => {
+                        columns::<KIND, ZP, 1, 2>(job, a, c, n);
+                        columns::<KIND, ZP, 1, 2>(job, a, c, n + 2);
+                    }
+                    (1, 2) => columns::<KIND, ZP, 1, 2>(job, a, c, n),
+                    (1, _) => columns::<KIND, ZP, 1, 1>(job, a, c, n),
+                    (_, 4) => {
+                        columns::<KIND, ZP, 2, 2>(job, a, c, n);
+                        columns::<KIND, ZP, 2, 2>(job, a, c, n + 2);
+                    }
+                    (_, 2) => columns::<KIND, ZP, 2, 2>(job, a, c, n),
+                    _ => columns::<KIND, ZP, 2, 1>(job, a, c, n),
+                }
+            }
+            n += block;
+        }
+    }
+
+    /// Columns `n..n + C` of the `R` rows `a` -> `c`: two accumulators (the low and the high
+    /// half of each group) per row and column, summed at the end.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn columns<const KIND: u8, const ZP: bool, const R: usize, const C: usize>(
+        job: &Job,
+        a: &[*const f32],
+        c: &[*mut f32],
+        n: usize,
+    ) {
+        let w = &job.w;
+        let halves_per_block = w.halves_per_block().expect("the caller checked the block");
+        let cols: [*const u8; C] = std::array::from_fn(|j| w.column(n + j));
+        let scales: [*const f32; C] = std::array::from_fn(|j| w.scales.add((n + j) * w.k_blocks));
+        let zero_points: [*const f32; C] =
+            std::array::from_fn(|j| w.zero_points.wrapping_add((n + j) * w.k_blocks));
+        let params = |j: usize, blk: usize| params::<KIND, ZP>(scales[j], zero_points[j], blk);
+        let a: [*const f32; R] = std::array::from_fn(|r| a[r]);
+        let mut acc = [[[_mm256_setzero_ps(); 2]; C]; R];
+        // The next C columns' bytes are prefetched into L2 at the pace this block reads its own.
+        let next_b = w.column(n + C);
+        let group_bytes = if KIND == U4 || KIND == S4 {
+            16 * C
+        } else {
+            32 * C
+        };
+        macro_rules! group {
+            ($g:expr, $lo:expr, $hi:expr) => {{
+                let g = $g;
+                let k0 = 32 * g;
+                for line in 0..group_bytes.div_ceil(64) {
+                    _mm_prefetch::<_MM_HINT_T1>(
+                        next_b.wrapping_add(g * group_bytes + 64 * line).cast(),
+                    );
+                }
+                for j in 0..C {
+                    let wv = decode::<KIND, ZP>(cols[j], g, &$lo[j], &$hi[j]);
+                    for r in 0..R {
+                        for (i, wv) in wv.iter().enumerate() {
+                            let av = _mm256_loadu_ps(a[r].add(k0 + 8 * i));
+                            acc[r][j][i / 2] = _mm256_fmadd_ps(av, *wv, acc[r][j][i / 2]);
+                        }
+                    }
+                }
+            }};
+        }
+        let full = w.k / 32;
+        if halves_per_block % 2 == 0 {
+            // Blocks of whole groups (the common case): one set of parameters per block.
+            let groups_per_block = halves_per_block / 2;
+            let (mut g, mut blk) = (0, 0);
+            while g < full {
+                let p: [Params; C] = std::array::from_fn(|j| params(j, blk));
+                let end = full.min(g + groups_per_block);
+                loop {
+                    group!(g, p, p);
+                    g += 1;
+                    if g == end {
+                        break;
+                    }
+                }
+                blk += 1;
+            }
+        } else {
+            let mut blocks = GroupBlocks::new(halves_per_block, 0);
+            let mut g = 0;
+            while g < full {
+                let (blk_lo, blk_hi, groups) = blocks.next_run(full - g);
+                let lo: [Params; C] = std::array::from_fn(|j| params(j, blk_lo));
+                let hi: [Params; C] = if blk_hi == blk_lo {
+                    lo
+                } else {
+                    std::array::from_fn(|j| params(j, blk_hi))
+                };
+                for g in g..g + groups {
+                    group!(g, lo, hi);
+                }
+                g += groups;
+            }
+        }
+        let tail = w.k % 32;
+        if tail > 0 {
+            // The last, partial group: its padding decodes to finite junk, masked out of the sums.
+            let k0 = 32 * full;
+            let lo: [Params; C] = std::array::from_fn(|j| params(j, k0 / w.block));
+            // A high half wholly past K may lie in a block past the last; it is not decoded.
+            let hi: [Params; C] = if tail <= 16 {
+                lo
+            } else {
+                std::array::from_fn(|j| params(j, (k0 + 16) / w.block))
+            };
+            let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            let masks: [__m256i; 4] = std::array::from_fn(|i| {
+                _mm256_cmpgt_epi32(_mm256_set1_epi32(tail as i32 - 8 * i as i32), lanes)
+            });
+            for j in 0..C {
+                let wv = decode::<KIND, ZP>(cols[j], full, &lo[j], &hi[j]);
+                for r in 0..R {
+                    for (i, wv) in wv.iter().enumerate() {
+                        if 8 * i >= tail {
+                            break;
+                        }
+                        let av = _mm256_maskload_ps(a[r].add(k0 + 8 * i), masks[i]);
+                        let sum = _mm256_fmadd_ps(av, *wv, acc[r][j][i / 2]);
+                        acc[r][j][i / 2] =
+                            _mm256_blendv_ps(acc[r][j][i / 2], sum, _mm256_castsi256_ps(masks[i]));
+                    }
+                }
+            }
+        }
+        for (acc, c) in acc.iter().zip(c) {
+            for (j, acc) in acc.iter().enumerate() {
+                let v = _mm256_add_ps(acc[0], acc[1]);
+                let v = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+                let v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+                let v = _mm_add_ss(v, _mm_movehdup_ps(v));
+                let mut sum = _mm_cvtss_f32(v);
+                if !job.bias.is_null() {
+                    sum += *job.bias.add(n + j);
+                }
+                *c.add(n + j) = sum;
+            }
+        }
+    }
+
+    /// Columns `n0..n1` of a product with few rows and a block that splits halves.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn few_rows_any_block(job: &Job, rows: &FusedRows, n0: usize, n1: usize) {
+        super::few_rows_any_block::<true>(job, rows, n0, n1);
+    }
+
+    /// Dequantizes the tile `k0..k1` x `n0..n1` (`k0` a multiple of 32) into `tile`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dequantize_tile<const KIND: u8>(
+        job: &Job,
+        tile: *mut f32,
+        n0: usize,
+        n1: usize,
+        k0: usize,
+        k1: usize,
+    ) {
+        let w = &job.w;
+        let halves_per_block = w.halves_per_block().expect("the caller checked the block");
+        let (g0, g1) = (k0 / 32, k1.div_ceil(32));
+        for n in n0..n1 {
+            let column = w.column(n);
+            let scales = w.scales.add(n * w.k_blocks);
+            let zero_points = w.zero_points.wrapping_add(n * w.k_blocks);
+            let params = |blk: usize| {
+                if w.zero_points.is_null() {
+                    params::<KIND, false>(scales, zero_points, blk)
+                } else {
+                    params::<KIND, true>(scales, zero_points, blk)
+                }
+            };
+            let out = tile.add((n - n0) * TILE_K as usize);
+            let mut blocks = GroupBlocks::new(halves_per_block, g0);
+            let mut g = g0;
+            while g < g1 {
+                let (blk_lo, blk_hi, groups) = blocks.next_run(g1 - g);
+                let lo = params(blk_lo);
+                // A high half wholly past K may lie in a block past the last: decode it with the
+                // low half's parameters (the values are past K and never read).
+                let hi = if blk_hi == blk_lo || 32 * (g + groups - 1) + 16 >= w.k {
+                    lo
+                } else {
+                    params(blk_hi)
+                };
+                for g in g..g + groups {
+                    let wv = decode::<KIND, true>(column, g, &lo, &hi);
+                    let at = out.add(32 * (g - g0));
+                    for (i, wv) in wv.iter().enumerate() {
+                        _mm256_storeu_ps(at.add(8 * i), *wv);
+                    }
+                }
+                g += groups;
+            }
+        }
+    }
+}
+
+// `GROUP` is the layout's group; the decoders above hard-code its 32 values.
+const _: () = assert!(GROUP == 32 && TILE_K % GROUP == 0);

@@ -41,8 +41,9 @@ use serde::{Deserialize, Serialize};
 pub const GROUP: u64 = 32;
 
 /// Products with more rows than this dequantize tiles of `B` into scratch and multiply them
-/// with a GEMM; up to this many rows decode each weight once and multiply it into every row.
-pub const SMALL_ROWS: u64 = 8;
+/// with a GEMM; up to this many rows decode each weight once and multiply it into every row
+/// (as fast as the GEMM up to here: `cpu/nbits.rs`).
+pub const SMALL_ROWS: u64 = 128;
 /// The dequantized tile of the many-rows path: `TILE_K` values of `K` by `TILE_N` columns, f32.
 pub const TILE_K: u64 = 256;
 pub const TILE_N: u64 = 64;

@@ -82,6 +82,15 @@ fn profile_kernels() {
             memc_codegen::KernelBody::Contract(c) => {
                 format!("contract batch {:?} m {} n {} k {}", c.batch, c.m, c.n, c.k)
             }
+            memc_codegen::KernelBody::NBits(q) => {
+                format!(
+                    "nbits rows {} n {} k {} bits {}",
+                    q.rows(),
+                    q.n,
+                    q.k,
+                    q.bits
+                )
+            }
         };
         println!("{:9.3} ms  {:50}  {shape}", times[i], kernels[i].name);
     }

@@ -124,7 +124,9 @@ fn zero_element_tensors_and_kernels_run() {
                 body: KernelBody::Loop(k),
             }
         }
-        KernelBody::Contract(_) => unreachable!("binary_kernel makes a loop kernel"),
+        KernelBody::Contract(_) | KernelBody::NBits(_) => {
+            unreachable!("binary_kernel makes a loop kernel")
+        }
     };
     let mat = |offset| MatView {
         region: Region::Arena,

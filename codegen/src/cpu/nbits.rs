@@ -8,8 +8,8 @@
 //!   is also the one for every other architecture. The environment variable
 //!   `MEMC_NBITS_ISA=scalar|avx2|avx512` (read once, a test hook) forces a path; the choice it
 //!   makes is printed once to stderr, and a path the CPU lacks falls back to the detected one.
-//! - **Up to [`FUSED_ROWS`] rows** (128; this covers [`SMALL_ROWS`], and measured at least as
-//!   fast as the GEMM below up to there): blocks of 4 columns are decoded once per pass of up
+//! - **Up to [`FUSED_ROWS`] rows** (128, [`SMALL_ROWS`]; measured at least as fast as the GEMM
+//!   below up to there): blocks of 4 columns are decoded once per pass of up
 //!   to 4 rows (AVX2: 2) and multiplied into those rows; the passes over a block follow each
 //!   other, so only the first reads the block from memory. One row is a GEMV bound by reading
 //!   the weight: each block's bytes are read in order and the next block's are prefetched
@@ -51,12 +51,11 @@ const RUN: usize = 256;
 /// any `K` in memory has.
 const WHOLE_K: usize = 1 << 60;
 /// Products with at most this many rows decode each weight once per pass of a few rows and
-/// multiply it into them (no scratch needed); more rows take the tiled GEMM. At least
-/// [`SMALL_ROWS`], below which the plan provides no scratch. Measured (4-bit, K = N = 4096,
-/// one thread): the passes run at ~87 GFLOP/s from 8 to 128 rows, the tiled GEMM at 42 (16
-/// rows), 58 (32), 77 (64), 88 (128).
-const FUSED_ROWS: usize = 128;
-const _: () = assert!(FUSED_ROWS as u64 >= SMALL_ROWS);
+/// multiply it into them (no scratch needed); more rows take the tiled GEMM: [`SMALL_ROWS`],
+/// the rows below which the plan provides no scratch. Measured (4-bit, K = N = 4096, one
+/// thread): the passes run at ~87 GFLOP/s from 8 to 128 rows, the tiled GEMM at 42 (16 rows),
+/// 58 (32), 77 (64), 88 (128).
+const FUSED_ROWS: usize = SMALL_ROWS as usize;
 
 /// The instruction set the kernels use.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

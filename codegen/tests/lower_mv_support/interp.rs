@@ -640,9 +640,53 @@ fn run_contract(c: &Contract, mem: &mut Memory, name: &str) {
     });
 }
 
+/// A low-bit product, value by value from the packed layout's definition, summed in f64.
+fn run_nbits(q: &memc_codegen::nbits::NBitsMatMul, mem: &mut Memory, name: &str) {
+    let f32_at = |bytes: &[u8], byte: u64| match read(bytes, byte as i128, Scalar::F32, name) {
+        V::F(x) => x,
+        other => panic!("{name}: an f32 read gave {other:?}"),
+    };
+    let kb = q.k_blocks();
+    for r in 0..q.rows() {
+        let a_at = q.row_offset(&q.a, r) as i128;
+        let c_at = q.row_offset(&q.c, r) as i128;
+        for n in 0..q.n {
+            let mut acc = 0f64;
+            for k in 0..q.k {
+                let p = (n * kb + k / q.block) * 4;
+                let zp = q.zero_points.map_or(0.0, |z| f32_at(&mem.weights, z + p));
+                let scale = f32_at(&mem.weights, q.scales + p);
+                let packed = &mem.weights[q.b as usize..];
+                let w = ((q.quantized(packed, n, k) as f32 - zp as f32) * scale as f32) as f64;
+                let a = match read(
+                    region(mem, q.a.region),
+                    a_at + 4 * k as i128,
+                    Scalar::F32,
+                    name,
+                ) {
+                    V::F(x) => x,
+                    other => panic!("{name}: an f32 read gave {other:?}"),
+                };
+                acc += a * w;
+            }
+            if let Some((bias_region, offset)) = q.bias {
+                acc += f32_at(region(mem, bias_region), offset + 4 * n);
+            }
+            write(
+                &mut mem.arena,
+                c_at + 4 * n as i128,
+                Scalar::F32,
+                V::F(round_float(Scalar::F32, acc)),
+                name,
+            );
+        }
+    }
+}
+
 pub fn run_kernel(kernel: &Kernel, mem: &mut Memory) {
     match &kernel.body {
         KernelBody::Loop(k) => run_loop(k, mem, &kernel.name),
         KernelBody::Contract(c) => run_contract(c, mem, &kernel.name),
+        KernelBody::NBits(q) => run_nbits(q, mem, &kernel.name),
     }
 }

@@ -24,7 +24,7 @@
 
 mod common;
 
-use common::root;
+use common::{root, run, venv_python};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -107,19 +107,6 @@ fn read(path: &Path) -> memc_runtime::Tensor {
     memc_runtime::npy::read_npy(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-fn run(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("{cmd:?} does not start: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 fn json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -169,15 +156,9 @@ fn compile_and_run(model: &Path, ref_dir: &Path) -> PathBuf {
 
 #[test]
 fn qdq_variants_match_onnxruntime() {
-    let python: PathBuf = root().join(".venv/bin/python");
-    if !python.exists() {
-        assert!(
-            std::env::var_os("MEMC_REQUIRE_ZOO").is_none(),
-            "MEMC_REQUIRE_ZOO is set but .venv is missing (run scripts/test)"
-        );
-        println!("skipped: no .venv with bench/models/requirements.txt (scripts/test makes it)");
+    let Some(python) = venv_python() else {
         return;
-    }
+    };
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("qdq_variants");
     // A stale variant from an earlier run must not be compared.
     let _ = std::fs::remove_dir_all(&out);

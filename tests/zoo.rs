@@ -11,8 +11,11 @@
 //! without it the test says it is skipped, unless `MEMC_REQUIRE_ZOO` is set (as `scripts/test`
 //! does), which makes a missing venv a failure.
 
+mod common;
+
+use common::{root, run, venv_python};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 const MODELS: &[&str] = &["mlp", "bert", "gpt", "resnet", "unet", "llm_qdq"];
@@ -100,23 +103,6 @@ fn to_f64(t: &memc_runtime::Tensor) -> Vec<f64> {
     }
 }
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("{cmd:?} does not start: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// Output name -> shape, from the reference run's meta.json.
 fn reference_shapes(meta: &Path) -> HashMap<String, Vec<u64>> {
     let text = std::fs::read_to_string(meta).expect("reference.py writes meta.json");
@@ -140,15 +126,9 @@ fn reference_shapes(meta: &Path) -> HashMap<String, Vec<u64>> {
 
 #[test]
 fn zoo_shapes_match_onnxruntime() {
-    let python: PathBuf = root().join(".venv/bin/python");
-    if !python.exists() {
-        assert!(
-            std::env::var_os("MEMC_REQUIRE_ZOO").is_none(),
-            "MEMC_REQUIRE_ZOO is set but .venv is missing (run scripts/test)"
-        );
-        println!("skipped: no .venv with bench/models/requirements.txt (scripts/test makes it)");
+    let Some(python) = venv_python() else {
         return;
-    }
+    };
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("zoo");
     std::fs::create_dir_all(&out).expect("target tmpdir is writable");
     run(Command::new(&python)

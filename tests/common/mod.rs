@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// The workspace root (tests run the binary from there).
 pub fn root() -> &'static Path {
@@ -27,4 +28,35 @@ pub fn files_with_extension(dir: &str, ext: &str) -> Vec<PathBuf> {
     let mut out = Vec::new();
     walk(&root().join(dir), ext, &mut out);
     out
+}
+
+/// Runs `cmd`, panicking with its output unless it succeeds; returns its standard output.
+#[allow(dead_code)] // Not every test crate that includes this module runs commands.
+pub fn run(cmd: &mut Command) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd:?} does not start: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The venv's python (onnx, onnxruntime: `scripts/test` makes it), or `None` when it is missing
+/// and the test should skip; with `MEMC_REQUIRE_ZOO` set (CI) a missing venv fails instead.
+#[allow(dead_code)] // Only the tests that need onnxruntime use it.
+pub fn venv_python() -> Option<PathBuf> {
+    let python = root().join(".venv/bin/python");
+    if python.exists() {
+        return Some(python);
+    }
+    assert!(
+        std::env::var_os("MEMC_REQUIRE_ZOO").is_none(),
+        "MEMC_REQUIRE_ZOO is set but .venv is missing (run scripts/test)"
+    );
+    println!("skipped: no .venv with bench/models/requirements.txt (scripts/test makes it)");
+    None
 }

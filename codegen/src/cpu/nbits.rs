@@ -650,6 +650,51 @@ unsafe fn many_rows_tile(
 
 /// The AVX-512F kernels.
 #[cfg(target_arch = "x86_64")]
+/// Runs `$group!(g, lo, hi)` for every whole 32-group `g < $full` of a column block, with `lo`
+/// and `hi` the parameters (`$params(column, block)` for each of the `C` columns) of the
+/// group's two halves, fetched once per block; `$on_block(block)` runs as each block starts
+/// when blocks are whole groups (the common case). Shared by the vector paths, whose `group!`
+/// differ.
+macro_rules! for_each_group {
+    ($full:expr, $halves_per_block:expr, $params:expr, $group:ident, $on_block:expr) => {{
+        let (full, halves_per_block) = ($full, $halves_per_block);
+        if halves_per_block % 2 == 0 {
+            let groups_per_block = halves_per_block / 2;
+            let (mut g, mut blk) = (0, 0);
+            while g < full {
+                $on_block(blk);
+                let p: [Params; C] = std::array::from_fn(|j| $params(j, blk));
+                let end = full.min(g + groups_per_block);
+                loop {
+                    $group!(g, p, p);
+                    g += 1;
+                    if g == end {
+                        break;
+                    }
+                }
+                blk += 1;
+            }
+        } else {
+            let mut blocks = GroupBlocks::new(halves_per_block, 0);
+            let mut g = 0;
+            while g < full {
+                let (blk_lo, blk_hi, groups) = blocks.next_run(full - g);
+                let lo: [Params; C] = std::array::from_fn(|j| $params(j, blk_lo));
+                let hi: [Params; C] = if blk_hi == blk_lo {
+                    lo
+                } else {
+                    std::array::from_fn(|j| $params(j, blk_hi))
+                };
+                for g in g..g + groups {
+                    $group!(g, lo, hi);
+                }
+                g += groups;
+            }
+        }
+    }};
+}
+use for_each_group;
+
 mod avx512 {
     use super::{FusedRows, GroupBlocks, Job, S4, S8, TILE_K, U4};
     use std::arch::x86_64::*;
@@ -853,45 +898,14 @@ mod avx512 {
             }};
         }
         let full = w.k / 32;
-        if halves_per_block % 2 == 0 {
-            // Blocks of whole groups (the common case): one set of parameters per block.
-            let groups_per_block = halves_per_block / 2;
-            let next_scales = scales[0].wrapping_add(C * w.k_blocks);
-            let next_zero_points = zero_points[0].wrapping_add(C * w.k_blocks);
-            let (mut g, mut blk) = (0, 0);
-            while g < full {
-                _mm_prefetch::<_MM_HINT_T1>(next_scales.wrapping_add(C * blk).cast());
-                if ZP {
-                    _mm_prefetch::<_MM_HINT_T1>(next_zero_points.wrapping_add(C * blk).cast());
-                }
-                let p: [Params; C] = std::array::from_fn(|j| params(j, blk));
-                let end = full.min(g + groups_per_block);
-                loop {
-                    group!(g, p, p);
-                    g += 1;
-                    if g == end {
-                        break;
-                    }
-                }
-                blk += 1;
+        let next_scales = scales[0].wrapping_add(C * w.k_blocks);
+        let next_zero_points = zero_points[0].wrapping_add(C * w.k_blocks);
+        super::for_each_group!(full, halves_per_block, params, group, |blk: usize| {
+            _mm_prefetch::<_MM_HINT_T1>(next_scales.wrapping_add(C * blk).cast());
+            if ZP {
+                _mm_prefetch::<_MM_HINT_T1>(next_zero_points.wrapping_add(C * blk).cast());
             }
-        } else {
-            let mut blocks = GroupBlocks::new(halves_per_block, 0);
-            let mut g = 0;
-            while g < full {
-                let (blk_lo, blk_hi, groups) = blocks.next_run(full - g);
-                let lo: [Params; C] = std::array::from_fn(|j| params(j, blk_lo));
-                let hi: [Params; C] = if blk_hi == blk_lo {
-                    lo
-                } else {
-                    std::array::from_fn(|j| params(j, blk_hi))
-                };
-                for g in g..g + groups {
-                    group!(g, lo, hi);
-                }
-                g += groups;
-            }
-        }
+        });
         let tail = w.k % 32;
         if tail > 0 {
             // The last, partial group: its padding decodes to finite junk, masked out of the sums.
@@ -1175,39 +1189,7 @@ mod avx2 {
             }};
         }
         let full = w.k / 32;
-        if halves_per_block % 2 == 0 {
-            // Blocks of whole groups (the common case): one set of parameters per block.
-            let groups_per_block = halves_per_block / 2;
-            let (mut g, mut blk) = (0, 0);
-            while g < full {
-                let p: [Params; C] = std::array::from_fn(|j| params(j, blk));
-                let end = full.min(g + groups_per_block);
-                loop {
-                    group!(g, p, p);
-                    g += 1;
-                    if g == end {
-                        break;
-                    }
-                }
-                blk += 1;
-            }
-        } else {
-            let mut blocks = GroupBlocks::new(halves_per_block, 0);
-            let mut g = 0;
-            while g < full {
-                let (blk_lo, blk_hi, groups) = blocks.next_run(full - g);
-                let lo: [Params; C] = std::array::from_fn(|j| params(j, blk_lo));
-                let hi: [Params; C] = if blk_hi == blk_lo {
-                    lo
-                } else {
-                    std::array::from_fn(|j| params(j, blk_hi))
-                };
-                for g in g..g + groups {
-                    group!(g, lo, hi);
-                }
-                g += groups;
-            }
-        }
+        super::for_each_group!(full, halves_per_block, params, group, |_: usize| {});
         let tail = w.k % 32;
         if tail > 0 {
             // The last, partial group: its padding decodes to finite junk, masked out of the sums.

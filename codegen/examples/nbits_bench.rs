@@ -57,19 +57,19 @@ struct Layout {
 
 fn layout(bits: u32) -> Layout {
     let packed = N * row_bytes(K, bits);
-    let params = N * K.div_ceil(BLOCK) * 4;
+    // f32 scales and one byte of zero point per block.
+    let blocks = N * K.div_ceil(BLOCK);
     let align = |x: u64| x.div_ceil(64) * 64;
     Layout {
         b: 0,
         scales: align(packed),
-        zero_points: align(packed) + align(params),
-        read: packed + 2 * params,
-        stride: align(packed) + 2 * align(params),
+        zero_points: align(packed) + align(4 * blocks),
+        read: packed + 4 * blocks + blocks,
+        stride: align(packed) + align(4 * blocks) + align(blocks),
     }
 }
 
-/// Fills `count` matrices: random packed values, scales near 0.01, zero points 8 (or 0 for
-/// signed 8-bit).
+/// Fills `count` matrices: random packed values, scales near 0.01, zero points 8.
 fn fill(weights: &mut Buf, l: &Layout, count: u64) {
     let mut state = 0x2545_F491_4F6C_DD1Du64;
     let bytes = weights.bytes();
@@ -82,12 +82,11 @@ fn fill(weights: &mut Buf, l: &Layout, count: u64) {
             state ^= state << 17;
             chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
         }
-        let params = (N * K.div_ceil(BLOCK)) as usize;
-        for j in 0..params {
+        let blocks = (N * K.div_ceil(BLOCK)) as usize;
+        for j in 0..blocks {
             let s = base + l.scales as usize + 4 * j;
             bytes[s..s + 4].copy_from_slice(&(0.01f32 + j as f32 * 1e-7).to_le_bytes());
-            let z = base + l.zero_points as usize + 4 * j;
-            bytes[z..z + 4].copy_from_slice(&8f32.to_le_bytes());
+            bytes[base + l.zero_points as usize + j] = 8;
         }
     }
 }

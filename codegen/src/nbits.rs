@@ -1,7 +1,7 @@
 //! Low-bit matrix products (`memc.matmul_nbits`): the packed weight layout, the kernel that
 //! reads it, and the packer that writes it.
 //!
-//! # The packed layout ("nbits v1")
+//! # The packed layout ("nbits v2")
 //!
 //! A fused op `Y = A x dequantize(B) (+ bias)` with `A: f32 [rows, K]`, `Y: f32 [rows, N]`
 //! keeps its weight in three (or two) slots of the plan's weights section, each 64-byte aligned:
@@ -17,8 +17,10 @@
 //!     [`NBitsMatMul::signed`]. Padding values are 0.
 //! - **`scales`**: `f32 [N, k_blocks]`, `k_blocks = ceil(K / block)`: the scale of value
 //!   `(n, k)` is `scales[n * k_blocks + k / block]`.
-//! - **`zero_points`** (absent when the model has none, meaning 0): `f32 [N, k_blocks]`, the
-//!   zero point as an exact small integer, indexed like `scales`.
+//! - **`zero_points`** (absent when the model has none, meaning 0): `[N, k_blocks]` bytes, one
+//!   per block, indexed like `scales`: the zero point's integer value as a byte, two's
+//!   complement (an i8) when [`NBitsMatMul::signed`] (4-bit zero points sign-extended into the
+//!   byte), else unsigned (a u8). No alignment beyond the slot's is needed.
 //!
 //! `block` is the run of `K` that shares one scale: the model's `block_size` when it blocks
 //! along `K`, `K` itself when the scale is per output column or per tensor.
@@ -31,8 +33,13 @@
 //! The M = 1 product (a GEMV) is bound by reading the weight once; it reads each column's bytes
 //! contiguously and the activation row from L1. It is onnxruntime's `MatMulNBits` layout
 //! (`[N, k_blocks, block_size * bits / 8]` with separate scales and zero points), with the
-//! nibbles of a 32-group split into halves so that widening needs no shuffle, and the
-//! quantization parameters pre-converted to f32.
+//! nibbles of a 32-group split into halves so that widening needs no shuffle, the scales
+//! pre-converted to f32, and the zero points one byte each (4-bit ones unpacked from their
+//! nibbles): a uint4 weight in blocks of 32 takes 16 + 4 + 1 = 21 bytes per 32 values (the
+//! model's 20.5), and the kernels convert a zero point once per block.
+//!
+//! (Version 1 held the zero points as f32, 24 bytes per 32 values. A plan written with it is
+//! rejected when loaded: its zero-point slots are not the size their spec now needs.)
 
 use crate::kernel::{KernelError, MatView, Region, RegionSizes};
 use serde::{Deserialize, Serialize};
@@ -139,6 +146,17 @@ impl NBitsMatMul {
         }
     }
 
+    /// The zero point of value `(n, k)` as an integer, read from the packed zero points
+    /// `zero_points` (the `zero_points` slot).
+    pub fn zero_point(&self, zero_points: &[u8], n: u64, k: u64) -> i32 {
+        let byte = zero_points[(n * self.k_blocks() + k / self.block) as usize];
+        if self.signed {
+            byte as i8 as i32
+        } else {
+            byte as i32
+        }
+    }
+
     /// Checks everything the backend relies on (see [`crate::kernel::Kernel::validate`]).
     pub fn validate(&self, name: &str, sizes: RegionSizes) -> Result<(), KernelError> {
         let bad = |message: String| KernelError::Malformed {
@@ -238,18 +256,14 @@ impl NBitsMatMul {
                 )
             };
             weights("b", self.b, self.n * row_bytes(self.k, self.bits))?;
-            let params = self.n * self.k_blocks() * 4;
-            weights("scales", self.scales, params)?;
+            let params = self.n * self.k_blocks();
+            weights("scales", self.scales, 4 * params)?;
+            if self.scales % 4 != 0 {
+                return Err(bad("scales are not 4-byte aligned".into()));
+            }
+            // One byte per block: any offset will do.
             if let Some(zp) = self.zero_points {
                 weights("zero_points", zp, params)?;
-            }
-            for (which, offset) in [
-                ("scales", self.scales),
-                ("zero_points", self.zero_points.unwrap_or(0)),
-            ] {
-                if offset % 4 != 0 {
-                    return Err(bad(format!("{which} are not 4-byte aligned")));
-                }
             }
             if let Some((region, offset)) = self.bias {
                 if offset % 4 != 0 {
@@ -346,7 +360,8 @@ impl PackSpec {
     pub fn byte_size(&self) -> u64 {
         match self.part {
             PackedPart::Values => self.n * row_bytes(self.k, self.bits),
-            PackedPart::Scales | PackedPart::ZeroPoints => self.n * self.k_blocks() * 4,
+            PackedPart::Scales => self.n * self.k_blocks() * 4,
+            PackedPart::ZeroPoints => self.n * self.k_blocks(),
         }
     }
 
@@ -476,7 +491,8 @@ pub fn pack(
     let (k, n) = (spec.k, spec.n);
     let row_len = match spec.part {
         PackedPart::Values => row_bytes(k, spec.bits),
-        PackedPart::Scales | PackedPart::ZeroPoints => spec.k_blocks() * 4,
+        PackedPart::Scales => spec.k_blocks() * 4,
+        PackedPart::ZeroPoints => spec.k_blocks(),
     } as usize;
     // An even band keeps column pairs (one stored byte of 4-bit values) together.
     let band = ((PACK_CHUNK / row_len).max(2) & !1) as u64;
@@ -499,10 +515,11 @@ pub fn pack(
             PackedPart::ZeroPoints => {
                 let zp = sources.zero_points.unwrap_or_default();
                 for (i, row) in chunk.chunks_exact_mut(row_len).enumerate() {
-                    for (b, out) in row.chunks_exact_mut(4).enumerate() {
+                    for (b, out) in row.iter_mut().enumerate() {
                         let p = spec.param_index(n0 + i as u64, b as u64 * spec.block);
                         let v = integer(raw(zp, spec.bits, p), spec.bits, spec.signed);
-                        out.copy_from_slice(&(v as f32).to_le_bytes());
+                        // The integer fits the byte: i8 when signed, u8 when not.
+                        *out = if spec.signed { v as i8 as u8 } else { v as u8 };
                     }
                 }
             }
@@ -694,8 +711,15 @@ mod tests {
                     let p = spec.param_index(nn, kk);
                     let slot = nn * spec.k_blocks() + kk / block;
                     assert_eq!(f32_at(&slots[1], slot), f32_at(&scales, p));
-                    let zp_want = integer(raw(&zp, bits, p), bits, signed) as f32;
-                    assert_eq!(f32_at(&slots[2], slot), zp_want);
+                    let zp_want = integer(raw(&zp, bits, p), bits, signed);
+                    let zp_byte = slots[2][slot as usize];
+                    let zp_got = if signed {
+                        zp_byte as i8 as i32
+                    } else {
+                        zp_byte as i32
+                    };
+                    assert_eq!(zp_got, zp_want, "{spec:?} ({nn}, {kk})");
+                    assert_eq!(kernel.zero_point(&slots[2], nn, kk), zp_want);
                 }
             }
         }

@@ -2,7 +2,7 @@
 //! `CpuProgram` and compared with an f64 reference of `sum_k a[k] * ((q - zp) * scale)`.
 //!
 //! The weights are packed here by a small packer written from the layout doc of
-//! `memc_codegen::nbits` ("nbits v1"), not by the crate's own packer, so a kernel and a packer
+//! `memc_codegen::nbits` ("nbits v2"), not by the crate's own packer, so a kernel and a packer
 //! that agree on a wrong layout still fail. Kernels are validated before they run.
 //!
 //! The kernels pick their instruction set once per process; `MEMC_NBITS_ISA` forces one. The
@@ -117,6 +117,8 @@ struct Case {
     /// Extra elements between batches of `A` and `C` (0: batches continue the rows evenly).
     batch_gap: u64,
     bias: Bias,
+    /// Bytes the zero points lie past a 64-byte boundary (they need no alignment).
+    zp_shift: u64,
 }
 
 impl Case {
@@ -133,6 +135,7 @@ impl Case {
             a_gap: 0,
             batch_gap: 0,
             bias: Bias::None,
+            zp_shift: 0,
         }
     }
 
@@ -176,27 +179,29 @@ fn build(case: &Case, seed: u64) -> Built {
     };
     let q: Vec<i32> = (0..n * k).map(|_| rng.int(lo, hi)).collect();
     let scales: Vec<f32> = (0..n * kb).map(|_| rng.float() * 0.1 + 0.001).collect();
-    let zps: Vec<f32> = (0..n * kb)
-        .map(|_| {
-            if case.zero_points {
-                rng.int(lo, hi) as f32
-            } else {
-                0.0
-            }
-        })
+    let zps: Vec<i32> = (0..n * kb)
+        .map(|_| if case.zero_points { rng.int(lo, hi) } else { 0 })
         .collect();
     let bias: Vec<f32> = (0..n).map(|_| rng.float()).collect();
 
-    // Weights: b, scales, zero points, bias (each 64-byte aligned).
+    // Weights: b, scales, zero points, bias (each 64-byte aligned, but the zero points
+    // `zp_shift` bytes past it).
     let packed = pack(&q, n, k, bits);
     let b_off = 0;
     let scales_off = align64(packed.len() as u64);
-    let zp_off = align64(scales_off + 4 * n * kb);
-    let wbias_off = align64(zp_off + 4 * n * kb);
+    let zp_off = align64(scales_off + 4 * n * kb) + case.zp_shift;
+    let wbias_off = align64(zp_off + n * kb);
     let mut weights = Buf::new(wbias_off + 4 * n + 64);
     weights.bytes_mut()[..packed.len()].copy_from_slice(&packed);
     weights.put_f32(scales_off, &scales);
-    weights.put_f32(zp_off, &zps);
+    // One byte per block: the zero point's i8 (signed) or u8 (unsigned) value.
+    for (i, &zp) in zps.iter().enumerate() {
+        weights.bytes_mut()[zp_off as usize + i] = if case.signed {
+            zp as i8 as u8
+        } else {
+            zp as u8
+        };
+    }
     weights.put_f32(wbias_off, &bias);
 
     // Arena: a, c, bias, scratch.
@@ -262,7 +267,7 @@ fn build(case: &Case, seed: u64) -> Built {
             for kk in 0..k as usize {
                 let p = col * kb as usize + kk / case.block as usize;
                 // DequantizeLinear in f32, then the product in f64.
-                let w = (q[col * k as usize + kk] as f32 - zps[p]) * scales[p];
+                let w = (q[col * k as usize + kk] as f32 - zps[p] as f32) * scales[p];
                 let x = a[(a_row_off + kk as u64) as usize] as f64 * w as f64;
                 sum += x;
                 mag += x.abs();
@@ -447,6 +452,19 @@ fn column_counts_that_are_not_a_multiple_of_the_blocking() {
     for n in [1u64, 2, 3, 5, 6, 9, 63, 64, 65, 130] {
         for m in [1u64, 2, 3, 4, 8, 10, GEMM_ROWS[0]] {
             check(&Case::new(4, false, 32, 64, n, m));
+        }
+    }
+}
+
+#[test]
+fn zero_points_at_any_byte_offset() {
+    for (bits, signed) in KINDS {
+        for zp_shift in [1u64, 3, 63] {
+            for m in [1u64, 5, GEMM_ROWS[0]] {
+                let mut case = Case::new(bits, signed, 32, 100, 9, m);
+                case.zp_shift = zp_shift;
+                check(&case);
+            }
         }
     }
 }

@@ -17,8 +17,9 @@
 //!   `vpmovzxbd` (the low nibbles index values `k0..k0+16`, bits 4..7 values `k0+16..k0+32`)
 //!   and decoded by two `vpermps` from a 16-entry table `(v(i) - zp) * scale` built once per
 //!   block, so the lookups give the dequantized values exactly. 8-bit values, and AVX2,
-//!   convert and scale each value; AVX-512 subtracts the 8-bit zero point as an integer,
-//!   which is exact because the layout stores zero points as exact small integers.
+//!   convert and scale each value; AVX-512 subtracts the 8-bit zero point as an integer.
+//!   Every path reads a zero point (one byte, i8 or u8 as the weight is signed or not) and
+//!   converts it once per block, as it starts.
 //! - **More rows**: tiles of `B` ([`TILE_K`] x [`TILE_N`]) are dequantized into the planned
 //!   scratch (one [`SCRATCH_SLOTS`] slot per worker) and multiplied into `C` with `gemm`,
 //!   accumulating over the `K` tiles.
@@ -122,14 +123,41 @@ const S4: u8 = 1;
 const U8: u8 = 2;
 const S8: u8 = 3;
 
+/// Whether a weight of `kind` has 4-bit values.
+const fn four_bits(kind: u8) -> bool {
+    kind == U4 || kind == S4
+}
+
+/// The zero point a weight of `kind` stores as `byte` (two's complement for the signed kinds),
+/// as an f32, looked up: the vector kernels broadcast it straight from the table with a load,
+/// where converting it in a register and broadcasting that would take the shuffle unit the
+/// 4-bit decoder keeps busy (measured on AVX-512, Zen 4: the in-cache 4-bit GEMV a quarter
+/// slower, a decode step of llm_qdq a fifth).
+#[inline(always)]
+fn zero_point_f32(kind: u8, byte: u8) -> f32 {
+    ZERO_POINTS_F32[usize::from(kind == S4 || kind == S8)][usize::from(byte)]
+}
+
+/// Every byte's zero point as an f32: `[0]` unsigned, `[1]` two's complement.
+static ZERO_POINTS_F32: [[f32; 256]; 2] = {
+    let mut table = [[0f32; 256]; 2];
+    let mut byte = 0;
+    while byte < 256 {
+        table[0][byte] = byte as f32;
+        table[1][byte] = byte as u8 as i8 as f32;
+        byte += 1;
+    }
+    table
+};
+
 /// The packed weight of one kernel, as raw pointers into the weights section.
 #[derive(Copy, Clone)]
 struct Packed {
     b: *const u8,
     row_bytes: usize,
     scales: *const f32,
-    /// Null when the weight has no zero points.
-    zero_points: *const f32,
+    /// One byte per block ([`zero_point_f32`] decodes it); null when the weight has none.
+    zero_points: *const u8,
     k_blocks: usize,
     block: usize,
     k: usize,
@@ -148,7 +176,7 @@ impl Packed {
         let zp = if self.zero_points.is_null() {
             0.0
         } else {
-            *self.zero_points.add(i)
+            zero_point_f32(self.kind, *self.zero_points.add(i))
         };
         (zp, *self.scales.add(i))
     }
@@ -352,7 +380,7 @@ pub(crate) unsafe fn run_nbits(
             scales: weights.add(q.scales as usize).cast(),
             zero_points: q
                 .zero_points
-                .map_or(std::ptr::null(), |o| weights.add(o as usize).cast()),
+                .map_or(std::ptr::null(), |o| weights.add(o as usize)),
             k_blocks: q.k_blocks() as usize,
             block: q.block as usize,
             k: q.k as usize,
@@ -483,7 +511,8 @@ unsafe fn few_rows(job: &Job, rows: &FusedRows, n0: usize, n1: usize) {
     match job.isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 if job.w.halves_per_block().is_some() => match job.w.kind {
-            U4 | S4 => avx512::few_rows::<U4>(job, rows, n0, n1),
+            U4 => avx512::few_rows::<U4>(job, rows, n0, n1),
+            S4 => avx512::few_rows::<S4>(job, rows, n0, n1),
             U8 => avx512::few_rows::<U8>(job, rows, n0, n1),
             _ => avx512::few_rows::<S8>(job, rows, n0, n1),
         },
@@ -558,7 +587,8 @@ unsafe fn dequantize_tile(job: &Job, tile: *mut f32, n0: usize, n1: usize, k0: u
     match job.isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 if job.w.halves_per_block().is_some() => match job.w.kind {
-            U4 | S4 => avx512::dequantize_tile::<U4>(job, tile, n0, n1, k0, k1),
+            U4 => avx512::dequantize_tile::<U4>(job, tile, n0, n1, k0, k1),
+            S4 => avx512::dequantize_tile::<S4>(job, tile, n0, n1, k0, k1),
             U8 => avx512::dequantize_tile::<U8>(job, tile, n0, n1, k0, k1),
             _ => avx512::dequantize_tile::<S8>(job, tile, n0, n1, k0, k1),
         },
@@ -696,11 +726,12 @@ macro_rules! for_each_group {
 use for_each_group;
 
 mod avx512 {
-    use super::{FusedRows, GroupBlocks, Job, S4, S8, TILE_K, U4};
+    use super::{four_bits, zero_point_f32, FusedRows, GroupBlocks, Job, S4, S8, TILE_K};
     use std::arch::x86_64::*;
 
     /// The per-half decoding state of one column: at 4 bits `t` is the table `(v(i) - zp) *
     /// scale`; at 8 bits `z` is the zero point (as an integer) and `s` the scale, broadcast.
+    /// (`KIND` is the weight's real kind, so a zero point decodes with its signedness.)
     #[derive(Copy, Clone)]
     struct Params {
         t: __m512,
@@ -718,8 +749,8 @@ mod avx512 {
 
     #[inline]
     #[target_feature(enable = "avx512f")]
-    unsafe fn nibble_values(job: &Job) -> __m512 {
-        _mm512_loadu_ps(if job.w.kind == S4 {
+    unsafe fn nibble_values<const KIND: u8>() -> __m512 {
+        _mm512_loadu_ps(if KIND == S4 {
             SIGNED_NIBBLES.as_ptr()
         } else {
             UNSIGNED_NIBBLES.as_ptr()
@@ -732,18 +763,19 @@ mod avx512 {
     #[target_feature(enable = "avx512f")]
     unsafe fn params<const KIND: u8, const ZP: bool>(
         scales: *const f32,
-        zero_points: *const f32,
+        zero_points: *const u8,
         blk: usize,
         nibbles: __m512,
     ) -> Params {
         let s = _mm512_set1_ps(*scales.add(blk));
         let zp = if ZP {
-            _mm512_set1_ps(*zero_points.add(blk))
+            _mm512_set1_ps(zero_point_f32(KIND, *zero_points.add(blk)))
         } else {
             _mm512_setzero_ps()
         };
-        if KIND == U4 {
-            // (v - 0) * s == v * s exactly, so without zero points the subtraction goes.
+        if four_bits(KIND) {
+            // v(i) and zp are small integers, so v(i) - zp is exact in f32; (v - 0) * s == v * s
+            // exactly, so without zero points the subtraction goes.
             let v = if ZP {
                 _mm512_sub_ps(nibbles, zp)
             } else {
@@ -755,8 +787,9 @@ mod avx512 {
                 s,
             }
         } else {
-            // The zero point is an exact small integer, so q - zp is exact in i32 (the integer
-            // subtraction runs on any vector pipe, the float one competes with the conversion).
+            // zp is a small integer, so it converts back exactly and q - zp is exact in i32
+            // (the integer subtraction runs on any vector pipe, the float one competes with
+            // the conversion).
             Params {
                 t: zp,
                 z: _mm512_cvttps_epi32(zp),
@@ -775,7 +808,7 @@ mod avx512 {
         lo: &Params,
         hi: &Params,
     ) -> (__m512, __m512) {
-        if KIND == U4 {
+        if four_bits(KIND) {
             let d = _mm512_cvtepu8_epi32(_mm_loadu_si128(column.add(16 * g).cast()));
             (
                 _mm512_permutexvar_ps(d, lo.t),
@@ -862,11 +895,11 @@ mod avx512 {
         n: usize,
     ) {
         let w = &job.w;
-        let nibbles = nibble_values(job);
+        let nibbles = nibble_values::<KIND>();
         let halves_per_block = w.halves_per_block().expect("the caller checked the block");
         let cols: [*const u8; C] = std::array::from_fn(|j| w.column(n + j));
         let scales: [*const f32; C] = std::array::from_fn(|j| w.scales.add((n + j) * w.k_blocks));
-        let zero_points: [*const f32; C] =
+        let zero_points: [*const u8; C] =
             std::array::from_fn(|j| w.zero_points.wrapping_add((n + j) * w.k_blocks));
         let params =
             |j: usize, blk: usize| params::<KIND, ZP>(scales[j], zero_points[j], blk, nibbles);
@@ -875,7 +908,7 @@ mod avx512 {
         // The next C columns' bytes are prefetched into L2 at the pace this block reads its
         // own: the hardware prefetchers ramp up too slowly on a column's few KiB.
         let next_b = w.column(n + C);
-        let group_bytes = if KIND == U4 { 16 * C } else { 32 * C };
+        let group_bytes = if four_bits(KIND) { 16 * C } else { 32 * C };
         macro_rules! group {
             ($g:expr, $lo:expr, $hi:expr) => {{
                 let g = $g;
@@ -898,6 +931,8 @@ mod avx512 {
             }};
         }
         let full = w.k / 32;
+        // The next C columns' scales (4 bytes per block) and zero points (1 byte per block) are
+        // C * k_blocks of each, contiguous: C of them per block keeps pace.
         let next_scales = scales[0].wrapping_add(C * w.k_blocks);
         let next_zero_points = zero_points[0].wrapping_add(C * w.k_blocks);
         super::for_each_group!(full, halves_per_block, params, group, |blk: usize| {
@@ -965,7 +1000,7 @@ mod avx512 {
         k1: usize,
     ) {
         let w = &job.w;
-        let nibbles = nibble_values(job);
+        let nibbles = nibble_values::<KIND>();
         let halves_per_block = w.halves_per_block().expect("the caller checked the block");
         let (g0, g1) = (k0 / 32, k1.div_ceil(32));
         for n in n0..n1 {
@@ -1007,7 +1042,7 @@ mod avx512 {
 /// The AVX2+FMA kernels.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{FusedRows, GroupBlocks, Job, S4, S8, TILE_K, U4};
+    use super::{four_bits, zero_point_f32, FusedRows, GroupBlocks, Job, S4, S8, TILE_K};
     use std::arch::x86_64::*;
 
     /// The zero point (plus 8 for signed 4-bit values, which are decoded offset by 8) and the
@@ -1024,10 +1059,14 @@ mod avx2 {
     #[target_feature(enable = "avx2,fma")]
     unsafe fn params<const KIND: u8, const ZP: bool>(
         scales: *const f32,
-        zero_points: *const f32,
+        zero_points: *const u8,
         blk: usize,
     ) -> Params {
-        let zp = if ZP { *zero_points.add(blk) } else { 0.0 };
+        let zp = if ZP {
+            zero_point_f32(KIND, *zero_points.add(blk))
+        } else {
+            0.0
+        };
         // (q ^ 8) - (zp + 8) == q - zp exactly: both are small integers.
         let zp = if KIND == S4 { zp + 8.0 } else { zp };
         Params {
@@ -1055,7 +1094,7 @@ mod avx2 {
             };
             _mm256_mul_ps(v, p.s)
         };
-        if KIND == U4 || KIND == S4 {
+        if four_bits(KIND) {
             let mut v = _mm_loadu_si128(column.add(16 * g).cast());
             if KIND == S4 {
                 // Flip each nibble's sign bit: two's complement q becomes q + 8, unsigned.
@@ -1156,18 +1195,14 @@ mod avx2 {
         let halves_per_block = w.halves_per_block().expect("the caller checked the block");
         let cols: [*const u8; C] = std::array::from_fn(|j| w.column(n + j));
         let scales: [*const f32; C] = std::array::from_fn(|j| w.scales.add((n + j) * w.k_blocks));
-        let zero_points: [*const f32; C] =
+        let zero_points: [*const u8; C] =
             std::array::from_fn(|j| w.zero_points.wrapping_add((n + j) * w.k_blocks));
         let params = |j: usize, blk: usize| params::<KIND, ZP>(scales[j], zero_points[j], blk);
         let a: [*const f32; R] = std::array::from_fn(|r| a[r]);
         let mut acc = [[[_mm256_setzero_ps(); 2]; C]; R];
         // The next C columns' bytes are prefetched into L2 at the pace this block reads its own.
         let next_b = w.column(n + C);
-        let group_bytes = if KIND == U4 || KIND == S4 {
-            16 * C
-        } else {
-            32 * C
-        };
+        let group_bytes = if four_bits(KIND) { 16 * C } else { 32 * C };
         macro_rules! group {
             ($g:expr, $lo:expr, $hi:expr) => {{
                 let g = $g;

@@ -654,10 +654,12 @@ fn run_nbits(q: &memc_codegen::nbits::NBitsMatMul, mem: &mut Memory, name: &str)
             let mut acc = 0f64;
             for k in 0..q.k {
                 let p = (n * kb + k / q.block) * 4;
-                let zp = q.zero_points.map_or(0.0, |z| f32_at(&mem.weights, z + p));
+                let zp = q
+                    .zero_points
+                    .map_or(0, |z| q.zero_point(&mem.weights[z as usize..], n, k));
                 let scale = f32_at(&mem.weights, q.scales + p);
                 let packed = &mem.weights[q.b as usize..];
-                let w = ((q.quantized(packed, n, k) as f32 - zp as f32) * scale as f32) as f64;
+                let w = ((q.quantized(packed, n, k) - zp) as f32 * scale as f32) as f64;
                 let a = match read(
                     region(mem, q.a.region),
                     a_at + 4 * k as i128,

@@ -41,7 +41,9 @@ const VARIANTS: &[&str] = &[
     "u8_u8act_channel",
     "s8_weight_only_channel",
 ];
-const DIMS: &[(&str, u64)] = &[("batch", 2), ("seq", 5)];
+/// The dims each variant runs with: 10 rows (the low-bit kernels' decode-once passes) and 150
+/// rows (beyond `memc_codegen::nbits::SMALL_ROWS`: dequantized tiles in scratch and a GEMM).
+const DIM_SETS: &[&[(&str, u64)]] = &[&[("batch", 2), ("seq", 5)], &[("batch", 3), ("seq", 50)]];
 const RTOL: f64 = 1e-3;
 const ATOL: f64 = 1e-4;
 /// How many of an output's quantization steps an element may be off by when activations are
@@ -113,7 +115,7 @@ fn json(path: &Path) -> serde_json::Value {
 }
 
 /// Runs `reference.py` on `model` into `ref_dir`, with graph optimizations or without.
-fn reference(python: &Path, model: &Path, ref_dir: &Path, optimized: bool) {
+fn reference(python: &Path, model: &Path, ref_dir: &Path, dims: &[(&str, u64)], optimized: bool) {
     let mut cmd = Command::new(python);
     cmd.arg(root().join("bench/models/reference.py"))
         .arg(model)
@@ -122,7 +124,7 @@ fn reference(python: &Path, model: &Path, ref_dir: &Path, optimized: bool) {
     if !optimized {
         cmd.arg("--no-graph-opt");
     }
-    for (name, value) in DIMS {
+    for (name, value) in dims {
         cmd.arg("--dim").arg(format!("{name}={value}"));
     }
     run(&mut cmd);
@@ -130,11 +132,11 @@ fn reference(python: &Path, model: &Path, ref_dir: &Path, optimized: bool) {
 
 /// Compiles `model` to a plan and runs it on the reference inputs in `ref_dir`; returns the
 /// folder memc wrote its outputs to.
-fn compile_and_run(model: &Path, ref_dir: &Path) -> PathBuf {
+fn compile_and_run(model: &Path, ref_dir: &Path, dims: &[(&str, u64)]) -> PathBuf {
     let plan = ref_dir.join("memc.plan");
     let mut compile = Command::new(env!("CARGO_BIN_EXE_memc"));
     compile.arg("compile").arg(model).arg("-o").arg(&plan);
-    for (name, value) in DIMS {
+    for (name, value) in dims {
         compile.arg("--dim").arg(format!("{name}={value}"));
     }
     run(&mut compile);
@@ -178,17 +180,22 @@ fn qdq_variants_match_onnxruntime() {
         .collect();
     assert_eq!(names, VARIANTS, "the variants qdq_variants.py writes");
 
-    for variant in manifest {
-        let name = variant["name"].as_str().expect("variant name");
+    for (variant, dims) in manifest
+        .iter()
+        .flat_map(|v| DIM_SETS.iter().map(move |&d| (v, d)))
+    {
+        let rows: u64 = dims.iter().map(|(_, v)| v).product();
+        let variant_name = variant["name"].as_str().expect("variant name");
+        let name = &format!("{variant_name} ({rows} rows)");
         let model = out.join(variant["file"].as_str().expect("variant file"));
         let activations_quantized = variant["activations_quantized"]
             .as_bool()
             .expect("activations_quantized is a bool");
-        let exact_dir = out.join(format!("ref_{name}"));
-        let optimized_dir = out.join(format!("opt_{name}"));
-        reference(&python, &model, &exact_dir, false);
-        reference(&python, &model, &optimized_dir, true);
-        let memc_dir = compile_and_run(&model, &exact_dir);
+        let exact_dir = out.join(format!("ref_{variant_name}_{rows}"));
+        let optimized_dir = out.join(format!("opt_{variant_name}_{rows}"));
+        reference(&python, &model, &exact_dir, dims, false);
+        reference(&python, &model, &optimized_dir, dims, true);
+        let memc_dir = compile_and_run(&model, &exact_dir, dims);
 
         let meta = json(&exact_dir.join("meta.json"));
         for input in meta["inputs"].as_array().expect("meta.json lists inputs") {

@@ -24,7 +24,7 @@
 
 mod common;
 
-use common::{root, run, venv_python};
+use common::{root, run, to_f64, venv_python};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -90,19 +90,6 @@ fn difference(got: &[f64], want: &[f64], step: Option<f64>) -> Difference {
         }
     }
     d
-}
-
-fn to_f64(t: &memc_runtime::Tensor) -> Vec<f64> {
-    use memc_codegen::Scalar;
-    match t.elem() {
-        Scalar::F32 => t
-            .to_vec::<f32>()
-            .expect("f32")
-            .into_iter()
-            .map(f64::from)
-            .collect(),
-        other => panic!("the variants' outputs are f32, not {}", other.name()),
-    }
 }
 
 fn read(path: &Path) -> memc_runtime::Tensor {

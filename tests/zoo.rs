@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::{root, run, venv_python};
+use common::{root, run, to_f64, venv_python};
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
@@ -73,33 +73,6 @@ fn run_and_compare(model: &str, path: &Path, ref_dir: &Path, dim_args: &[String]
             worst = worst.max(err / (ATOL + RTOL * b.abs()));
         }
         println!("{model}: `{file}` matches onnxruntime ({} elements, worst error {worst:.3} of the tolerance)", g.len());
-    }
-}
-
-fn to_f64(t: &memc_runtime::Tensor) -> Vec<f64> {
-    use memc_codegen::Scalar;
-    match t.elem() {
-        Scalar::F32 => t
-            .to_vec::<f32>()
-            .expect("f32")
-            .into_iter()
-            .map(f64::from)
-            .collect(),
-        Scalar::F64 => t.to_vec::<f64>().expect("f64"),
-        Scalar::I64 => t
-            .to_vec::<i64>()
-            .expect("i64")
-            .into_iter()
-            .map(|v| v as f64)
-            .collect(),
-        Scalar::I32 => t
-            .to_vec::<i32>()
-            .expect("i32")
-            .into_iter()
-            .map(f64::from)
-            .collect(),
-        Scalar::Bool | Scalar::U8 => t.data().iter().map(|&b| f64::from(b)).collect(),
-        other => panic!("unexpected output type {}", other.name()),
     }
 }
 

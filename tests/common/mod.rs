@@ -60,3 +60,32 @@ pub fn venv_python() -> Option<PathBuf> {
     println!("skipped: no .venv with bench/models/requirements.txt (scripts/test makes it)");
     None
 }
+
+/// A tensor's elements as f64, for comparing outputs of any numeric type.
+#[allow(dead_code)] // Only the tests that compare outputs use it.
+pub fn to_f64(t: &memc_runtime::Tensor) -> Vec<f64> {
+    use memc_codegen::Scalar;
+    match t.elem() {
+        Scalar::F32 => t
+            .to_vec::<f32>()
+            .expect("f32")
+            .into_iter()
+            .map(f64::from)
+            .collect(),
+        Scalar::F64 => t.to_vec::<f64>().expect("f64"),
+        Scalar::I64 => t
+            .to_vec::<i64>()
+            .expect("i64")
+            .into_iter()
+            .map(|v| v as f64)
+            .collect(),
+        Scalar::I32 => t
+            .to_vec::<i32>()
+            .expect("i32")
+            .into_iter()
+            .map(f64::from)
+            .collect(),
+        Scalar::Bool | Scalar::U8 => t.data().iter().map(|&b| f64::from(b)).collect(),
+        other => panic!("unexpected output type {}", other.name()),
+    }
+}

@@ -422,6 +422,36 @@ pub struct MatView {
     pub col_stride: i64,
 }
 
+impl MatView {
+    /// The bytes `[lo, hi)` the view reaches over `batch` x `rows` x `cols` elements of
+    /// `elem_size` bytes (every extent at least 1; strides may be negative).
+    pub(crate) fn byte_range(
+        &self,
+        batch: &[u64],
+        rows: u64,
+        cols: u64,
+        elem_size: u64,
+    ) -> (i128, i128) {
+        let (mut lo, mut hi) = (0i128, 0i128);
+        let spans = batch
+            .iter()
+            .zip(&self.batch_strides)
+            .map(|(&e, &s)| (e, s))
+            .chain([(rows, self.row_stride), (cols, self.col_stride)]);
+        for (e, s) in spans {
+            let span = s as i128 * (e as i128 - 1);
+            if span < 0 {
+                lo += span;
+            } else {
+                hi += span;
+            }
+        }
+        let size = elem_size as i128;
+        let base = self.byte_offset as i128;
+        (base + lo * size, base + (hi + 1) * size)
+    }
+}
+
 /// `c[b] = alpha * a[b] @ b[b] + (accumulate ? c[b] : 0)` for every batch index `b`; `a` is
 /// `m x k`, `b` is `k x n`, `c` is `m x n`. All three have element type `elem` (F32 or F64).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -896,25 +926,7 @@ fn validate_contract(
         ("c", &c.c, c.m, c.n),
     ];
     for (name, v, rows, cols) in operands.into_iter().filter(|&(_, _, r, k)| r > 0 && k > 0) {
-        let mut lo = 0i128;
-        let mut hi = 0i128;
-        let spans = c
-            .batch
-            .iter()
-            .zip(&v.batch_strides)
-            .map(|(&e, &s)| (e, s))
-            .chain([(rows, v.row_stride), (cols, v.col_stride)]);
-        for (e, s) in spans {
-            let span = s as i128 * (e as i128 - 1);
-            if span < 0 {
-                lo += span;
-            } else {
-                hi += span;
-            }
-        }
-        let size = c.elem.size() as i128;
-        let lo_byte = v.byte_offset as i128 + lo * size;
-        let hi_byte = v.byte_offset as i128 + (hi + 1) * size;
+        let (lo_byte, hi_byte) = v.byte_range(&c.batch, rows, cols, c.elem.size());
         let region = sizes.of(v.region);
         if lo_byte < 0 || hi_byte > region as i128 {
             return Err(KernelError::OutOfBounds {

@@ -127,34 +127,21 @@ impl NBitsMatMul {
     /// The quantized value `(n, k)` as an integer, read from the packed bytes `b` (the `b` slot).
     pub fn quantized(&self, b: &[u8], n: u64, k: u64) -> i32 {
         let row = (n * row_bytes(self.k, self.bits)) as usize;
-        if self.bits == 4 {
+        let bits = if self.bits == 4 {
             let within = k % GROUP;
             let byte = b[row + (k / GROUP * 16 + within % 16) as usize];
-            let nibble = (byte >> (4 * (within / 16))) & 0xF;
-            if self.signed {
-                ((nibble << 4) as i8 >> 4) as i32
-            } else {
-                nibble as i32
-            }
+            (byte >> (4 * (within / 16))) & 0xF
         } else {
-            let byte = b[row + k as usize];
-            if self.signed {
-                byte as i8 as i32
-            } else {
-                byte as i32
-            }
-        }
+            b[row + k as usize]
+        };
+        integer(bits, self.bits, self.signed)
     }
 
     /// The zero point of value `(n, k)` as an integer, read from the packed zero points
     /// `zero_points` (the `zero_points` slot).
     pub fn zero_point(&self, zero_points: &[u8], n: u64, k: u64) -> i32 {
         let byte = zero_points[(n * self.k_blocks() + k / self.block) as usize];
-        if self.signed {
-            byte as i8 as i32
-        } else {
-            byte as i32
-        }
+        integer(byte, 8, self.signed)
     }
 
     /// Checks everything the backend relies on (see [`crate::kernel::Kernel::validate`]).
@@ -229,23 +216,9 @@ impl NBitsMatMul {
                 if cols == 0 {
                     continue;
                 }
-                let (mut lo, mut hi) = (0i128, 0i128);
-                let spans = self
-                    .batch
-                    .iter()
-                    .zip(&v.batch_strides)
-                    .map(|(&e, &s)| (e, s))
-                    .chain([(self.m, v.row_stride), (cols, 1)]);
-                for (e, s) in spans {
-                    let span = s as i128 * (e as i128 - 1);
-                    if span < 0 {
-                        lo += span;
-                    } else {
-                        hi += span;
-                    }
-                }
-                let base = v.byte_offset as i128;
-                out_of_bounds(which, v.region, base + 4 * lo, base + 4 * (hi + 1))?;
+                // `col_stride` is 1, checked above.
+                let (lo, hi) = v.byte_range(&self.batch, self.m, cols, 4);
+                out_of_bounds(which, v.region, lo, hi)?;
             }
             let weights = |which: &str, offset: u64, bytes: u64| {
                 out_of_bounds(

@@ -3,10 +3,12 @@
 //! ```text
 //! import (ir::onnx) -> verify -> shape-infer -> canonicalize -> cse -> dce      (symbolic dims)
 //!   -> bind --dim values (shape-infer) -> canonicalize -> cse -> dce            (static dims)
-//!   -> egraph (DQ + MatMul -> memc.matmul_nbits, ...) -> canonicalize -> cse -> dce
-//!   -> schedule -> bufferize (views, in-place, scratch per op from codegen) -> liveness
+//!   -> egraph (DQ + MatMul -> memc.matmul_nbits, ..., guarded by the target) -> canonicalize
+//!      -> cse -> dce
+//!   -> plan each op's kernel form and scratch bytes for the target (codegen::lower::plan_ops)
+//!   -> schedule -> bufferize (views, in-place, scratch per op from those plans) -> liveness
 //!   -> assign offsets -> validate
-//!   -> lower to kernels (codegen::lower) -> validate kernels
+//!   -> lower to kernels in the planned forms (codegen::lower) -> validate kernels
 //!   -> [remat: not built yet]
 //! (then the CLI writes the plan file, packing low-bit weights as it streams them)
 //! ```
@@ -132,21 +134,30 @@ pub fn compile(path: &Path, options: &CompileOptions) -> Result<Compiled, Diagno
         cleanup(&mut module)?;
     }
     lap("shape inference and cleanup", None);
+    // The backend the kernels are for: the egraph's guards, the ops' forms and their scratch
+    // bytes follow it.
+    let target = memc_codegen::cpu::target::target();
     if !options.no_fuse {
-        let egraph = memc_passes::egraph::Egraph::new();
+        let egraph = memc_passes::egraph::Egraph::for_target(target);
         run_checked(&egraph, &mut module)?;
         cleanup(&mut module)?;
         lap("egraph", egraph.timing_note());
     }
+    // Code generation decides each op's form once, with the scratch memory it needs while it
+    // runs; the memory plan holds that scratch (so kernels never allocate) and lowering emits
+    // the same forms.
+    let op_plans = match module.functions().next() {
+        Some((_, func)) if options.plan_memory || options.lower => {
+            Some(memc_codegen::lower::plan_ops(func, &module.weights, target))
+        }
+        _ => None,
+    };
     let plan = if options.plan_memory || options.lower {
         let plan_options = memc_passes::plan::PlanOptions {
             budget: options.plan_budget,
         };
-        // Code generation says how much scratch memory each op needs while it runs; the plan
-        // holds it, so kernels never allocate.
-        let weights = &module.weights;
-        let scratch = |func: &memc_ir::Function, op: memc_ir::OpId| {
-            memc_codegen::lower::scratch_bytes(func, weights, op)
+        let scratch = |_: &memc_ir::Function, op: memc_ir::OpId| {
+            op_plans.as_ref().map_or(0, |plans| plans.scratch_bytes(op))
         };
         Some(memc_passes::memory::plan_module_with_scratch(
             &module,
@@ -159,16 +170,17 @@ pub fn compile(path: &Path, options: &CompileOptions) -> Result<Compiled, Diagno
     if plan.is_some() {
         lap("memory plan", None);
     }
-    let program = match (&plan, options.lower) {
-        (Some(plan), true) => {
+    let program = match (&plan, &op_plans, options.lower) {
+        (Some(plan), Some(op_plans), true) => {
             let (_, func) = module
                 .functions()
                 .next()
                 .ok_or_else(|| Diagnostic::error("the model has no function"))?;
-            Some(memc_codegen::lower::lower_function(
+            Some(memc_codegen::lower::lower_planned(
                 func,
                 &module.weights,
                 plan,
+                op_plans,
             )?)
         }
         _ => None,

@@ -47,29 +47,17 @@ use serde::{Deserialize, Serialize};
 /// Values of `K` per packing group (16 bytes at 4 bits, 32 at 8).
 pub const GROUP: u64 = 32;
 
-/// Products with more rows than this dequantize tiles of `B` into scratch and multiply them
-/// with a GEMM; up to this many rows decode each weight once and multiply it into every row
-/// (as fast as the GEMM up to here: `cpu/nbits.rs`).
-pub const SMALL_ROWS: u64 = 128;
-/// The dequantized tile of the many-rows path: `TILE_K` values of `K` by `TILE_N` columns, f32.
-pub const TILE_K: u64 = 256;
-pub const TILE_N: u64 = 64;
-/// Tiles that may be in use at once (one per worker thread); a run with more threads uses
-/// only this many for the many-rows path.
-pub const SCRATCH_SLOTS: u64 = 8;
+// The CPU's tuning constants of the many-rows path live with the CPU target's description.
+pub use crate::cpu::target::{SCRATCH_SLOTS, SMALL_ROWS, TILE_K, TILE_N};
 
 /// Bytes of one packed row of `B` (one output column) for `k` values of `bits` bits.
 pub fn row_bytes(k: u64, bits: u32) -> u64 {
     k.div_ceil(GROUP) * GROUP * u64::from(bits) / 8
 }
 
-/// Scratch bytes an [`NBitsMatMul`] with `rows` rows needs.
+/// Scratch bytes an [`NBitsMatMul`] with `rows` rows needs (the CPU target's policy).
 pub fn scratch_bytes(rows: u64) -> u64 {
-    if rows > SMALL_ROWS {
-        SCRATCH_SLOTS * TILE_K * TILE_N * 4
-    } else {
-        0
-    }
+    crate::cpu::target::target().nbits_scratch_bytes(rows)
 }
 
 /// `c[r, :] = a[r, :] x dequantize(b) (+ bias)` for every row `r` of `a`, `b` packed as the

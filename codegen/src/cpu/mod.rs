@@ -17,6 +17,7 @@ mod loops;
 mod nbits;
 mod scalar;
 mod simd;
+pub mod target;
 mod vmath;
 
 use crate::kernel::{Contract, Kernel, KernelBody, Scalar};

@@ -12,7 +12,7 @@
 //! # Fusion
 //!
 //! [`chains`] groups runs of elementwise ops into one kernel, run at the step of the chain's last
-//! op. A run `op_1, ..., op_n` (2 <= n <= [`MAX_CHAIN`]) is fused only when all of these hold:
+//! op. A run `op_1, ..., op_n` (2 <= n <= the target's `max_fused_ops`) is fused only when all of these hold:
 //!
 //! 1. every `op_i` is an op [`emit`] computes, with one result, and lowers on its own;
 //! 2. the ops are consecutive in `plan.schedule` (nothing else runs between them, so no other
@@ -42,9 +42,6 @@ use crate::kernel::{BinaryOp, InstId, InstKind, Region, Scalar, UnaryOp, View, M
 use memc_ir::{OpId, Opcode, ValueId};
 use std::collections::HashMap;
 
-/// The most ops one fused kernel computes.
-pub const MAX_CHAIN: usize = 32;
-
 /// An op's part in a fused elementwise chain.
 pub enum ChainRole {
     /// Fused into a later op of its chain: no kernel at this step.
@@ -66,12 +63,13 @@ pub fn chains(ctx: &LowerCtx) -> HashMap<OpId, ChainRole> {
             continue;
         }
         if let Some(&prev) = chain.last() {
-            let extends = chain.len() < MAX_CHAIN && links(ctx, &counts, prev, op) && {
-                chain.push(op);
-                let ok = output_overlap_ok(ctx, &chain);
-                chain.pop();
-                ok
-            };
+            let extends =
+                chain.len() < ctx.target.max_fused_ops && links(ctx, &counts, prev, op) && {
+                    chain.push(op);
+                    let ok = output_overlap_ok(ctx, &chain);
+                    chain.pop();
+                    ok
+                };
             if extends {
                 chain.push(op);
                 continue;
@@ -105,7 +103,7 @@ fn fusable(ctx: &LowerCtx, op: OpId) -> bool {
         && data.results.len() == 1
         && ctx.result_used(op, 0)
         && !ctx.is_planned_view(op)
-        && lower_map(ctx, op).is_ok()
+        && map(ctx, op).is_ok()
 }
 
 /// Conditions 3 and 4: `prev`'s result feeds only `op`, and broadcasts into `op`'s result.
@@ -194,16 +192,6 @@ pub fn lower_chain(ctx: &LowerCtx, chain: &[OpId]) -> LowerResult {
     ))])
 }
 
-pub fn lower(ctx: &LowerCtx, op: OpId) -> Option<LowerResult> {
-    let opcode = ctx.op(op).opcode;
-    match opcode {
-        Opcode::Identity => Some(lower_copy(ctx, op)),
-        Opcode::Dropout => Some(lower_dropout(ctx, op)),
-        _ if is_map_op(opcode) => Some(lower_map(ctx, op)),
-        _ => None,
-    }
-}
-
 /// The result of `op` as a kernel output: not f16, of a rank kernels can loop over.
 fn output(ctx: &LowerCtx, op: OpId) -> Result<TensorRef, LowerError> {
     let out = ctx.result(op, 0)?;
@@ -226,7 +214,7 @@ pub(super) fn check_elem(elem: Scalar) -> Result<(), LowerError> {
 }
 
 /// One elementwise op as one Map kernel.
-fn lower_map(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn map(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let out = output(ctx, op)?;
     let mut kernel = KernelBuilder::new(&out);
     let args = kernel.operands(ctx, op, None)?;
@@ -242,7 +230,7 @@ fn lower_map(ctx: &LowerCtx, op: OpId) -> LowerResult {
 }
 
 /// Identity that the planner did not make a view: a copy.
-fn lower_copy(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn identity(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let out = output(ctx, op)?;
     let input = ctx.input(op, 0)?;
     if input.shape != out.shape || input.elem != out.elem {
@@ -260,7 +248,7 @@ fn lower_copy(ctx: &LowerCtx, op: OpId) -> LowerResult {
 }
 
 /// Dropout in inference (or with ratio 0): the data copied, the mask all true.
-fn lower_dropout(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn dropout(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let training = match ctx.operand(op, 2)? {
         None => false,
         Some(_) => match ctx.const_ints(op, 2) {
@@ -288,7 +276,7 @@ fn lower_dropout(ctx: &LowerCtx, op: OpId) -> LowerResult {
     }
     let mut kernels = Vec::new();
     if !ctx.is_planned_view(op) {
-        kernels.extend(lower_copy(ctx, op)?);
+        kernels.extend(identity(ctx, op)?);
     }
     if ctx.result_used(op, 1) {
         let mask = ctx.result(op, 1)?;

@@ -1,21 +1,32 @@
-//! Lowering: from a planned function to a [`Program`] of kernels.
+//! Lowering: from a planned function to a [`Program`] of kernels, for one target.
 //!
-//! Every scheduled op becomes one [`Step`] holding zero or more kernels, in schedule order. An op
-//! whose result the planner made a view of its operand (Reshape, Squeeze, a contiguous Slice, ...)
-//! gets no kernel: its bytes are already there. Elementwise chains are fused into one kernel at
-//! the step of their last op (see `elementwise::chains`). Each op family lowers in its own module:
+//! Lowering runs in two halves around memory planning:
+//!
+//! 1. Before planning, [`plan_ops`] decides each op's form on the target ([`plan_op`]: one
+//!    exhaustive `match` on the opcode, in `plan.rs`) and the scratch bytes that form needs
+//!    (a convolution's im2col matrix, a low-bit product's dequantized tiles). The memory planner
+//!    gives each such op its own bytes for its step
+//!    ([`memc_passes::memory::plan_function_with_scratch`] with [`OpPlans::scratch_bytes`]).
+//! 2. After planning, [`lower_planned`] emits every scheduled op's kernels in the form its plan
+//!    chose, as one [`Step`] per op in schedule order; kernels find their scratch with
+//!    [`LowerCtx::scratch`]. An op planned without its scratch falls back to a form that needs
+//!    none (or, where there is none, is reported), so kernels never allocate.
+//!
+//! An op whose result the planner made a view of its operand (Reshape, Squeeze, a contiguous
+//! Slice, ...) or that is a view of a weight gets no kernel: its bytes are already there.
+//! Elementwise chains are fused into one kernel at the step of their last op (see
+//! `elementwise::chains`). Each op family lowers in its own module, one function per op:
 //!
 //! - `elementwise`: unary, binary, variadic and select ops, casts, activations, and fusion;
 //! - `reduce`: reductions, arg-reductions, softmax and the normalizations, cumulative ops;
 //! - `movement`: transpose, concat, split, slice, gathers, expand, tile, pad, resize, trilu,
-//!   range, shape ops, copies for view ops the planner could not alias;
-//! - `linalg`: MatMul, Gemm, convolutions, pooling, (de)quantization.
+//!   range, shape ops, copies for view ops the planner could not alias, TopK;
+//! - `linalg`: MatMul, Gemm, convolutions, pooling, (de)quantization, `memc.matmul_nbits`;
+//! - `quant4`: DequantizeLinear of 4-bit tensors.
 //!
-//! Scratch: an op may need working memory while it runs (a convolution's im2col matrix).
-//! [`scratch_bytes`] says how much, before planning; the planner gives each such op its own
-//! bytes for its step ([`memc_passes::memory::plan_function_with_scratch`]), and the lowering
-//! finds them with [`LowerCtx::scratch`]. An op planned without its scratch falls back to a form
-//! that needs none, so kernels never allocate.
+//! What the target computes and prefers (element types, contraction types, im2col policy, the
+//! low-bit product's rows and tiles, the longest fused chain) is read from its
+//! [`TargetInfo`] (the CPU's is `crate::cpu::target::target()`), never hard-wired here.
 //!
 //! Guarantees: lowering reads only verified, planned IR; every kernel it returns addresses the
 //! planner's offsets and passes [`Kernel::validate`] (checked here, a failure is a memc bug);
@@ -25,14 +36,17 @@ pub mod build;
 mod elementwise;
 mod linalg;
 mod movement;
+mod plan;
 mod quant4;
 mod reduce;
 
 pub use build::TensorRef;
+pub use plan::{plan_op, plan_ops, OpPlan, OpPlans};
 
 use crate::kernel::{Kernel, Region, Scalar};
 use crate::program::{IoTensor, Program, Step, WeightSlot, WEIGHT_ALIGN};
 use memc_ir::ops::ShapeCtx;
+use memc_ir::target::TargetInfo;
 use memc_ir::{
     Attribute, Diagnostic, ElemType, Function, OpData, OpId, Opcode, ValueId, WeightId, WeightStore,
 };
@@ -52,6 +66,24 @@ pub enum LowerError {
 
 pub type LowerResult = Result<Vec<Kernel>, LowerError>;
 
+/// The IR element type of a kernel scalar type (what a [`TargetInfo`] lists).
+pub(crate) fn elem_type(scalar: Scalar) -> ElemType {
+    match scalar {
+        Scalar::Bool => ElemType::Bool,
+        Scalar::I8 => ElemType::I8,
+        Scalar::I16 => ElemType::I16,
+        Scalar::I32 => ElemType::I32,
+        Scalar::I64 => ElemType::I64,
+        Scalar::U8 => ElemType::U8,
+        Scalar::U16 => ElemType::U16,
+        Scalar::U32 => ElemType::U32,
+        Scalar::U64 => ElemType::U64,
+        Scalar::F16 => ElemType::F16,
+        Scalar::F32 => ElemType::F32,
+        Scalar::F64 => ElemType::F64,
+    }
+}
+
 /// Shorthand for an unsupported-case error.
 pub fn unsupported(message: impl Into<String>) -> LowerError {
     LowerError::Unsupported(message.into())
@@ -62,6 +94,8 @@ pub struct LowerCtx<'a> {
     pub func: &'a Function,
     pub weights: &'a WeightStore,
     pub plan: &'a MemoryPlan,
+    /// The backend the kernels are for: which element types and forms it computes.
+    pub target: &'a TargetInfo,
     buffer_of: HashMap<ValueId, usize>,
     scratch_of: HashMap<OpId, usize>,
     slots: RefCell<WeightSlots>,
@@ -76,7 +110,12 @@ struct WeightSlots {
 }
 
 impl<'a> LowerCtx<'a> {
-    pub fn new(func: &'a Function, weights: &'a WeightStore, plan: &'a MemoryPlan) -> LowerCtx<'a> {
+    pub fn new(
+        func: &'a Function,
+        weights: &'a WeightStore,
+        plan: &'a MemoryPlan,
+        target: &'a TargetInfo,
+    ) -> LowerCtx<'a> {
         let buffer_of = plan
             .buffers
             .iter()
@@ -93,6 +132,7 @@ impl<'a> LowerCtx<'a> {
             func,
             weights,
             plan,
+            target,
             buffer_of,
             scratch_of,
             slots: RefCell::default(),
@@ -220,7 +260,7 @@ impl<'a> LowerCtx<'a> {
     }
 
     /// The scratch memory the plan gave `op` for its step, as a 1-d u8 tensor in the arena;
-    /// `None` when the plan has none for it (planned without [`scratch_bytes`]).
+    /// `None` when the plan has none for it (planned without [`OpPlans::scratch_bytes`]).
     pub fn scratch(&self, op: OpId) -> Option<TensorRef> {
         let s = &self.plan.scratch[*self.scratch_of.get(&op)?];
         Some(TensorRef {
@@ -400,22 +440,35 @@ impl<'a> LowerCtx<'a> {
     }
 }
 
-/// The scratch bytes `op` of `func` needs while it runs: what to give the planner
-/// (`plan_function_with_scratch`) so the lowering finds it with [`LowerCtx::scratch`]. 0 for
-/// most ops; a convolution's im2col matrix when that form is chosen. The weights are for ops
-/// whose form depends on constant operands (none yet).
-pub fn scratch_bytes(func: &Function, _weights: &WeightStore, op: OpId) -> u64 {
-    linalg::scratch_bytes(func, op)
+/// The scratch bytes `op` of `func` needs on the CPU target: [`plan_op`]'s for the CPU, for
+/// callers that plan one op at a time. Lowering through [`lower_function`] plans the same form.
+pub fn scratch_bytes(func: &Function, weights: &WeightStore, op: OpId) -> u64 {
+    plan_op(func, weights, crate::cpu::target::target(), op).scratch_bytes()
 }
 
-/// Lowers the planned function `func` to a program. On failure, returns one diagnostic listing
-/// every op that could not be lowered.
+/// Lowers the planned function `func` to a program for the CPU target, planning each op's form
+/// here ([`plan_ops`]); the memory plan must have been made with the same ops' scratch bytes
+/// (or none: an op planned without its scratch falls back to a form that needs none). On
+/// failure, returns one diagnostic listing every op that could not be lowered.
 pub fn lower_function(
     func: &Function,
     weights: &WeightStore,
     plan: &MemoryPlan,
 ) -> Result<Program, Diagnostic> {
-    let ctx = LowerCtx::new(func, weights, plan);
+    let ops = plan_ops(func, weights, crate::cpu::target::target());
+    lower_planned(func, weights, plan, &ops)
+}
+
+/// Lowers the planned function `func` to a program with the forms `ops` chose before memory
+/// planning (the memory plan was made with [`OpPlans::scratch_bytes`]). On failure, returns
+/// one diagnostic listing every op that could not be lowered.
+pub fn lower_planned(
+    func: &Function,
+    weights: &WeightStore,
+    plan: &MemoryPlan,
+    ops: &OpPlans,
+) -> Result<Program, Diagnostic> {
+    let ctx = LowerCtx::new(func, weights, plan, ops.target);
     let mut failures: Vec<(String, String)> = Vec::new();
     let chains = elementwise::chains(&ctx);
     let mut steps = Vec::with_capacity(plan.schedule.len());
@@ -424,7 +477,7 @@ pub fn lower_function(
         let lowered = match chains.get(&op) {
             Some(elementwise::ChainRole::Inner) => Ok(Vec::new()),
             Some(elementwise::ChainRole::Last(chain)) => elementwise::lower_chain(&ctx, chain),
-            None => lower_op(&ctx, op),
+            None => plan::lower_op(&ctx, op, ops.get(op)),
         };
         match lowered {
             Ok(kernels) => steps.push(Step { op: label, kernels }),
@@ -433,7 +486,8 @@ pub fn lower_function(
     }
     if !failures.is_empty() {
         let mut d = Diagnostic::error(format!(
-            "the CPU backend cannot lower {} op{} of this model",
+            "the {} backend cannot lower {} op{} of this model",
+            ops.target.name.to_uppercase(),
             failures.len(),
             if failures.len() == 1 { "" } else { "s" }
         ));
@@ -501,29 +555,4 @@ fn io_name(attrs: &memc_ir::AttrDict, fallback: impl FnOnce() -> String) -> Stri
         .and_then(Attribute::as_str)
         .map(str::to_string)
         .unwrap_or_else(fallback)
-}
-
-/// Lowers one op that is not part of a fused chain.
-fn lower_op(ctx: &LowerCtx, op: OpId) -> LowerResult {
-    let opcode = ctx.op(op).opcode;
-    if ctx.is_planned_view(op) || ctx.is_weight_view(op) {
-        return Ok(Vec::new());
-    }
-    match opcode {
-        Opcode::Weight | Opcode::None | Opcode::Return => return Ok(Vec::new()),
-        Opcode::If => return Err(unsupported("If with a condition unknown at compile time")),
-        _ => {}
-    }
-    for lower in [
-        quant4::lower,
-        elementwise::lower,
-        reduce::lower,
-        movement::lower,
-        linalg::lower,
-    ] {
-        if let Some(result) = lower(ctx, op) {
-            return result;
-        }
-    }
-    Err(unsupported("no CPU kernel for this op yet"))
 }

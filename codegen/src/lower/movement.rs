@@ -21,6 +21,11 @@ mod pad;
 mod resize;
 mod topk;
 
+pub(super) use gather::{gather, gather_elements, gather_nd};
+pub(super) use pad::pad;
+pub(super) use resize::resize;
+pub(super) use topk::top_k;
+
 use super::build::{Insts, TensorRef};
 use super::{unsupported, LowerCtx, LowerError, LowerResult};
 use crate::kernel::{BinaryOp, IndirectIndex, InstId, InstKind, Kernel, Scalar, View};
@@ -28,37 +33,7 @@ use common::{
     const_bits_of_bytes, loop_kernel, map_stage, norm_axis, operand_absent_or_empty, shifted,
     strided_copy, IndexMath,
 };
-use memc_ir::{Attribute, OpId, Opcode};
-
-pub fn lower(ctx: &LowerCtx, op: OpId) -> Option<LowerResult> {
-    let lowered = match ctx.op(op).opcode {
-        Opcode::Reshape | Opcode::Flatten | Opcode::Squeeze | Opcode::Unsqueeze => {
-            linear_copy(ctx, op)
-        }
-        Opcode::Transpose => transpose(ctx, op),
-        Opcode::Concat => concat(ctx, op),
-        Opcode::Split => split(ctx, op),
-        Opcode::Slice => slice(ctx, op),
-        Opcode::Gather => gather::gather(ctx, op),
-        Opcode::GatherElements => gather::gather_elements(ctx, op),
-        Opcode::GatherND => gather::gather_nd(ctx, op),
-        Opcode::Expand => expand(ctx, op),
-        Opcode::Tile => tile(ctx, op),
-        Opcode::Pad => pad::pad(ctx, op),
-        Opcode::Resize => resize::resize(ctx, op),
-        Opcode::Trilu => trilu(ctx, op),
-        Opcode::EyeLike => eye_like(ctx, op),
-        Opcode::DepthToSpace => depth_to_space(ctx, op),
-        Opcode::SpaceToDepth => space_to_depth(ctx, op),
-        Opcode::Range => range(ctx, op),
-        Opcode::ConstantOfShape => constant_of_shape(ctx, op),
-        Opcode::Shape => shape(ctx, op),
-        Opcode::Size => size(ctx, op),
-        Opcode::TopK => topk::top_k(ctx, op),
-        _ => return None,
-    };
-    Some(lowered)
-}
+use memc_ir::{Attribute, OpId};
 
 /// The output of `op`, or `None` when it has no elements (nothing to write).
 fn output(ctx: &LowerCtx, op: OpId, index: usize) -> Result<Option<TensorRef>, LowerError> {
@@ -74,7 +49,7 @@ fn dense(t: &TensorRef) -> View {
 /// Reshape, Flatten, Squeeze and Unsqueeze when the planner could not make the
 /// result a view (its operand is a weight, or both are graph inputs and outputs): the bytes
 /// are copied unchanged.
-fn linear_copy(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn linear_copy(ctx: &LowerCtx, op: OpId) -> LowerResult {
     if !ctx.result_used(op, 0) && ctx.weight_of(ctx.op(op).operands[0]).is_some() {
         // A view of a weight: it lives in the weights section, nothing runs.
         return Ok(Vec::new());
@@ -105,7 +80,7 @@ fn transpose_perm(ctx: &LowerCtx, op: OpId, rank: usize) -> Result<Vec<usize>, L
 }
 
 /// Transpose: the output walked in order, the input read with permuted strides.
-fn transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
     let Some(out) = output(ctx, op, 0)? else {
         return Ok(Vec::new());
@@ -122,7 +97,7 @@ fn transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
 }
 
 /// Concat: one copy per non-empty input into its slice of the output.
-fn concat(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn concat(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let Some(out) = output(ctx, op, 0)? else {
         return Ok(Vec::new());
     };
@@ -148,7 +123,7 @@ fn concat(ctx: &LowerCtx, op: OpId) -> LowerResult {
 
 /// Split: one copy per used, non-empty output from its slice of the input. The output types
 /// already hold the sizes (from `split`, or `num_outputs` parts with a smaller last one).
-fn split(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn split(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
     let axis = norm_axis(ctx.attr_int(op, "axis", 0), input.rank())?;
     let own = input.strides();
@@ -188,7 +163,7 @@ fn split(ctx: &LowerCtx, op: OpId) -> LowerResult {
 /// constants; otherwise each sliced axis reads `start + i * step` through a `LoadIndirect`,
 /// with start and step loaded and clamped as the ONNX spec says (the output shape already
 /// fixes the count, so ends are not needed).
-fn slice(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn slice(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
     let Some(out) = output(ctx, op, 0)? else {
         return Ok(Vec::new());
@@ -324,7 +299,7 @@ fn slice(ctx: &LowerCtx, op: OpId) -> LowerResult {
 }
 
 /// Expand: the input broadcast (numpy rules) to the output's shape.
-fn expand(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn expand(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
     let Some(out) = output(ctx, op, 0)? else {
         return Ok(Vec::new());
@@ -340,7 +315,7 @@ fn expand(ctx: &LowerCtx, op: OpId) -> LowerResult {
 
 /// Tile: each output axis `d * r` split into loop axes `(r, d)`; the input does not move
 /// along the repeat axes.
-fn tile(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn tile(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
     let Some(out) = output(ctx, op, 0)? else {
         return Ok(Vec::new());
@@ -366,7 +341,7 @@ fn tile(ctx: &LowerCtx, op: OpId) -> LowerResult {
 
 /// DepthToSpace: `[N, C, H, W]` read as `[N, b, b, C', H, W]` (DCR) or `[N, C', b, b, H, W]`
 /// (CRD) and written as `[N, C', H, b, W, b]`.
-fn depth_to_space(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn depth_to_space(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
     let Some(out) = output(ctx, op, 0)? else {
         return Ok(Vec::new());
@@ -396,7 +371,7 @@ fn depth_to_space(ctx: &LowerCtx, op: OpId) -> LowerResult {
 
 /// SpaceToDepth: `[N, C, H, W]` read as `[N, C, H', b, W', b]` and written as
 /// `[N, b, b, C, H', W']`.
-fn space_to_depth(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn space_to_depth(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
     let Some(out) = output(ctx, op, 0)? else {
         return Ok(Vec::new());
@@ -424,7 +399,7 @@ fn scalar_view(t: &TensorRef, n_axes: usize) -> View {
 }
 
 /// Trilu: keeps `j - i >= k` (upper) or `j - i <= k` (lower) over the last two axes.
-fn trilu(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn trilu(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
     let Some(out) = output(ctx, op, 0)? else {
         return Ok(Vec::new());
@@ -473,7 +448,7 @@ fn one_bits(ty: Scalar) -> u64 {
 }
 
 /// EyeLike: ones where `j - i == k`, zeros elsewhere.
-fn eye_like(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn eye_like(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let Some(out) = output(ctx, op, 0)? else {
         return Ok(Vec::new());
     };
@@ -506,7 +481,7 @@ fn eye_like(ctx: &LowerCtx, op: OpId) -> LowerResult {
 }
 
 /// Range: `start + i * delta` (numpy's `arange`), with start and delta constants or loaded.
-fn range(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn range(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let Some(out) = output(ctx, op, 0)? else {
         return Ok(Vec::new());
     };
@@ -560,7 +535,7 @@ fn fill(name: String, out: &TensorRef, bits: u64) -> Kernel {
 }
 
 /// ConstantOfShape: a fill with the one element of the `value` weight (0.0 without it).
-fn constant_of_shape(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn constant_of_shape(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let Some(out) = output(ctx, op, 0)? else {
         return Ok(Vec::new());
     };
@@ -603,7 +578,7 @@ fn write_i64s(name: String, out: &TensorRef, values: &[i64]) -> Kernel {
 }
 
 /// Shape: the input's dims `[start, end)` (clamped as ONNX does) as constants.
-fn shape(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn shape(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
     let Some(out) = output(ctx, op, 0)? else {
         return Ok(Vec::new());
@@ -617,7 +592,7 @@ fn shape(ctx: &LowerCtx, op: OpId) -> LowerResult {
 }
 
 /// Size: the input's element count as a constant.
-fn size(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn size(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
     let out = ctx.result(op, 0)?;
     Ok(vec![write_i64s(

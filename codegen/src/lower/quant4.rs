@@ -14,20 +14,7 @@ use super::{unsupported, LowerCtx, LowerError, LowerResult};
 use crate::kernel::{
     BinaryOp, IndirectIndex, InstId, Kernel, KernelBody, LoopKernel, Scalar, Stage, Store, View,
 };
-use memc_ir::{ElemType, OpId, Opcode};
-
-/// Lowers `op` when it is a DequantizeLinear of a 4-bit input; `None` otherwise.
-pub fn lower(ctx: &LowerCtx, op: OpId) -> Option<LowerResult> {
-    let data = ctx.op(op);
-    if data.opcode != Opcode::DequantizeLinear {
-        return None;
-    }
-    let x_ty = ctx.func.value_type(data.operands[0]).tensor()?;
-    if !matches!(x_ty.elem, ElemType::I4 | ElemType::U4) {
-        return None;
-    }
-    Some(lower_dq4(ctx, op, x_ty.elem == ElemType::I4))
-}
+use memc_ir::OpId;
 
 /// How a scale-shaped operand is indexed from an element of the input.
 struct ParamIndex {
@@ -125,7 +112,8 @@ fn load_nibble(
     insts.binary(BinaryOp::Sub, flipped, eight)
 }
 
-fn lower_dq4(ctx: &LowerCtx, op: OpId, signed: bool) -> LowerResult {
+/// DequantizeLinear of an int4 (`signed`) or uint4 input.
+pub(super) fn dequantize(ctx: &LowerCtx, op: OpId, signed: bool) -> LowerResult {
     let data = ctx.op(op);
     let x = ctx.packed_tensor(data.operands[0])?;
     let x_shape = ctx

@@ -19,38 +19,7 @@ use crate::kernel::{
     BinaryOp, IndirectIndex, InstId, Kernel, KernelBody, LoopKernel, ReduceOp, Scalar, Stage,
     Store, UnaryOp, View, MAX_AXES,
 };
-use memc_ir::{OpId, Opcode};
-
-pub fn lower(ctx: &LowerCtx, op: OpId) -> Option<LowerResult> {
-    use Opcode as O;
-    let result = match ctx.op(op).opcode {
-        O::ReduceSum => lower_reduce(ctx, op, Reduction::Sum),
-        O::ReduceMean => lower_reduce(ctx, op, Reduction::Mean),
-        O::ReduceMax => lower_reduce(ctx, op, Reduction::Max),
-        O::ReduceMin => lower_reduce(ctx, op, Reduction::Min),
-        O::ReduceProd => lower_reduce(ctx, op, Reduction::Prod),
-        O::ReduceL1 => lower_reduce(ctx, op, Reduction::L1),
-        O::ReduceL2 => lower_reduce(ctx, op, Reduction::L2),
-        O::ReduceSumSquare => lower_reduce(ctx, op, Reduction::SumSquare),
-        O::ReduceLogSum => lower_reduce(ctx, op, Reduction::LogSum),
-        O::ReduceLogSumExp => lower_reduce(ctx, op, Reduction::LogSumExp),
-        O::ArgMax => lower_arg(ctx, op, true),
-        O::ArgMin => lower_arg(ctx, op, false),
-        O::Softmax => lower_softmax(ctx, op, false),
-        O::LogSoftmax => lower_softmax(ctx, op, true),
-        O::Hardmax => lower_hardmax(ctx, op),
-        O::LayerNormalization => lower_layer_norm(ctx, op),
-        O::RMSNormalization => lower_rms_norm(ctx, op),
-        O::BatchNormalization => lower_batch_norm(ctx, op),
-        O::InstanceNormalization => lower_instance_norm(ctx, op),
-        O::LpNormalization => lower_lp_norm(ctx, op),
-        O::MeanVarianceNormalization => lower_mvn(ctx, op),
-        O::CumSum => lower_cumulative(ctx, op, ReduceOp::Sum),
-        O::CumProd => lower_cumulative(ctx, op, ReduceOp::Prod),
-        _ => return None,
-    };
-    Some(result)
-}
+use memc_ir::OpId;
 
 /// The loop space of a row op over a tensor of shape `shape`: outer loop axes are the kept axes
 /// of the tensor, inner loop axes the reduced ones, each in tensor order. With no reduced axis,
@@ -218,7 +187,7 @@ fn axis_of(axis: i64, rank: usize) -> Result<usize, LowerError> {
 // Reductions.
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-enum Reduction {
+pub(super) enum Reduction {
     Sum,
     Mean,
     Max,
@@ -345,7 +314,7 @@ type ElementFn<'a> = dyn Fn(&mut Insts) -> (InstId, Option<InstId>) + 'a;
 /// The number of elements in a row, as a value of the given type.
 type CountFn<'a> = dyn Fn(&mut Insts, Scalar) -> InstId + 'a;
 
-fn lower_reduce(ctx: &LowerCtx, op: OpId, kind: Reduction) -> LowerResult {
+pub(super) fn reduce(ctx: &LowerCtx, op: OpId, kind: Reduction) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let y = ctx.result(op, 0)?;
     check_elem(x.elem)?;
@@ -563,7 +532,7 @@ fn float_type(t: Scalar) -> Scalar {
     }
 }
 
-fn lower_arg(ctx: &LowerCtx, op: OpId, max: bool) -> LowerResult {
+pub(super) fn arg_reduce(ctx: &LowerCtx, op: OpId, max: bool) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let y = ctx.result(op, 0)?;
     check_elem(x.elem)?;
@@ -596,7 +565,7 @@ fn lower_arg(ctx: &LowerCtx, op: OpId, max: bool) -> LowerResult {
 // ---------------------------------------------------------------------------------------------
 // Softmax and Hardmax.
 
-fn lower_softmax(ctx: &LowerCtx, op: OpId, log: bool) -> LowerResult {
+pub(super) fn softmax(ctx: &LowerCtx, op: OpId, log: bool) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let y = ctx.result(op, 0)?;
     let t = compute_float(&[x.elem, y.elem])?;
@@ -691,7 +660,7 @@ fn same_or_disjoint(a: &TensorRef, b: &TensorRef) -> bool {
 }
 
 /// 1 at the first maximum of each row along `axis`, 0 elsewhere.
-fn lower_hardmax(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn hardmax(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let y = ctx.result(op, 0)?;
     compute_float(&[x.elem, y.elem])?;
@@ -749,7 +718,7 @@ fn row_mean(b: &mut Insts, stage: usize, t: Scalar, n: f64) -> InstId {
 /// LayerNormalization over the axes from `axis` on:
 /// `(x - mean) * (1 / sqrt(var + epsilon)) * scale + B`, computed in the input's float type as
 /// the reference does; the optional Mean and InvStdDev results are stored once per row.
-fn lower_layer_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn layer_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let scale = ctx.input(op, 1)?;
     let bias = ctx.operand(op, 2)?;
@@ -835,7 +804,7 @@ fn inv_std_dev(b: &mut Insts, stage: usize, t: Scalar, n: f64, epsilon: f64) -> 
 }
 
 /// RMSNormalization: `x * (1 / sqrt(mean(x^2) + epsilon)) * scale` over the axes from `axis` on.
-fn lower_rms_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn rms_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let scale = ctx.input(op, 1)?;
     let y = ctx.result(op, 0)?;
@@ -904,7 +873,7 @@ fn normalize_channel(
 /// BatchNormalization. Inference: one elementwise kernel with the running statistics. Training:
 /// per channel (outer), the batch mean and variance over every other axis (inner), the
 /// normalized rows, and the updated running statistics.
-fn lower_batch_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn batch_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let y = ctx.result(op, 0)?;
     let params: Vec<TensorRef> = (1..5).map(|i| ctx.input(op, i)).collect::<Result<_, _>>()?;
@@ -1001,7 +970,7 @@ fn lower_batch_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
 
 /// InstanceNormalization: per instance and channel (outer), mean and variance over the spatial
 /// axes (inner).
-fn lower_instance_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn instance_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let scale = ctx.input(op, 1)?;
     let bias = ctx.input(op, 2)?;
@@ -1043,7 +1012,7 @@ fn lower_instance_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
 }
 
 /// LpNormalization: `x / norm` along `axis` (0 where the norm is 0), the L1 or L2 norm.
-fn lower_lp_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn lp_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let y = ctx.result(op, 0)?;
     let t = compute_float(&[x.elem, y.elem])?;
@@ -1090,7 +1059,7 @@ fn lower_lp_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
 
 /// MeanVarianceNormalization as its ONNX function body: `(x - E[x]) / (sqrt(E[x^2] - E[x]^2) +
 /// 1e-9)` over `axes` (default 0, 2, 3).
-fn lower_mvn(ctx: &LowerCtx, op: OpId) -> LowerResult {
+pub(super) fn mean_variance_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let y = ctx.result(op, 0)?;
     let t = compute_float(&[x.elem, y.elem])?;
@@ -1144,7 +1113,7 @@ fn lower_mvn(ctx: &LowerCtx, op: OpId) -> LowerResult {
 /// axis), fold the input along the scanned axis (inner) with the elements outside the prefix
 /// (or suffix, with `reverse`; excluding the current one with `exclusive`) replaced by the
 /// identity.
-fn lower_cumulative(ctx: &LowerCtx, op: OpId, fold: ReduceOp) -> LowerResult {
+pub(super) fn cumulative(ctx: &LowerCtx, op: OpId, fold: ReduceOp) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let y = ctx.result(op, 0)?;
     check_elem(x.elem)?;

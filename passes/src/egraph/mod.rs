@@ -24,7 +24,9 @@
 //! - If a cheapest term cannot be placed (it would read a value defined later), the function
 //!   is left as it was.
 //!
-//! Not in `memc compile`'s pipeline yet: `memc.matmul_nbits` has no kernel.
+//! - The guards read the target's [`TargetInfo`]: a rule fuses into `memc.matmul_nbits` only
+//!   activations of an element type the target's low-bit product computes
+//!   ([`Egraph::for_target`]; [`Egraph::new`] uses [`TargetInfo::GENERIC`]).
 
 mod extract;
 mod language;
@@ -36,6 +38,7 @@ use crate::manager::{Pass, PassError};
 use egg::{Id, Runner, SimpleScheduler, StopReason};
 use extract::Built;
 use language::{Graph, Sig};
+use memc_ir::target::TargetInfo;
 use memc_ir::{AttrDict, Function, Module};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -62,14 +65,29 @@ pub struct SaturationReport {
 }
 
 /// The e-graph fusion pass; see the module doc.
-#[derive(Default)]
 pub struct Egraph {
+    target: TargetInfo,
     reports: RefCell<Vec<SaturationReport>>,
 }
 
+impl Default for Egraph {
+    fn default() -> Egraph {
+        Egraph::new()
+    }
+}
+
 impl Egraph {
+    /// The pass for no particular backend (`memc opt`): [`TargetInfo::GENERIC`]'s guards.
     pub fn new() -> Egraph {
-        Egraph::default()
+        Egraph::for_target(&TargetInfo::GENERIC)
+    }
+
+    /// The pass whose fusion guards follow `target`.
+    pub fn for_target(target: &TargetInfo) -> Egraph {
+        Egraph {
+            target: target.clone(),
+            reports: RefCell::default(),
+        }
     }
 }
 
@@ -86,7 +104,7 @@ impl Pass for Egraph {
     fn run(&self, module: &mut Module) -> Result<(), PassError> {
         let mut reports = Vec::new();
         for (_, func) in module.functions_mut() {
-            reports.push(saturate_function(func));
+            reports.push(saturate_function(func, &self.target));
         }
         *self.reports.borrow_mut() = reports;
         Ok(())
@@ -131,8 +149,9 @@ fn stop_reason(reason: Option<&StopReason>) -> String {
     }
 }
 
-/// Saturates one function with the rules and rebuilds it from the cheapest terms.
-pub fn saturate_function(func: &mut Function) -> SaturationReport {
+/// Saturates one function with the rules, guarded for `target`, and rebuilds it from the
+/// cheapest terms.
+pub fn saturate_function(func: &mut Function, target: &TargetInfo) -> SaturationReport {
     let (egraph, built) = build(func);
     let runner = Runner::default()
         .with_egraph(egraph)
@@ -140,7 +159,7 @@ pub fn saturate_function(func: &mut Function) -> SaturationReport {
         .with_node_limit(NODE_LIMIT)
         .with_time_limit(TIME_LIMIT)
         .with_scheduler(SimpleScheduler)
-        .run(&rules::rules());
+        .run(&rules::rules(target));
     let mut applied: HashMap<String, usize> = HashMap::new();
     for iteration in &runner.iterations {
         for (name, n) in &iteration.applied {

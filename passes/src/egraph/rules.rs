@@ -24,16 +24,19 @@
 //! 2-d `memc.weight` of i4, ui4, i8 or ui8 with static dims, `?s` and `?zp` are `memc.weight`s
 //! too (the plan packs them beside the weight), and the scales fit per-tensor, per-axis or
 //! blocked quantization of `?w` exactly (the shapes `memc.matmul_nbits` verifies). Every
-//! `memc.matmul_nbits` rule also needs what the packed kernels (`memc_codegen::nbits`) compute:
-//! an f32 `?a`, and a scale constant along runs of `K` (`memc_ir::ops::nbits_k_block`: blocked
+//! `memc.matmul_nbits` rule also needs what the target's packed kernels compute: an `?a` of an
+//! element type in the target's `nbits.activation_types` (f32 on the CPU, see
+//! `memc_ir::target::TargetInfo`), and a scale constant along runs of `K` (`memc_ir::ops::nbits_k_block`: blocked
 //! along `K`, per output column or per tensor; not per-axis along `K` or blocked along `N`).
 
 use super::language::{float_attr, int_attr, ClassFacts, Graph, Head, Node, Sig};
 use egg::{Applier, Id, Pattern, PatternAst, Rewrite, Subst, Symbol, Var};
+use memc_ir::target::TargetInfo;
 use memc_ir::{AttrDict, Attribute, Dim, ElemType, Opcode, Type};
 
-/// Every rule, in the order of the module doc.
-pub fn rules() -> Vec<Rewrite<Node, super::language::Facts>> {
+/// Every rule, in the order of the module doc, guarded for `target`.
+pub fn rules(target: &TargetInfo) -> Vec<Rewrite<Node, super::language::Facts>> {
+    let rule = |name: &str, pattern: &str, rhs: RhsFn| rule(name, pattern, rhs, target);
     vec![
         rule("dq-matmul", "(onnx.MatMul ?a ?b)", dq_matmul),
         rule("dq-t-matmul", "(onnx.MatMul ?a ?b)", dq_t_matmul),
@@ -48,21 +51,29 @@ pub fn rules() -> Vec<Rewrite<Node, super::language::Facts>> {
 }
 
 /// A rule's guard and right-hand side: the node to add to the matched class, or `None` when
-/// the guard fails. It sees the e-graph, the matched class and the pattern's variables.
+/// the guard fails. It sees the e-graph, the matched class and the pattern's variables (and
+/// the target, in the match).
 type RhsFn = fn(&mut Graph, Id, &Match) -> Option<Node>;
 
-/// The variables of a match, resolved to canonical classes.
-pub struct Match {
+/// The variables of a match, resolved to canonical classes, and the target the guards follow.
+pub struct Match<'t> {
     a: Id,
     b: Id,
     c: Option<Id>,
+    target: &'t TargetInfo,
 }
 
-fn rule(name: &str, pattern: &str, rhs: RhsFn) -> Rewrite<Node, super::language::Facts> {
+fn rule(
+    name: &str,
+    pattern: &str,
+    rhs: RhsFn,
+    target: &TargetInfo,
+) -> Rewrite<Node, super::language::Facts> {
     let searcher: Pattern<Node> = pattern
         .parse()
         .unwrap_or_else(|e| panic!("rule `{name}`: pattern `{pattern}` must parse: {e:?}"));
-    Rewrite::new(name, searcher, Fuse { rhs })
+    let target = target.clone();
+    Rewrite::new(name, searcher, Fuse { rhs, target })
         .unwrap_or_else(|e| panic!("rule `{name}` must be well formed: {e}"))
 }
 
@@ -70,6 +81,7 @@ fn rule(name: &str, pattern: &str, rhs: RhsFn) -> Rewrite<Node, super::language:
 /// the matched class.
 struct Fuse {
     rhs: RhsFn,
+    target: TargetInfo,
 }
 
 impl Applier<Node, super::language::Facts> for Fuse {
@@ -88,7 +100,12 @@ impl Applier<Node, super::language::Facts> for Fuse {
         let (Some(a), Some(b)) = (var("?a"), var("?b")) else {
             return Vec::new();
         };
-        let matched = Match { a, b, c: var("?c") };
+        let matched = Match {
+            a,
+            b,
+            c: var("?c"),
+            target: &self.target,
+        };
         let Some(node) = (self.rhs)(egraph, eclass, &matched) else {
             return Vec::new();
         };
@@ -256,6 +273,7 @@ fn matmul_nbits(
     dq: Dequantized,
     trans_b: bool,
     bias: Option<Id>,
+    target: &TargetInfo,
 ) -> Option<Node> {
     let [k, n] = if trans_b {
         [dq.shape[1], dq.shape[0]]
@@ -270,11 +288,12 @@ fn matmul_nbits(
     if matches!(a_type.dims.last(), Some(Dim::Static(a_k)) if *a_k != k) {
         return None;
     }
-    // The packed kernels need the scale constant along runs of K, and compute in f32.
+    // The packed kernels need the scale constant along runs of K, and compute only the
+    // target's activation types.
     let axis = int_attr(&dq.attrs, Opcode::MatMulNBits, "axis")? as usize;
     let block_size = u64::try_from(int_attr(&dq.attrs, Opcode::MatMulNBits, "block_size")?).ok()?;
     memc_ir::ops::nbits_k_block(k, trans_b, axis, block_size, dq.per_tensor)?;
-    if a_type.elem != ElemType::F32 {
+    if !target.nbits.activation_types.contains(&a_type.elem) {
         return None;
     }
     let mut attrs = dq.attrs;
@@ -312,7 +331,7 @@ fn is_bias(g: &Graph, class: Id, n: u64, elem: ElemType) -> bool {
 /// `dq-matmul`.
 fn dq_matmul(g: &mut Graph, root: Id, m: &Match) -> Option<Node> {
     let dq = fusable_dq(g, m.b)?;
-    matmul_nbits(g, root, m.a, dq, false, None)
+    matmul_nbits(g, root, m.a, dq, false, None, m.target)
 }
 
 /// `dq-t-matmul`.
@@ -322,7 +341,7 @@ fn dq_t_matmul(g: &mut Graph, root: Id, m: &Match) -> Option<Node> {
     }
     let d = transposed_2d(g, m.b)?;
     let dq = fusable_dq(g, d)?;
-    matmul_nbits(g, root, m.a, dq, true, None)
+    matmul_nbits(g, root, m.a, dq, true, None, m.target)
 }
 
 /// `dq-gemm`: the Gemm node of the match is found again by its operands, for its attributes.
@@ -345,7 +364,7 @@ fn dq_gemm(g: &mut Graph, root: Id, m: &Match) -> Option<Node> {
         Some(c) if beta == 1.0 && is_bias(g, c, n, elem(g, root)?) => Some(c),
         Some(_) => return None,
     };
-    matmul_nbits(g, root, m.a, dq, trans_b, bias)
+    matmul_nbits(g, root, m.a, dq, trans_b, bias, m.target)
 }
 
 /// `nbits-bias`: either operand of the Add may be the product (no blanket commutativity: the

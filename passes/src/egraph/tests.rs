@@ -58,7 +58,7 @@ fn patterns_match_any_signature_but_hash_consing_does_not() {
 
 #[test]
 fn rule_names_are_unique() {
-    let rules = rules::rules();
+    let rules = rules::rules(&memc_ir::target::TargetInfo::GENERIC);
     let mut names: Vec<String> = rules.iter().map(|r| r.name.to_string()).collect();
     let n = names.len();
     names.sort();
@@ -74,7 +74,7 @@ fn the_fused_form_is_cheaper_by_the_float_weight() {
     let func = m.function(id);
     let runner = egg::Runner::<Node, Facts>::default()
         .with_egraph(egraph)
-        .run(&rules::rules());
+        .run(&rules::rules(&memc_ir::target::TargetInfo::GENERIC));
     let matmul = func.walk_ops()[3];
     let class = runner
         .egraph

@@ -9,15 +9,16 @@
 //! tap `k` when `o + pad - k * dilation = i * stride`, tested with index arithmetic and read
 //! with a `LoadIndirect`.
 //!
-//! F32/F64 convolutions with at least two input channels per group run as contractions instead.
-//! The main form is im2col ([`im2col_form`], when the planner gave the op scratch memory, see
-//! [`scratch_bytes`]): loop kernels copy the input windows into the column matrix
+//! Convolutions in the target's contraction types (f32 and f64 on the CPU) with at least two
+//! input channels per group run as contractions instead. The main form is im2col
+//! ([`im2col_form`], chosen by [`plan`] before memory planning, which asks the planner for the
+//! column matrix as the op's scratch memory): loop kernels copy the input windows into the column matrix
 //! `[C * taps, output pixels]` in scratch (padding reads 0; the interior, where no tap reads
 //! padding, has no guards, so it is vectorized at stride 1), then one product per (image,
 //! group) `Y[m_g, pixels] (+)= W[m_g, c_g * taps] @ col[c_g * taps, pixels]` over the bias (or
 //! without accumulating). Every product sums exactly the convolution's terms, so inputs holding
 //! inf or huge values give what the direct loop gives. Without scratch (a plan made without
-//! it, a column matrix over [`IM2COL_MAX_BYTES`] for one image, a plain 1x1 convolution that is
+//! it, a column matrix over the target's `im2col_max_bytes` for one image, a plain 1x1 convolution that is
 //! already one product, too little work): one product per kernel tap summing over the input
 //! channels, batched over the output rows ([`conv_tap`]); or, for strided 2-d convolutions with
 //! fewer input channels than kernel columns, one product per (input channel, kernel row)
@@ -25,24 +26,18 @@
 
 use super::super::build::{guard, Insts, TensorRef};
 use super::super::movement::common::{loop_kernel, map_stage, once_stage, IndexMath};
-use super::super::{unsupported, LowerCtx, LowerError, LowerResult};
+use super::super::plan::{Form, OpPlan};
+use super::super::{elem_type, unsupported, LowerCtx, LowerError, LowerResult};
 use super::matmul::check_arith;
 use crate::kernel::{
     BinaryOp, Contract, IndirectIndex, InstId, Kernel, KernelBody, MatView, ReduceOp, Scalar,
     Stage, View,
 };
+use memc_ir::target::TargetInfo;
 use memc_ir::{Attribute, Function, OpId};
 
-/// The largest im2col matrix, in bytes, a convolution asks scratch memory for. One image's
-/// matrix over it falls back to the tap products; several images' over it run one image at a
-/// time.
-pub const IM2COL_MAX_BYTES: u64 = 64 << 20;
-/// im2col pays when each output sums over at least this many products (`c_g * taps`) ...
-const IM2COL_MIN_K: u64 = 8;
-/// ... and each image has at least this many output pixels.
-const IM2COL_MIN_PIXELS: u64 = 16;
-
 /// The window attributes of a convolution or pool, resolved against the actual sizes.
+#[derive(Clone, Debug)]
 pub(super) struct Window {
     pub kernel: Vec<i64>,
     pub strides: Vec<i64>,
@@ -182,6 +177,7 @@ impl Axes {
 
 /// Shared shapes of a convolution: the input `[N, C, D...]`, the output `[N, M, O...]`, and
 /// groups (`c_g` input and `m_g` output channels per group).
+#[derive(Clone, Debug)]
 struct ConvShape {
     n: u64,
     groups: u64,
@@ -243,7 +239,70 @@ fn finish_stage(acc_ty: Scalar, out_elem: Scalar, has_bias: bool) -> Stage {
     once_stage(insts, 0, v)
 }
 
-pub fn conv(ctx: &LowerCtx, op: OpId) -> LowerResult {
+/// What [`plan`] decided for a Conv before memory planning: its shapes and window (from its
+/// types and attributes), and whether it runs through im2col (so its scratch bytes).
+#[derive(Clone, Debug)]
+pub struct ConvPlan {
+    /// `None` when `group` does not divide the channels (or a shape is not static).
+    shape: Option<ConvShape>,
+    /// The window over the weight's spatial dims.
+    window: Result<Window, LowerError>,
+    im2col: Option<Im2col>,
+}
+
+/// Plans a Conv on `target`: the im2col form when [`im2col_form`] chooses it, with its column
+/// matrix as the op's scratch bytes; else a form without scratch.
+pub fn plan(func: &Function, target: &TargetInfo, op: OpId) -> OpPlan {
+    let data = func.op(op);
+    let shape_of = |value: Option<&memc_ir::ValueId>| {
+        func.value_type(*value?)
+            .tensor()
+            .and_then(|t| t.static_shape())
+    };
+    let shapes = (
+        shape_of(data.operands.first()),
+        shape_of(data.operands.get(1)),
+        shape_of(data.results.first()),
+    );
+    let groups = data
+        .attrs
+        .get("group")
+        .and_then(Attribute::as_int)
+        .unwrap_or(1);
+    let shape = match &shapes {
+        (Some(x), Some(w), Some(out)) => conv_shape(x, w, out, u64::try_from(groups).unwrap_or(0)),
+        _ => None,
+    };
+    let window = match (&shape, &shapes.1) {
+        (Some(s), Some(w)) => {
+            let kernel: Vec<i64> = w[2..].iter().map(|&d| d as i64).collect();
+            window_of(func, op, kernel, &s.in_spatial, &s.out_spatial)
+        }
+        _ => Err(unsupported(
+            "`group` must be positive and divide the channels",
+        )),
+    };
+    let elem = data
+        .results
+        .first()
+        .and_then(|&r| func.value_type(r).tensor())
+        .and_then(|t| Scalar::from_elem(t.elem));
+    let im2col = match (&shape, &window, elem) {
+        (Some(s), Ok(win), Some(elem)) => im2col_form(target, elem, s, win),
+        _ => None,
+    };
+    let bytes = im2col.as_ref().map_or(0, |form| form.bytes);
+    let plan = ConvPlan {
+        shape,
+        window,
+        im2col,
+    };
+    OpPlan::with_scratch(Form::Conv(plan), bytes)
+}
+
+/// Lowers a Conv in the form `plan` chose: im2col when the memory plan holds its scratch, else
+/// a form without scratch.
+pub fn conv(ctx: &LowerCtx, op: OpId, plan: &ConvPlan) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let w = ctx.input(op, 1)?;
     let bias = ctx.operand(op, 2)?;
@@ -252,18 +311,14 @@ pub fn conv(ctx: &LowerCtx, op: OpId) -> LowerResult {
         return Ok(Vec::new());
     }
     check_arith(out.elem)?;
-    let groups = u64::try_from(ctx.attr_int(op, "group", 1)).unwrap_or(0);
-    let s = conv_shape(&x.shape, &w.shape, &out.shape, groups)
+    let s = plan
+        .shape
+        .clone()
         .ok_or_else(|| unsupported("`group` must be positive and divide the channels"))?;
-    let win = window(
-        ctx,
-        op,
-        kernel_shape(ctx, op, &w)?,
-        &s.in_spatial,
-        &s.out_spatial,
-    )?;
-    if let Some(form) = im2col_form(out.elem, &s, &win) {
-        // The scratch is there when the plan was made with `scratch_bytes`.
+    kernel_shape(ctx, op, &w)?;
+    let win = plan.window.clone()?;
+    if let Some(form) = &plan.im2col {
+        // The scratch is there when the memory plan was made with this plan's scratch bytes.
         if let Some(col) = ctx.scratch(op).filter(|col| col.numel() >= form.bytes) {
             return Ok(im2col_kernels(
                 ctx,
@@ -274,12 +329,12 @@ pub fn conv(ctx: &LowerCtx, op: OpId) -> LowerResult {
                 &out,
                 &s,
                 &win,
-                &form,
+                form,
                 &col,
             ));
         }
     }
-    if use_taps(out.elem, &s) {
+    if use_taps(ctx.target, out.elem, &s) {
         if use_kernel_rows(&s, &win) {
             let mut kernels = vec![init_output(ctx.kernel_name(op, 0), &out, bias.as_ref())];
             for contract in kernel_row_products(&x, &w, &out, &s, &win) {
@@ -308,12 +363,13 @@ pub fn conv(ctx: &LowerCtx, op: OpId) -> LowerResult {
     )])
 }
 
-/// Whether a convolution runs as one contraction per kernel tap (f32 and f64 only): unless
+/// Whether a convolution runs as one contraction per kernel tap (in the target's contraction
+/// types only): unless
 /// each group has a single input channel (depthwise), whose products would have `k = 1`. On
 /// the zoo's resnet and unet the tap form is 5-30x faster than the direct loop, even for the
 /// 3-channel stems (measured with `tests/lower_mv_profile.rs`).
-fn use_taps(elem: Scalar, s: &ConvShape) -> bool {
-    matches!(elem, Scalar::F32 | Scalar::F64) && s.c_g >= 2
+fn use_taps(target: &TargetInfo, elem: Scalar, s: &ConvShape) -> bool {
+    target.contracts(elem_type(elem)) && s.c_g >= 2
 }
 
 /// Whether a 2-d convolution runs as one product per (input channel, kernel row) summing over
@@ -470,19 +526,22 @@ fn conv_shape(x: &[u64], w: &[u64], out: &[u64], groups: u64) -> Option<ConvShap
 }
 
 /// How a convolution runs through im2col: the column matrix holds `images` images at once
-/// (all of them, or one when all would pass [`IM2COL_MAX_BYTES`]) and takes `bytes`.
+/// (all of them, or one when all would pass the target's `im2col_max_bytes`) and takes
+/// `bytes`.
+#[derive(Clone, Debug)]
 struct Im2col {
     images: u64,
     bytes: u64,
 }
 
-/// The im2col form of a convolution, when it is chosen (see the module doc): f32/f64, at least
-/// two input channels per group (depthwise convolutions stay direct loops), at least
-/// [`IM2COL_MIN_K`] terms per output and [`IM2COL_MIN_PIXELS`] pixels per image, not a 1x1
-/// stride-1 unpadded convolution (already one product over the input), and one image's matrix
-/// within [`IM2COL_MAX_BYTES`].
-fn im2col_form(elem: Scalar, s: &ConvShape, win: &Window) -> Option<Im2col> {
-    if !matches!(elem, Scalar::F32 | Scalar::F64) || s.c_g < 2 {
+/// The im2col form of a convolution on `target`, when it is chosen (see the module doc): the
+/// target allows im2col and contracts in `elem`, at least two input channels per group
+/// (depthwise convolutions stay direct loops), at least `im2col_min_terms` terms per output
+/// and `im2col_min_pixels` pixels per image, not a 1x1 stride-1 unpadded convolution (already
+/// one product over the input), and one image's matrix within `im2col_max_bytes`.
+fn im2col_form(target: &TargetInfo, elem: Scalar, s: &ConvShape, win: &Window) -> Option<Im2col> {
+    let policy = &target.conv;
+    if !policy.im2col || !target.contracts(elem_type(elem)) || s.c_g < 2 {
         return None;
     }
     let taps = win
@@ -496,64 +555,27 @@ fn im2col_form(elem: Scalar, s: &ConvShape, win: &Window) -> Option<Im2col> {
     let plain = win.kernel.iter().all(|&k| k == 1)
         && win.strides.iter().all(|&st| st == 1)
         && win.begin.iter().chain(&win.end).all(|&p| p == 0);
-    if plain || s.c_g.saturating_mul(taps) < IM2COL_MIN_K || pixels < IM2COL_MIN_PIXELS {
+    if plain
+        || s.c_g.saturating_mul(taps) < policy.im2col_min_terms
+        || pixels < policy.im2col_min_pixels
+    {
         return None;
     }
     let per_image = (s.groups * s.c_g)
         .checked_mul(taps)?
         .checked_mul(pixels)?
         .checked_mul(elem.size())?;
-    if per_image > IM2COL_MAX_BYTES {
+    if per_image > policy.im2col_max_bytes {
         return None;
     }
     let images = match per_image.checked_mul(s.n) {
-        Some(all) if all <= IM2COL_MAX_BYTES => s.n.max(1),
+        Some(all) if all <= policy.im2col_max_bytes => s.n.max(1),
         _ => 1,
     };
     Some(Im2col {
         images,
         bytes: per_image * images,
     })
-}
-
-/// The scratch bytes a Conv asks the planner for: its im2col matrix when [`im2col_form`]
-/// chooses it, else 0. Reads the same shapes and attributes as [`conv`], so the lowering finds
-/// exactly this much scratch.
-pub fn scratch_bytes(func: &Function, op: OpId) -> u64 {
-    let data = func.op(op);
-    let shape = |value: Option<&memc_ir::ValueId>| {
-        func.value_type(*value?)
-            .tensor()
-            .and_then(|t| t.static_shape())
-    };
-    let (Some(x), Some(w), Some(out)) = (
-        shape(data.operands.first()),
-        shape(data.operands.get(1)),
-        shape(data.results.first()),
-    ) else {
-        return 0;
-    };
-    let Some(elem) = data
-        .results
-        .first()
-        .and_then(|&r| func.value_type(r).tensor())
-        .and_then(|t| Scalar::from_elem(t.elem))
-    else {
-        return 0;
-    };
-    let groups = data
-        .attrs
-        .get("group")
-        .and_then(Attribute::as_int)
-        .unwrap_or(1);
-    let Some(s) = conv_shape(&x, &w, &out, u64::try_from(groups).unwrap_or(0)) else {
-        return 0;
-    };
-    let kernel: Vec<i64> = w[2..].iter().map(|&d| d as i64).collect();
-    let Ok(win) = window_of(func, op, kernel, &s.in_spatial, &s.out_spatial) else {
-        return 0;
-    };
-    im2col_form(elem, &s, &win).map_or(0, |form| form.bytes)
 }
 
 /// The kernels of the im2col form: the output first holds the bias (when there is one), then,
@@ -1100,7 +1122,7 @@ pub fn conv_transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
             ))
         }
     };
-    if use_taps(out.elem, &s) {
+    if use_taps(ctx.target, out.elem, &s) {
         let win = Window {
             kernel: kernel.clone(),
             strides,

@@ -9,7 +9,7 @@
 
 use super::super::build::{contiguous_strides, Insts, TensorRef};
 use super::super::movement::common::{loop_kernel, map_stage, once_stage, strided_copy};
-use super::super::{unsupported, LowerCtx, LowerError, LowerResult};
+use super::super::{elem_type, unsupported, LowerCtx, LowerError, LowerResult};
 use crate::kernel::{
     BinaryOp, Contract, InstKind, Kernel, KernelBody, MatView, ReduceOp, Scalar, Stage, View,
 };
@@ -104,7 +104,7 @@ pub fn matmul(ctx: &LowerCtx, op: OpId) -> LowerResult {
         col: c_own[nb + 1],
     };
     let name = ctx.kernel_name(op, 0);
-    if matches!(out.elem, Scalar::F32 | Scalar::F64) {
+    if ctx.target.contracts(elem_type(out.elem)) {
         // A shared right operand and a contiguous left one: fold the batch into the rows.
         let a_contiguous = a_shape[..ra - 2] == batch[..];
         if nb > 0 && a_contiguous && rhs.batch.iter().all(|&s| s == 0) {
@@ -291,7 +291,7 @@ pub fn gemm(ctx: &LowerCtx, op: OpId) -> LowerResult {
         col: 1,
     };
     let c = c.filter(|_| beta != 0.0);
-    if matches!(out.elem, Scalar::F32 | Scalar::F64) {
+    if ctx.target.contracts(elem_type(out.elem)) {
         let mut kernels = Vec::new();
         if let Some(c) = &c {
             // Y = beta * C, broadcast; the product then accumulates onto it.

@@ -2,11 +2,16 @@
 //! [`crate::nbits`], whose slots the plan writer fills from the model's weights ([`PackSpec`]).
 //!
 //! `A` is the planned (contiguous) `[..., M, K]` buffer read as `rows = numel / K` rows; `Y`
-//! the same rows of `N`. Only f32 is supported (the `egraph` rules fuse nothing else).
+//! the same rows of `N`. Only the target's nbits activation types are supported (f32 on the
+//! CPU; the `egraph` rules fuse nothing else). [`plan`] decides, before memory planning,
+//! whether the product streams the weight or needs scratch for dequantized tiles (the
+//! target's `stream_rows` and `tile_scratch_bytes`).
 
-use super::super::{unsupported, LowerCtx, LowerError, LowerResult};
+use super::super::plan::{Form, OpPlan};
+use super::super::{elem_type, unsupported, LowerCtx, LowerError, LowerResult};
 use crate::kernel::{Kernel, KernelBody, MatView, Region, Scalar};
 use crate::nbits::{NBitsMatMul, PackSpec, PackedPart};
+use memc_ir::target::TargetInfo;
 use memc_ir::{ElemType, Function, OpId};
 
 /// The rows of the product `op` computes: `A`'s elements over `K`.
@@ -17,9 +22,11 @@ fn rows(func: &Function, op: OpId) -> Option<u64> {
     Some(a.static_num_elements()? / k.max(1))
 }
 
-/// The scratch bytes of `op`: tiles of the dequantized weight for products of many rows.
-pub fn scratch_bytes(func: &Function, op: OpId) -> u64 {
-    rows(func, op).map_or(0, crate::nbits::scratch_bytes)
+/// Plans `op` on `target`: its scratch bytes are tiles of the dequantized weight for products
+/// of more rows than the target streams.
+pub fn plan(func: &Function, target: &TargetInfo, op: OpId) -> OpPlan {
+    let scratch = rows(func, op).map_or(0, |rows| target.nbits_scratch_bytes(rows));
+    OpPlan::with_scratch(Form::NBits, scratch)
 }
 
 /// The model weight operand `index` of `op` names, `None` when the operand is absent.
@@ -37,10 +44,12 @@ fn weight_name(ctx: &LowerCtx, op: OpId, index: usize) -> Result<Option<String>,
     Ok(Some(weight.name().to_string()))
 }
 
-pub fn matmul_nbits(ctx: &LowerCtx, op: OpId) -> LowerResult {
+/// Lowers `op`, planned with `scratch_bytes` of scratch (0: the product streams the weight).
+pub fn matmul_nbits(ctx: &LowerCtx, op: OpId, scratch_bytes: u64) -> LowerResult {
     let a = ctx.input(op, 0)?;
     let out = ctx.result(op, 0)?;
-    if a.elem != Scalar::F32 || out.elem != Scalar::F32 {
+    let computes = |elem: Scalar| ctx.target.nbits.activation_types.contains(&elem_type(elem));
+    if !computes(a.elem) || !computes(out.elem) {
         return Err(unsupported(format!(
             "memc.matmul_nbits in {}: the packed kernels compute in f32",
             out.elem.name()
@@ -109,7 +118,7 @@ pub fn matmul_nbits(ctx: &LowerCtx, op: OpId) -> LowerResult {
         .operand(op, 4)?
         .map(|t| (t.region, t.byte_offset as u64));
     let rows = a.numel() / k;
-    let scratch = match crate::nbits::scratch_bytes(rows) {
+    let scratch = match scratch_bytes {
         0 => None,
         _ => Some(
             ctx.scratch(op)

@@ -1,0 +1,71 @@
+//! The CPU backend's [`TargetInfo`] and the tuning constants behind it.
+//!
+//! Lowering, scratch sizing and the `egraph` pass read the CPU's facts through [`target()`];
+//! the CPU kernels (`cpu/nbits.rs`) and the packed-product validator read the same constants,
+//! so what the plan reserves and what the kernels use are one number. This file needs no cargo
+//! feature: it is data, compiled whether or not the Cranelift backend is.
+
+use memc_ir::target::{ConvPolicy, NBitsPolicy, TargetInfo};
+use memc_ir::ElemType;
+
+/// Products with more rows than this dequantize tiles of `B` into scratch and multiply them
+/// with a GEMM; up to this many rows decode each weight once and multiply it into every row
+/// (as fast as the GEMM up to here: `cpu/nbits.rs`).
+pub const SMALL_ROWS: u64 = 128;
+/// The dequantized tile of the many-rows path: `TILE_K` values of `K` by `TILE_N` columns, f32.
+pub const TILE_K: u64 = 256;
+pub const TILE_N: u64 = 64;
+/// Tiles that may be in use at once (one per worker thread); a run with more threads uses
+/// only this many for the many-rows path.
+pub const SCRATCH_SLOTS: u64 = 8;
+/// The id of the packed low-bit weight layout the CPU's nbits kernels read (`crate::nbits`).
+pub const NBITS_LAYOUT: &str = "nbits v2";
+
+/// The largest im2col matrix, in bytes, a convolution asks scratch memory for.
+pub const IM2COL_MAX_BYTES: u64 = 64 << 20;
+/// im2col pays when each output sums over at least this many products (`c_g * taps`) ...
+pub const IM2COL_MIN_TERMS: u64 = 8;
+/// ... and each image has at least this many output pixels.
+pub const IM2COL_MIN_PIXELS: u64 = 16;
+
+/// The most ops one fused elementwise kernel computes (bounds a JIT function's size).
+pub const MAX_FUSED_OPS: usize = 32;
+
+/// The CPU backend's description.
+pub static CPU: TargetInfo = TargetInfo {
+    name: "cpu",
+    // Every element type a kernel can address except f16, which has no CPU arithmetic.
+    compute_types: &[
+        ElemType::F64,
+        ElemType::F32,
+        ElemType::I64,
+        ElemType::I32,
+        ElemType::I16,
+        ElemType::I8,
+        ElemType::U64,
+        ElemType::U32,
+        ElemType::U16,
+        ElemType::U8,
+        ElemType::Bool,
+    ],
+    // The GEMM crate runs f32 and f64 products; other types are loop kernels.
+    contraction_types: &[ElemType::F64, ElemType::F32],
+    conv: ConvPolicy {
+        im2col: true,
+        im2col_max_bytes: IM2COL_MAX_BYTES,
+        im2col_min_terms: IM2COL_MIN_TERMS,
+        im2col_min_pixels: IM2COL_MIN_PIXELS,
+    },
+    nbits: NBitsPolicy {
+        activation_types: &[ElemType::F32],
+        layout: NBITS_LAYOUT,
+        stream_rows: SMALL_ROWS,
+        tile_scratch_bytes: SCRATCH_SLOTS * TILE_K * TILE_N * 4,
+    },
+    max_fused_ops: MAX_FUSED_OPS,
+};
+
+/// The CPU backend's [`TargetInfo`].
+pub fn target() -> &'static TargetInfo {
+    &CPU
+}

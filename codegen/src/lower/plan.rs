@@ -1,0 +1,259 @@
+//! Lowering dispatch: one exhaustive `match` on the opcode, deciding each op's form once.
+//!
+//! [`plan_op`] runs before memory planning. For every op of the table it returns an
+//! [`OpPlan`]: the form its kernels take on the target (which family function emits them, a
+//! convolution's im2col choice, a low-bit product's tiles) and the scratch bytes that form
+//! needs. The memory planner reserves exactly [`OpPlan::scratch_bytes`]; after planning,
+//! [`lower_op`] emits the kernels of the same plan, so the form and the scratch size cannot
+//! disagree. An op planned without its scratch (a memory plan made without it) falls back to a
+//! form that needs none, or, where there is none, says so.
+//!
+//! Guarantees: every opcode has an arm (there is no wildcard), so an op added to the table
+//! without a lowering is a build error; an op with no kernel on the target has an arm that
+//! says why.
+
+use super::{elementwise, linalg, movement, quant4, reduce};
+use super::{unsupported, LowerCtx, LowerResult};
+use crate::kernel::ReduceOp;
+use memc_ir::target::TargetInfo;
+use memc_ir::{ElemType, Function, OpId, Opcode, WeightStore};
+use std::collections::HashMap;
+
+/// A family's lowering of one op: its kernels, given the memory plan.
+pub(super) type LowerFn = fn(&LowerCtx, OpId) -> LowerResult;
+
+/// How one op lowers, decided before memory planning, and the scratch bytes that needs.
+#[derive(Clone, Debug)]
+pub struct OpPlan {
+    scratch_bytes: u64,
+    form: Form,
+}
+
+/// The form of an op's kernels.
+#[derive(Clone, Debug)]
+pub(super) enum Form {
+    /// Nothing runs: a weight, a left-out operand, the return.
+    Nothing,
+    /// The kernels of a family function.
+    Kernels(LowerFn),
+    /// A convolution, its im2col choice made.
+    Conv(linalg::ConvPlan),
+    /// A low-bit product; it streams the weight, or uses the plan's scratch for its tiles.
+    NBits,
+    /// The target has no kernel for the op: why.
+    Unsupported(&'static str),
+}
+
+impl OpPlan {
+    /// The scratch bytes the op needs during its step (what the memory planner reserves).
+    pub fn scratch_bytes(&self) -> u64 {
+        self.scratch_bytes
+    }
+
+    fn nothing() -> OpPlan {
+        OpPlan {
+            scratch_bytes: 0,
+            form: Form::Nothing,
+        }
+    }
+
+    fn kernels(lower: LowerFn) -> OpPlan {
+        OpPlan {
+            scratch_bytes: 0,
+            form: Form::Kernels(lower),
+        }
+    }
+
+    fn unsupported(reason: &'static str) -> OpPlan {
+        OpPlan {
+            scratch_bytes: 0,
+            form: Form::Unsupported(reason),
+        }
+    }
+
+    /// A plan whose form needs `scratch_bytes` of scratch memory.
+    pub(super) fn with_scratch(form: Form, scratch_bytes: u64) -> OpPlan {
+        OpPlan {
+            scratch_bytes,
+            form,
+        }
+    }
+}
+
+/// The [`OpPlan`] of every op of a function's entry block, for one target.
+pub struct OpPlans<'t> {
+    pub(super) target: &'t TargetInfo,
+    plans: HashMap<OpId, OpPlan>,
+}
+
+impl OpPlans<'_> {
+    /// The target the ops were planned for.
+    pub fn target(&self) -> &TargetInfo {
+        self.target
+    }
+
+    /// The scratch bytes of `op` (0 for an op not planned here): what to give the memory
+    /// planner (`memc_passes::memory::plan_function_with_scratch`).
+    pub fn scratch_bytes(&self, op: OpId) -> u64 {
+        self.plans.get(&op).map_or(0, OpPlan::scratch_bytes)
+    }
+
+    /// The plan of `op`.
+    pub fn get(&self, op: OpId) -> Option<&OpPlan> {
+        self.plans.get(&op)
+    }
+}
+
+/// Plans every op of `func`'s entry block for `target` (see [`plan_op`]).
+pub fn plan_ops<'t>(func: &Function, weights: &WeightStore, target: &'t TargetInfo) -> OpPlans<'t> {
+    let plans = func
+        .layout()
+        .block_ops(func.entry_block())
+        .iter()
+        .map(|&op| (op, plan_op(func, weights, target, op)))
+        .collect();
+    OpPlans { target, plans }
+}
+
+/// The form `op` of `func` lowers to on `target` and the scratch bytes it needs. It reads the
+/// op's types and attributes only (the memory plan does not exist yet). The weights are for
+/// forms that depend on constant operands (none yet).
+pub fn plan_op(func: &Function, _weights: &WeightStore, target: &TargetInfo, op: OpId) -> OpPlan {
+    use elementwise as ew;
+    use linalg::{conv, matmul, nbits, pool, quant};
+    use movement as mv;
+    use reduce::Reduction as R;
+    use Opcode as O;
+    match func.op(op).opcode {
+        // Structure.
+        O::Weight | O::None | O::Return => OpPlan::nothing(),
+        O::If => OpPlan::unsupported("If with a condition unknown at compile time"),
+        O::Yield => OpPlan::unsupported("a region terminator outside its region (a memc bug)"),
+
+        // Elementwise: one Map kernel each (fused chains are found after planning).
+        O::Add | O::Sub | O::Mul | O::Div | O::Pow | O::Min | O::Max | O::Sum | O::Mean => {
+            OpPlan::kernels(ew::map)
+        }
+        O::Equal | O::Less | O::LessOrEqual | O::Greater | O::GreaterOrEqual => {
+            OpPlan::kernels(ew::map)
+        }
+        O::And | O::Or | O::Xor | O::Not => OpPlan::kernels(ew::map),
+        O::BitwiseAnd | O::BitwiseOr | O::BitwiseXor | O::BitwiseNot | O::BitShift => {
+            OpPlan::kernels(ew::map)
+        }
+        O::Mod | O::Where | O::Neg | O::Abs | O::Sign | O::IsNaN | O::IsInf => {
+            OpPlan::kernels(ew::map)
+        }
+        O::Sqrt | O::Exp | O::Log | O::Reciprocal | O::Floor | O::Ceil | O::Round => {
+            OpPlan::kernels(ew::map)
+        }
+        O::Sin | O::Cos | O::Tan | O::Asin | O::Acos | O::Atan => OpPlan::kernels(ew::map),
+        O::Sinh | O::Cosh | O::Tanh | O::Asinh | O::Acosh | O::Atanh | O::Erf => {
+            OpPlan::kernels(ew::map)
+        }
+        O::Relu | O::LeakyRelu | O::PRelu | O::Elu | O::Selu | O::Celu | O::ThresholdedRelu => {
+            OpPlan::kernels(ew::map)
+        }
+        O::Sigmoid | O::HardSigmoid | O::HardSwish | O::Softplus | O::Softsign | O::Mish => {
+            OpPlan::kernels(ew::map)
+        }
+        O::Swish | O::Gelu | O::Shrink | O::Clip | O::Cast | O::CastLike => {
+            OpPlan::kernels(ew::map)
+        }
+        O::Identity => OpPlan::kernels(ew::identity),
+        O::Dropout => OpPlan::kernels(ew::dropout),
+
+        // Normalizations and activations over an axis.
+        O::Softmax => OpPlan::kernels(|ctx, op| reduce::softmax(ctx, op, false)),
+        O::LogSoftmax => OpPlan::kernels(|ctx, op| reduce::softmax(ctx, op, true)),
+        O::Hardmax => OpPlan::kernels(reduce::hardmax),
+        O::RMSNormalization => OpPlan::kernels(reduce::rms_norm),
+        O::InstanceNormalization => OpPlan::kernels(reduce::instance_norm),
+        O::LpNormalization => OpPlan::kernels(reduce::lp_norm),
+        O::MeanVarianceNormalization => OpPlan::kernels(reduce::mean_variance_norm),
+        O::LayerNormalization => OpPlan::kernels(reduce::layer_norm),
+        O::BatchNormalization => OpPlan::kernels(reduce::batch_norm),
+
+        // Contractions, convolutions and pooling.
+        O::MatMul => OpPlan::kernels(matmul::matmul),
+        O::Gemm => OpPlan::kernels(matmul::gemm),
+        O::Conv => conv::plan(func, target, op),
+        O::ConvTranspose => OpPlan::kernels(conv::conv_transpose),
+        O::MaxPool => OpPlan::kernels(pool::max_pool),
+        O::AveragePool => OpPlan::kernels(pool::average_pool),
+        O::GlobalAveragePool => OpPlan::kernels(|ctx, op| pool::global_pool(ctx, op, false)),
+        O::GlobalMaxPool => OpPlan::kernels(|ctx, op| pool::global_pool(ctx, op, true)),
+
+        // Reductions.
+        O::ReduceMean => OpPlan::kernels(|ctx, op| reduce::reduce(ctx, op, R::Mean)),
+        O::ReduceSum => OpPlan::kernels(|ctx, op| reduce::reduce(ctx, op, R::Sum)),
+        O::ReduceMax => OpPlan::kernels(|ctx, op| reduce::reduce(ctx, op, R::Max)),
+        O::ReduceMin => OpPlan::kernels(|ctx, op| reduce::reduce(ctx, op, R::Min)),
+        O::ReduceProd => OpPlan::kernels(|ctx, op| reduce::reduce(ctx, op, R::Prod)),
+        O::ReduceL1 => OpPlan::kernels(|ctx, op| reduce::reduce(ctx, op, R::L1)),
+        O::ReduceL2 => OpPlan::kernels(|ctx, op| reduce::reduce(ctx, op, R::L2)),
+        O::ReduceLogSum => OpPlan::kernels(|ctx, op| reduce::reduce(ctx, op, R::LogSum)),
+        O::ReduceLogSumExp => OpPlan::kernels(|ctx, op| reduce::reduce(ctx, op, R::LogSumExp)),
+        O::ReduceSumSquare => OpPlan::kernels(|ctx, op| reduce::reduce(ctx, op, R::SumSquare)),
+        O::ArgMax => OpPlan::kernels(|ctx, op| reduce::arg_reduce(ctx, op, true)),
+        O::ArgMin => OpPlan::kernels(|ctx, op| reduce::arg_reduce(ctx, op, false)),
+        O::CumSum => OpPlan::kernels(|ctx, op| reduce::cumulative(ctx, op, ReduceOp::Sum)),
+        O::CumProd => OpPlan::kernels(|ctx, op| reduce::cumulative(ctx, op, ReduceOp::Prod)),
+        O::TopK => OpPlan::kernels(mv::top_k),
+
+        // Shape and data movement. View ops the planner aliased run nothing (checked first in
+        // `lower_op`); the others copy.
+        O::Reshape | O::Flatten | O::Squeeze | O::Unsqueeze => OpPlan::kernels(mv::linear_copy),
+        O::Transpose => OpPlan::kernels(mv::transpose),
+        O::Concat => OpPlan::kernels(mv::concat),
+        O::Split => OpPlan::kernels(mv::split),
+        O::Slice => OpPlan::kernels(mv::slice),
+        O::GatherElements => OpPlan::kernels(mv::gather_elements),
+        O::GatherND => OpPlan::kernels(mv::gather_nd),
+        O::Gather => OpPlan::kernels(mv::gather),
+        O::Expand => OpPlan::kernels(mv::expand),
+        O::Tile => OpPlan::kernels(mv::tile),
+        O::Pad => OpPlan::kernels(mv::pad),
+        O::Resize => OpPlan::kernels(mv::resize),
+        O::Trilu => OpPlan::kernels(mv::trilu),
+        O::EyeLike => OpPlan::kernels(mv::eye_like),
+        O::DepthToSpace => OpPlan::kernels(mv::depth_to_space),
+        O::SpaceToDepth => OpPlan::kernels(mv::space_to_depth),
+
+        // Shape computations.
+        O::Shape => OpPlan::kernels(mv::shape),
+        O::Size => OpPlan::kernels(mv::size),
+        O::ConstantOfShape => OpPlan::kernels(mv::constant_of_shape),
+        O::Range => OpPlan::kernels(mv::range),
+
+        // Quantization: 4-bit inputs cannot be addressed as elements and have their own form.
+        O::DequantizeLinear => match operand_elem(func, op, 0) {
+            Some(ElemType::I4) => OpPlan::kernels(|ctx, op| quant4::dequantize(ctx, op, true)),
+            Some(ElemType::U4) => OpPlan::kernels(|ctx, op| quant4::dequantize(ctx, op, false)),
+            _ => OpPlan::kernels(quant::dequantize),
+        },
+        O::QuantizeLinear => OpPlan::kernels(quant::quantize),
+        O::MatMulNBits => nbits::plan(func, target, op),
+    }
+}
+
+/// The element type of operand `index` of `op`, when it is a tensor.
+fn operand_elem(func: &Function, op: OpId, index: usize) -> Option<ElemType> {
+    let &value = func.op(op).operands.get(index)?;
+    func.value_type(value).tensor().map(|t| t.elem)
+}
+
+/// Lowers one op that is not part of a fused chain, in the form `plan` chose.
+pub(super) fn lower_op(ctx: &LowerCtx, op: OpId, plan: Option<&OpPlan>) -> LowerResult {
+    if ctx.is_planned_view(op) || ctx.is_weight_view(op) {
+        return Ok(Vec::new());
+    }
+    let plan = plan.ok_or_else(|| unsupported("the op has no lowering plan (a memc bug)"))?;
+    match &plan.form {
+        Form::Nothing => Ok(Vec::new()),
+        Form::Kernels(lower) => lower(ctx, op),
+        Form::Conv(conv) => linalg::conv::conv(ctx, op, conv),
+        Form::NBits => linalg::nbits::matmul_nbits(ctx, op, plan.scratch_bytes),
+        Form::Unsupported(reason) => Err(unsupported(*reason)),
+    }
+}

@@ -1,0 +1,119 @@
+//! What a code generation backend computes and prefers: the [`TargetInfo`] that passes and
+//! lowering read instead of hard-wiring one backend's facts.
+//!
+//! The type lives here, at the bottom of the crate chain, so that every stage can read it: the
+//! `egraph` pass (memc-passes) asks which activation element types the fused low-bit product
+//! computes before it fuses; lowering and scratch sizing (memc-codegen) ask which forms a
+//! convolution or a product takes and how much scratch memory they may plan. Each backend
+//! defines its own instance beside its kernels (the CPU's is `memc_codegen::cpu::target()`).
+//!
+//! Guarantees: a `TargetInfo` is plain data (`'static` slices and numbers), so it is cheap to
+//! copy into a pass and safe to share between threads; it describes a backend and never
+//! depends on a model.
+
+use crate::ElemType;
+
+/// What one backend computes and prefers. See the module doc.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TargetInfo {
+    /// The backend's name, as `--target` spells it (`cpu`).
+    pub name: &'static str,
+    /// The element types its kernels compute in (load, store, and do arithmetic on).
+    pub compute_types: &'static [ElemType],
+    /// The element types its matrix products (GEMM contractions) compute; a product in another
+    /// type is a loop kernel.
+    pub contraction_types: &'static [ElemType],
+    /// How convolutions are lowered.
+    pub conv: ConvPolicy,
+    /// How the fused low-bit product (`memc.matmul_nbits`) is lowered.
+    pub nbits: NBitsPolicy,
+    /// The most elementwise ops one fused kernel computes.
+    pub max_fused_ops: usize,
+}
+
+/// A backend's convolution forms and their scratch policy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConvPolicy {
+    /// Whether a convolution may copy its input windows into a column matrix in scratch memory
+    /// and run as one product per image (im2col).
+    pub im2col: bool,
+    /// The largest column matrix, in bytes, a convolution asks scratch memory for. One image's
+    /// matrix over it falls back to a form without scratch; several images' over it run one
+    /// image at a time.
+    pub im2col_max_bytes: u64,
+    /// im2col pays when each output sums over at least this many products (`channels * taps`)
+    /// ...
+    pub im2col_min_terms: u64,
+    /// ... and each image has at least this many output pixels.
+    pub im2col_min_pixels: u64,
+}
+
+/// A backend's fused low-bit product: what it computes, the packed weight layout it reads, and
+/// its scratch policy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NBitsPolicy {
+    /// The element types of the activations (and results) the product computes; the `egraph`
+    /// pass fuses only these.
+    pub activation_types: &'static [ElemType],
+    /// The id of the packed weight layout its kernels read (`nbits v2`).
+    pub layout: &'static str,
+    /// Products of up to this many rows stream the weight with no scratch memory.
+    pub stream_rows: u64,
+    /// The scratch bytes of a product with more rows (its dequantized weight tiles).
+    pub tile_scratch_bytes: u64,
+}
+
+impl TargetInfo {
+    /// The target of target-independent tools (`memc opt`, which names no backend): what every
+    /// memc backend computes, and no form that needs scratch memory. Its fused low-bit product
+    /// computes f32 activations, as every backend's does.
+    pub const GENERIC: TargetInfo = TargetInfo {
+        name: "generic",
+        compute_types: &[
+            ElemType::F64,
+            ElemType::F32,
+            ElemType::I64,
+            ElemType::I32,
+            ElemType::I16,
+            ElemType::I8,
+            ElemType::U64,
+            ElemType::U32,
+            ElemType::U16,
+            ElemType::U8,
+            ElemType::Bool,
+        ],
+        contraction_types: &[],
+        conv: ConvPolicy {
+            im2col: false,
+            im2col_max_bytes: 0,
+            im2col_min_terms: u64::MAX,
+            im2col_min_pixels: u64::MAX,
+        },
+        nbits: NBitsPolicy {
+            activation_types: &[ElemType::F32],
+            layout: "nbits v2",
+            stream_rows: u64::MAX,
+            tile_scratch_bytes: 0,
+        },
+        max_fused_ops: 1,
+    };
+
+    /// Whether the backend's kernels compute in `elem`.
+    pub fn computes(&self, elem: ElemType) -> bool {
+        self.compute_types.contains(&elem)
+    }
+
+    /// Whether the backend's matrix products are contractions in `elem`.
+    pub fn contracts(&self, elem: ElemType) -> bool {
+        self.contraction_types.contains(&elem)
+    }
+
+    /// The scratch bytes a fused low-bit product of `rows` rows needs.
+    pub fn nbits_scratch_bytes(&self, rows: u64) -> u64 {
+        if rows > self.nbits.stream_rows {
+            self.nbits.tile_scratch_bytes
+        } else {
+            0
+        }
+    }
+}

@@ -35,7 +35,7 @@
 
 use crate::plan::{load_with_sharing, plan, BufferSpec, Constraint, PlanOptions};
 use crate::validate::{validate, Access, BufferKind, CheckedBuffer, PlanToCheck};
-use memc_ir::ops::Traits;
+use memc_ir::ops::view_of;
 use memc_ir::{
     Diagnostic, ElemType, Function, Module, OpId, Opcode, TensorType, Type, ValueId, WeightStore,
 };
@@ -189,125 +189,10 @@ fn static_bytes(func: &Function, value: ValueId) -> Result<Option<u64>, Diagnost
     }
 }
 
-/// The op's view source (the operand whose bytes the result aliases), if the op is a view.
+/// The op's view source (the operand whose bytes the result aliases) and the byte offset,
+/// if the op is a view ([`view_of`]).
 fn view_source(func: &Function, weights: &WeightStore, op: OpId) -> Option<(ValueId, u64)> {
-    let data = func.op(op);
-    let first = *data.operands.first()?;
-    match data.opcode {
-        Opcode::Reshape
-        | Opcode::Squeeze
-        | Opcode::Unsqueeze
-        | Opcode::Flatten
-        | Opcode::Identity => Some((first, 0)),
-        Opcode::Dropout if data.results.len() == 1 && data.operands.len() == 1 => Some((first, 0)),
-        Opcode::Transpose => {
-            let input = func.value_type(first).tensor()?;
-            let perm =
-                memc_ir::ops::transpose_perm(&memc_ir::ops::OpCtx { func, op }, input.rank())
-                    .ok()?;
-            // Moving only size-1 dims keeps the element order.
-            let non_unit: Vec<usize> = perm
-                .iter()
-                .copied()
-                .filter(|&p| input.dims[p].as_static() != Some(1))
-                .collect();
-            non_unit
-                .windows(2)
-                .all(|w| w[0] < w[1])
-                .then_some((first, 0))
-        }
-        Opcode::Slice => contiguous_slice(func, weights, op).map(|offset| (first, offset)),
-        _ => None,
-    }
-}
-
-/// The i64 values of a constant operand (a `memc.weight` with loaded bytes), if small.
-fn constant_ints(func: &Function, weights: &WeightStore, value: ValueId) -> Option<Vec<i64>> {
-    let op = func.defining_op(value)?;
-    if func.op(op).opcode != Opcode::Weight {
-        return None;
-    }
-    let weight = weights.get(func.op(op).attrs.get("value")?.as_weight()?)?;
-    let ty = weight.ty();
-    if ty.rank() != 1 || ty.static_num_elements()? > 64 {
-        return None;
-    }
-    let bytes = weight.bytes()?;
-    match ty.elem {
-        ElemType::I64 => Some(
-            bytes
-                .chunks_exact(8)
-                .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-                .collect(),
-        ),
-        ElemType::I32 => Some(
-            bytes
-                .chunks_exact(4)
-                .map(|c| i64::from(i32::from_le_bytes(c.try_into().unwrap_or([0; 4]))))
-                .collect(),
-        ),
-        _ => None,
-    }
-}
-
-/// The byte offset of a Slice result inside its input when the result is one contiguous run
-/// of the input's bytes: only one axis is cut, with step 1, and every axis before it has
-/// size 1.
-fn contiguous_slice(func: &Function, weights: &WeightStore, op: OpId) -> Option<u64> {
-    let data = func.op(op);
-    let input = func
-        .value_type(*data.operands.first()?)
-        .tensor()?
-        .static_shape()?;
-    let output = func.value_type(*data.results.first()?).tensor()?;
-    let elem_bits = u64::from(output.elem.bits());
-    let output = output.static_shape()?;
-    if input.len() != output.len() || elem_bits % 8 != 0 {
-        return None;
-    }
-    let cut: Vec<usize> = (0..input.len())
-        .filter(|&k| input[k] != output[k])
-        .collect();
-    let k = match cut.as_slice() {
-        [] => return Some(0),
-        [k] => *k,
-        _ => return None,
-    };
-    if input[..k].iter().any(|&d| d != 1) {
-        return None;
-    }
-    let operand = |i: usize| {
-        data.operands
-            .get(i)
-            .copied()
-            .filter(|&v| !func.value_type(v).is_none())
-    };
-    let starts = constant_ints(func, weights, operand(1)?)?;
-    let axes = match operand(3) {
-        Some(v) => constant_ints(func, weights, v)?,
-        None => (0..starts.len() as i64).collect(),
-    };
-    if let Some(v) = operand(4) {
-        if constant_ints(func, weights, v)?.iter().any(|&s| s != 1) {
-            return None;
-        }
-    }
-    let rank = input.len() as i64;
-    let position = axes
-        .iter()
-        .position(|&a| a == k as i64 || a + rank == k as i64)?;
-    let dim = i64::try_from(input[k]).ok()?;
-    let start = starts[position];
-    let start = if start < 0 {
-        start.checked_add(dim)?
-    } else {
-        start
-    }
-    .clamp(0, dim) as u64;
-    let row: u64 = input[k + 1..]
-        .iter()
-        .try_fold(elem_bits / 8, |acc, &d| acc.checked_mul(d))?;
-    start.checked_mul(row)
+    view_of(func, weights, op).map(|v| (v.source, v.byte_offset))
 }
 
 struct Graph {
@@ -729,7 +614,7 @@ fn buffers_for(
     Ok((specs, infos))
 }
 
-/// `MayShareWith(x)` for an elementwise op whose result has `x`'s exact type, where `x` owns
+/// `MayShareWith(x)` for an in-place capable op (the `IN_PLACE` trait) whose result has `x`'s exact type, where `x` owns
 /// its bytes (not a view) and is last read at this step.
 #[allow(clippy::too_many_arguments)]
 fn in_place_candidate(
@@ -742,13 +627,7 @@ fn in_place_candidate(
     root: &HashMap<ValueId, ValueId>,
     outputs: &[ValueId],
 ) -> Constraint {
-    if !func
-        .op(op)
-        .opcode
-        .def()
-        .traits
-        .contains(Traits::ELEMENTWISE)
-    {
+    if !func.op(op).opcode.def().is_in_place() {
         return Constraint::None;
     }
     let ty = func.value_type(result);
@@ -1051,7 +930,8 @@ fn check(func: &Function, plan: &MemoryPlan) -> Result<(), Diagnostic> {
                 .filter_map(|v| buffer_of.get(v).copied())
                 .chain(scratch_of.get(&op).into_iter().flatten().copied())
                 .collect(),
-            elementwise: data.opcode.def().traits.contains(Traits::ELEMENTWISE),
+            // The validator's in-place rule: only ops that may write over an operand.
+            elementwise: data.opcode.def().is_in_place(),
         });
     }
     let to_check = PlanToCheck {

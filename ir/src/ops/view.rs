@@ -1,11 +1,11 @@
 //! Views: whether an op's result is its first operand's bytes, and at which byte offset.
 //!
 //! [`view_of`] is the one answer the planner, lowering and the e-graph share. It returns a
-//! [`View`] only for ops whose definition has the [`Traits::VIEW`] trait, and among those only
-//! when no data would move:
+//! [`View`] only for ops whose definition has the [`VIEW`](super::Traits::VIEW) trait, and
+//! among those only when no data would move:
 //!
-//! - ops with [`Traits::SAME_BYTES`] (Reshape, Squeeze, Unsqueeze, Flatten, Identity): always,
-//!   at offset 0;
+//! - ops with the [`SAME_BYTES`](super::Traits::SAME_BYTES) trait (Reshape, Squeeze,
+//!   Unsqueeze, Flatten, Identity): always, at offset 0;
 //! - Dropout with one operand and one result (inference): at offset 0;
 //! - Transpose that only moves size-1 dims (the element order stays): at offset 0;
 //! - Slice that cuts one contiguous run of its input's bytes (one axis cut with step 1, every
@@ -15,7 +15,7 @@
 //! It never looks beyond the op's operands, attributes, types and constant weights, and it
 //! never panics on verified IR.
 
-use super::{transpose_perm, OpCtx, Traits};
+use super::{transpose_perm, OpCtx};
 use crate::{ElemType, Function, OpId, Opcode, ValueId, WeightStore};
 
 /// The bytes an op's result 0 aliases: `source`'s, starting `byte_offset` bytes in.
@@ -30,7 +30,7 @@ pub struct View {
 pub fn view_of(func: &Function, weights: &WeightStore, op: OpId) -> Option<View> {
     let data = func.op(op);
     let def = data.opcode.def();
-    if !def.traits.contains(Traits::VIEW) {
+    if !def.is_view() {
         return None;
     }
     let source = *data.operands.first()?;
@@ -38,7 +38,7 @@ pub fn view_of(func: &Function, weights: &WeightStore, op: OpId) -> Option<View>
         source,
         byte_offset,
     };
-    if def.traits.contains(Traits::SAME_BYTES) {
+    if def.is_same_bytes() {
         return Some(at(0));
     }
     match data.opcode {

@@ -13,6 +13,14 @@
 //!    lists mirror the ONNX spec: required operands first, then optional ones
 //!    ([`opt`], omitted from the end when absent), or one trailing [`variadic`] operand. Type
 //!    variables (`"T"`) bind one element type across every operand and result that names them.
+//!    Declare every optional attribute's ONNX default ([`int_attr`], [`float_attr`],
+//!    [`str_attr`]) and read it with `OpCtx::int_attr` / `int_or_default` (never restate it
+//!    at a call site). Give the op its traits with `.traits(...)` (in `table.rs`:
+//!    `ELEMENTWISE`, which implies [`Traits::IN_PLACE`]; `REDUCTION`; `SAME_BYTES` for a
+//!    reshape or identity; [`Traits::VIEW`] for an op that may alias its first operand, and
+//!    then a case in `view.rs` saying when it does); the planner, lowering and the e-graph ask
+//!    the traits, so an op with the right traits needs no change there. A convolution or pool
+//!    reads its window through [`WindowAttrs`] / [`Window`].
 //! 2. If the op has rules beyond counts, types and attribute kinds (a permutation, an axis in
 //!    range, matching inner dims), write a verifier hook in `verify.rs` and attach it with
 //!    `.verify(...)`. A hook returns a sentence that says what is wrong.
@@ -25,7 +33,8 @@
 //!    `fold.rs` and attach it with `.fold(...)`: the known value of a result from the known
 //!    values of the operands.
 //! 5. Add a lit-test under `lit-tests/` that shows the op printed, parsed and verified, and one
-//!    for each error its hook or shape function can report.
+//!    for each error its hook or shape function can report. If the op has a new trait case
+//!    (a view), add a unit test in `view.rs`.
 
 mod fold;
 mod shape;

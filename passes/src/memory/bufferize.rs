@@ -167,13 +167,12 @@ pub(super) fn buffers_for(
             if !root.contains_key(&r) {
                 continue; // a view of a weight
             }
-            let constraint =
-                match source.and_then(|(s, offset)| Some((*buffer_of.get(&s)?, offset))) {
-                    Some((base, offset)) => Constraint::AliasOf { base, offset },
-                    None => {
-                        in_place_candidate(func, op, r, step, &last_use, &buffer_of, root, &outputs)
-                    }
-                };
+            let constraint = match source
+                .and_then(|(s, offset)| Some((*buffer_of.get(&s)?, offset)))
+            {
+                Some((base, offset)) => Constraint::AliasOf { base, offset },
+                None => in_place_candidate(func, op, r, step, last_use, &buffer_of, root, &outputs),
+            };
             add(
                 r,
                 step,

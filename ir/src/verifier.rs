@@ -36,8 +36,12 @@
 
 use crate::diag::Diagnostic;
 use crate::function::ValueDef;
-use crate::ops::{entry_for_position, Arity, OpCtx, Opcode, ShapeCtx, TypeRule};
-use crate::{Attribute, BlockId, ElemType, Function, Module, OpId, RegionId, Type, ValueId};
+use crate::ops::{
+    entry_for_position, Arity, OpCtx, Opcode, ShapeCtx, TypeRule, ValueDef as OpValueDef,
+};
+use crate::{
+    Attribute, BlockId, ElemType, Function, Module, OpId, RegionId, TensorType, Type, ValueId,
+};
 use cranelift_entity::SecondaryMap;
 use std::collections::{HashMap, HashSet};
 
@@ -253,14 +257,26 @@ impl Verifier<'_> {
         }
     }
 
-    /// Steps 3 to 7 and 9 and 10 for one op.
+    /// Steps 3 to 7 and 9 and 10 for one op, in this order: 3, 4, 5 with 6 (per value), 7,
+    /// 10, then 9 only when 3, 4 and 5 hold.
     fn check_op(&mut self, op: OpId) {
-        let func = self.func;
-        let data = func.op(op);
+        let counts_ok = self.check_signature(op);
+        let schema_ok = self.check_attribute_schema(op);
+        let types_ok = self.check_value_types(op);
+        self.check_dominance(op);
+        self.check_weight_type(op);
+        // Hooks and shape functions may assume the counts, the attribute schema and the
+        // element types hold, so they run only when all three do.
+        if counts_ok && schema_ok && types_ok {
+            self.check_op_rules(op);
+        }
+    }
+
+    /// Step 3: operand, result and region counts. Returns whether they hold.
+    fn check_signature(&mut self, op: OpId) -> bool {
+        let data = self.func.op(op);
         let def = data.opcode.def();
         let mut counts_ok = true;
-
-        // 3. Counts.
         for (what, n, (min, max)) in [
             ("operand", data.operands.len(), def.operand_range()),
             ("result", data.results.len(), def.result_range()),
@@ -287,9 +303,15 @@ impl Verifier<'_> {
                 ),
             );
         }
+        counts_ok
+    }
 
-        // 4. Attribute schema.
-        let errors_before_schema = self.errors.len();
+    /// Step 4: required attributes present, none unknown, each of its declared kind. Returns
+    /// whether the schema holds.
+    fn check_attribute_schema(&mut self, op: OpId) -> bool {
+        let data = self.func.op(op);
+        let def = data.opcode.def();
+        let errors_before = self.errors.len();
         for attr_def in def.attrs {
             if attr_def.required && data.attrs.get(attr_def.name).is_none() {
                 self.error(Some(op), format!("requires attribute `{}`", attr_def.name));
@@ -318,11 +340,17 @@ impl Verifier<'_> {
                 Some(_) => {}
             }
         }
+        self.errors.len() == errors_before
+    }
 
-        let schema_ok = self.errors.len() == errors_before_schema;
-
-        // 5. Element types, and 6. sizes.
-        let errors_before_types = self.errors.len();
+    /// Steps 5 and 6 for every operand and result, in order: `none` only where allowed, the
+    /// size (step 6), then the element type against its rule (step 5). Returns whether no
+    /// error was found.
+    fn check_value_types(&mut self, op: OpId) -> bool {
+        let func = self.func;
+        let data = func.op(op);
+        let def = data.opcode.def();
+        let errors_before = self.errors.len();
         let mut bindings: HashMap<&str, (ElemType, String)> = HashMap::new();
         let sides = [
             ("operand", &data.operands, def.operands),
@@ -332,15 +360,7 @@ impl Verifier<'_> {
             for (i, &value) in values.iter().enumerate() {
                 let entry = entry_for_position(entries, i);
                 let Type::Tensor(ty) = func.value_type(value) else {
-                    // `none` stands for a left-out optional operand; only `memc.none` makes it.
-                    let allowed = match what {
-                        "operand" => entry.is_some_and(|e| e.arity == Arity::Optional),
-                        _ => data.opcode == Opcode::None,
-                    };
-                    if !allowed {
-                        let name = entry.map_or("", |e| e.name);
-                        self.error(Some(op), format!("{what} #{i} (`{name}`) has type none, which only a left-out optional operand may have"));
-                    }
+                    self.check_none_type(op, what, i, entry);
                     continue;
                 };
                 if data.opcode == Opcode::None {
@@ -350,109 +370,151 @@ impl Verifier<'_> {
                     );
                     continue;
                 }
-                if ty.dims.iter().all(|d| d.as_static().is_some())
-                    && ty.static_byte_size().is_none()
-                {
+                self.check_tensor_size(op, what, i, ty);
+                if let Some(entry) = entry {
+                    self.check_element_type(op, what, i, entry, ty, &mut bindings);
+                }
+            }
+        }
+        self.errors.len() == errors_before
+    }
+
+    /// Step 5, for a value of type `none`: only a left-out optional operand, or the result of
+    /// `memc.none`, may have it.
+    fn check_none_type(&mut self, op: OpId, what: &str, i: usize, entry: Option<&OpValueDef>) {
+        let allowed = match what {
+            "operand" => entry.is_some_and(|e| e.arity == Arity::Optional),
+            _ => self.func.op(op).opcode == Opcode::None,
+        };
+        if !allowed {
+            let name = entry.map_or("", |e| e.name);
+            self.error(Some(op), format!("{what} #{i} (`{name}`) has type none, which only a left-out optional operand may have"));
+        }
+    }
+
+    /// Step 6: a fully static tensor type's size fits in 64 bits.
+    fn check_tensor_size(&mut self, op: OpId, what: &str, i: usize, ty: &TensorType) {
+        if ty.dims.iter().all(|d| d.as_static().is_some()) && ty.static_byte_size().is_none() {
+            self.error(
+                Some(op),
+                format!("{what} #{i} has type {ty}, whose size overflows 64 bits"),
+            );
+        }
+    }
+
+    /// Step 5: the element type is one the entry's rule allows, and every entry naming the
+    /// same type variable (recorded in `bindings`) has the same element type.
+    fn check_element_type<'d>(
+        &mut self,
+        op: OpId,
+        what: &str,
+        i: usize,
+        entry: &'d OpValueDef,
+        ty: &TensorType,
+        bindings: &mut HashMap<&'d str, (ElemType, String)>,
+    ) {
+        let def = self.func.op(op).opcode.def();
+        match entry.rule {
+            TypeRule::OneOf(allowed) => {
+                if !allowed.contains(&ty.elem) {
                     self.error(
                         Some(op),
-                        format!("{what} #{i} has type {ty}, whose size overflows 64 bits"),
+                        format!(
+                            "{what} #{i} (`{}`) has element type {}, expected one of {}",
+                            entry.name,
+                            ty.elem,
+                            list(allowed)
+                        ),
                     );
                 }
-                let Some(entry) = entry_for_position(entries, i) else {
-                    continue;
-                };
-                match entry.rule {
-                    TypeRule::OneOf(allowed) => {
-                        if !allowed.contains(&ty.elem) {
-                            self.error(
-                                Some(op),
-                                format!(
-                                    "{what} #{i} (`{}`) has element type {}, expected one of {}",
-                                    entry.name,
-                                    ty.elem,
-                                    list(allowed)
-                                ),
-                            );
-                        }
+            }
+            TypeRule::Var(var) => {
+                let allowed = def
+                    .type_vars
+                    .iter()
+                    .find(|(n, _)| *n == var)
+                    .map(|(_, a)| *a);
+                match allowed {
+                    Some(allowed) if !allowed.contains(&ty.elem) => {
+                        self.error(
+                            Some(op),
+                            format!(
+                                "{what} #{i} (`{}`) has element type {}, expected one of {}",
+                                entry.name,
+                                ty.elem,
+                                list(allowed)
+                            ),
+                        );
                     }
-                    TypeRule::Var(var) => {
-                        let allowed = def
-                            .type_vars
-                            .iter()
-                            .find(|(n, _)| *n == var)
-                            .map(|(_, a)| *a);
-                        match allowed {
-                            Some(allowed) if !allowed.contains(&ty.elem) => {
-                                self.error(
-                                    Some(op),
-                                    format!(
-                                    "{what} #{i} (`{}`) has element type {}, expected one of {}",
-                                    entry.name, ty.elem, list(allowed)
-                                ),
-                                );
-                            }
-                            None => {
-                                self.error(
-                                    Some(op),
-                                    format!("type variable `{var}` is not declared (op table bug)"),
-                                );
-                            }
-                            Some(_) => {}
-                        }
-                        let place = format!("{what} #{i} (`{}`)", entry.name);
-                        match bindings.get(var) {
-                            Some((bound, first)) if *bound != ty.elem => {
-                                let msg = format!(
-                                    "{place} has element type {} but {first} has {bound}; both are `{var}`",
-                                    ty.elem
-                                );
-                                self.error(Some(op), msg);
-                            }
-                            Some(_) => {}
-                            None => {
-                                bindings.insert(var, (ty.elem, place));
-                            }
-                        }
+                    None => {
+                        self.error(
+                            Some(op),
+                            format!("type variable `{var}` is not declared (op table bug)"),
+                        );
+                    }
+                    Some(_) => {}
+                }
+                let place = format!("{what} #{i} (`{}`)", entry.name);
+                match bindings.get(var) {
+                    Some((bound, first)) if *bound != ty.elem => {
+                        let msg = format!(
+                            "{place} has element type {} but {first} has {bound}; both are `{var}`",
+                            ty.elem
+                        );
+                        self.error(Some(op), msg);
+                    }
+                    Some(_) => {}
+                    None => {
+                        bindings.insert(var, (ty.elem, place));
                     }
                 }
             }
         }
-        let types_ok = self.errors.len() == errors_before_types;
+    }
 
-        // 7. Dominance.
-        for (i, &operand) in data.operands.iter().enumerate() {
+    /// Step 7: every operand is defined before its use.
+    fn check_dominance(&mut self, op: OpId) {
+        for (i, &operand) in self.func.op(op).operands.iter().enumerate() {
             if let Some(problem) = self.dominance_problem(op, operand) {
                 self.error(Some(op), format!("operand #{i} {problem}"));
             }
         }
+    }
 
-        // 10. Weights.
-        if data.opcode == Opcode::Weight {
-            if let (Some(id), Some(&result)) = (
-                data.attrs.get("value").and_then(Attribute::as_weight),
-                data.results.first(),
-            ) {
-                if let Some(weight) = self.module.weights.get(id) {
-                    let ty = func.value_type(result);
-                    if ty.tensor() != Some(weight.ty()) {
-                        self.error(
-                            Some(op),
-                            format!(
-                                "result type {ty} differs from the type {} of weight `{}`",
-                                weight.ty(),
-                                weight.name()
-                            ),
-                        );
-                    }
-                }
-            }
-        }
-
-        // 9. Op rules. Hooks and shape functions may assume the counts, the attribute schema
-        // and the element types hold, so they run only when all three do.
-        if !counts_ok || !schema_ok || !types_ok {
+    /// Step 10: a `memc.weight` result has exactly its weight's type.
+    fn check_weight_type(&mut self, op: OpId) {
+        let func = self.func;
+        let data = func.op(op);
+        if data.opcode != Opcode::Weight {
             return;
         }
+        let (Some(id), Some(&result)) = (
+            data.attrs.get("value").and_then(Attribute::as_weight),
+            data.results.first(),
+        ) else {
+            return;
+        };
+        if let Some(weight) = self.module.weights.get(id) {
+            let ty = func.value_type(result);
+            if ty.tensor() != Some(weight.ty()) {
+                self.error(
+                    Some(op),
+                    format!(
+                        "result type {ty} differs from the type {} of weight `{}`",
+                        weight.ty(),
+                        weight.name()
+                    ),
+                );
+            }
+        }
+    }
+
+    /// Step 9: the op's verifier hook passes, then the written result types agree with what
+    /// its shape function infers (same rank and element type, equal static dims).
+    fn check_op_rules(&mut self, op: OpId) {
+        let func = self.func;
+        let data = func.op(op);
+        let def = data.opcode.def();
         let ctx = OpCtx { func, op };
         if let Some(hook) = def.verify {
             if let Err(message) = hook(&ctx) {
@@ -460,29 +522,30 @@ impl Verifier<'_> {
                 return;
             }
         }
-        if let Some(infer) = def.infer {
-            let shape_ctx = ShapeCtx::new(func, op).with_weights(&self.module.weights);
-            match infer(&shape_ctx) {
-                Err(message) => self.error(Some(op), message),
-                Ok(None) => {}
-                Ok(Some(inferred)) => {
-                    for (i, (expected, &result)) in inferred.iter().zip(&data.results).enumerate() {
-                        let Some(actual) = func.value_type(result).tensor() else {
-                            continue;
-                        };
-                        let static_conflict = expected.rank() != actual.rank()
-                            || expected.elem != actual.elem
-                            || expected.dims.iter().zip(&actual.dims).any(|(e, a)| {
-                                matches!((e.as_static(), a.as_static()), (Some(x), Some(y)) if x != y)
-                            });
-                        if static_conflict {
-                            self.error(
-                                Some(op),
-                                format!(
+        let Some(infer) = def.infer else {
+            return;
+        };
+        let shape_ctx = ShapeCtx::new(func, op).with_weights(&self.module.weights);
+        match infer(&shape_ctx) {
+            Err(message) => self.error(Some(op), message),
+            Ok(None) => {}
+            Ok(Some(inferred)) => {
+                for (i, (expected, &result)) in inferred.iter().zip(&data.results).enumerate() {
+                    let Some(actual) = func.value_type(result).tensor() else {
+                        continue;
+                    };
+                    let static_conflict = expected.rank() != actual.rank()
+                        || expected.elem != actual.elem
+                        || expected.dims.iter().zip(&actual.dims).any(|(e, a)| {
+                            matches!((e.as_static(), a.as_static()), (Some(x), Some(y)) if x != y)
+                        });
+                    if static_conflict {
+                        self.error(
+                            Some(op),
+                            format!(
                                 "result #{i} has type {actual} but the operands imply {expected}"
                             ),
-                            );
-                        }
+                        );
                     }
                 }
             }

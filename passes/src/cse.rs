@@ -18,7 +18,6 @@
 
 use crate::manager::{Pass, PassError};
 use crate::rewrite::resolve_operands;
-use memc_ir::ops::Traits;
 use memc_ir::{AttrDict, BlockId, Function, Module, OpId, Opcode, RegionId, Type, ValueId};
 use std::collections::{HashMap, HashSet};
 
@@ -55,7 +54,7 @@ impl OpKey {
     fn of(func: &Function, op: OpId) -> OpKey {
         let data = func.op(op);
         let mut operands = data.operands.clone();
-        if data.opcode.def().traits.contains(Traits::COMMUTATIVE) && operands.len() >= 2 {
+        if data.opcode.def().is_commutative() && operands.len() >= 2 {
             let (a, b) = (operands[0], operands[1]);
             operands[0] = a.min(b);
             operands[1] = a.max(b);

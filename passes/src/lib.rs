@@ -10,6 +10,11 @@
 //! - [`shape_infer`]: refines value types from shape functions and known shape values.
 //! - [`egraph`]: equality saturation with egg: fuses DequantizeLinear + MatMul/Gemm into
 //!   `memc.matmul_nbits` and folds Transposes and bias Adds, extracting by bytes materialized.
+//! - [`memory`]: memory planning on the IR, one module per stage (bufferize, schedule,
+//!   liveness, assign, check), run in order by [`memory::plan_function_with_scratch`].
+//! - [`plan`]: the IR-independent planner core: sizes, live ranges and alias/in-place
+//!   constraints in, offsets out.
+//! - [`validate`]: the independent plan checker every plan passes before it is returned.
 //!
 //! What the crate guarantees: every pass takes verified IR to verified IR, and never panics on
 //! verified IR. The manager checks the first half after each pass (unless told not to) and

@@ -137,7 +137,7 @@ pub fn div(ctx: &ShapeCtx, results: &[TensorType], index: usize) -> Fold {
 }
 
 pub fn modulo(ctx: &ShapeCtx, results: &[TensorType], index: usize) -> Fold {
-    if ctx.int_attr("fmod").unwrap_or(0) != 0 {
+    if ctx.int_or_default("fmod") != 0 {
         binary(ctx, results, index, |a, b| a.rem(b, true))
     } else {
         binary(ctx, results, index, |a, b| a.rem(b, false))
@@ -329,7 +329,7 @@ pub fn gather(ctx: &ShapeCtx, results: &[TensorType], index: usize) -> Fold {
     let data = known(ctx, 0)?;
     let indices = known(ctx, 1)?.ints()?;
     let shape = data.shape();
-    let axis = axis_index(ctx.int_attr("axis").unwrap_or(0), shape.len())?;
+    let axis = axis_index(ctx.int_or_default("axis"), shape.len())?;
     let axis_len = usize::try_from(shape[axis]).ok()?;
     let inner = count(&shape[axis + 1..])?;
     let outer = count(&shape[..axis])?;
@@ -476,7 +476,7 @@ fn reduces_everything(ctx: &ShapeCtx, rank: usize) -> Option<bool> {
     };
     if axes.is_empty() {
         // No axes: everything, or nothing with noop_with_empty_axes.
-        return Some(ctx.int_attr("noop_with_empty_axes").unwrap_or(0) == 0);
+        return Some(ctx.int_or_default("noop_with_empty_axes") == 0);
     }
     let mut covered = vec![false; rank];
     for a in axes {

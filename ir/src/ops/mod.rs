@@ -13,6 +13,14 @@
 //!    lists mirror the ONNX spec: required operands first, then optional ones
 //!    ([`opt`], omitted from the end when absent), or one trailing [`variadic`] operand. Type
 //!    variables (`"T"`) bind one element type across every operand and result that names them.
+//!    Declare every optional attribute's ONNX default ([`int_attr`], [`float_attr`],
+//!    [`str_attr`]) and read it with `OpCtx::int_attr` / `int_or_default` (never restate it
+//!    at a call site). Give the op its traits with `.traits(...)` (in `table.rs`:
+//!    `ELEMENTWISE`, which implies [`Traits::IN_PLACE`]; `REDUCTION`; `SAME_BYTES` for a
+//!    reshape or identity; [`Traits::VIEW`] for an op that may alias its first operand, and
+//!    then a case in `view.rs` saying when it does); the planner, lowering and the e-graph ask
+//!    the traits, so an op with the right traits needs no change there. A convolution or pool
+//!    reads its window through [`WindowAttrs`] / [`Window`].
 //! 2. If the op has rules beyond counts, types and attribute kinds (a permutation, an axis in
 //!    range, matching inner dims), write a verifier hook in `verify.rs` and attach it with
 //!    `.verify(...)`. A hook returns a sentence that says what is wrong.
@@ -25,21 +33,28 @@
 //!    `fold.rs` and attach it with `.fold(...)`: the known value of a result from the known
 //!    values of the operands.
 //! 5. Add a lit-test under `lit-tests/` that shows the op printed, parsed and verified, and one
-//!    for each error its hook or shape function can report.
+//!    for each error its hook or shape function can report. If the op has a new trait case
+//!    (a view), add a unit test in `view.rs`.
 
 mod fold;
 mod shape;
 mod table;
 mod value;
 mod verify;
+mod view;
+mod window;
 
 pub use shape::{broadcast_dim, broadcast_dims, elem_from_onnx_dtype};
 pub use table::Opcode;
 pub use value::{KnownValue, SymInt, MAX_KNOWN_ELEMENTS};
 pub use verify::{nbits_k_block, normalize_axis, transpose_perm};
+pub use view::{view_of, View};
+pub use window::{AutoPad, Window, WindowAttrs};
 
 use crate::attr::AttrKind;
-use crate::{Attribute, ElemType, Function, OpId, TensorType, Type, ValueId, WeightStore};
+use crate::{
+    AttrDict, Attribute, ElemType, Function, OpId, TensorType, Type, ValueId, WeightStore,
+};
 use std::borrow::Cow;
 use std::collections::HashMap;
 
@@ -78,6 +93,7 @@ pub enum AttrDefault {
     None,
     Int(i64),
     Float(f64),
+    Str(&'static str),
 }
 
 /// One entry of an op's attribute schema.
@@ -103,8 +119,19 @@ impl Traits {
     pub const ELEMENTWISE: Traits = Traits(1 << 2);
     /// The first two operands may be swapped.
     pub const COMMUTATIVE: Traits = Traits(1 << 3);
-    /// The result may alias the first operand's buffer (a view: no data moves).
+    /// The result may alias the first operand's bytes (a view: no data moves). Whether one
+    /// op is a view, and at which byte offset, is decided by [`view_of`] from its attributes,
+    /// operands and shapes; only ops with this trait can be views.
     pub const VIEW: Traits = Traits(1 << 4);
+    /// The result is always the first operand's bytes unchanged, whatever the op's attributes
+    /// and shapes (a reshape or an identity): it materializes nothing. Implies [`Traits::VIEW`].
+    pub const SAME_BYTES: Traits = Traits(1 << 5);
+    /// The result may be written over the bytes of an operand of the same type that dies at
+    /// the op (in-place): each result element depends only on the operand elements at its own
+    /// position.
+    pub const IN_PLACE: Traits = Traits(1 << 6);
+    /// Combines the elements along some axes into fewer (`ReduceX`, `ArgMax`, `ArgMin`).
+    pub const REDUCTION: Traits = Traits(1 << 7);
 
     pub const fn with(self, other: Traits) -> Traits {
         Traits(self.0 | other.0)
@@ -158,22 +185,36 @@ impl<'a> OpCtx<'a> {
 
     /// An integer attribute, or its declared default.
     pub fn int_attr(&self, name: &str) -> Option<i64> {
-        self.attr(name).and_then(Attribute::as_int).or_else(|| {
-            match self.func.op(self.op).opcode.def().attr_def(name)?.default {
-                AttrDefault::Int(v) => Some(v),
-                _ => None,
-            }
-        })
+        self.def().int_attr(&self.func.op(self.op).attrs, name)
     }
 
     /// A float attribute, or its declared default.
     pub fn float_attr(&self, name: &str) -> Option<f64> {
-        self.attr(name).and_then(Attribute::as_float).or_else(|| {
-            match self.func.op(self.op).opcode.def().attr_def(name)?.default {
-                AttrDefault::Float(v) => Some(v),
-                _ => None,
-            }
-        })
+        self.def().float_attr(&self.func.op(self.op).attrs, name)
+    }
+
+    /// A string attribute, or its declared default.
+    pub fn str_attr(&self, name: &str) -> Option<&'a str> {
+        self.def().str_attr(&self.func.op(self.op).attrs, name)
+    }
+
+    /// The op's declaration.
+    pub fn def(&self) -> &'static OpDef {
+        self.func.op(self.op).opcode.def()
+    }
+
+    /// An integer attribute the op table declares with a default (`int_attr(name, default)`
+    /// in `table.rs`): the op's value, else that default. Call sites never restate the
+    /// default; asking for an attribute without a declared integer default is a bug in memc
+    /// (debug builds assert it; release builds read 0).
+    pub fn int_or_default(&self, name: &str) -> i64 {
+        let value = self.int_attr(name);
+        debug_assert!(
+            value.is_some(),
+            "{} declares an integer default for `{name}`",
+            self.func.op(self.op).opcode.name()
+        );
+        value.unwrap_or(0)
     }
 }
 
@@ -346,6 +387,39 @@ impl OpDef {
         self.attrs.iter().find(|a| a.name == name)
     }
 
+    /// Integer attribute `name` of an op of this kind with attributes `attrs`, or the default
+    /// this table declares for it.
+    pub fn int_attr(&self, attrs: &AttrDict, name: &str) -> Option<i64> {
+        attrs
+            .get(name)
+            .and_then(Attribute::as_int)
+            .or_else(|| match self.attr_def(name)?.default {
+                AttrDefault::Int(v) => Some(v),
+                _ => None,
+            })
+    }
+
+    /// Float attribute `name` from `attrs`, or its declared default.
+    pub fn float_attr(&self, attrs: &AttrDict, name: &str) -> Option<f64> {
+        attrs.get(name).and_then(Attribute::as_float).or_else(|| {
+            match self.attr_def(name)?.default {
+                AttrDefault::Float(v) => Some(v),
+                _ => None,
+            }
+        })
+    }
+
+    /// String attribute `name` from `attrs`, or its declared default.
+    pub fn str_attr<'s>(&self, attrs: &'s AttrDict, name: &str) -> Option<&'s str> {
+        attrs
+            .get(name)
+            .and_then(Attribute::as_str)
+            .or_else(|| match self.attr_def(name)?.default {
+                AttrDefault::Str(v) => Some(v),
+                _ => None,
+            })
+    }
+
     /// The allowed operand counts: `(min, max)`, `max = None` when variadic.
     pub fn operand_range(&self) -> (usize, Option<usize>) {
         arity_range(self.operands)
@@ -361,6 +435,36 @@ impl OpDef {
 
     pub fn is_terminator(&self) -> bool {
         self.traits.contains(Traits::TERMINATOR)
+    }
+
+    /// Whether the op applies the same function to each element (with broadcasting).
+    pub fn is_elementwise(&self) -> bool {
+        self.traits.contains(Traits::ELEMENTWISE)
+    }
+
+    /// Whether the first two operands may be swapped.
+    pub fn is_commutative(&self) -> bool {
+        self.traits.contains(Traits::COMMUTATIVE)
+    }
+
+    /// Whether the op may be a view of its first operand ([`view_of`] decides for one op).
+    pub fn is_view(&self) -> bool {
+        self.traits.contains(Traits::VIEW)
+    }
+
+    /// Whether the op's result is always its first operand's bytes (it materializes nothing).
+    pub fn is_same_bytes(&self) -> bool {
+        self.traits.contains(Traits::SAME_BYTES)
+    }
+
+    /// Whether the result may be written over an operand of the same type that dies at the op.
+    pub fn is_in_place(&self) -> bool {
+        self.traits.contains(Traits::IN_PLACE)
+    }
+
+    /// Whether the op is a reduction (`ReduceX`, `ArgMax`, `ArgMin`).
+    pub fn is_reduction(&self) -> bool {
+        self.traits.contains(Traits::REDUCTION)
     }
 }
 
@@ -458,6 +562,16 @@ pub const fn float_attr(name: &'static str, default: f64) -> AttrDef {
         kind: AttrKind::Float,
         required: false,
         default: AttrDefault::Float(default),
+    }
+}
+
+/// An optional string attribute with a default.
+pub const fn str_attr(name: &'static str, default: &'static str) -> AttrDef {
+    AttrDef {
+        name,
+        kind: AttrKind::String,
+        required: false,
+        default: AttrDefault::Str(default),
     }
 }
 

@@ -16,6 +16,7 @@
 
 use super::value::{KnownValue, SymInt, MAX_KNOWN_ELEMENTS};
 use super::verify::transpose_perm;
+use super::window::{AutoPad, WindowAttrs};
 use super::ShapeCtx;
 use crate::{Attribute, Dim, ElemType, TensorType};
 use std::borrow::Cow;
@@ -76,11 +77,6 @@ fn ints_attr(ctx: &ShapeCtx, name: &str) -> Result<Option<Vec<i64>>, String> {
     }
 }
 
-/// A string attribute, or `None` when absent or of another kind.
-fn str_attr<'a>(ctx: &ShapeCtx<'a>, name: &str) -> Option<&'a str> {
-    ctx.attr(name).and_then(Attribute::as_str)
-}
-
 /// `axis` (negative counts from the end) as an index into `rank` dims.
 fn axis_index(axis: i64, rank: usize) -> Result<usize, String> {
     super::verify::normalize_axis(axis, rank)
@@ -105,7 +101,7 @@ fn product(dims: &[Dim]) -> Dim {
 }
 
 /// `dim + c` for a signed constant.
-fn add_const(dim: &Dim, c: i128) -> Dim {
+pub(super) fn add_const(dim: &Dim, c: i128) -> Dim {
     match u64::try_from(c.unsigned_abs()) {
         Ok(magnitude) if c >= 0 => dim.add(&Dim::Static(magnitude)),
         Ok(magnitude) => dim.sub(&Dim::Static(magnitude)),
@@ -114,15 +110,11 @@ fn add_const(dim: &Dim, c: i128) -> Dim {
 }
 
 /// A static dim from an `i128` size; `Unknown` when it does not fit.
-fn static_dim(n: i128) -> Dim {
+pub(super) fn static_dim(n: i128) -> Dim {
     u64::try_from(n).map_or(Dim::Unknown, Dim::Static)
 }
 
-fn floor_div(a: i128, b: i128) -> i128 {
-    a.div_euclid(b)
-}
-
-fn ceil_div(a: i128, b: i128) -> i128 {
+pub(super) fn ceil_div(a: i128, b: i128) -> i128 {
     -((-a).div_euclid(b))
 }
 
@@ -283,8 +275,8 @@ pub fn quantize_linear(ctx: &ShapeCtx) -> ShapeResult {
 /// have 1 from `axis` on, with the element type `stash_type` names.
 pub fn layer_normalization(ctx: &ShapeCtx) -> ShapeResult {
     let x = operand(ctx, 0)?;
-    let axis = axis_index(ctx.int_attr("axis").unwrap_or(-1), x.rank())?;
-    let stash_type = ctx.int_attr("stash_type").unwrap_or(1);
+    let axis = axis_index(ctx.int_or_default("axis"), x.rank())?;
+    let stash_type = ctx.int_or_default("stash_type");
     let stat_elem = elem_from_onnx_dtype(stash_type)
         .filter(|e| e.is_float())
         .ok_or_else(|| format!("`stash_type` {stash_type} is not a float type"))?;
@@ -361,12 +353,12 @@ pub fn gemm(ctx: &ShapeCtx) -> ShapeResult {
             b.rank()
         ));
     };
-    let (m, k_a) = if ctx.int_attr("transA").unwrap_or(0) != 0 {
+    let (m, k_a) = if ctx.int_or_default("transA") != 0 {
         (a1, a0)
     } else {
         (a0, a1)
     };
-    let (k_b, n) = if ctx.int_attr("transB").unwrap_or(0) != 0 {
+    let (k_b, n) = if ctx.int_or_default("transB") != 0 {
         (b1, b0)
     } else {
         (b0, b1)
@@ -396,195 +388,8 @@ pub fn gemm(ctx: &ShapeCtx) -> ShapeResult {
 // ---------------------------------------------------------------------------------------------
 // Convolution and pooling.
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-enum AutoPad {
-    NotSet,
-    Same,
-    Valid,
-}
-
-/// The window attributes shared by convolutions and pools, checked.
-struct Window {
-    strides: Vec<u64>,
-    dilations: Vec<u64>,
-    /// Begin pads of every spatial axis, then end pads.
-    pads: Vec<i64>,
-    auto_pad: AutoPad,
-}
-
-/// A list attribute of `n` positive entries, all 1 when absent.
-fn positive_list(ctx: &ShapeCtx, name: &str, n: usize) -> Result<Vec<u64>, String> {
-    let Some(values) = ints_attr(ctx, name)? else {
-        return Ok(vec![1; n]);
-    };
-    if values.len() != n {
-        return Err(format!(
-            "`{name}` has {} entries but the input has {n} spatial dims",
-            values.len()
-        ));
-    }
-    values
-        .iter()
-        .map(|&v| {
-            u64::try_from(v)
-                .ok()
-                .filter(|&v| v > 0)
-                .ok_or_else(|| format!("`{name}` entries must be positive, got {values:?}"))
-        })
-        .collect()
-}
-
-fn window_attrs(ctx: &ShapeCtx, n_spatial: usize) -> Result<Window, String> {
-    let strides = positive_list(ctx, "strides", n_spatial)?;
-    let dilations = positive_list(ctx, "dilations", n_spatial)?;
-    let pads = match ints_attr(ctx, "pads")? {
-        None => vec![0; 2 * n_spatial],
-        Some(p) if p.len() != 2 * n_spatial => {
-            return Err(format!(
-                "`pads` has {} entries but the input has {n_spatial} spatial dims (expected {})",
-                p.len(),
-                2 * n_spatial
-            ));
-        }
-        Some(p) if p.iter().any(|&v| v < 0) => {
-            return Err(format!("`pads` entries must not be negative, got {p:?}"));
-        }
-        Some(p) => p,
-    };
-    let auto_pad = match str_attr(ctx, "auto_pad") {
-        None | Some("NOTSET") => AutoPad::NotSet,
-        Some("SAME_UPPER") | Some("SAME_LOWER") => AutoPad::Same,
-        Some("VALID") => AutoPad::Valid,
-        Some(other) => {
-            return Err(format!(
-                "`auto_pad` must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got {other:?}"
-            ));
-        }
-    };
-    Ok(Window {
-        strides,
-        dilations,
-        pads,
-        auto_pad,
-    })
-}
-
-/// The kernel's spatial sizes: `kernel_shape`, else the weight's spatial dims (`None` where
-/// symbolic).
-fn kernel_sizes(
-    ctx: &ShapeCtx,
-    n_spatial: usize,
-    weight_spatial: &[Dim],
-) -> Result<Vec<Option<u64>>, String> {
-    match ints_attr(ctx, "kernel_shape")? {
-        Some(_) => Ok(positive_list(ctx, "kernel_shape", n_spatial)?
-            .into_iter()
-            .map(Some)
-            .collect()),
-        None => Ok(weight_spatial.iter().map(Dim::as_static).collect()),
-    }
-}
-
-/// `ceil(dim / stride)`.
-fn ceil_div_dim(dim: &Dim, stride: u64) -> Dim {
-    match dim {
-        Dim::Static(n) => static_dim(ceil_div(i128::from(*n), i128::from(stride))),
-        _ if stride == 1 => dim.clone(),
-        // An exact polynomial quotient is its own ceiling.
-        _ => dim.div_exact(&Dim::Static(stride)).unwrap_or(Dim::Unknown),
-    }
-}
-
-impl Window {
-    /// The output size along spatial axis `i` of a sliding window (Conv, MaxPool,
-    /// AveragePool) over `input`, for a kernel of size `kernel` (`None` when symbolic).
-    fn output_size(
-        &self,
-        i: usize,
-        input: &Dim,
-        kernel: Option<u64>,
-        ceil_mode: bool,
-    ) -> Result<Dim, String> {
-        let n_spatial = self.strides.len();
-        let (stride, dilation) = (self.strides[i], self.dilations[i]);
-        let pads = (self.pads[i], self.pads[n_spatial + i]);
-        window_out(
-            input,
-            kernel,
-            stride,
-            dilation,
-            pads,
-            self.auto_pad,
-            ceil_mode,
-        )
-    }
-}
-
-/// One output size of a sliding window.
-fn window_out(
-    input: &Dim,
-    kernel: Option<u64>,
-    stride: u64,
-    dilation: u64,
-    pads: (i64, i64),
-    auto_pad: AutoPad,
-    ceil_mode: bool,
-) -> Result<Dim, String> {
-    let Some(kernel) = kernel else {
-        return Ok(Dim::Unknown);
-    };
-    if kernel == 0 {
-        return Err("kernel sizes must be positive".to_string());
-    }
-    let (pad_begin, pad_end) = match auto_pad {
-        AutoPad::Same => return Ok(ceil_div_dim(input, stride)),
-        AutoPad::Valid => (0, 0),
-        AutoPad::NotSet => (i128::from(pads.0), i128::from(pads.1)),
-    };
-    let extent = i128::from(dilation) * (i128::from(kernel) - 1) + 1;
-    let s = i128::from(stride);
-    // The output is `floor((input + c) / s) + 1` (ceil with ceil_mode), with:
-    let c = pad_begin + pad_end - extent;
-    if let Some(n) = input.as_static() {
-        let n = i128::from(n);
-        let total = n + c;
-        if total < 0 {
-            return Err(format!(
-                "the padded input size {} is smaller than the kernel's extent {extent}",
-                n + pad_begin + pad_end
-            ));
-        }
-        let mut out = if ceil_mode {
-            ceil_div(total, s)
-        } else {
-            floor_div(total, s)
-        } + 1;
-        // The last window must start inside the input or its left padding.
-        if ceil_mode && (out - 1) * s >= n + pad_begin {
-            out -= 1;
-        }
-        return Ok(static_dim(out));
-    }
-    // Symbolic: when input = s*q exactly, floor((s*q + c) / s) = q + floor(c / s).
-    let quotient = if stride == 1 {
-        Some(input.clone())
-    } else {
-        input.div_exact(&Dim::Static(stride))
-    };
-    let Some(q) = quotient else {
-        return Ok(Dim::Unknown);
-    };
-    let steps = if ceil_mode {
-        ceil_div(c, s)
-    } else {
-        floor_div(c, s)
-    };
-    let mut extra = steps + 1;
-    if ceil_mode && steps * s >= pad_begin {
-        extra -= 1;
-    }
-    Ok(add_const(&q, extra))
-}
+// The window attributes (strides, dilations, pads, auto_pad, ceil_mode) are read and resolved
+// by `super::window`, shared with lowering.
 
 /// Checks that `x` and `w` have the same rank, 3 or more; returns the number of spatial dims.
 fn conv_ranks(x: &TensorType, w: &TensorType) -> Result<usize, String> {
@@ -605,7 +410,7 @@ fn conv_ranks(x: &TensorType, w: &TensorType) -> Result<usize, String> {
 }
 
 fn group_attr(ctx: &ShapeCtx) -> Result<u64, String> {
-    let group = ctx.int_attr("group").unwrap_or(1);
+    let group = ctx.int_or_default("group");
     u64::try_from(group)
         .ok()
         .filter(|&g| g > 0)
@@ -625,11 +430,11 @@ pub fn conv(ctx: &ShapeCtx) -> ShapeResult {
             ));
         }
     }
-    let kernel = kernel_sizes(ctx, n_spatial, &w.dims[2..])?;
-    let window = window_attrs(ctx, n_spatial)?;
+    let kernel = WindowAttrs::kernel_sizes(ctx, n_spatial, &w.dims[2..])?;
+    let window = WindowAttrs::of(ctx, n_spatial)?;
     let mut dims = vec![x.dims[0].clone(), w.dims[0].clone()];
     for (i, &k) in kernel.iter().enumerate() {
-        dims.push(window.output_size(i, &x.dims[2 + i], k, false)?);
+        dims.push(window.output_dim(i, &x.dims[2 + i], k)?);
     }
     one(TensorType::new(x.elem, dims))
 }
@@ -648,8 +453,8 @@ pub fn conv_transpose(ctx: &ShapeCtx) -> ShapeResult {
             ));
         }
     }
-    let kernel = kernel_sizes(ctx, n_spatial, &w.dims[2..])?;
-    let window = window_attrs(ctx, n_spatial)?;
+    let kernel = WindowAttrs::kernel_sizes(ctx, n_spatial, &w.dims[2..])?;
+    let window = WindowAttrs::of(ctx, n_spatial)?;
     let mut dims = vec![x.dims[0].clone(), w.dims[1].mul(&Dim::Static(group))];
     if let Some(shape) = ints_attr(ctx, "output_shape")? {
         // Either the spatial dims or the whole shape; the spatial dims are the last ones.
@@ -683,16 +488,14 @@ pub fn conv_transpose(ctx: &ShapeCtx) -> ShapeResult {
         let input = &x.dims[2 + i];
         let stride = window.strides[i];
         let dim = match (window.auto_pad, kernel[i]) {
-            (AutoPad::Same, _) => input.mul(&Dim::Static(stride)),
+            (auto_pad, _) if auto_pad.is_same() => input.mul(&Dim::Static(stride)),
             (_, None) => Dim::Unknown,
             (auto_pad, Some(k)) => {
                 let (pad_begin, pad_end) = if auto_pad == AutoPad::Valid {
                     (0, 0)
                 } else {
-                    (
-                        i128::from(window.pads[i]),
-                        i128::from(window.pads[n_spatial + i]),
-                    )
+                    let (begin, end) = window.explicit_pads(i);
+                    (i128::from(begin), i128::from(end))
                 };
                 let s = i128::from(stride);
                 let extent = i128::from(window.dilations[i]) * (i128::from(k) - 1) + 1;
@@ -731,12 +534,11 @@ pub fn pool(ctx: &ShapeCtx) -> ShapeResult {
     if ctx.attr("kernel_shape").is_none() {
         return Err("requires attribute `kernel_shape`".to_string());
     }
-    let kernel = positive_list(ctx, "kernel_shape", n_spatial)?;
-    let window = window_attrs(ctx, n_spatial)?;
-    let ceil_mode = ctx.int_attr("ceil_mode").unwrap_or(0) != 0;
+    let kernel = WindowAttrs::kernel_sizes(ctx, n_spatial, &[])?;
+    let window = WindowAttrs::of(ctx, n_spatial)?;
     let mut dims = x.dims[..2].to_vec();
     for (i, &k) in kernel.iter().enumerate() {
-        dims.push(window.output_size(i, &x.dims[2 + i], Some(k), ceil_mode)?);
+        dims.push(window.output_dim(i, &x.dims[2 + i], k)?);
     }
     Ok(Some(vec![
         TensorType::new(x.elem, dims.clone()),
@@ -774,7 +576,7 @@ fn reduce_axes(ctx: &ShapeCtx) -> Result<Option<Vec<i64>>, String> {
 /// `noop_with_empty_axes`.
 pub fn reduce(ctx: &ShapeCtx) -> ShapeResult {
     let x = operand(ctx, 0)?;
-    let keepdims = ctx.int_attr("keepdims").unwrap_or(1) != 0;
+    let keepdims = ctx.int_or_default("keepdims") != 0;
     let Some(axes) = reduce_axes(ctx)? else {
         // The axes are not known: a kept dim is either itself or 1.
         if keepdims {
@@ -795,7 +597,7 @@ pub fn reduce(ctx: &ShapeCtx) -> ShapeResult {
             .map(|n| vec![TensorType::new(x.elem, vec![Dim::Unknown; x.rank() - n])]));
     };
     let reduced: Vec<usize> = if axes.is_empty() {
-        if ctx.int_attr("noop_with_empty_axes").unwrap_or(0) != 0 {
+        if ctx.int_or_default("noop_with_empty_axes") != 0 {
             return one(x.clone());
         }
         (0..x.rank()).collect()
@@ -818,9 +620,9 @@ pub fn reduce(ctx: &ShapeCtx) -> ShapeResult {
 /// `ArgMax`, `ArgMin`: the input's shape with `axis` reduced, `i64`.
 pub fn arg_reduce(ctx: &ShapeCtx) -> ShapeResult {
     let x = operand(ctx, 0)?;
-    let axis = axis_index(ctx.int_attr("axis").unwrap_or(0), x.rank())?;
+    let axis = axis_index(ctx.int_or_default("axis"), x.rank())?;
     let mut dims = x.dims.clone();
-    if ctx.int_attr("keepdims").unwrap_or(1) != 0 {
+    if ctx.int_or_default("keepdims") != 0 {
         dims[axis] = Dim::Static(1);
     } else {
         dims.remove(axis);
@@ -831,7 +633,7 @@ pub fn arg_reduce(ctx: &ShapeCtx) -> ShapeResult {
 /// `TopK`: `Values` and `Indices` with `axis` of size `K`.
 pub fn top_k(ctx: &ShapeCtx) -> ShapeResult {
     let x = operand(ctx, 0)?;
-    let axis = axis_index(ctx.int_attr("axis").unwrap_or(-1), x.rank())?;
+    let axis = axis_index(ctx.int_or_default("axis"), x.rank())?;
     let k = match known_ints(ctx, 1).as_deref() {
         Some(&[k]) => {
             let k = u64::try_from(k).map_err(|_| format!("K must not be negative, got {k}"))?;
@@ -872,7 +674,7 @@ fn shape_operand<'a>(ctx: &ShapeCtx<'a>, index: usize) -> Result<&'a TensorType,
 pub fn reshape(ctx: &ShapeCtx) -> ShapeResult {
     let x = operand(ctx, 0)?;
     let shape = shape_operand(ctx, 1)?;
-    let allow_zero = ctx.int_attr("allowzero").unwrap_or(0) != 0;
+    let allow_zero = ctx.int_or_default("allowzero") != 0;
     let Some(values) = known_syms(ctx, 1) else {
         return Ok(static_len(shape).map(|n| vec![TensorType::new(x.elem, vec![Dim::Unknown; n])]));
     };
@@ -956,7 +758,7 @@ pub fn reshape(ctx: &ShapeCtx) -> ShapeResult {
 pub fn flatten(ctx: &ShapeCtx) -> ShapeResult {
     let x = operand(ctx, 0)?;
     let rank = x.rank() as i128;
-    let axis = i128::from(ctx.int_attr("axis").unwrap_or(1));
+    let axis = i128::from(ctx.int_or_default("axis"));
     if axis < -rank || axis > rank {
         return Err(format!(
             "axis {axis} is out of range for rank {rank} (expected -{rank}..={rank})"
@@ -1071,7 +873,7 @@ pub fn concat(ctx: &ShapeCtx) -> ShapeResult {
 /// of `ceil(dim / n)`, the last one smaller.
 pub fn split(ctx: &ShapeCtx) -> ShapeResult {
     let x = operand(ctx, 0)?;
-    let axis = axis_index(ctx.int_attr("axis").unwrap_or(0), x.rank())?;
+    let axis = axis_index(ctx.int_or_default("axis"), x.rank())?;
     let n = ctx.n_results();
     let dim = &x.dims[axis];
     let has_split = ctx.operand_type(1).is_some() && !known_empty(ctx, 1);
@@ -1235,7 +1037,7 @@ pub fn slice(ctx: &ShapeCtx) -> ShapeResult {
 pub fn gather(ctx: &ShapeCtx) -> ShapeResult {
     let data = operand(ctx, 0)?;
     let indices = operand(ctx, 1)?;
-    let axis = axis_index(ctx.int_attr("axis").unwrap_or(0), data.rank())?;
+    let axis = axis_index(ctx.int_or_default("axis"), data.rank())?;
     if let (Some(values), Dim::Static(n)) = (known_ints(ctx, 1), &data.dims[axis]) {
         let n = i128::from(*n);
         if let Some(bad) = values.iter().find(|&&i| !(-n..n).contains(&i128::from(i))) {
@@ -1261,7 +1063,7 @@ pub fn gather_elements(ctx: &ShapeCtx) -> ShapeResult {
             indices.rank()
         ));
     }
-    axis_index(ctx.int_attr("axis").unwrap_or(0), data.rank())?;
+    axis_index(ctx.int_or_default("axis"), data.rank())?;
     one(TensorType::new(data.elem, indices.dims.clone()))
 }
 
@@ -1270,7 +1072,7 @@ pub fn gather_elements(ctx: &ShapeCtx) -> ShapeResult {
 pub fn gather_nd(ctx: &ShapeCtx) -> ShapeResult {
     let data = operand(ctx, 0)?;
     let indices = operand(ctx, 1)?;
-    let batch_dims = usize::try_from(ctx.int_attr("batch_dims").unwrap_or(0))
+    let batch_dims = usize::try_from(ctx.int_or_default("batch_dims"))
         .map_err(|_| "`batch_dims` must not be negative".to_string())?;
     let Some(last) = indices.dims.last() else {
         return Err("indices must have rank 1 or more".to_string());
@@ -1434,7 +1236,8 @@ pub fn resize(ctx: &ShapeCtx) -> ShapeResult {
                 .map(|&s| u64::try_from(s))
                 .collect::<Result<_, _>>()
                 .map_err(|_| format!("`sizes` entries must not be negative, got {sizes:?}"))?;
-            let policy = str_attr(ctx, "keep_aspect_ratio_policy").unwrap_or("stretch");
+            // The table declares the default (`stretch`).
+            let policy = ctx.str_attr("keep_aspect_ratio_policy").unwrap_or_default();
             if policy == "stretch" {
                 for (&a, &s) in axes.iter().zip(&sizes) {
                     dims[a] = Dim::Static(s);
@@ -1474,8 +1277,7 @@ pub fn resize(ctx: &ShapeCtx) -> ShapeResult {
             if let Some(bad) = scales.iter().find(|s| !(**s > 0.0 && s.is_finite())) {
                 return Err(format!("`scales` entries must be positive, got {bad}"));
             }
-            let crop =
-                str_attr(ctx, "coordinate_transformation_mode") == Some("tf_crop_and_resize");
+            let crop = ctx.str_attr("coordinate_transformation_mode") == Some("tf_crop_and_resize");
             for (&a, &scale) in axes.iter().zip(&scales) {
                 dims[a] = match (&x.dims[a], crop) {
                     // The size then depends on the region of interest too.

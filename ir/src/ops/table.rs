@@ -5,7 +5,8 @@ use super::shape as s;
 use super::types::*;
 use super::verify as v;
 use super::{
-    attr, float_attr, int_attr, op, opt, req, required, var, variadic, OpDef, Traits, TypeRule,
+    attr, float_attr, int_attr, op, opt, req, required, str_attr, var, variadic, OpDef, Traits,
+    TypeRule,
 };
 use crate::attr::AttrKind::*;
 use std::collections::HashMap;
@@ -49,8 +50,12 @@ impl Opcode {
     }
 }
 
-const ELEMENTWISE: Traits = Traits::ELEMENTWISE;
-const COMMUTATIVE_EW: Traits = Traits::ELEMENTWISE.with(Traits::COMMUTATIVE);
+/// Elementwise ops may write their result over an operand that dies at them.
+const ELEMENTWISE: Traits = Traits::ELEMENTWISE.with(Traits::IN_PLACE);
+const COMMUTATIVE_EW: Traits = ELEMENTWISE.with(Traits::COMMUTATIVE);
+/// Reshapes and identities: always a view of their first operand at offset 0.
+const SAME_BYTES: Traits = Traits::VIEW.with(Traits::SAME_BYTES);
+const REDUCTION: Traits = Traits::REDUCTION;
 
 // Operand lists shared by many ops.
 const X_T: &[super::ValueDef] = &[req("X", var("T"))];
@@ -60,7 +65,7 @@ const C_T: &[super::ValueDef] = &[req("C", var("T"))];
 const C_BOOL: &[super::ValueDef] = &[req("C", var("B"))];
 const DATA_AXES: &[super::ValueDef] = &[req("data", var("T")), opt("axes", var("I"))];
 const POOL_ATTRS: &[super::AttrDef] = &[
-    attr("auto_pad", String),
+    str_attr("auto_pad", "NOTSET"),
     int_attr("ceil_mode", 0),
     attr("dilations", Ints),
     required("kernel_shape", Ints),
@@ -70,7 +75,7 @@ const POOL_ATTRS: &[super::AttrDef] = &[
     int_attr("storage_order", 0),
 ];
 const CONV_ATTRS: &[super::AttrDef] = &[
-    attr("auto_pad", String),
+    str_attr("auto_pad", "NOTSET"),
     attr("dilations", Ints),
     int_attr("group", 1),
     attr("kernel_shape", Ints),
@@ -193,11 +198,11 @@ define_ops! {
     HardSigmoid = op("onnx.HardSigmoid", "max(0, min(1, alpha * X + beta))").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(&[float_attr("alpha", 0.2), float_attr("beta", 0.5)]).traits(ELEMENTWISE).shape(s::same_as_first);
     Softplus = op("onnx.Softplus", "ln(e ^ X + 1)").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
     Tanh = op("onnx.Tanh", "hyperbolic tangent").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
-    Gelu = op("onnx.Gelu", "Gaussian error linear unit").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(&[attr("approximate", String)]).traits(ELEMENTWISE).verify(v::gelu).shape(s::same_as_first);
+    Gelu = op("onnx.Gelu", "Gaussian error linear unit").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(&[str_attr("approximate", "none")]).traits(ELEMENTWISE).verify(v::gelu).shape(s::same_as_first);
     Clip = op("onnx.Clip", "min(max(input, min), max)").ins(&[req("input", var("T")), opt("min", var("T")), opt("max", var("T"))]).outs(&[req("output", var("T"))]).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::same_as_first);
-    Identity = op("onnx.Identity", "returns its input").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_ANY).traits(Traits::VIEW).shape(s::same_as_first).fold(f::forward);
+    Identity = op("onnx.Identity", "returns its input").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_ANY).traits(SAME_BYTES).shape(s::same_as_first).fold(f::forward);
     Cast = op("onnx.Cast", "converts to the element type `to`").ins(&[req("input", var("T1"))]).outs(&[req("output", var("T2"))]).vars(&[("T1", ANY), ("T2", ANY)]).attrs(&[required("to", ElemType), int_attr("saturate", 1)]).traits(ELEMENTWISE).shape(s::cast).fold(f::cast);
-    Dropout = op("onnx.Dropout", "identity in inference; random zeroing in training").ins(&[req("data", var("T")), opt("ratio", var("T1")), opt("training_mode", var("B"))]).outs(&[req("output", var("T")), opt("mask", var("B"))]).vars(&[("T", FLOAT), ("T1", FLOAT), ("B", BOOL)]).attrs(&[attr("seed", Int)]).shape(s::dropout);
+    Dropout = op("onnx.Dropout", "identity in inference; random zeroing in training").ins(&[req("data", var("T")), opt("ratio", var("T1")), opt("training_mode", var("B"))]).outs(&[req("output", var("T")), opt("mask", var("B"))]).vars(&[("T", FLOAT), ("T1", FLOAT), ("B", BOOL)]).attrs(&[attr("seed", Int)]).traits(Traits::VIEW).shape(s::dropout);
 
     // Normalization and activation over an axis.
     Softmax = op("onnx.Softmax", "softmax along `axis`").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_FLOAT).attrs(&[int_attr("axis", -1)]).verify(v::axis_in_range).shape(s::same_as_first);
@@ -221,38 +226,38 @@ define_ops! {
     GlobalMaxPool = op("onnx.GlobalMaxPool", "max over all spatial dims").ins(X_T).outs(Y_T).vars(T_FLOAT).shape(s::global_pool);
 
     // Reductions.
-    ReduceMean = op("onnx.ReduceMean", "mean over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce);
-    ReduceSum = op("onnx.ReduceSum", "sum over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce).fold(f::reduce_sum);
-    ReduceMax = op("onnx.ReduceMax", "max over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_BOOL_I64).attrs(REDUCE_ATTRS).shape(s::reduce).fold(f::reduce_max);
-    ReduceMin = op("onnx.ReduceMin", "min over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_BOOL_I64).attrs(REDUCE_ATTRS).shape(s::reduce).fold(f::reduce_min);
-    ReduceProd = op("onnx.ReduceProd", "product over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce).fold(f::reduce_prod);
-    ReduceL1 = op("onnx.ReduceL1", "sum of |x| over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce);
-    ReduceL2 = op("onnx.ReduceL2", "square root of the sum of squares over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce);
-    ReduceLogSum = op("onnx.ReduceLogSum", "log of the sum over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce);
-    ReduceLogSumExp = op("onnx.ReduceLogSumExp", "log of the sum of e ^ x over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce);
-    ReduceSumSquare = op("onnx.ReduceSumSquare", "sum of squares over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).shape(s::reduce);
+    ReduceMean = op("onnx.ReduceMean", "mean over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).traits(REDUCTION).shape(s::reduce);
+    ReduceSum = op("onnx.ReduceSum", "sum over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).traits(REDUCTION).shape(s::reduce).fold(f::reduce_sum);
+    ReduceMax = op("onnx.ReduceMax", "max over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_BOOL_I64).attrs(REDUCE_ATTRS).traits(REDUCTION).shape(s::reduce).fold(f::reduce_max);
+    ReduceMin = op("onnx.ReduceMin", "min over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_BOOL_I64).attrs(REDUCE_ATTRS).traits(REDUCTION).shape(s::reduce).fold(f::reduce_min);
+    ReduceProd = op("onnx.ReduceProd", "product over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).traits(REDUCTION).shape(s::reduce).fold(f::reduce_prod);
+    ReduceL1 = op("onnx.ReduceL1", "sum of |x| over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).traits(REDUCTION).shape(s::reduce);
+    ReduceL2 = op("onnx.ReduceL2", "square root of the sum of squares over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).traits(REDUCTION).shape(s::reduce);
+    ReduceLogSum = op("onnx.ReduceLogSum", "log of the sum over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).traits(REDUCTION).shape(s::reduce);
+    ReduceLogSumExp = op("onnx.ReduceLogSumExp", "log of the sum of e ^ x over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).traits(REDUCTION).shape(s::reduce);
+    ReduceSumSquare = op("onnx.ReduceSumSquare", "sum of squares over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).traits(REDUCTION).shape(s::reduce);
     CumProd = op("onnx.CumProd", "cumulative product along the `axis` operand").ins(&[req("x", var("T")), req("axis", var("I"))]).outs(&[req("y", var("T"))]).vars(&[("T", NUMERIC), ("I", INDEX)]).attrs(&[int_attr("exclusive", 0), int_attr("reverse", 0)]).shape(s::same_as_first);
-    ArgMax = op("onnx.ArgMax", "index of the max along `axis`").ins(&[req("data", var("T"))]).outs(&[req("reduced", var("I"))]).vars(T_NUMERIC_I64).attrs(&[int_attr("axis", 0), int_attr("keepdims", 1), int_attr("select_last_index", 0)]).verify(v::axis_in_range).shape(s::arg_reduce);
-    ArgMin = op("onnx.ArgMin", "index of the min along `axis`").ins(&[req("data", var("T"))]).outs(&[req("reduced", var("I"))]).vars(T_NUMERIC_I64).attrs(&[int_attr("axis", 0), int_attr("keepdims", 1), int_attr("select_last_index", 0)]).verify(v::axis_in_range).shape(s::arg_reduce);
+    ArgMax = op("onnx.ArgMax", "index of the max along `axis`").ins(&[req("data", var("T"))]).outs(&[req("reduced", var("I"))]).vars(T_NUMERIC_I64).attrs(&[int_attr("axis", 0), int_attr("keepdims", 1), int_attr("select_last_index", 0)]).verify(v::axis_in_range).traits(REDUCTION).shape(s::arg_reduce);
+    ArgMin = op("onnx.ArgMin", "index of the min along `axis`").ins(&[req("data", var("T"))]).outs(&[req("reduced", var("I"))]).vars(T_NUMERIC_I64).attrs(&[int_attr("axis", 0), int_attr("keepdims", 1), int_attr("select_last_index", 0)]).verify(v::axis_in_range).traits(REDUCTION).shape(s::arg_reduce);
     CumSum = op("onnx.CumSum", "cumulative sum along the `axis` operand").ins(&[req("x", var("T")), req("axis", var("I"))]).outs(&[req("y", var("T"))]).vars(&[("T", NUMERIC), ("I", INDEX)]).attrs(&[int_attr("exclusive", 0), int_attr("reverse", 0)]).shape(s::same_as_first);
     TopK = op("onnx.TopK", "the K largest (or smallest) entries along `axis`, and their indices").ins(&[req("X", var("T")), req("K", var("I"))]).outs(&[req("Values", var("T")), req("Indices", var("I"))]).vars(T_NUMERIC_I64).attrs(&[int_attr("axis", -1), int_attr("largest", 1), int_attr("sorted", 1)]).verify(v::axis_in_range).shape(s::top_k);
 
     // Shape and data movement.
-    Reshape = op("onnx.Reshape", "same data, new shape").ins(&[req("data", var("T")), req("shape", var("I"))]).outs(&[req("reshaped", var("T"))]).vars(T_ANY_I64).attrs(&[int_attr("allowzero", 0)]).traits(Traits::VIEW).verify(v::reshape).shape(s::reshape).fold(f::forward);
-    Flatten = op("onnx.Flatten", "reshape to 2-d around `axis`").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_ANY).attrs(&[int_attr("axis", 1)]).traits(Traits::VIEW).verify(v::flatten).shape(s::flatten).fold(f::forward);
-    Squeeze = op("onnx.Squeeze", "removes dims of size 1").ins(&[req("data", var("T")), opt("axes", var("I"))]).outs(&[req("squeezed", var("T"))]).vars(T_ANY_I64).traits(Traits::VIEW).shape(s::squeeze).fold(f::forward);
-    Unsqueeze = op("onnx.Unsqueeze", "inserts dims of size 1").ins(&[req("data", var("T")), req("axes", var("I"))]).outs(&[req("expanded", var("T"))]).vars(T_ANY_I64).traits(Traits::VIEW).shape(s::unsqueeze).fold(f::forward);
-    Transpose = op("onnx.Transpose", "permutes dims by `perm`").ins(&[req("data", var("T"))]).outs(&[req("transposed", var("T"))]).vars(T_ANY).attrs(&[attr("perm", Ints)]).verify(v::transpose).shape(s::transpose);
+    Reshape = op("onnx.Reshape", "same data, new shape").ins(&[req("data", var("T")), req("shape", var("I"))]).outs(&[req("reshaped", var("T"))]).vars(T_ANY_I64).attrs(&[int_attr("allowzero", 0)]).traits(SAME_BYTES).verify(v::reshape).shape(s::reshape).fold(f::forward);
+    Flatten = op("onnx.Flatten", "reshape to 2-d around `axis`").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_ANY).attrs(&[int_attr("axis", 1)]).traits(SAME_BYTES).verify(v::flatten).shape(s::flatten).fold(f::forward);
+    Squeeze = op("onnx.Squeeze", "removes dims of size 1").ins(&[req("data", var("T")), opt("axes", var("I"))]).outs(&[req("squeezed", var("T"))]).vars(T_ANY_I64).traits(SAME_BYTES).shape(s::squeeze).fold(f::forward);
+    Unsqueeze = op("onnx.Unsqueeze", "inserts dims of size 1").ins(&[req("data", var("T")), req("axes", var("I"))]).outs(&[req("expanded", var("T"))]).vars(T_ANY_I64).traits(SAME_BYTES).shape(s::unsqueeze).fold(f::forward);
+    Transpose = op("onnx.Transpose", "permutes dims by `perm`").ins(&[req("data", var("T"))]).outs(&[req("transposed", var("T"))]).vars(T_ANY).attrs(&[attr("perm", Ints)]).verify(v::transpose).traits(Traits::VIEW).shape(s::transpose);
     Concat = op("onnx.Concat", "joins tensors along `axis`").ins(&[variadic("inputs", var("T"))]).outs(&[req("concat_result", var("T"))]).vars(T_ANY).attrs(&[required("axis", Int)]).shape(s::concat).fold(f::concat);
     Split = op("onnx.Split", "splits a tensor along `axis`").ins(&[req("input", var("T")), opt("split", var("I"))]).outs(&[variadic("outputs", var("T"))]).vars(T_ANY_I64).attrs(&[int_attr("axis", 0), attr("num_outputs", Int)]).verify(v::axis_in_range).shape(s::split).fold(f::split);
-    Slice = op("onnx.Slice", "takes a strided window").ins(&[req("data", var("T")), req("starts", var("I")), req("ends", var("I")), opt("axes", var("I")), opt("steps", var("I"))]).outs(&[req("output", var("T"))]).vars(&[("T", ANY), ("I", INDEX)]).shape(s::slice).fold(f::slice);
+    Slice = op("onnx.Slice", "takes a strided window").ins(&[req("data", var("T")), req("starts", var("I")), req("ends", var("I")), opt("axes", var("I")), opt("steps", var("I"))]).outs(&[req("output", var("T"))]).vars(&[("T", ANY), ("I", INDEX)]).traits(Traits::VIEW).shape(s::slice).fold(f::slice);
     GatherElements = op("onnx.GatherElements", "takes entries along `axis` at an index per output element").ins(&[req("data", var("T")), req("indices", var("I"))]).outs(&[req("output", var("T"))]).vars(&[("T", ANY), ("I", INDEX)]).attrs(&[int_attr("axis", 0)]).verify(v::axis_in_range).shape(s::gather_elements);
     GatherND = op("onnx.GatherND", "takes slices at N-d indices").ins(&[req("data", var("T")), req("indices", var("I"))]).outs(&[req("output", var("T"))]).vars(&[("T", ANY), ("I", I64_ONLY)]).attrs(&[int_attr("batch_dims", 0)]).shape(s::gather_nd);
     Gather = op("onnx.Gather", "takes entries along `axis` by index").ins(&[req("data", var("T")), req("indices", var("I"))]).outs(&[req("output", var("T"))]).vars(&[("T", ANY), ("I", INDEX)]).attrs(&[int_attr("axis", 0)]).verify(v::axis_in_range).shape(s::gather).fold(f::gather);
     Expand = op("onnx.Expand", "broadcasts to a shape").ins(&[req("input", var("T")), req("shape", var("I"))]).outs(&[req("output", var("T"))]).vars(T_ANY_I64).shape(s::expand).fold(f::expand);
     Tile = op("onnx.Tile", "repeats a tensor").ins(&[req("input", var("T")), req("repeats", var("I"))]).outs(&[req("output", var("T"))]).vars(T_ANY_I64).shape(s::tile);
     Pad = op("onnx.Pad", "pads a tensor").ins(&[req("data", var("T")), req("pads", var("I")), opt("constant_value", var("T")), opt("axes", var("J"))]).outs(&[req("output", var("T"))]).vars(&[("T", ANY), ("I", I64_ONLY), ("J", INDEX)]).attrs(&[attr("mode", String)]).shape(s::pad);
-    Resize = op("onnx.Resize", "resamples a tensor").ins(&[req("X", var("T1")), opt("roi", var("T2")), opt("scales", var("F")), opt("sizes", var("I"))]).outs(&[req("Y", var("T1"))]).vars(&[("T1", ANY), ("T2", FLOAT), ("F", FLOAT), ("I", I64_ONLY)]).attrs(&[int_attr("antialias", 0), attr("axes", Ints), attr("coordinate_transformation_mode", String), float_attr("cubic_coeff_a", -0.75), int_attr("exclude_outside", 0), float_attr("extrapolation_value", 0.0), attr("keep_aspect_ratio_policy", String), attr("mode", String), attr("nearest_mode", String)]).shape(s::resize);
+    Resize = op("onnx.Resize", "resamples a tensor").ins(&[req("X", var("T1")), opt("roi", var("T2")), opt("scales", var("F")), opt("sizes", var("I"))]).outs(&[req("Y", var("T1"))]).vars(&[("T1", ANY), ("T2", FLOAT), ("F", FLOAT), ("I", I64_ONLY)]).attrs(&[int_attr("antialias", 0), attr("axes", Ints), str_attr("coordinate_transformation_mode", "half_pixel"), float_attr("cubic_coeff_a", -0.75), int_attr("exclude_outside", 0), float_attr("extrapolation_value", 0.0), str_attr("keep_aspect_ratio_policy", "stretch"), attr("mode", String), attr("nearest_mode", String)]).shape(s::resize);
     Trilu = op("onnx.Trilu", "keeps the upper or lower triangle").ins(&[req("input", var("T")), opt("k", var("I"))]).outs(&[req("output", var("T"))]).vars(T_ANY_I64).attrs(&[int_attr("upper", 1)]).shape(s::same_as_first);
     EyeLike = op("onnx.EyeLike", "ones on the `k`-th diagonal of the input's 2-d shape").ins(&[req("input", var("T1"))]).outs(&[req("output", var("T2"))]).vars(&[("T1", ANY), ("T2", ANY)]).attrs(&[attr("dtype", ElemType), int_attr("k", 0)]).shape(s::eye_like);
     DepthToSpace = op("onnx.DepthToSpace", "moves channel blocks into spatial blocks").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_ANY).attrs(&[required("blocksize", Int), attr("mode", String)]).shape(s::depth_to_space);
@@ -277,4 +282,49 @@ define_ops! {
     // dim divided by `block_size`, rounded up). A is [..., M, K], bias [N], Y [..., M, N].
     // The full contract is the verifier hook's doc (`verify::matmul_nbits`).
     MatMulNBits = op("memc.matmul_nbits", "A x dequantize(B) + bias, B a constant 4- or 8-bit weight").ins(&[req("A", var("T")), req("B", var("Q")), req("scales", var("T")), opt("zero_points", var("Q")), opt("bias", var("T"))]).outs(&[req("Y", var("T"))]).vars(&[("T", FLOAT), ("Q", LOW_BIT)]).attrs(&[required("K", Int), required("N", Int), required("bits", Int), int_attr("block_size", 0), int_attr("axis", 1), int_attr("trans_b", 0)]).verify(v::matmul_nbits).shape(s::matmul_nbits);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_place_ops_are_exactly_the_elementwise_ones() {
+        for &opcode in Opcode::ALL {
+            let def = opcode.def();
+            assert_eq!(def.is_in_place(), def.is_elementwise(), "{}", def.name);
+        }
+    }
+
+    #[test]
+    fn reductions_are_the_reduce_and_arg_ops() {
+        for &opcode in Opcode::ALL {
+            let def = opcode.def();
+            let by_name = def.name.starts_with("onnx.Reduce")
+                || matches!(opcode, Opcode::ArgMax | Opcode::ArgMin);
+            assert_eq!(def.is_reduction(), by_name, "{}", def.name);
+        }
+    }
+
+    #[test]
+    fn views_are_the_eight_aliasing_ops() {
+        let views: Vec<Opcode> = Opcode::ALL
+            .iter()
+            .copied()
+            .filter(|o| o.def().is_view())
+            .collect();
+        assert_eq!(
+            views,
+            [
+                Opcode::Identity,
+                Opcode::Dropout,
+                Opcode::Reshape,
+                Opcode::Flatten,
+                Opcode::Squeeze,
+                Opcode::Unsqueeze,
+                Opcode::Transpose,
+                Opcode::Slice
+            ]
+        );
+    }
 }

@@ -129,7 +129,7 @@ pub fn reshape(ctx: &OpCtx) -> Check {
 /// Flatten: `axis` in `-rank..=rank`.
 pub fn flatten(ctx: &OpCtx) -> Check {
     let rank = operand(ctx, 0)?.rank() as i64;
-    let axis = ctx.int_attr("axis").unwrap_or(1);
+    let axis = ctx.int_or_default("axis");
     if axis < -rank || axis > rank {
         return Err(format!(
             "axis {axis} is out of range for rank {rank} (expected -{rank}..={rank})"
@@ -140,7 +140,7 @@ pub fn flatten(ctx: &OpCtx) -> Check {
 
 /// Gelu: `approximate` is `none` or `tanh`.
 pub fn gelu(ctx: &OpCtx) -> Check {
-    match ctx.attr("approximate").and_then(|a| a.as_str()) {
+    match ctx.str_attr("approximate") {
         None | Some("none") | Some("tanh") => Ok(()),
         Some(other) => Err(format!(
             "`approximate` must be \"none\" or \"tanh\", got {other:?}"
@@ -153,7 +153,7 @@ pub fn gelu(ctx: &OpCtx) -> Check {
 pub fn quantize_linear(ctx: &OpCtx) -> Check {
     let x = operand(ctx, 0)?;
     let scale = operand(ctx, 1)?;
-    let block_size = ctx.int_attr("block_size").unwrap_or(0);
+    let block_size = ctx.int_or_default("block_size");
     if block_size < 0 {
         return Err(format!(
             "`block_size` must not be negative, got {block_size}"
@@ -174,7 +174,7 @@ pub fn quantize_linear(ctx: &OpCtx) -> Check {
         ));
     }
     if scale.rank() >= 1 {
-        normalize_axis(ctx.int_attr("axis").unwrap_or(1), x.rank())?;
+        normalize_axis(ctx.int_or_default("axis"), x.rank())?;
     }
     if let Some(zero_point) = ctx.operand_type(2) {
         let one_element = |t: &crate::TensorType| t.static_num_elements() == Some(1);
@@ -238,7 +238,7 @@ pub fn matmul_nbits(ctx: &OpCtx) -> Check {
         )),
     };
     let (k, n) = (positive("K")?, positive("N")?);
-    let trans_b = ctx.int_attr("trans_b").unwrap_or(0);
+    let trans_b = ctx.int_or_default("trans_b");
     let expected = match trans_b {
         0 => [k, n],
         1 => [n, k],
@@ -265,13 +265,13 @@ pub fn matmul_nbits(ctx: &OpCtx) -> Check {
         }
         Some(_) => {}
     }
-    let block_size = ctx.int_attr("block_size").unwrap_or(0);
+    let block_size = ctx.int_or_default("block_size");
     if block_size < 0 {
         return Err(format!(
             "`block_size` must not be negative, got {block_size}"
         ));
     }
-    let axis = normalize_axis(ctx.int_attr("axis").unwrap_or(1), 2)?;
+    let axis = normalize_axis(ctx.int_or_default("axis"), 2)?;
     let scale_dims = scales.static_shape();
     let per_tensor = scales.static_num_elements() == Some(1) && scales.rank() <= 1;
     let fits = match (block_size, scale_dims) {

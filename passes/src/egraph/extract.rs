@@ -4,8 +4,8 @@
 //! each divided by the uses its value had in the input IR. The division shares a value's cost
 //! among its users: a plain tree cost counts a shared value once per path to it, so it doubles
 //! with every residual connection and saturated after about 7 decoder layers, leaving every
-//! later layer unfused (found on the 16-layer llm_qdq_1g). Weights, `memc.none`, values the e-graph takes as given and views (ops with the `VIEW`
-//! trait) materialize nothing; every other op materializes its result. So
+//! later layer unfused (found on the 16-layer llm_qdq_1g). Weights, `memc.none`, values the e-graph takes as given and ops that are always views (the `SAME_BYTES`
+//! trait: reshapes and identities) materialize nothing; every other op materializes its result. So
 //! `MatMul(a, DequantizeLinear(w, s))` pays for the float weight the DQ would create, and the
 //! `memc.matmul_nbits` that reads `w` directly is cheaper by exactly that. The `+ 1` makes a
 //! node's cost exceed its unshared children's; the rules only ever add a node whose children
@@ -38,8 +38,7 @@ impl<'g> MaterializedBytes<'g> {
             return 0;
         };
         let def = opcode.def();
-        if matches!(opcode, memc_ir::Opcode::Weight | memc_ir::Opcode::None)
-            || def.traits.contains(memc_ir::ops::Traits::VIEW)
+        if matches!(opcode, memc_ir::Opcode::Weight | memc_ir::Opcode::None) || def.is_same_bytes()
         {
             return 0;
         }

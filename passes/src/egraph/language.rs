@@ -18,7 +18,7 @@
 //! rules' guard against fusing a dequantized weight that someone else still reads as floats).
 
 use egg::{DidMerge, EGraph, FromOp, Id, Language};
-use memc_ir::{AttrDict, Attribute, Dim, Opcode, TensorType, Type, ValueId};
+use memc_ir::{AttrDict, Dim, Opcode, TensorType, Type, ValueId};
 use std::collections::HashMap;
 use std::fmt;
 
@@ -213,20 +213,10 @@ impl egg::Analysis<Node> for Facts {
 
 /// An integer attribute of a node's signature, or the op table's default.
 pub fn int_attr(attrs: &AttrDict, opcode: Opcode, name: &str) -> Option<i64> {
-    attrs.get(name).and_then(Attribute::as_int).or_else(|| {
-        match opcode.def().attr_def(name)?.default {
-            memc_ir::ops::AttrDefault::Int(v) => Some(v),
-            _ => None,
-        }
-    })
+    opcode.def().int_attr(attrs, name)
 }
 
 /// A float attribute of a node's signature, or the op table's default.
 pub fn float_attr(attrs: &AttrDict, opcode: Opcode, name: &str) -> Option<f64> {
-    attrs.get(name).and_then(Attribute::as_float).or_else(|| {
-        match opcode.def().attr_def(name)?.default {
-            memc_ir::ops::AttrDefault::Float(v) => Some(v),
-            _ => None,
-        }
-    })
+    opcode.def().float_attr(attrs, name)
 }

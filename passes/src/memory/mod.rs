@@ -1,0 +1,344 @@
+//! Memory planning on the IR: the stages of DESIGN.md, one module each, run in order by
+//! [`plan_function_with_scratch`].
+//!
+//! 1. [`bufferize`] (views): which bytes every value uses; views of other values
+//!    ([`memc_ir::ops::view_of`]) use their source's, weights and their views none.
+//! 2. [`schedule`]: the dependency graph and candidate orders (model order, greedy, exact
+//!    search for graphs of at most [`EXACT_LIMIT`] ops).
+//! 3. For each candidate, [`liveness`] (the step of every op, the last step reading each
+//!    value) and [`bufferize`] (one buffer per value with its live range and its view or
+//!    in-place constraint, plus scratch); the candidate with the lowest LOAD is kept (the
+//!    first on ties).
+//! 4. [`assign`]: offsets from the IR-independent planner core (`crate::plan`).
+//! 5. [`liveness`] again: the live-bytes profile of the plan and its peak step.
+//! 6. [`check`]: the independent validator re-checks the plan; a failure is a memc bug.
+//!
+//! # Policy
+//!
+//! - **Weights** (`memc.weight` results, and views of them) never live in the arena: the
+//!   runtime reads them from the memory-mapped model.
+//! - **Graph inputs** live in the arena from step 0 (the caller copies them in) until their last
+//!   use, so their bytes are reused after it.
+//! - **Graph outputs** live in the arena from the step that produces them to the end (the
+//!   caller copies them out after `func.return`).
+//! - **Views** (ops for which [`memc_ir::ops::view_of`] answers: Reshape, Squeeze, Unsqueeze,
+//!   Flatten, Identity, inference Dropout, Transpose that only moves size-1 dims, and Slice that
+//!   cuts one contiguous run of bytes) alias their source's bytes: no copy, no buffer.
+//! - **In-place**: an op with the `IN_PLACE` trait (the elementwise ops) whose result has
+//!   exactly the type of an operand that dies at the op may write over that operand's bytes.
+//!
+//! Step `0` holds the graph inputs; the op at position `i` of the schedule runs at step
+//! `i + 1`. A value is live on `[producer step, last reading step + 1)`.
+//!
+//! The schedule (a topological order of the function's ops) is chosen to lower the peak: the
+//! model's own order, a greedy order that runs the ready op that frees the most bytes, and,
+//! for graphs of at most [`EXACT_LIMIT`] ops, an exact search over orders; the one with the
+//! lowest LOAD is kept. Functions with regions (`onnx.If`) are not planned yet.
+//!
+//! # Scratch
+//!
+//! Code generation may ask for working memory per op ([`plan_function_with_scratch`]: a
+//! [`ScratchFn`] gives each op's scratch bytes, 0 for none; an im2col matrix for a
+//! convolution). Each such op gets one more buffer, live exactly over its step `[s, s + 1)`, so
+//! it conflicts with everything the op reads (live until at least `s + 1`) and writes (live from
+//! `s`) and with everything else live there, and its bytes are free again at the next step.
+//! Scratch counts in LOAD (so in the choice of schedule), in the exact scheduler's peak, in the
+//! offset assignment and in the live profile; the validator checks it like any buffer and that
+//! it lives one step (its rule 7). Kernels never allocate: the plan holds every byte a run uses.
+
+mod assign;
+mod bufferize;
+mod check;
+mod liveness;
+mod schedule;
+
+use crate::plan::{BufferSpec, PlanOptions};
+use bufferize::BufferInfo;
+use memc_ir::{Diagnostic, Function, Module, OpId, Opcode, TensorType, ValueId, WeightStore};
+use std::time::{Duration, Instant};
+
+/// Largest number of schedulable ops for which the exact schedule search runs.
+pub const EXACT_LIMIT: usize = 16;
+/// Alignment of every arena buffer (a cache line).
+pub const ALIGN: u64 = 64;
+
+/// What a buffer is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlannedKind {
+    /// A graph input, copied in before step 1.
+    Input,
+    /// An intermediate or output that owns its bytes.
+    Owned,
+    /// A view of another buffer (index into [`MemoryPlan::buffers`]).
+    View { base: usize, offset: u64 },
+    /// Written over the bytes of another buffer by an elementwise op.
+    InPlace { input: usize },
+}
+
+/// One buffer of a plan.
+#[derive(Clone, Debug)]
+pub struct PlannedBuffer {
+    /// The value's name in printed IR (`%12`, `%arg0`) and, for graph inputs and outputs, its
+    /// ONNX name.
+    pub name: String,
+    pub value: ValueId,
+    pub offset: u64,
+    pub size: u64,
+    pub start: u64,
+    pub end: u64,
+    /// The producing op (`onnx.MatMul "fc1/MatMul"`), or `input`.
+    pub producer: String,
+    pub kind: PlannedKind,
+    pub ty: TensorType,
+    pub is_output: bool,
+}
+
+/// The scratch bytes an op needs while it runs (0: none). Code generation provides it.
+pub type ScratchFn<'a> = dyn Fn(&Function, OpId) -> u64 + 'a;
+
+/// The working memory of one op: its bytes are the op's alone during its step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedScratch {
+    pub op: OpId,
+    /// `scratch(<the op's first result>)`.
+    pub name: String,
+    /// The op (`onnx.Conv "conv1"`).
+    pub producer: String,
+    pub offset: u64,
+    pub size: u64,
+    /// The op's step: the scratch is live on `[step, step + 1)`.
+    pub step: u64,
+}
+
+/// A validated memory plan for one function.
+#[derive(Clone, Debug)]
+pub struct MemoryPlan {
+    pub function: String,
+    pub arena_size: u64,
+    /// LOAD of the chosen schedule with views and in-place taken.
+    pub load: u64,
+    /// LOAD of the chosen schedule if every value owned its bytes.
+    pub load_without_sharing: u64,
+    /// LOAD of the model's own op order, with views and in-place.
+    pub load_model_order: u64,
+    pub schedule: Vec<OpId>,
+    /// Which heuristic gave the schedule.
+    pub schedule_name: &'static str,
+    pub buffers: Vec<PlannedBuffer>,
+    /// The scratch memory of the ops that asked for it, in schedule order.
+    pub scratch: Vec<PlannedScratch>,
+    /// The offset-assignment strategy that won.
+    pub strategy: &'static str,
+    pub plan_time: Duration,
+    /// The step with the most live bytes, and the buffers live there.
+    pub peak_step: u64,
+    /// Live bytes at each step (index = step).
+    pub live_bytes: Vec<u64>,
+}
+
+/// Plans the single function of `module` (every dim must be static), without scratch memory.
+pub fn plan_module(module: &Module, options: &PlanOptions) -> Result<MemoryPlan, Diagnostic> {
+    plan_module_with_scratch(module, options, &|_, _| 0)
+}
+
+/// Plans the single function of `module` with `scratch` bytes of working memory per op.
+pub fn plan_module_with_scratch(
+    module: &Module,
+    options: &PlanOptions,
+    scratch: &ScratchFn,
+) -> Result<MemoryPlan, Diagnostic> {
+    let mut funcs = module.functions();
+    let (_, func) = funcs
+        .next()
+        .ok_or_else(|| Diagnostic::error("the module has no function"))?;
+    let unbound = memc_ir::infer::unbound_symbols(module);
+    if !unbound.is_empty() {
+        let flags: Vec<String> = unbound.iter().map(|n| format!("--dim {n}=N")).collect();
+        return Err(Diagnostic::error(format!(
+            "cannot plan memory: the model has unbound symbolic dims: {}",
+            unbound.join(", ")
+        ))
+        .with_note(format!("bind every one, e.g. {}", flags.join(" "))));
+    }
+    plan_function_with_scratch(func, &module.weights, options, scratch)
+}
+
+/// Plans one function, without scratch memory.
+pub fn plan_function(
+    func: &Function,
+    weights: &WeightStore,
+    options: &PlanOptions,
+) -> Result<MemoryPlan, Diagnostic> {
+    plan_function_with_scratch(func, weights, options, &|_, _| 0)
+}
+
+/// Plans one function with `scratch` bytes of working memory per op (see the module doc).
+pub fn plan_function_with_scratch(
+    func: &Function,
+    weights: &WeightStore,
+    options: &PlanOptions,
+    scratch: &ScratchFn,
+) -> Result<MemoryPlan, Diagnostic> {
+    let started = Instant::now();
+    let (ops, ret) = schedulable_ops(func)?;
+    let root = bufferize::root_values(func, weights, &ops);
+    let graph = schedule::Graph::new(func, ops, ret, &root, scratch);
+    let mut best: Option<Candidate> = None;
+    let mut load_model_order = 0;
+    for (name, order) in schedule::candidates(func, &graph, &root) {
+        let steps = liveness::Steps::new(func, &graph, &order);
+        let (specs, infos) = bufferize::buffers_for(func, weights, &graph, &order, &root, &steps)?;
+        let load = assign::load(&specs)?;
+        if name == "model order" {
+            load_model_order = load;
+        }
+        if best.as_ref().is_none_or(|b| load < b.load) {
+            best = Some(Candidate {
+                load,
+                name,
+                order,
+                specs,
+                infos,
+            });
+        }
+    }
+    let chosen = best.ok_or_else(|| Diagnostic::error("no schedule"))?;
+    let assigned = assign::assign(&chosen.specs, &chosen.infos, options)?;
+    let schedule: Vec<OpId> = chosen.order.iter().map(|&i| graph.ops[i]).collect();
+    let n_steps = schedule.len() as u64 + 2;
+    let (live_bytes, peak_step) =
+        liveness::live_bytes(&assigned.buffers, &assigned.scratch, n_steps);
+    let memory_plan = MemoryPlan {
+        function: func.name().to_string(),
+        arena_size: assigned.arena_size,
+        load: assigned.load,
+        load_without_sharing: assigned.load_without_sharing,
+        load_model_order,
+        schedule,
+        schedule_name: chosen.name,
+        buffers: assigned.buffers,
+        scratch: assigned.scratch,
+        strategy: assigned.strategy,
+        plan_time: started.elapsed(),
+        peak_step,
+        live_bytes,
+    };
+    check::check(func, &memory_plan)?;
+    Ok(memory_plan)
+}
+
+/// The ops to schedule (in model order: every op of the entry block but weights, `memc.none`
+/// and the terminator) and the terminator, after checking that the function can be planned:
+/// no regions, and a static size for every arena value.
+fn schedulable_ops(func: &Function) -> Result<(Vec<OpId>, OpId), Diagnostic> {
+    let entry = func.entry_block();
+    let block_ops = func.layout().block_ops(entry).to_vec();
+    if block_ops.iter().any(|&op| !func.op(op).regions.is_empty()) {
+        return Err(Diagnostic::error(
+            "cannot plan memory: functions with regions (onnx.If) are not planned yet",
+        ));
+    }
+    let ret = *block_ops
+        .last()
+        .ok_or_else(|| Diagnostic::error("the function is empty"))?;
+    let ops: Vec<OpId> = block_ops
+        .iter()
+        .copied()
+        .filter(|&op| {
+            !matches!(
+                func.op(op).opcode,
+                Opcode::Weight | Opcode::None | Opcode::Return
+            )
+        })
+        .collect();
+    // Every arena value needs a static size.
+    for &arg in func.args() {
+        static_bytes(func, arg)?;
+    }
+    for &op in &ops {
+        for &r in &func.op(op).results {
+            static_bytes(func, r)?;
+        }
+    }
+    Ok((ops, ret))
+}
+
+/// A scored schedule: its LOAD, its name, the order, and its buffers.
+struct Candidate {
+    load: u64,
+    name: &'static str,
+    order: Vec<usize>,
+    specs: Vec<BufferSpec>,
+    infos: Vec<BufferInfo>,
+}
+
+/// A value's bytes, or an error naming the unbound dims.
+fn static_bytes(func: &Function, value: ValueId) -> Result<Option<u64>, Diagnostic> {
+    let Some(ty) = func.value_type(value).tensor() else {
+        return Ok(None);
+    };
+    match ty.static_byte_size() {
+        Some(n) => Ok(Some(n)),
+        None => {
+            let mut names: Vec<String> = ty
+                .dims
+                .iter()
+                .flat_map(|d| d.symbols())
+                .map(|s| s.to_string())
+                .collect();
+            names.sort();
+            names.dedup();
+            let what = if names.is_empty() {
+                "a dim of it has no name and could not be inferred".to_string()
+            } else {
+                let flags: Vec<String> = names.iter().map(|n| format!("--dim {n}=N")).collect();
+                format!("bind its dims: {}", flags.join(" "))
+            };
+            let producer = func
+                .defining_op(value)
+                .map_or("a graph input".to_string(), |op| {
+                    let data = func.op(op);
+                    data.loc
+                        .as_ref()
+                        .map_or(data.opcode.name().to_string(), |l| {
+                            format!("{} \"{l}\"", data.opcode.name())
+                        })
+                });
+            Err(Diagnostic::error(format!(
+                "cannot plan memory: the size of {} (from {producer}) is not known: {ty}",
+                value_name(func, value)
+            ))
+            .with_note(what))
+        }
+    }
+}
+
+fn value_name(func: &Function, value: ValueId) -> String {
+    if let Some(i) = func.args().iter().position(|&a| a == value) {
+        let onnx = func.arg_attrs(i).get("memc.name").and_then(|a| a.as_str());
+        return onnx.map_or(format!("%arg{i}"), |n| n.to_string());
+    }
+    match func
+        .defining_op(value)
+        .and_then(|op| func.op(op).loc.clone())
+    {
+        Some(loc) => {
+            let index = func.defining_op(value).map_or(0, |op| {
+                func.op(op)
+                    .results
+                    .iter()
+                    .position(|&r| r == value)
+                    .unwrap_or(0)
+            });
+            if func
+                .defining_op(value)
+                .is_some_and(|op| func.op(op).results.len() > 1)
+            {
+                format!("{loc}#{index}")
+            } else {
+                loc
+            }
+        }
+        None => format!("{value}"),
+    }
+}

@@ -14,7 +14,8 @@
 //! [`chains`] groups runs of elementwise ops into one kernel, run at the step of the chain's last
 //! op. A run `op_1, ..., op_n` (2 <= n <= the target's `max_fused_ops`) is fused only when all of these hold:
 //!
-//! 1. every `op_i` is an op [`emit`] computes, with one result, and lowers on its own;
+//! 1. every `op_i` is an op [`emit`] computes (one with the table's `ELEMENTWISE` trait), with
+//!    one result, and lowers on its own;
 //! 2. the ops are consecutive in `plan.schedule` (nothing else runs between them, so no other
 //!    op can write bytes the chain still reads);
 //! 3. the result of every `op_i` but the last is used only by `op_{i+1}` (all its uses, counted
@@ -96,10 +97,10 @@ fn finish_chain(chain: &mut Vec<OpId>, roles: &mut HashMap<OpId, ChainRole>) {
     chain.clear();
 }
 
-/// Condition 1: an op [`emit`] computes that lowers on its own.
+/// Condition 1: an op [`emit`] computes (the table's elementwise ops) that lowers on its own.
 fn fusable(ctx: &LowerCtx, op: OpId) -> bool {
     let data = ctx.op(op);
-    is_map_op(data.opcode)
+    data.opcode.def().is_elementwise()
         && data.results.len() == 1
         && ctx.result_used(op, 0)
         && !ctx.is_planned_view(op)
@@ -407,83 +408,6 @@ pub(super) fn constant_bits(ctx: &LowerCtx, op: OpId, index: usize) -> Option<Ve
     bytes.chunks_exact(width).map(decode).collect()
 }
 
-/// Whether [`emit`] computes `opcode`.
-fn is_map_op(opcode: Opcode) -> bool {
-    use Opcode as O;
-    matches!(
-        opcode,
-        O::Add
-            | O::Sub
-            | O::Mul
-            | O::Div
-            | O::Pow
-            | O::Min
-            | O::Max
-            | O::Sum
-            | O::Mean
-            | O::Equal
-            | O::Less
-            | O::LessOrEqual
-            | O::Greater
-            | O::GreaterOrEqual
-            | O::And
-            | O::Or
-            | O::Xor
-            | O::BitwiseAnd
-            | O::BitwiseOr
-            | O::BitwiseXor
-            | O::BitShift
-            | O::Mod
-            | O::Where
-            | O::Not
-            | O::BitwiseNot
-            | O::Neg
-            | O::Abs
-            | O::Sign
-            | O::IsNaN
-            | O::IsInf
-            | O::Sqrt
-            | O::Exp
-            | O::Log
-            | O::Reciprocal
-            | O::Floor
-            | O::Ceil
-            | O::Round
-            | O::Sin
-            | O::Cos
-            | O::Tan
-            | O::Asin
-            | O::Acos
-            | O::Atan
-            | O::Sinh
-            | O::Cosh
-            | O::Tanh
-            | O::Asinh
-            | O::Acosh
-            | O::Atanh
-            | O::Erf
-            | O::Relu
-            | O::LeakyRelu
-            | O::PRelu
-            | O::Elu
-            | O::Selu
-            | O::Celu
-            | O::ThresholdedRelu
-            | O::Sigmoid
-            | O::HardSigmoid
-            | O::HardSwish
-            | O::Softplus
-            | O::Softsign
-            | O::Mish
-            | O::Swish
-            | O::Gelu
-            | O::Shrink
-            | O::Clip
-            | O::Cast
-            | O::CastLike
-    )
-}
-
 /// [`emit`], checking that the value has the result's element type.
 fn emit_checked(
     ctx: &LowerCtx,
@@ -538,7 +462,7 @@ fn emit(
             Ok(b.cast(r, t))
         }
     };
-    let attr = |name: &str, default: f64| ctx.attr_float(op, name, default);
+    let attr = |name: &str| ctx.attr_float(op, name);
     Ok(match opcode {
         O::Add => binary(b, BinaryOp::Add)?,
         O::Sub => binary(b, BinaryOp::Sub)?,
@@ -580,7 +504,7 @@ fn emit(
         },
         O::Mod => {
             let y = arg(args, 1)?;
-            if ctx.attr_int(op, "fmod", 0) == 1 {
+            if ctx.attr_int(op, "fmod") == 1 {
                 b.binary(BinaryOp::Rem, x, y)
             } else if t.is_float() {
                 // The reference computes fmod for floats whatever `fmod` says, with NaN as 0.
@@ -601,8 +525,8 @@ fn emit(
         O::Sign => b.unary(UnaryOp::Sign, x),
         O::IsNaN => b.unary(UnaryOp::IsNan, x),
         O::IsInf => {
-            let negative = ctx.attr_int(op, "detect_negative", 1) != 0;
-            let positive = ctx.attr_int(op, "detect_positive", 1) != 0;
+            let negative = ctx.attr_int(op, "detect_negative") != 0;
+            let positive = ctx.attr_int(op, "detect_positive") != 0;
             match (negative, positive) {
                 (true, true) => {
                     let p = b.unary(UnaryOp::IsPosInf, x);
@@ -639,7 +563,7 @@ fn emit(
             b.binary(BinaryOp::Max, x, zero)
         }
         O::LeakyRelu => {
-            let alpha = b.constant(t, attr("alpha", 0.01));
+            let alpha = b.constant(t, attr("alpha"));
             let scaled = b.binary(BinaryOp::Mul, x, alpha);
             positive_or(b, x, scaled)
         }
@@ -649,15 +573,15 @@ fn emit(
             positive_or(b, x, scaled)
         }
         O::Elu => {
-            let alpha = b.constant(t, attr("alpha", 1.0));
+            let alpha = b.constant(t, attr("alpha"));
             let em1 = exp_minus_one(b, x);
             let negative = b.binary(BinaryOp::Mul, alpha, em1);
             positive_or(b, x, negative)
         }
         O::Selu => {
             // (x > 0 ? x : e^x * alpha - alpha) * gamma
-            let alpha = b.constant(t, attr("alpha", 1.673_263_192_176_818_8));
-            let gamma = b.constant(t, attr("gamma", 1.050_701_022_148_132_3));
+            let alpha = b.constant(t, attr("alpha"));
+            let gamma = b.constant(t, attr("gamma"));
             let e = b.unary(UnaryOp::Exp, x);
             let ea = b.binary(BinaryOp::Mul, e, alpha);
             let negative = b.binary(BinaryOp::Sub, ea, alpha);
@@ -666,7 +590,7 @@ fn emit(
         }
         O::Celu => {
             // max(0, x) + min(0, alpha * (e^(x / alpha) - 1))
-            let alpha = b.constant(t, attr("alpha", 1.0));
+            let alpha = b.constant(t, attr("alpha"));
             let zero = b.constant(t, 0.0);
             let scaled = b.binary(BinaryOp::Div, x, alpha);
             let em1 = exp_minus_one(b, scaled);
@@ -676,13 +600,13 @@ fn emit(
             b.binary(BinaryOp::Add, hi, lo)
         }
         O::ThresholdedRelu => {
-            let alpha = b.constant(t, attr("alpha", 1.0));
+            let alpha = b.constant(t, attr("alpha"));
             let zero = b.constant(t, 0.0);
             let above = b.binary(BinaryOp::Gt, x, alpha);
             b.select(above, x, zero)
         }
         O::Sigmoid => sigmoid(b, x),
-        O::HardSigmoid => hard_sigmoid(b, x, attr("alpha", 0.2), attr("beta", 0.5)),
+        O::HardSigmoid => hard_sigmoid(b, x, attr("alpha"), attr("beta")),
         O::HardSwish => {
             // x * HardSigmoid(x) with alpha = 1/6 (as an f32 attribute) and beta = 0.5.
             let hs = hard_sigmoid(b, x, f64::from(1.0f32 / 6.0), 0.5);
@@ -701,7 +625,7 @@ fn emit(
             b.binary(BinaryOp::Mul, x, th)
         }
         O::Swish => {
-            let alpha = b.constant(t, attr("alpha", 1.0));
+            let alpha = b.constant(t, attr("alpha"));
             let ax = b.binary(BinaryOp::Mul, alpha, x);
             let s = sigmoid(b, ax);
             b.binary(BinaryOp::Mul, x, s)
@@ -711,8 +635,8 @@ fn emit(
             // Integer inputs compute in f64 (numpy promotes `x + bias`), then truncate.
             let c = if t.is_float() { t } else { Scalar::F64 };
             let xc = b.cast(x, c);
-            let lambd = attr("lambd", 0.5);
-            let bias = b.constant(c, attr("bias", 0.0));
+            let lambd = attr("lambd");
+            let bias = b.constant(c, attr("bias"));
             let neg_lambd = b.constant(c, -lambd);
             let pos_lambd = b.constant(c, lambd);
             let zero = b.constant(c, 0.0);

@@ -45,7 +45,7 @@ pub use plan::{plan_op, plan_ops, OpPlan, OpPlans};
 
 use crate::kernel::{Kernel, Region, Scalar};
 use crate::program::{IoTensor, Program, Step, WeightSlot, WEIGHT_ALIGN};
-use memc_ir::ops::ShapeCtx;
+use memc_ir::ops::{OpCtx, ShapeCtx};
 use memc_ir::target::TargetInfo;
 use memc_ir::{
     Attribute, Diagnostic, ElemType, Function, OpData, OpId, Opcode, ValueId, WeightId, WeightStore,
@@ -240,12 +240,18 @@ impl<'a> LowerCtx<'a> {
             });
         }
         let Some(&buffer) = self.buffer_of.get(&value) else {
-            // A view op of a weight (Reshape of a constant the canonicalizer left) has no arena
-            // buffer: it is the weight's own bytes with another shape.
-            if let Some(base) = self.view_source(value) {
-                let base = self.tensor(base)?;
+            // A view of a weight (a Reshape of a constant the canonicalizer left, a Transpose of
+            // unit dims, a contiguous Slice) has no arena buffer: it is the weight's own bytes
+            // (from the view's offset on) with another shape.
+            if let Some(view) = self.view_source(value) {
+                let base = self.tensor(view.source)?;
                 if base.region == Region::Weights {
-                    return Ok(TensorRef { shape, ..base });
+                    return Ok(TensorRef {
+                        region: Region::Weights,
+                        byte_offset: base.byte_offset + view.byte_offset as i64,
+                        elem,
+                        shape,
+                    });
                 }
             }
             return Err(unsupported("a value has no planned buffer"));
@@ -316,20 +322,14 @@ impl<'a> LowerCtx<'a> {
                 .is_ok_and(|t| t.region == Region::Weights)
     }
 
-    /// The operand a value is a same-bytes view of, when its producer is such a view op.
-    fn view_source(&self, value: ValueId) -> Option<ValueId> {
+    /// The bytes `value` aliases, when its producer is a view ([`memc_ir::ops::view_of`], the
+    /// answer the planner also uses) and `value` is that op's result 0.
+    fn view_source(&self, value: ValueId) -> Option<memc_ir::ops::View> {
         let def = self.func.defining_op(value)?;
-        let data = self.func.op(def);
-        let is_view = matches!(
-            data.opcode,
-            Opcode::Reshape
-                | Opcode::Squeeze
-                | Opcode::Unsqueeze
-                | Opcode::Flatten
-                | Opcode::Identity
-                | Opcode::Dropout
-        );
-        (is_view && data.results.first() == Some(&value)).then(|| data.operands[0])
+        if self.func.op(def).results.first() != Some(&value) {
+            return None;
+        }
+        memc_ir::ops::view_of(self.func, self.weights, def)
     }
 
     /// Operand `index` of `op`, or `None` when it is absent (`memc.none` or past the end).
@@ -409,24 +409,46 @@ impl<'a> LowerCtx<'a> {
         self.func.op(op).attrs.get(name)
     }
 
-    pub fn attr_int(&self, op: OpId, name: &str, default: i64) -> i64 {
-        self.attr(op, name)
-            .and_then(Attribute::as_int)
-            .unwrap_or(default)
+    /// The table's reader of `op`'s attributes (they fall back to the declared defaults).
+    fn op_ctx(&self, op: OpId) -> OpCtx<'a> {
+        OpCtx {
+            func: self.func,
+            op,
+        }
     }
 
-    pub fn attr_float(&self, op: OpId, name: &str, default: f64) -> f64 {
-        self.attr(op, name)
-            .and_then(Attribute::as_float)
-            .unwrap_or(default)
+    /// An integer attribute of `op`, else the default the op table declares for it. Asking for
+    /// an attribute the table declares with no integer default (and the op lacks) is a memc bug
+    /// (see [`OpCtx::int_or_default`]).
+    pub fn attr_int(&self, op: OpId, name: &str) -> i64 {
+        self.op_ctx(op).int_or_default(name)
+    }
+
+    /// An integer attribute of `op`, else its declared default; `None` when it has neither
+    /// (an attribute whose default depends on the operands, such as Shape's `end`).
+    pub fn attr_int_opt(&self, op: OpId, name: &str) -> Option<i64> {
+        self.op_ctx(op).int_attr(name)
+    }
+
+    /// A float attribute of `op`, else the default the op table declares for it (a memc bug
+    /// when there is none: debug builds assert it; release builds read 0).
+    pub fn attr_float(&self, op: OpId, name: &str) -> f64 {
+        let value = self.op_ctx(op).float_attr(name);
+        debug_assert!(
+            value.is_some(),
+            "{} declares a float default for `{name}`",
+            self.func.op(op).opcode.name()
+        );
+        value.unwrap_or(0.0)
     }
 
     pub fn attr_ints(&self, op: OpId, name: &str) -> Option<Vec<i64>> {
         self.attr(op, name).and_then(Attribute::as_ints)
     }
 
+    /// A string attribute of `op`, else its declared default.
     pub fn attr_str(&self, op: OpId, name: &str) -> Option<&'a str> {
-        self.attr(op, name).and_then(Attribute::as_str)
+        self.op_ctx(op).str_attr(name)
     }
 
     /// Whether the planner made result 0 of `op` a view of another buffer (no kernel needed).

@@ -101,7 +101,7 @@ pub(super) fn concat(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let Some(out) = output(ctx, op, 0)? else {
         return Ok(Vec::new());
     };
-    let axis = norm_axis(ctx.attr_int(op, "axis", 0), out.rank())?;
+    let axis = norm_axis(ctx.attr_int(op, "axis"), out.rank())?;
     let out_strides = out.strides();
     let mut kernels = Vec::new();
     let mut at = 0i64;
@@ -125,7 +125,7 @@ pub(super) fn concat(ctx: &LowerCtx, op: OpId) -> LowerResult {
 /// already hold the sizes (from `split`, or `num_outputs` parts with a smaller last one).
 pub(super) fn split(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let input = ctx.input(op, 0)?;
-    let axis = norm_axis(ctx.attr_int(op, "axis", 0), input.rank())?;
+    let axis = norm_axis(ctx.attr_int(op, "axis"), input.rank())?;
     let own = input.strides();
     let mut kernels = Vec::new();
     let mut at = 0i64;
@@ -346,7 +346,7 @@ pub(super) fn depth_to_space(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let Some(out) = output(ctx, op, 0)? else {
         return Ok(Vec::new());
     };
-    let b = ctx.attr_int(op, "blocksize", 1);
+    let b = ctx.attr_int(op, "blocksize");
     let [n, c, h, w] = input.shape[..] else {
         return Err(unsupported("DepthToSpace needs a 4-d input"));
     };
@@ -376,7 +376,7 @@ pub(super) fn space_to_depth(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let Some(out) = output(ctx, op, 0)? else {
         return Ok(Vec::new());
     };
-    let b = ctx.attr_int(op, "blocksize", 1);
+    let b = ctx.attr_int(op, "blocksize");
     let [n, c, h, w] = input.shape[..] else {
         return Err(unsupported("SpaceToDepth needs a 4-d input"));
     };
@@ -408,7 +408,7 @@ pub(super) fn trilu(ctx: &LowerCtx, op: OpId) -> LowerResult {
     if rank < 2 {
         return Err(unsupported("Trilu needs rank 2 or more"));
     }
-    let upper = ctx.attr_int(op, "upper", 1) != 0;
+    let upper = ctx.attr_int(op, "upper") != 0;
     let mut views = vec![dense(&out), dense(&input)];
     let mut insts = Insts::new();
     let k = match ctx.operand(op, 1)? {
@@ -455,7 +455,7 @@ pub(super) fn eye_like(ctx: &LowerCtx, op: OpId) -> LowerResult {
     if out.rank() != 2 {
         return Err(unsupported("EyeLike needs a 2-d output"));
     }
-    let k = ctx.attr_int(op, "k", 0);
+    let k = ctx.attr_int(op, "k");
     let views = vec![dense(&out)];
     let mut insts = Insts::new();
     let i = insts.index(0);
@@ -585,8 +585,9 @@ pub(super) fn shape(ctx: &LowerCtx, op: OpId) -> LowerResult {
     };
     let r = input.rank() as i64;
     let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
-    let start = clamp(ctx.attr_int(op, "start", 0));
-    let end = clamp(ctx.attr_int(op, "end", r)).max(start);
+    // ONNX's defaults: from the first dim to the last (the end depends on the rank).
+    let start = clamp(ctx.attr_int_opt(op, "start").unwrap_or(0));
+    let end = clamp(ctx.attr_int_opt(op, "end").unwrap_or(r)).max(start);
     let dims: Vec<i64> = input.shape[start..end].iter().map(|&d| d as i64).collect();
     Ok(vec![write_i64s(ctx.kernel_name(op, 0), &out, &dims)])
 }

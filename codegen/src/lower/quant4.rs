@@ -31,14 +31,14 @@ fn param_index(
 ) -> Result<ParamIndex, LowerError> {
     let len: u64 = scale_shape.iter().product();
     let rank = x_shape.len();
-    let block = ctx.attr_int(op, "block_size", 0);
+    let block = ctx.attr_int(op, "block_size");
     if scale_shape.is_empty() || len == 1 && block == 0 {
         return Ok(ParamIndex {
             axes: Vec::new(),
             len: 1,
         });
     }
-    let axis = ctx.attr_int(op, "axis", 1);
+    let axis = ctx.attr_int(op, "axis");
     let axis = if axis < 0 { axis + rank as i64 } else { axis };
     if axis < 0 || axis as usize >= rank {
         return Err(unsupported(format!("axis {axis} is out of range")));

@@ -230,7 +230,7 @@ fn reduce_axes(
     let axes = axes.unwrap_or_default();
     if axes.is_empty() {
         return Ok(ReducedAxes::Known(
-            if ctx.attr_int(op, "noop_with_empty_axes", 0) != 0 {
+            if ctx.attr_int(op, "noop_with_empty_axes") != 0 {
                 Vec::new()
             } else {
                 (0..rank).collect()
@@ -255,7 +255,7 @@ fn axes_from_shapes(
 ) -> Result<ReducedAxes, LowerError> {
     let rank = x_shape.len();
     let mismatch = || unsupported("the result shape does not match the input (a memc bug)");
-    if ctx.attr_int(op, "keepdims", 1) != 0 {
+    if ctx.attr_int(op, "keepdims") != 0 {
         if y_shape.len() != rank {
             return Err(mismatch());
         }
@@ -536,10 +536,10 @@ pub(super) fn arg_reduce(ctx: &LowerCtx, op: OpId, max: bool) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let y = ctx.result(op, 0)?;
     check_elem(x.elem)?;
-    let axis = axis_of(ctx.attr_int(op, "axis", 0), x.rank())?;
+    let axis = axis_of(ctx.attr_int(op, "axis"), x.rank())?;
     let rows = Rows::new(&x.shape, &[axis])?;
     let views = vec![rows.row_view(&y), rows.view(&x, &x.shape)];
-    let last = ctx.attr_int(op, "select_last_index", 0) != 0;
+    let last = ctx.attr_int(op, "select_last_index") != 0;
     let reduce_op = if max {
         ReduceOp::ArgMax { last }
     } else {
@@ -569,7 +569,7 @@ pub(super) fn softmax(ctx: &LowerCtx, op: OpId, log: bool) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let y = ctx.result(op, 0)?;
     let t = compute_float(&[x.elem, y.elem])?;
-    let axis = axis_of(ctx.attr_int(op, "axis", -1), x.rank())?;
+    let axis = axis_of(ctx.attr_int(op, "axis"), x.rank())?;
     let rows = Rows::new(&x.shape, &[axis])?;
     let views = vec![rows.view(&y, &x.shape), rows.view(&x, &x.shape)];
     // Stage 0: the row's max.
@@ -664,7 +664,7 @@ pub(super) fn hardmax(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let y = ctx.result(op, 0)?;
     compute_float(&[x.elem, y.elem])?;
-    let axis = axis_of(ctx.attr_int(op, "axis", -1), x.rank())?;
+    let axis = axis_of(ctx.attr_int(op, "axis"), x.rank())?;
     let rows = Rows::new(&x.shape, &[axis])?;
     let views = vec![rows.view(&y, &x.shape), rows.view(&x, &x.shape)];
     let mut b = Insts::new();
@@ -727,8 +727,8 @@ pub(super) fn layer_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
     elems.extend(bias.as_ref().map(|b| b.elem));
     compute_float(&elems)?;
     let t = x.elem;
-    let axis = axis_of(ctx.attr_int(op, "axis", -1), x.rank())?;
-    let epsilon = ctx.attr_float(op, "epsilon", 1e-5);
+    let axis = axis_of(ctx.attr_int(op, "axis"), x.rank())?;
+    let epsilon = ctx.attr_float(op, "epsilon");
     let reduced: Vec<usize> = (axis..x.rank()).collect();
     let rows = Rows::new(&x.shape, &reduced)?;
     let n = rows.row_len() as f64;
@@ -810,8 +810,8 @@ pub(super) fn rms_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let y = ctx.result(op, 0)?;
     compute_float(&[x.elem, scale.elem, y.elem])?;
     let t = x.elem;
-    let axis = axis_of(ctx.attr_int(op, "axis", -1), x.rank())?;
-    let epsilon = ctx.attr_float(op, "epsilon", 1e-5);
+    let axis = axis_of(ctx.attr_int(op, "axis"), x.rank())?;
+    let epsilon = ctx.attr_float(op, "epsilon");
     let reduced: Vec<usize> = (axis..x.rank()).collect();
     let rows = Rows::new(&x.shape, &reduced)?;
     let n = rows.row_len() as f64;
@@ -885,8 +885,8 @@ pub(super) fn batch_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
             "BatchNormalization of an input of rank below 2",
         ));
     }
-    let epsilon = ctx.attr_float(op, "epsilon", 1e-5);
-    let training = ctx.attr_int(op, "training_mode", 0) != 0;
+    let epsilon = ctx.attr_float(op, "epsilon");
+    let training = ctx.attr_int(op, "training_mode") != 0;
     let rank = x.rank();
     if !training {
         if ctx.result_used(op, 1) || ctx.result_used(op, 2) {
@@ -913,7 +913,7 @@ pub(super) fn batch_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
         };
         return Ok(vec![rows.kernel(ctx.kernel_name(op, 0), views, vec![map])]);
     }
-    let momentum = ctx.attr_float(op, "momentum", 0.9);
+    let momentum = ctx.attr_float(op, "momentum");
     let reduced: Vec<usize> = (0..rank).filter(|&a| a != 1).collect();
     let rows = Rows::new(&x.shape, &reduced)?;
     let n = rows.row_len() as f64;
@@ -981,7 +981,7 @@ pub(super) fn instance_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
             "InstanceNormalization of an input of rank below 2",
         ));
     }
-    let epsilon = ctx.attr_float(op, "epsilon", 1e-5);
+    let epsilon = ctx.attr_float(op, "epsilon");
     let rank = x.rank();
     let reduced: Vec<usize> = (2..rank).collect();
     let rows = Rows::new(&x.shape, &reduced)?;
@@ -1016,8 +1016,8 @@ pub(super) fn lp_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let y = ctx.result(op, 0)?;
     let t = compute_float(&[x.elem, y.elem])?;
-    let axis = axis_of(ctx.attr_int(op, "axis", -1), x.rank())?;
-    let p = ctx.attr_int(op, "p", 2);
+    let axis = axis_of(ctx.attr_int(op, "axis"), x.rank())?;
+    let p = ctx.attr_int(op, "p");
     if p != 1 && p != 2 {
         return Err(unsupported(format!("LpNormalization with p = {p}")));
     }
@@ -1123,8 +1123,8 @@ pub(super) fn cumulative(ctx: &LowerCtx, op: OpId, fold: ReduceOp) -> LowerResul
             "rank {rank} (kernels loop over at most {MAX_AXES} axes)"
         )));
     }
-    let exclusive = ctx.attr_int(op, "exclusive", 0) != 0;
-    let reverse = ctx.attr_int(op, "reverse", 0) != 0;
+    let exclusive = ctx.attr_int(op, "exclusive") != 0;
+    let reverse = ctx.attr_int(op, "reverse") != 0;
     let cond = match (reverse, exclusive) {
         (false, false) => BinaryOp::Le,
         (false, true) => BinaryOp::Lt,

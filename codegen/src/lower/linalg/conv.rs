@@ -33,10 +33,12 @@ use crate::kernel::{
     BinaryOp, Contract, IndirectIndex, InstId, Kernel, KernelBody, MatView, ReduceOp, Scalar,
     Stage, View,
 };
+use memc_ir::ops::{AutoPad, OpCtx, WindowAttrs};
 use memc_ir::target::TargetInfo;
-use memc_ir::{Attribute, Function, OpId};
+use memc_ir::{Function, OpId};
 
-/// The window attributes of a convolution or pool, resolved against the actual sizes.
+/// The window of a convolution or pool, resolved against the actual sizes by the IR's one
+/// resolver ([`memc_ir::ops::Window`]), in the signed arithmetic kernels index with.
 #[derive(Clone, Debug)]
 pub(super) struct Window {
     pub kernel: Vec<i64>,
@@ -48,92 +50,27 @@ pub(super) struct Window {
     pub end: Vec<i64>,
 }
 
-/// A list attribute of `n` entries, `default` when absent.
-fn list(
-    ctx: &LowerCtx,
-    op: OpId,
-    name: &str,
-    n: usize,
-    default: i64,
-) -> Result<Vec<i64>, LowerError> {
-    list_of(ctx.func, op, name, n, default)
+/// `values` as `i64`s (window sizes past `i64::MAX` are unsupported).
+fn signed(values: &[u64]) -> Result<Vec<i64>, LowerError> {
+    values
+        .iter()
+        .map(|&v| {
+            i64::try_from(v).map_err(|_| unsupported("a window size does not fit in 64 bits"))
+        })
+        .collect()
 }
 
-fn list_of(
-    func: &Function,
-    op: OpId,
-    name: &str,
-    n: usize,
-    default: i64,
-) -> Result<Vec<i64>, LowerError> {
-    match func.op(op).attrs.get(name).and_then(Attribute::as_ints) {
-        None => Ok(vec![default; n]),
-        Some(v) if v.len() == n => Ok(v),
-        Some(v) => Err(unsupported(format!(
-            "`{name}` has {} entries for {n} spatial axes",
-            v.len()
-        ))),
-    }
-}
-
-/// The window of a sliding op (Conv, the pools) over `input` spatial sizes producing `output`
-/// ones: auto_pad `SAME_*` pads `(out - 1) * stride + extent - in` in total, the odd one at
-/// the end (upper) or the beginning (lower); `VALID` pads nothing.
-pub(super) fn window(
-    ctx: &LowerCtx,
-    op: OpId,
-    kernel: Vec<i64>,
-    input: &[u64],
-    output: &[u64],
-) -> Result<Window, LowerError> {
-    window_of(ctx.func, op, kernel, input, output)
-}
-
-fn window_of(
-    func: &Function,
-    op: OpId,
-    kernel: Vec<i64>,
-    input: &[u64],
-    output: &[u64],
-) -> Result<Window, LowerError> {
-    let n = kernel.len();
-    let strides = list_of(func, op, "strides", n, 1)?;
-    let dilations = list_of(func, op, "dilations", n, 1)?;
-    let auto_pad = func
-        .op(op)
-        .attrs
-        .get("auto_pad")
-        .and_then(Attribute::as_str);
-    let (begin, end) = match auto_pad.unwrap_or("NOTSET") {
-        "NOTSET" => {
-            let pads = list_of(func, op, "pads", 2 * n, 0)?;
-            (pads[..n].to_vec(), pads[n..].to_vec())
-        }
-        "VALID" => (vec![0; n], vec![0; n]),
-        mode @ ("SAME_UPPER" | "SAME_LOWER") => {
-            let mut begin = Vec::with_capacity(n);
-            let mut end = Vec::with_capacity(n);
-            for i in 0..n {
-                let extent = (kernel[i] - 1) * dilations[i] + 1;
-                let total = ((output[i] as i64 - 1) * strides[i] + extent - input[i] as i64).max(0);
-                let b = if mode == "SAME_UPPER" {
-                    total / 2
-                } else {
-                    total - total / 2
-                };
-                begin.push(b);
-                end.push(total - b);
-            }
-            (begin, end)
-        }
-        other => return Err(unsupported(format!("auto_pad `{other}`"))),
-    };
+/// The window of a sliding op (Conv, the pools) over `input` spatial sizes: its kernel
+/// (`kernel_shape`, else the weight's spatial dims), strides, dilations and the pads `auto_pad`
+/// implies, as `memc_ir::ops::Window::of` resolves them for shape inference too.
+pub(super) fn window(func: &Function, op: OpId, input: &[u64]) -> Result<Window, LowerError> {
+    let resolved = memc_ir::ops::Window::of(func, op, input).map_err(unsupported)?;
     Ok(Window {
-        kernel,
-        strides,
-        dilations,
-        begin,
-        end,
+        kernel: signed(&resolved.kernel)?,
+        strides: signed(&resolved.strides)?,
+        dilations: signed(&resolved.dilations)?,
+        begin: signed(&resolved.pad_begin)?,
+        end: signed(&resolved.pad_end)?,
     })
 }
 
@@ -264,21 +201,14 @@ pub fn plan(func: &Function, target: &TargetInfo, op: OpId) -> OpPlan {
         shape_of(data.operands.get(1)),
         shape_of(data.results.first()),
     );
-    let groups = data
-        .attrs
-        .get("group")
-        .and_then(Attribute::as_int)
-        .unwrap_or(1);
+    let groups = OpCtx { func, op }.int_or_default("group");
     let shape = match &shapes {
         (Some(x), Some(w), Some(out)) => conv_shape(x, w, out, u64::try_from(groups).unwrap_or(0)),
         _ => None,
     };
-    let window = match (&shape, &shapes.1) {
-        (Some(s), Some(w)) => {
-            let kernel: Vec<i64> = w[2..].iter().map(|&d| d as i64).collect();
-            window_of(func, op, kernel, &s.in_spatial, &s.out_spatial)
-        }
-        _ => Err(unsupported(
+    let window = match &shape {
+        Some(s) => window(func, op, &s.in_spatial),
+        None => Err(unsupported(
             "`group` must be positive and divide the channels",
         )),
     };
@@ -1080,7 +1010,7 @@ pub fn conv_transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
     }
     check_arith(out.elem)?;
     let n_spatial = x.rank() - 2;
-    let groups = u64::try_from(ctx.attr_int(op, "group", 1)).unwrap_or(0);
+    let groups = u64::try_from(ctx.attr_int(op, "group")).unwrap_or(0);
     if groups == 0 || x.shape[1] % groups != 0 {
         return Err(unsupported(
             "`group` must be positive and divide the channels",
@@ -1096,31 +1026,41 @@ pub fn conv_transpose(ctx: &LowerCtx, op: OpId) -> LowerResult {
         out_spatial: out.shape[2..].to_vec(),
     };
     let kernel = kernel_shape(ctx, op, &w)?;
-    let strides = list(ctx, op, "strides", n_spatial, 1)?;
-    let dilations = list(ctx, op, "dilations", n_spatial, 1)?;
-    let output_padding = list(ctx, op, "output_padding", n_spatial, 0)?;
-    let auto_pad = ctx.attr_str(op, "auto_pad").unwrap_or("NOTSET");
-    // The begin pads, as the reference derives them.
-    let begin: Vec<i64> = match (auto_pad, ctx.attr_ints(op, "pads")) {
-        ("SAME_UPPER" | "SAME_LOWER", None) => (0..n_spatial)
+    let attrs = WindowAttrs::of(&OpCtx { func: ctx.func, op }, n_spatial).map_err(unsupported)?;
+    let strides = signed(&attrs.strides)?;
+    let dilations = signed(&attrs.dilations)?;
+    let output_padding = match ctx.attr_ints(op, "output_padding") {
+        None => vec![0; n_spatial],
+        Some(v) if v.len() == n_spatial => v,
+        Some(v) => {
+            return Err(unsupported(format!(
+                "`output_padding` has {} entries for {n_spatial} spatial axes",
+                v.len()
+            )))
+        }
+    };
+    // The begin pads, as the reference derives them: `SAME_*` without `pads` derives them,
+    // otherwise the given begin pads (none with `VALID`).
+    let pads_given = ctx.attr(op, "pads").is_some();
+    let begin: Vec<i64> = match attrs.auto_pad {
+        AutoPad::SameUpper | AutoPad::SameLower if !pads_given => (0..n_spatial)
             .map(|i| {
                 let extent = (kernel[i] - 1) * dilations[i] + 1;
                 let total = strides[i] * (s.in_spatial[i] as i64 - 1) + output_padding[i] + extent
                     - s.out_spatial[i] as i64;
-                if auto_pad == "SAME_UPPER" {
+                if attrs.auto_pad == AutoPad::SameUpper {
                     total.div_euclid(2)
                 } else {
                     total - total.div_euclid(2)
                 }
             })
             .collect(),
-        ("VALID", _) | (_, None) => vec![0; n_spatial],
-        (_, Some(p)) if p.len() == 2 * n_spatial => p[..n_spatial].to_vec(),
-        _ => {
-            return Err(unsupported(
-                "`pads` does not have two entries per spatial axis",
-            ))
-        }
+        AutoPad::Valid => vec![0; n_spatial],
+        _ => signed(
+            &(0..n_spatial)
+                .map(|i| attrs.explicit_pads(i).0)
+                .collect::<Vec<u64>>(),
+        )?,
     };
     if use_taps(ctx.target, out.elem, &s) {
         let win = Window {

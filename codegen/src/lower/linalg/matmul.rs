@@ -261,11 +261,11 @@ pub fn gemm(ctx: &LowerCtx, op: OpId) -> LowerResult {
         return Ok(Vec::new());
     }
     check_arith(out.elem)?;
-    let alpha = ctx.attr_float(op, "alpha", 1.0);
-    let beta = ctx.attr_float(op, "beta", 1.0);
+    let alpha = ctx.attr_float(op, "alpha");
+    let beta = ctx.attr_float(op, "beta");
     let (trans_a, trans_b) = (
-        ctx.attr_int(op, "transA", 0) != 0,
-        ctx.attr_int(op, "transB", 0) != 0,
+        ctx.attr_int(op, "transA") != 0,
+        ctx.attr_int(op, "transB") != 0,
     );
     let (&[a0, a1], &[b0, b1]) = (&a.shape[..], &b.shape[..]) else {
         return Err(unsupported("Gemm needs 2-d A and B"));

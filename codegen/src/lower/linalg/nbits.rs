@@ -55,14 +55,14 @@ pub fn matmul_nbits(ctx: &LowerCtx, op: OpId, scratch_bytes: u64) -> LowerResult
             out.elem.name()
         )));
     }
-    let attr = |name: &str| u64::try_from(ctx.attr_int(op, name, 0)).ok();
+    let attr = |name: &str| u64::try_from(ctx.attr_int(op, name)).ok();
     let (k, n) = match (attr("K"), attr("N")) {
         (Some(k), Some(n)) if k > 0 && n > 0 => (k, n),
         _ => return Err(unsupported("K and N must be positive")),
     };
-    let trans_b = ctx.attr_int(op, "trans_b", 0) == 1;
+    let trans_b = ctx.attr_int(op, "trans_b") == 1;
     let axis =
-        memc_ir::ops::normalize_axis(ctx.attr_int(op, "axis", 1), 2).map_err(unsupported)? as u64;
+        memc_ir::ops::normalize_axis(ctx.attr_int(op, "axis"), 2).map_err(unsupported)? as u64;
     let block_size = attr("block_size").unwrap_or(0);
     let b_value = ctx.op(op).operands[1];
     let elem = ctx

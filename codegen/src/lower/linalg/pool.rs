@@ -10,7 +10,7 @@
 
 use super::super::build::{guard, Insts, TensorRef};
 use super::super::movement::common::{loop_kernel, IndexMath};
-use super::super::{unsupported, LowerCtx, LowerResult};
+use super::super::{LowerCtx, LowerResult};
 use super::conv::{window, Window};
 use super::matmul::check_arith;
 use crate::kernel::{BinaryOp, InstId, ReduceOp, Scalar, Stage, Store, View};
@@ -62,22 +62,6 @@ fn lowest(elem: Scalar) -> f64 {
     }
 }
 
-fn kernel_attr(
-    ctx: &LowerCtx,
-    op: OpId,
-    n_spatial: usize,
-) -> Result<Vec<i64>, super::super::LowerError> {
-    let k = ctx
-        .attr_ints(op, "kernel_shape")
-        .ok_or_else(|| unsupported("pooling needs `kernel_shape`"))?;
-    if k.len() != n_spatial {
-        return Err(unsupported(
-            "`kernel_shape` does not have one entry per spatial axis",
-        ));
-    }
-    Ok(k)
-}
-
 pub fn max_pool(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let out = ctx.result(op, 0)?;
@@ -86,13 +70,7 @@ pub fn max_pool(ctx: &LowerCtx, op: OpId) -> LowerResult {
     }
     check_arith(out.elem)?;
     let n_spatial = x.rank() - 2;
-    let win = window(
-        ctx,
-        op,
-        kernel_attr(ctx, op, n_spatial)?,
-        &x.shape[2..],
-        &out.shape[2..],
-    )?;
+    let win = window(ctx.func, op, &x.shape[2..])?;
     let mut views = vec![
         out_view(&out, n_spatial),
         pool_view(&x, &out.shape[2..], &win, lowest(x.elem)),
@@ -140,7 +118,7 @@ pub fn max_pool(ctx: &LowerCtx, op: OpId) -> LowerResult {
             j,
             &x,
             &win,
-            ctx.attr_int(op, "storage_order", 0) != 0,
+            ctx.attr_int(op, "storage_order") != 0,
         );
         stores.push(Store {
             view: 2,
@@ -214,14 +192,8 @@ pub fn average_pool(ctx: &LowerCtx, op: OpId) -> LowerResult {
     }
     check_arith(out.elem)?;
     let n_spatial = x.rank() - 2;
-    let win = window(
-        ctx,
-        op,
-        kernel_attr(ctx, op, n_spatial)?,
-        &x.shape[2..],
-        &out.shape[2..],
-    )?;
-    let include_pad = ctx.attr_int(op, "count_include_pad", 0) != 0;
+    let win = window(ctx.func, op, &x.shape[2..])?;
+    let include_pad = ctx.attr_int(op, "count_include_pad") != 0;
     let views = vec![
         out_view(&out, n_spatial),
         pool_view(&x, &out.shape[2..], &win, 0.0),

@@ -35,8 +35,8 @@ fn layout(
     if scale.numel() == 1 {
         return Ok(Layout::PerTensor);
     }
-    let axis = norm_axis(ctx.attr_int(op, "axis", 1), x.rank())?;
-    let block = ctx.attr_int(op, "block_size", 0);
+    let axis = norm_axis(ctx.attr_int(op, "axis"), x.rank())?;
+    let block = ctx.attr_int(op, "block_size");
     if block > 0 {
         if scale.rank() != x.rank() {
             return Err(unsupported("a blocked scale must have the input's rank"));

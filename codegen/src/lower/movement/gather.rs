@@ -17,7 +17,7 @@ pub fn gather(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let Some(out) = output(ctx, op, 0)? else {
         return Ok(Vec::new());
     };
-    let axis = norm_axis(ctx.attr_int(op, "axis", 0), data.rank())?;
+    let axis = norm_axis(ctx.attr_int(op, "axis"), data.rank())?;
     let q = indices.rank();
     let n_axes = out.rank();
     let own = data.strides();
@@ -60,7 +60,7 @@ pub fn gather_elements(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let Some(out) = output(ctx, op, 0)? else {
         return Ok(Vec::new());
     };
-    let axis = norm_axis(ctx.attr_int(op, "axis", 0), data.rank())?;
+    let axis = norm_axis(ctx.attr_int(op, "axis"), data.rank())?;
     let own = data.strides();
     let mut data_strides = own.clone();
     data_strides[axis] = 0;
@@ -96,7 +96,7 @@ pub fn gather_nd(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let Some(out) = output(ctx, op, 0)? else {
         return Ok(Vec::new());
     };
-    let b = usize::try_from(ctx.attr_int(op, "batch_dims", 0))
+    let b = usize::try_from(ctx.attr_int(op, "batch_dims"))
         .map_err(|_| unsupported("batch_dims is negative"))?;
     let q = indices.rank();
     let k = *indices

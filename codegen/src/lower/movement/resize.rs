@@ -96,10 +96,10 @@ pub fn resize(ctx: &LowerCtx, op: OpId) -> LowerResult {
             )))
         }
     };
-    let antialias = ctx.attr_int(op, "antialias", 0) != 0 && mode != Mode::Nearest;
-    let exclude_outside = ctx.attr_int(op, "exclude_outside", 0) != 0;
-    let cubic_a = ctx.attr_float(op, "cubic_coeff_a", -0.75);
-    let extrapolation = ctx.attr_float(op, "extrapolation_value", 0.0);
+    let antialias = ctx.attr_int(op, "antialias") != 0 && mode != Mode::Nearest;
+    let exclude_outside = ctx.attr_int(op, "exclude_outside") != 0;
+    let cubic_a = ctx.attr_float(op, "cubic_coeff_a");
+    let extrapolation = ctx.attr_float(op, "extrapolation_value");
     let axes: Vec<usize> = match ctx.attr_ints(op, "axes") {
         Some(a) if !a.is_empty() => a
             .iter()

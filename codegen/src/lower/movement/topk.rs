@@ -23,8 +23,8 @@ pub fn top_k(ctx: &LowerCtx, op: OpId) -> LowerResult {
         return Ok(Vec::new());
     };
     let indices = ctx.result(op, 1)?;
-    let axis = norm_axis(ctx.attr_int(op, "axis", -1), x.rank())?;
-    let largest = ctx.attr_int(op, "largest", 1) != 0;
+    let axis = norm_axis(ctx.attr_int(op, "axis"), x.rank())?;
+    let largest = ctx.attr_int(op, "largest") != 0;
     let k = values.shape[axis];
     if k > MAX_K {
         return Err(unsupported(format!("TopK with k = {k} (at most {MAX_K})")));

@@ -257,3 +257,105 @@ pub(super) fn lower_op(ctx: &LowerCtx, op: OpId, plan: Option<&OpPlan>) -> Lower
         Form::Unsupported(reason) => Err(unsupported(*reason)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::lower_function;
+    use crate::kernel::{KernelBody, Region};
+    use memc_ir::{Module, WeightBytes, WeightStore};
+
+    /// Parses `text`, gives the named weights their bytes, verifies it and plans its memory.
+    fn planned(
+        text: &str,
+        weights: &[(&str, Vec<u8>)],
+    ) -> (Module, memc_passes::memory::MemoryPlan) {
+        let mut module = memc_ir::parse_module(text).expect("the test's IR parses");
+        let mut store = WeightStore::new();
+        for (_, w) in module.weights.iter() {
+            let bytes = weights
+                .iter()
+                .find(|(name, _)| *name == w.name())
+                .map_or(WeightBytes::Absent, |(_, b)| {
+                    WeightBytes::Owned(b.clone().into())
+                });
+            store
+                .insert(w.name(), w.ty().clone(), bytes)
+                .expect("the test's weights are well-formed");
+        }
+        module.weights = store;
+        memc_ir::verify_module(&module).expect("the test's IR verifies");
+        let plan = memc_passes::memory::plan_module(&module, &Default::default())
+            .expect("the test's IR plans");
+        (module, plan)
+    }
+
+    fn i64s(values: &[i64]) -> Vec<u8> {
+        values.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+
+    /// The byte offsets of the weight views the one kernel of the `Add` step reads.
+    fn add_weight_reads(text: &str, weights: &[(&str, Vec<u8>)]) -> (Vec<i64>, u64) {
+        let (module, plan) = planned(text, weights);
+        let (_, func) = module.functions().next().expect("one function");
+        let program = lower_function(func, &module.weights, &plan)
+            .expect("a view of a weight lowers (it is the weight's bytes)");
+        let step = program
+            .steps
+            .iter()
+            .find(|s| s.op.starts_with("onnx.Add"))
+            .expect("the Add has a step");
+        let KernelBody::Loop(kernel) = &step.kernels[0].body else {
+            panic!("the Add is a loop kernel");
+        };
+        let reads = kernel
+            .views
+            .iter()
+            .filter(|v| v.region == Region::Weights)
+            .map(|v| v.byte_offset)
+            .collect();
+        let slot = program
+            .weights
+            .iter()
+            .find(|s| s.name == "w")
+            .expect("the weight has a slot")
+            .byte_offset;
+        (reads, slot)
+    }
+
+    #[test]
+    fn a_transpose_of_unit_dims_of_a_weight_reads_the_weight() {
+        let (reads, slot) = add_weight_reads(
+            r#"func.func @f(%x: tensor<4x1xf32>) -> tensor<4x1xf32> {
+  %w = "memc.weight"() {value = dense_resource<"w"> : tensor<1x4xf32>} : () -> tensor<1x4xf32>
+  %t = "onnx.Transpose"(%w) {perm = [1, 0]} : (tensor<1x4xf32>) -> tensor<4x1xf32>
+  %y = "onnx.Add"(%x, %t) : (tensor<4x1xf32>, tensor<4x1xf32>) -> tensor<4x1xf32>
+  return %y : tensor<4x1xf32>
+}"#,
+            &[("w", vec![0; 16])],
+        );
+        assert_eq!(reads, [slot as i64]);
+    }
+
+    #[test]
+    fn a_contiguous_slice_of_a_weight_reads_from_its_offset() {
+        let (reads, slot) = add_weight_reads(
+            r#"func.func @f(%x: tensor<2x2xf32>) -> tensor<2x2xf32> {
+  %w = "memc.weight"() {value = dense_resource<"w"> : tensor<4x2xf32>} : () -> tensor<4x2xf32>
+  %s = "memc.weight"() {value = dense_resource<"s"> : tensor<1xi64>} : () -> tensor<1xi64>
+  %e = "memc.weight"() {value = dense_resource<"e"> : tensor<1xi64>} : () -> tensor<1xi64>
+  %a = "memc.weight"() {value = dense_resource<"a"> : tensor<1xi64>} : () -> tensor<1xi64>
+  %v = "onnx.Slice"(%w, %s, %e, %a) : (tensor<4x2xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x2xf32>
+  %y = "onnx.Add"(%x, %v) : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+  return %y : tensor<2x2xf32>
+}"#,
+            &[
+                ("w", vec![0; 32]),
+                ("s", i64s(&[1])),
+                ("e", i64s(&[3])),
+                ("a", i64s(&[0])),
+            ],
+        );
+        // Rows 1 and 2 of a [4, 2] f32 weight start 8 bytes in.
+        assert_eq!(reads, [slot as i64 + 8]);
+    }
+}

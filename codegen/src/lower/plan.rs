@@ -37,7 +37,7 @@ pub(super) enum Form {
     /// The kernels of a family function.
     Kernels(LowerFn),
     /// A convolution, its im2col choice made.
-    Conv(linalg::ConvPlan),
+    Conv(Box<linalg::ConvPlan>),
     /// A low-bit product; it streams the weight, or uses the plan's scratch for its tiles.
     NBits,
     /// The target has no kernel for the op: why.

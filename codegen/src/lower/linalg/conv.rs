@@ -227,7 +227,7 @@ pub fn plan(func: &Function, target: &TargetInfo, op: OpId) -> OpPlan {
         window,
         im2col,
     };
-    OpPlan::with_scratch(Form::Conv(plan), bytes)
+    OpPlan::with_scratch(Form::Conv(Box::new(plan)), bytes)
 }
 
 /// Lowers a Conv in the form `plan` chose: im2col when the memory plan holds its scratch, else

@@ -5,8 +5,8 @@
 //! the same rows of `N`. Only f32 is supported (the `egraph` rules fuse nothing else).
 
 use super::super::{unsupported, LowerCtx, LowerError, LowerResult};
-use crate::kernel::{Kernel, KernelBody, MatView, Region, Scalar};
-use crate::nbits::{NBitsMatMul, PackSpec, PackedPart};
+use crate::kernel::{Kernel, KernelBody, MatView, NBitsMatMul, Region, Scalar};
+use crate::nbits::{PackSpec, PackedPart};
 use memc_ir::{ElemType, Function, OpId};
 
 /// The rows of the product `op` computes: `A`'s elements over `K`.

@@ -32,6 +32,10 @@ use std::ops::Range;
 use std::time::Duration;
 use thiserror::Error;
 
+/// Alignment of the arena's base address, which every backend gives (the kernels' widest
+/// vector and the plan's buffer alignment).
+pub const ARENA_ALIGN: usize = 64;
+
 /// Why a backend cannot compile or run a program.
 #[derive(Debug, Error)]
 pub enum BackendError {

@@ -5,11 +5,8 @@
 //! every byte starts zero; pages no run writes cost no memory (an anonymous mapping, backed on
 //! first touch); an arena the machine cannot map is an error, never an abort.
 
-use crate::backend::BackendError;
+use crate::backend::{BackendError, ARENA_ALIGN};
 use std::ptr::NonNull;
-
-/// Alignment of the arena's base address.
-pub const ARENA_ALIGN: usize = 64;
 
 /// A well-aligned type whose dangling pointer stands in for the base of an empty arena.
 #[repr(C, align(64))]

@@ -55,8 +55,6 @@ mod simd;
 mod vmath;
 
 #[cfg(feature = "cpu")]
-pub use arena::ARENA_ALIGN;
-#[cfg(feature = "cpu")]
 pub use backend::{CpuBackend, CpuRunner};
 #[cfg(feature = "cpu")]
 pub use error::CpuError;

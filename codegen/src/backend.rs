@@ -10,7 +10,7 @@
 //! 3. [`CompiledProgram::read_arena`] hands back the arena as host bytes, in which at least the
 //!    byte ranges asked for (the outputs) hold what the run wrote.
 //!
-//! The CPU backend ([`crate::cpu::CpuBackend`], feature `cpu`) keeps its arena in host memory,
+//! The CPU backend (`cpu::CpuBackend`, feature `cpu`) keeps its arena in host memory,
 //! so writing is a copy and reading returns the arena itself. A device backend (CUDA, a later
 //! issue) fits the same calls: its arena is one device allocation made in
 //! [`Backend::compile`], where it also uploads the weights section it is given;

@@ -5,7 +5,7 @@
 //! program still build, and [`crate::backend::backend_for`] answers that the CPU backend is
 //! not built.
 //!
-//! - [`CpuProgram`] (`program.rs`): compiles a list of validated kernels into one `JITModule`
+//! - `CpuProgram` (`program.rs`): compiles a list of validated kernels into one `JITModule`
 //!   and runs them one at a time over raw region pointers. Loop kernels become one function
 //!   each: `loops.rs` drives the rows and stages, `emitter.rs` emits a stage's scalar
 //!   instructions at one point (with `scalar.rs` for the operations and `func.rs` for the
@@ -14,8 +14,8 @@
 //!   Rust functions of `helpers.rs`. Contractions call the `gemm` crate (`contract.rs`);
 //!   low-bit products run hand-written Rust with std::arch AVX-512/AVX2 chosen at run time
 //!   (`nbits.rs`).
-//! - [`CpuBackend`] (`backend.rs`): the [`crate::backend::Backend`] the runtime uses: a
-//!   [`CpuProgram`] with its arena (`arena.rs`, an anonymous zero-filled mapping) and its
+//! - `CpuBackend` (`backend.rs`): the [`crate::backend::Backend`] the runtime uses: a
+//!   `CpuProgram` with its arena (`arena.rs`, an anonymous zero-filled mapping) and its
 //!   thread pool.
 //!
 //! Files import one way: `backend -> program -> {loops, contract, nbits}`,
@@ -23,7 +23,7 @@
 //! (`error.rs`) are imported by all and import nothing of the backend.
 //!
 //! Guarantees: compiling a validated kernel never panics; a kernel the backend cannot run (F16
-//! anywhere, arithmetic on bools) is an [`CpuError::Unsupported`] naming it. Running a
+//! anywhere, arithmetic on bools) is an `CpuError::Unsupported` naming it. Running a
 //! validated kernel touches only the bytes its validation bounded, and gives the same result
 //! whether its rows run on one thread or many.
 

@@ -10,6 +10,9 @@
 //! point of its index space (the inner axes; one point for `Once`), with accumulators held in
 //! SSA variables. Every extent, stride and offset is a compile-time constant.
 //!
+//! This file is the function-level half (entry block, row loop, each row's stages); the
+//! per-point half, shared with the SIMD forms of `simd.rs`, is `emitter.rs`.
+//!
 //! Guarantees: for a validated kernel the function reads and writes only addresses the
 //! validator bounded (guarded loads branch around the memory access; indirect indices are
 //! wrapped and clamped before use), and no emitted instruction traps.

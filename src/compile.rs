@@ -14,7 +14,6 @@
 //! ```
 //!
 //! Stages that exist run here and nowhere else; the CLI and library users call [`compile`].
-//! What is not built yet is said plainly by [`Emit::is_built`].
 
 use memc_ir::{Diagnostic, Module};
 use memc_passes::Pass;
@@ -30,14 +29,8 @@ pub enum Emit {
     Mlir,
     /// The buffer plan as JSON.
     PlanJson,
-    /// The plan file (code generation and the runtime's issues).
+    /// The plan file: the lowered kernels and the weights they read.
     Plan,
-}
-
-impl Emit {
-    pub fn is_built(self) -> bool {
-        matches!(self, Emit::Ir | Emit::Mlir | Emit::PlanJson)
-    }
 }
 
 /// Options of `memc compile`.

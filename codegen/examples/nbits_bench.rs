@@ -20,8 +20,9 @@
 mod bandwidth;
 
 use memc_codegen::cpu::CpuProgram;
+use memc_codegen::kernel::NBitsMatMul;
 use memc_codegen::kernel::{Kernel, KernelBody, MatView, Region, RegionSizes};
-use memc_codegen::nbits::{row_bytes, scratch_bytes, NBitsMatMul};
+use memc_codegen::nbits::{row_bytes, scratch_bytes};
 use std::time::Instant;
 
 const K: u64 = 4096;

@@ -1,8 +1,10 @@
 //! The kernel IR: loop nests over strided buffer views, the one form every supported op lowers
 //! to, so each backend implements a handful of primitives instead of every op.
 //!
-//! A [`Kernel`] is either a [`LoopKernel`] or a [`Contract`] (a batched matrix product, which a
-//! backend may hand to a GEMM library).
+//! A [`Kernel`] is a [`LoopKernel`], a [`Contract`] (a batched matrix product, which a
+//! backend may hand to a GEMM library) or an [`NBitsMatMul`] (a product with a low-bit weight
+//! packed in the layout [`crate::nbits`] defines; this module reads that layout, the `nbits`
+//! module never reads the kernel IR).
 //!
 //! # Loop kernels
 //!
@@ -47,6 +49,7 @@
 //! (indirect indices are clamped to `[0, limit)` at run time, so their range is known). Backends
 //! may assume a validated kernel; they never see one that reads or writes out of bounds.
 
+use crate::nbits;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -469,12 +472,201 @@ pub struct Contract {
     pub accumulate: bool,
 }
 
+/// `c[r, :] = a[r, :] x dequantize(b) (+ bias)` for every row `r` of `a`, `b` packed as the
+/// layout of [`crate::nbits`] says. All float data is f32.
+///
+/// Rows: `a` and `c` are [`MatView`]s over `batch` (outer) and `m` rows, each row `k` (for `a`)
+/// or `n` (for `c`) contiguous elements (`col_stride` must be 1). Row `r` of the product is
+/// batch index `r / m`, row `r % m`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NBitsMatMul {
+    pub batch: Vec<u64>,
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+    /// 4 or 8.
+    pub bits: u32,
+    /// Whether the quantized values are two's complement (int4, int8) or unsigned.
+    pub signed: bool,
+    /// The run of `K` sharing one scale and zero point (see the module doc); positive.
+    pub block: u64,
+    pub a: MatView,
+    pub c: MatView,
+    /// Byte offsets into the weights section.
+    pub b: u64,
+    pub scales: u64,
+    pub zero_points: Option<u64>,
+    /// `f32 [n]`, added to every row.
+    pub bias: Option<(Region, u64)>,
+    /// Arena byte offset of [`nbits::scratch_bytes`]`(rows)` bytes of scratch, for more than
+    /// [`nbits::SMALL_ROWS`] rows.
+    pub scratch: Option<u64>,
+}
+
+impl NBitsMatMul {
+    /// Rows of the product: the batch extents times `m`.
+    pub fn rows(&self) -> u64 {
+        self.batch.iter().product::<u64>().saturating_mul(self.m)
+    }
+
+    pub fn k_blocks(&self) -> u64 {
+        self.k.div_ceil(self.block.max(1))
+    }
+
+    /// Byte offset of row `r`'s first element in `view`, relative to the region base.
+    pub fn row_offset(&self, view: &MatView, r: u64) -> i64 {
+        let (mut b, i) = (r / self.m.max(1), r % self.m.max(1));
+        let mut offset = view.byte_offset + 4 * i as i64 * view.row_stride;
+        for (&extent, &stride) in self.batch.iter().zip(&view.batch_strides).rev() {
+            offset += 4 * (b % extent.max(1)) as i64 * stride;
+            b /= extent.max(1);
+        }
+        offset
+    }
+
+    /// The quantized value `(n, k)` as an integer, read from the packed bytes `b` (the `b` slot).
+    pub fn quantized(&self, b: &[u8], n: u64, k: u64) -> i32 {
+        nbits::packed_value(b, self.k, self.bits, self.signed, n, k)
+    }
+
+    /// The zero point of value `(n, k)` as an integer, read from the packed zero points
+    /// `zero_points` (the `zero_points` slot).
+    pub fn zero_point(&self, zero_points: &[u8], n: u64, k: u64) -> i32 {
+        nbits::packed_zero_point(zero_points, self.k_blocks(), self.signed, n, k / self.block)
+    }
+
+    /// Checks everything the backend relies on (see [`Kernel::validate`]).
+    pub fn validate(&self, name: &str, sizes: RegionSizes) -> Result<(), KernelError> {
+        let bad = |message: String| KernelError::Malformed {
+            kernel: name.to_string(),
+            message,
+        };
+        if !matches!(self.bits, 4 | 8) {
+            return Err(bad(format!(
+                "{} bits; only 4 and 8 are supported",
+                self.bits
+            )));
+        }
+        if self.block == 0 {
+            return Err(bad("the scale block is 0".into()));
+        }
+        if self.batch.len() > MAX_AXES {
+            return Err(bad("too many batch axes".into()));
+        }
+        let limit = i64::MAX as u64 / 16;
+        if [self.m, self.n, self.k]
+            .iter()
+            .chain(&self.batch)
+            .any(|&d| d > limit)
+            || self.rows() > limit
+            || self
+                .n
+                .checked_mul(nbits::row_bytes(self.k, self.bits))
+                .is_none_or(|b| b > limit)
+            || self
+                .n
+                .checked_mul(self.k_blocks())
+                .is_none_or(|b| b > limit)
+        {
+            return Err(bad("a dimension is too large".into()));
+        }
+        for (which, v) in [("a", &self.a), ("c", &self.c)] {
+            if v.batch_strides.len() != self.batch.len() {
+                return Err(bad(format!(
+                    "operand {which} does not have one stride per batch axis"
+                )));
+            }
+            if v.col_stride != 1 {
+                return Err(bad(format!("operand {which}'s rows are not contiguous")));
+            }
+            if v.byte_offset.rem_euclid(4) != 0 {
+                return Err(bad(format!("operand {which} is not 4-byte aligned")));
+            }
+        }
+        if self.c.region != Region::Arena {
+            return Err(bad("the result is in the read-only weights".into()));
+        }
+        let out_of_bounds = |view: &str, region: Region, lo: i128, hi: i128| {
+            let size = sizes.of(region);
+            if lo < 0 || hi > size as i128 {
+                Err(KernelError::OutOfBounds {
+                    kernel: name.to_string(),
+                    view: view.to_string(),
+                    lo,
+                    hi,
+                    size,
+                })
+            } else {
+                Ok(())
+            }
+        };
+        let rows = self.rows();
+        if rows > 0 && self.n > 0 {
+            // `c` is written even when k = 0 (zeros, or the bias).
+            for (which, v, cols) in [("a", &self.a, self.k), ("c", &self.c, self.n)] {
+                if cols == 0 {
+                    continue;
+                }
+                // `col_stride` is 1, checked above.
+                let (lo, hi) = v.byte_range(&self.batch, self.m, cols, 4);
+                out_of_bounds(which, v.region, lo, hi)?;
+            }
+            let weights = |which: &str, offset: u64, bytes: u64| {
+                out_of_bounds(
+                    which,
+                    Region::Weights,
+                    offset as i128,
+                    offset as i128 + bytes as i128,
+                )
+            };
+            weights("b", self.b, self.n * nbits::row_bytes(self.k, self.bits))?;
+            let params = self.n * self.k_blocks();
+            weights("scales", self.scales, 4 * params)?;
+            if self.scales % 4 != 0 {
+                return Err(bad("scales are not 4-byte aligned".into()));
+            }
+            // One byte per block: any offset will do.
+            if let Some(zp) = self.zero_points {
+                weights("zero_points", zp, params)?;
+            }
+            if let Some((region, offset)) = self.bias {
+                if offset % 4 != 0 {
+                    return Err(bad("the bias is not 4-byte aligned".into()));
+                }
+                out_of_bounds(
+                    "bias",
+                    region,
+                    offset as i128,
+                    offset as i128 + 4 * self.n as i128,
+                )?;
+            }
+        }
+        let scratch = nbits::scratch_bytes(rows);
+        match (self.scratch, scratch) {
+            (_, 0) => {}
+            (None, _) => return Err(bad(format!("{rows} rows need scratch memory"))),
+            (Some(offset), bytes) => {
+                if offset % 64 != 0 {
+                    return Err(bad("the scratch is not 64-byte aligned".into()));
+                }
+                out_of_bounds(
+                    "scratch",
+                    Region::Arena,
+                    offset as i128,
+                    offset as i128 + bytes as i128,
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum KernelBody {
     Loop(LoopKernel),
     Contract(Contract),
     /// A product with a packed low-bit weight (`memc.matmul_nbits`; see [`crate::nbits`]).
-    NBits(crate::nbits::NBitsMatMul),
+    NBits(NBitsMatMul),
 }
 
 /// One kernel, named for profiles and error messages (`"MatMul fc1/MatMul #0"`).

@@ -1,18 +1,33 @@
-//! memc-codegen: from planned IR to kernels.
+//! memc-codegen: from planned IR to kernels, and the backends that run them.
 //!
 //! - `kernel`: one small loop-level IR over strided buffer views (elementwise maps with
-//!   broadcasting, reductions, contractions, gathers, copies). Every supported op lowers to it
-//!   once, so both backends get every op by implementing the same few primitives; fused
-//!   elementwise chains become one kernel.
-//! - `cpu`: a Cranelift JIT backend (ISA from `cranelift_native`, `opt_level=speed`, 128-bit SIMD
-//!   with unrolled register tiles; contractions may call a GEMM crate where a side-by-side
-//!   benchmark says it is faster).
-//! - `ptx`: PTX text (`.version 7.8`, `.target sm_80`/`sm_90`), checked with `ptxas` when present.
+//!   broadcasting, reductions, contractions, gathers, copies, low-bit products). Every
+//!   supported op lowers to it once, so every backend gets every op by implementing the same
+//!   few primitives; fused elementwise chains become one kernel.
+//! - `nbits`: the packed layout of low-bit weights, its decoders and the packer the plan writer
+//!   streams weights through.
+//! - `program`: a lowered program (kernels per scheduled step, I/O tensors, weight slots).
+//! - `lower`: planned IR to a program.
+//! - `backend`: the seam between a program and a machine: the [`backend::Backend`] and
+//!   [`backend::CompiledProgram`] traits the runtime runs a plan through, and
+//!   [`backend::backend_for`], which picks one by [`Target`].
+//! - `cpu`: the Cranelift JIT backend (ISA from `cranelift_native`, `opt_level=speed`, 128-bit
+//!   SIMD; contractions call a GEMM crate). Its compiler and runner need the `cpu` cargo
+//!   feature (on by default, like naga's backends behind theirs), which brings in cranelift,
+//!   gemm and rayon; `cargo build -p memc-codegen --no-default-features` builds everything
+//!   else.
 //!
-//! Invariants it will keep: it reads IR that passed the verifier and the memory planner's
-//! validator, and either emits a kernel for every op or returns an error naming the op; it never
-//! panics on verified input. It depends on memc-ir and memc-passes only.
+//! A PTX backend for NVIDIA GPUs is a later issue; [`Target::Ptx`] names it, and
+//! [`backend::backend_for`] answers that it does not exist yet.
+//!
+//! Files import one way: `lower -> program -> kernel -> nbits`; `backend -> program`;
+//! `cpu -> {backend, kernel, nbits}`.
+//!
+//! Invariants: it reads IR that passed the verifier and the memory planner's validator, and
+//! either emits a kernel for every op or returns an error naming the op; it never panics on
+//! verified input. It depends on memc-ir and memc-passes only.
 
+pub mod backend;
 pub mod cpu;
 pub mod kernel;
 pub mod lower;
@@ -22,12 +37,12 @@ pub mod program;
 pub use kernel::{Kernel, KernelBody, KernelError, Scalar};
 pub use program::Program;
 
-/// The code generation targets memc plans for, as named on the command line (`--target`).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+/// The code generation targets memc knows, by the name a plan file records (`"cpu"`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Target {
-    /// The Cranelift CPU backend.
+    /// The Cranelift CPU backend (cargo feature `cpu`).
     Cpu,
-    /// PTX for NVIDIA GPUs.
+    /// PTX for NVIDIA GPUs (a later issue: no backend yet).
     Ptx,
 }
 
@@ -41,9 +56,14 @@ impl Target {
         }
     }
 
-    /// Whether this target's backend exists yet. Both arrive with later issues; the CLI uses
-    /// this to answer plainly instead of pretending.
-    pub fn is_built(self) -> bool {
-        matches!(self, Target::Cpu)
+    /// The target named `name` (as [`Target::name`] spells it), if memc knows it.
+    pub fn from_name(name: &str) -> Option<Target> {
+        Target::ALL.iter().copied().find(|t| t.name() == name)
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }

@@ -1,5 +1,6 @@
-//! Low-bit matrix products (`memc.matmul_nbits`): the packed weight layout, the kernel that
-//! reads it, and the packer that writes it.
+//! Low-bit matrix products (`memc.matmul_nbits`): the packed weight layout, its decoders, and
+//! the packer that writes it. The kernel that reads the layout is `kernel::NBitsMatMul`; this
+//! module never reads the kernel IR, so the kernel IR may depend on it and not the reverse.
 //!
 //! # The packed layout ("nbits v2")
 //!
@@ -14,12 +15,12 @@
 //!     high nibbles, in `k` order.
 //!   - 8 bits: value `k` is byte `k` of the row.
 //!   - The nibbles and bytes are the model's bit patterns, unchanged: two's complement when
-//!     [`NBitsMatMul::signed`]. Padding values are 0.
+//!     [`PackSpec::signed`]. Padding values are 0.
 //! - **`scales`**: `f32 [N, k_blocks]`, `k_blocks = ceil(K / block)`: the scale of value
 //!   `(n, k)` is `scales[n * k_blocks + k / block]`.
 //! - **`zero_points`** (absent when the model has none, meaning 0): `[N, k_blocks]` bytes, one
 //!   per block, indexed like `scales`: the zero point's integer value as a byte, two's
-//!   complement (an i8) when [`NBitsMatMul::signed`] (4-bit zero points sign-extended into the
+//!   complement (an i8) when [`PackSpec::signed`] (4-bit zero points sign-extended into the
 //!   byte), else unsigned (a u8). No alignment beyond the slot's is needed.
 //!
 //! `block` is the run of `K` that shares one scale: the model's `block_size` when it blocks
@@ -41,7 +42,6 @@
 //! (Version 1 held the zero points as f32, 24 bytes per 32 values. A plan written with it is
 //! rejected when loaded: its zero-point slots are not the size their spec now needs.)
 
-use crate::kernel::{KernelError, MatView, Region, RegionSizes};
 use serde::{Deserialize, Serialize};
 
 /// Values of `K` per packing group (16 bytes at 4 bits, 32 at 8).
@@ -55,207 +55,10 @@ pub fn row_bytes(k: u64, bits: u32) -> u64 {
     k.div_ceil(GROUP) * GROUP * u64::from(bits) / 8
 }
 
-/// Scratch bytes an [`NBitsMatMul`] with `rows` rows needs (the CPU target's policy).
+/// Scratch bytes a low-bit product (`kernel::NBitsMatMul`) with `rows` rows needs (the CPU
+/// target's policy).
 pub fn scratch_bytes(rows: u64) -> u64 {
     crate::cpu::target::target().nbits_scratch_bytes(rows)
-}
-
-/// `c[r, :] = a[r, :] x dequantize(b) (+ bias)` for every row `r` of `a`, `b` packed as the
-/// module doc says. All float data is f32.
-///
-/// Rows: `a` and `c` are [`MatView`]s over `batch` (outer) and `m` rows, each row `k` (for `a`)
-/// or `n` (for `c`) contiguous elements (`col_stride` must be 1). Row `r` of the product is
-/// batch index `r / m`, row `r % m`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct NBitsMatMul {
-    pub batch: Vec<u64>,
-    pub m: u64,
-    pub n: u64,
-    pub k: u64,
-    /// 4 or 8.
-    pub bits: u32,
-    /// Whether the quantized values are two's complement (int4, int8) or unsigned.
-    pub signed: bool,
-    /// The run of `K` sharing one scale and zero point (see the module doc); positive.
-    pub block: u64,
-    pub a: MatView,
-    pub c: MatView,
-    /// Byte offsets into the weights section.
-    pub b: u64,
-    pub scales: u64,
-    pub zero_points: Option<u64>,
-    /// `f32 [n]`, added to every row.
-    pub bias: Option<(Region, u64)>,
-    /// Arena byte offset of [`scratch_bytes`]`(rows)` bytes of scratch, for more than
-    /// [`SMALL_ROWS`] rows.
-    pub scratch: Option<u64>,
-}
-
-impl NBitsMatMul {
-    /// Rows of the product: the batch extents times `m`.
-    pub fn rows(&self) -> u64 {
-        self.batch.iter().product::<u64>().saturating_mul(self.m)
-    }
-
-    pub fn k_blocks(&self) -> u64 {
-        self.k.div_ceil(self.block.max(1))
-    }
-
-    /// Byte offset of row `r`'s first element in `view`, relative to the region base.
-    pub fn row_offset(&self, view: &MatView, r: u64) -> i64 {
-        let (mut b, i) = (r / self.m.max(1), r % self.m.max(1));
-        let mut offset = view.byte_offset + 4 * i as i64 * view.row_stride;
-        for (&extent, &stride) in self.batch.iter().zip(&view.batch_strides).rev() {
-            offset += 4 * (b % extent.max(1)) as i64 * stride;
-            b /= extent.max(1);
-        }
-        offset
-    }
-
-    /// The quantized value `(n, k)` as an integer, read from the packed bytes `b` (the `b` slot).
-    pub fn quantized(&self, b: &[u8], n: u64, k: u64) -> i32 {
-        let row = (n * row_bytes(self.k, self.bits)) as usize;
-        let bits = if self.bits == 4 {
-            let within = k % GROUP;
-            let byte = b[row + (k / GROUP * 16 + within % 16) as usize];
-            (byte >> (4 * (within / 16))) & 0xF
-        } else {
-            b[row + k as usize]
-        };
-        integer(bits, self.bits, self.signed)
-    }
-
-    /// The zero point of value `(n, k)` as an integer, read from the packed zero points
-    /// `zero_points` (the `zero_points` slot).
-    pub fn zero_point(&self, zero_points: &[u8], n: u64, k: u64) -> i32 {
-        let byte = zero_points[(n * self.k_blocks() + k / self.block) as usize];
-        integer(byte, 8, self.signed)
-    }
-
-    /// Checks everything the backend relies on (see [`crate::kernel::Kernel::validate`]).
-    pub fn validate(&self, name: &str, sizes: RegionSizes) -> Result<(), KernelError> {
-        let bad = |message: String| KernelError::Malformed {
-            kernel: name.to_string(),
-            message,
-        };
-        if !matches!(self.bits, 4 | 8) {
-            return Err(bad(format!(
-                "{} bits; only 4 and 8 are supported",
-                self.bits
-            )));
-        }
-        if self.block == 0 {
-            return Err(bad("the scale block is 0".into()));
-        }
-        if self.batch.len() > crate::kernel::MAX_AXES {
-            return Err(bad("too many batch axes".into()));
-        }
-        let limit = i64::MAX as u64 / 16;
-        if [self.m, self.n, self.k]
-            .iter()
-            .chain(&self.batch)
-            .any(|&d| d > limit)
-            || self.rows() > limit
-            || self
-                .n
-                .checked_mul(row_bytes(self.k, self.bits))
-                .is_none_or(|b| b > limit)
-            || self
-                .n
-                .checked_mul(self.k_blocks())
-                .is_none_or(|b| b > limit)
-        {
-            return Err(bad("a dimension is too large".into()));
-        }
-        for (which, v) in [("a", &self.a), ("c", &self.c)] {
-            if v.batch_strides.len() != self.batch.len() {
-                return Err(bad(format!(
-                    "operand {which} does not have one stride per batch axis"
-                )));
-            }
-            if v.col_stride != 1 {
-                return Err(bad(format!("operand {which}'s rows are not contiguous")));
-            }
-            if v.byte_offset.rem_euclid(4) != 0 {
-                return Err(bad(format!("operand {which} is not 4-byte aligned")));
-            }
-        }
-        if self.c.region != Region::Arena {
-            return Err(bad("the result is in the read-only weights".into()));
-        }
-        let out_of_bounds = |view: &str, region: Region, lo: i128, hi: i128| {
-            let size = sizes.of(region);
-            if lo < 0 || hi > size as i128 {
-                Err(KernelError::OutOfBounds {
-                    kernel: name.to_string(),
-                    view: view.to_string(),
-                    lo,
-                    hi,
-                    size,
-                })
-            } else {
-                Ok(())
-            }
-        };
-        let rows = self.rows();
-        if rows > 0 && self.n > 0 {
-            // `c` is written even when k = 0 (zeros, or the bias).
-            for (which, v, cols) in [("a", &self.a, self.k), ("c", &self.c, self.n)] {
-                if cols == 0 {
-                    continue;
-                }
-                // `col_stride` is 1, checked above.
-                let (lo, hi) = v.byte_range(&self.batch, self.m, cols, 4);
-                out_of_bounds(which, v.region, lo, hi)?;
-            }
-            let weights = |which: &str, offset: u64, bytes: u64| {
-                out_of_bounds(
-                    which,
-                    Region::Weights,
-                    offset as i128,
-                    offset as i128 + bytes as i128,
-                )
-            };
-            weights("b", self.b, self.n * row_bytes(self.k, self.bits))?;
-            let params = self.n * self.k_blocks();
-            weights("scales", self.scales, 4 * params)?;
-            if self.scales % 4 != 0 {
-                return Err(bad("scales are not 4-byte aligned".into()));
-            }
-            // One byte per block: any offset will do.
-            if let Some(zp) = self.zero_points {
-                weights("zero_points", zp, params)?;
-            }
-            if let Some((region, offset)) = self.bias {
-                if offset % 4 != 0 {
-                    return Err(bad("the bias is not 4-byte aligned".into()));
-                }
-                out_of_bounds(
-                    "bias",
-                    region,
-                    offset as i128,
-                    offset as i128 + 4 * self.n as i128,
-                )?;
-            }
-        }
-        let scratch = scratch_bytes(rows);
-        match (self.scratch, scratch) {
-            (_, 0) => {}
-            (None, _) => return Err(bad(format!("{rows} rows need scratch memory"))),
-            (Some(offset), bytes) => {
-                if offset % 64 != 0 {
-                    return Err(bad("the scratch is not 64-byte aligned".into()));
-                }
-                out_of_bounds(
-                    "scratch",
-                    Region::Arena,
-                    offset as i128,
-                    offset as i128 + bytes as i128,
-                )?;
-            }
-        }
-        Ok(())
-    }
 }
 
 /// Which slot of the packed layout a [`PackSpec`] writes.
@@ -296,7 +99,7 @@ pub struct PackSpec {
     pub block_size: u64,
     /// One scale for the whole weight.
     pub per_tensor: bool,
-    /// The run of `K` sharing a scale ([`NBitsMatMul::block`]).
+    /// The run of `K` sharing a scale (`block` of the kernel, `kernel::NBitsMatMul`).
     pub block: u64,
 }
 
@@ -424,6 +227,32 @@ fn raw(bytes: &[u8], bits: u32, index: u64) -> u8 {
     } else {
         bytes[index as usize]
     }
+}
+
+/// The quantized value `(n, k)` of a packed `b` slot (`K = k_len` values of `bits` bits per
+/// column) as an integer.
+pub fn packed_value(b: &[u8], k_len: u64, bits: u32, signed: bool, n: u64, k: u64) -> i32 {
+    let row = (n * row_bytes(k_len, bits)) as usize;
+    let pattern = if bits == 4 {
+        let within = k % GROUP;
+        let byte = b[row + (k / GROUP * 16 + within % 16) as usize];
+        (byte >> (4 * (within / 16))) & 0xF
+    } else {
+        b[row + k as usize]
+    };
+    integer(pattern, bits, signed)
+}
+
+/// The zero point of scale block `k_block` of column `n` of a packed `zero_points` slot
+/// (`k_blocks` blocks per column) as an integer.
+pub fn packed_zero_point(
+    zero_points: &[u8],
+    k_blocks: u64,
+    signed: bool,
+    n: u64,
+    k_block: u64,
+) -> i32 {
+    integer(zero_points[(n * k_blocks + k_block) as usize], 8, signed)
 }
 
 /// A raw bit pattern as the integer it stands for.
@@ -557,7 +386,8 @@ mod tests {
     use super::*;
 
     /// Packs a random weight of every supported form and reads every value back through the
-    /// kernel's decoder, and every scale and zero point through the kernel's indexing.
+    /// layout's decoders (which `kernel::NBitsMatMul::quantized` and `zero_point` call), and
+    /// every scale and zero point through the kernels' indexing.
     #[test]
     fn packed_values_and_params_read_back_as_dequantize_linear_indexes_them() {
         let mut seed = 7u64;
@@ -629,34 +459,6 @@ mod tests {
                 assert_eq!(bytes.len() as u64, spec.byte_size());
                 slots.push(bytes);
             }
-            let kernel = NBitsMatMul {
-                batch: vec![],
-                m: 1,
-                n,
-                k,
-                bits,
-                signed,
-                block,
-                a: MatView {
-                    region: Region::Arena,
-                    byte_offset: 0,
-                    batch_strides: vec![],
-                    row_stride: k as i64,
-                    col_stride: 1,
-                },
-                c: MatView {
-                    region: Region::Arena,
-                    byte_offset: 0,
-                    batch_strides: vec![],
-                    row_stride: n as i64,
-                    col_stride: 1,
-                },
-                b: 0,
-                scales: 0,
-                zero_points: None,
-                bias: None,
-                scratch: None,
-            };
             let f32_at = |bytes: &[u8], i: u64| {
                 f32::from_le_bytes(bytes[4 * i as usize..][..4].try_into().unwrap())
             };
@@ -665,7 +467,7 @@ mod tests {
                     let stored = if trans_b { nn * k + kk } else { kk * n + nn };
                     let want = integer(raw(&b, bits, stored), bits, signed);
                     assert_eq!(
-                        kernel.quantized(&slots[0], nn, kk),
+                        packed_value(&slots[0], k, bits, signed, nn, kk),
                         want,
                         "{spec:?} ({nn}, {kk})"
                     );
@@ -680,7 +482,9 @@ mod tests {
                         zp_byte as i32
                     };
                     assert_eq!(zp_got, zp_want, "{spec:?} ({nn}, {kk})");
-                    assert_eq!(kernel.zero_point(&slots[2], nn, kk), zp_want);
+                    let zp_read =
+                        packed_zero_point(&slots[2], spec.k_blocks(), signed, nn, kk / block);
+                    assert_eq!(zp_read, zp_want);
                 }
             }
         }

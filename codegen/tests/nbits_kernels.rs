@@ -10,8 +10,9 @@
 //! the variable set, so the AVX2 and scalar paths are checked on an AVX-512 machine too.
 
 use memc_codegen::cpu::CpuProgram;
+use memc_codegen::kernel::NBitsMatMul;
 use memc_codegen::kernel::{Kernel, KernelBody, MatView, Region, RegionSizes};
-use memc_codegen::nbits::{row_bytes, scratch_bytes, NBitsMatMul};
+use memc_codegen::nbits::{row_bytes, scratch_bytes};
 
 // ---------------------------------------------------------------------------------------------
 // Buffers, packing, the reference.

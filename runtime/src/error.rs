@@ -88,7 +88,11 @@ pub enum RuntimeError {
     #[error("weight slots `{first}` and `{second}` overlap in the weights section")]
     WeightOverlap { first: String, second: String },
     #[error("cannot compile the plan's kernels: {0}")]
-    Jit(#[from] memc_codegen::cpu::CpuError),
+    Jit(memc_codegen::backend::BackendError),
+    /// The plan's target has no backend in this build (or at all), or the backend refused a
+    /// copy or a run.
+    #[error(transparent)]
+    Backend(memc_codegen::backend::BackendError),
     #[error("cannot allocate the arena of {bytes} bytes")]
     Arena { bytes: u64 },
     #[error("cannot start the thread pool: {0}")]
@@ -133,6 +137,22 @@ pub enum RuntimeError {
     /// A `.npy` file memc cannot read, or a tensor it cannot write as one.
     #[error("`{}`: {message}", path.display())]
     Npy { path: PathBuf, message: String },
+}
+
+impl From<memc_codegen::backend::BackendError> for RuntimeError {
+    /// Sorts a backend's error into the runtime's: a kernel that does not compile is
+    /// [`RuntimeError::Jit`], the arena and the workers keep their own variants, and the rest
+    /// (no backend, a refused copy) is [`RuntimeError::Backend`].
+    fn from(error: memc_codegen::backend::BackendError) -> RuntimeError {
+        use memc_codegen::backend::BackendError;
+        match error {
+            BackendError::Arena { bytes } => RuntimeError::Arena { bytes },
+            BackendError::ThreadPool(message) => RuntimeError::ThreadPool(message),
+            #[cfg(feature = "cpu")]
+            error @ BackendError::Cpu(_) => RuntimeError::Jit(error),
+            error => RuntimeError::Backend(error),
+        }
+    }
 }
 
 impl RuntimeError {

@@ -6,13 +6,18 @@
 //!   that is memory-mapped and used in place. [`plan::write_plan`] streams weights from the
 //!   model's map; [`plan::PlanFile::open`] treats the file as untrusted and reports a
 //!   corrupted, truncated or wrong-version file as an error.
-//! - [`session`]: the CPU executor: one arena of the planned size, the kernels JIT-compiled
-//!   at load, run in schedule order on a thread pool.
+//! - [`session`]: the executor: it picks the backend for the plan's target
+//!   ([`memc_codegen::backend`]; the CPU, behind the `cpu` cargo feature, on by default), which
+//!   compiles the kernels at load and owns the arena of the planned size; a run copies the
+//!   inputs in, runs every step in schedule order and reads the outputs out through it.
 //! - [`tensor`]: the tensors a session takes and returns; [`npy`]: reading and writing them as
 //!   NumPy `.npy` files.
 //! - [`error`]: [`RuntimeError`], every expected failure, with the file it is about.
 //!
-//! A GPU executor (through cudarc, loaded dynamically) is not built yet.
+//! A GPU backend (through cudarc, loaded dynamically) is a later issue; it plugs in behind the
+//! same [`memc_codegen::backend::CompiledProgram`] calls. Built without the `cpu` feature,
+//! plan files are still read and written, and loading one to run it is an error ("memc was
+//! built without the cpu backend").
 //!
 //! Invariants: a session never allocates per-op memory beyond the planned arena, never copies
 //! weights out of their map, and every plan file is untrusted input: nothing in it is used

@@ -1,25 +1,29 @@
-//! Executing a plan on the CPU: a [`Session`] loads a plan file once and runs it many times.
+//! Executing a plan: a [`Session`] loads a plan file once and runs it many times.
 //!
-//! Loading opens and checks the plan ([`PlanFile::open`]), compiles every kernel with the
-//! Cranelift backend, allocates the one arena the plan was sized for (an anonymous mapping, zero-filled,
-//! so pages no kernel touches cost no memory), and starts a thread pool. A run copies the
-//! inputs to their arena offsets, runs every kernel of every step in schedule order, and reads
-//! the outputs from the arena (or, for constant outputs, from the mapped weights).
+//! Loading opens and checks the plan ([`PlanFile::open`]), picks the backend for the plan's
+//! target ([`memc_codegen::backend::backend_for`]; the CPU is the only one, behind the `cpu`
+//! cargo feature) and has it compile every kernel, allocate the one arena the plan was sized
+//! for and start its workers. A run copies the inputs to their arena offsets through the
+//! backend, runs every kernel of every step in schedule order, and reads the outputs from the
+//! arena (or, for constant outputs, from the mapped weights). The session itself never touches
+//! kernels or the arena's memory: every backend, host or device, is driven the same way.
 //!
 //! Guarantees: a session allocates nothing per op or per run beyond the returned outputs (none
 //! with [`Session::run_in_place`]); the weights are read where the plan file is mapped, never
-//! copied; inputs are checked by name, element type and shape before anything is written.
+//! copied (by the CPU backend); inputs are checked by name, element type and shape before
+//! anything is written; a build without the plan's backend answers with an error, never a
+//! panic.
 
 use crate::error::{Result, RuntimeError};
 use crate::plan::PlanFile;
 use crate::tensor::{signature, Tensor, TensorRef};
-use memc_codegen::cpu::CpuProgram;
+use memc_codegen::backend::{backend_for, BackendError, BackendOptions, CompiledProgram};
 use memc_codegen::kernel::Region;
 use memc_codegen::program::IoTensor;
-use memc_codegen::{Kernel, Program};
+use memc_codegen::{Program, Target};
 use std::num::NonZeroUsize;
+use std::ops::Range;
 use std::path::Path;
-use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
 /// How to load a session.
@@ -31,76 +35,14 @@ pub struct SessionOptions {
     pub verify_weights: bool,
 }
 
-/// Alignment of the arena's base address.
-pub const ARENA_ALIGN: usize = 64;
-
-/// A well-aligned type whose dangling pointer stands in for the base of an empty arena.
-#[repr(C, align(64))]
-struct Aligned([u8; ARENA_ALIGN]);
-
-/// The one block of memory every intermediate, input and output lives in while a plan runs.
-struct Arena {
-    /// An anonymous private mapping: page-aligned, zero-filled, and backed by memory only where
-    /// a run writes (the kernel maps a zero page on first touch). `None` when empty.
-    map: Option<memmap2::MmapMut>,
-    /// The planned size (the mapping rounds up to whole pages).
-    len: usize,
-}
-
-impl Arena {
-    fn new(bytes: u64) -> Result<Arena> {
-        if bytes == 0 {
-            return Ok(Arena { map: None, len: 0 });
-        }
-        let len = usize::try_from(bytes).map_err(|_| RuntimeError::Arena { bytes })?;
-        // Not `alloc_zeroed`: for alignments above 16 the system allocator zeroes with memset,
-        // which makes every arena page resident at load instead of at its first write.
-        let map = memmap2::MmapMut::map_anon(len).map_err(|_| RuntimeError::Arena { bytes })?;
-        Ok(Arena {
-            map: Some(map),
-            len,
-        })
-    }
-
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn ptr(&mut self) -> *mut u8 {
-        match &mut self.map {
-            Some(map) => map.as_mut_ptr(),
-            None => NonNull::<Aligned>::dangling().cast().as_ptr(),
-        }
-    }
-
-    fn bytes(&self) -> &[u8] {
-        match &self.map {
-            Some(map) => &map[..self.len],
-            None => &[],
-        }
-    }
-
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        let len = self.len;
-        match &mut self.map {
-            Some(map) => &mut map[..len],
-            None => &mut [],
-        }
-    }
-}
-
-// SAFETY: the arena owns its memory outright; the raw pointer is not shared with anything.
-unsafe impl Send for Arena {}
-// SAFETY: shared access only reads.
-unsafe impl Sync for Arena {}
+pub use memc_codegen::backend::ARENA_ALIGN;
 
 /// A loaded plan, ready to run.
 pub struct Session {
     plan: PlanFile,
-    cpu: CpuProgram,
-    arena: Arena,
-    pool: rayon::ThreadPool,
-    n_kernels: usize,
+    compiled: Box<dyn CompiledProgram>,
+    /// The arena bytes of the outputs that live there, for [`CompiledProgram::read_arena`].
+    output_ranges: Vec<Range<u64>>,
     open_time: Duration,
     jit_time: Duration,
 }
@@ -109,8 +51,9 @@ impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Session")
             .field("plan", &self.plan)
-            .field("arena_size", &self.arena.len())
-            .field("threads", &self.pool.current_num_threads())
+            .field("target", &self.compiled.target())
+            .field("arena_size", &self.compiled.arena_size())
+            .field("threads", &self.compiled.threads())
             .finish_non_exhaustive()
     }
 }
@@ -129,27 +72,28 @@ impl Session {
         }
         let open_time = started.elapsed();
 
-        let started = Instant::now();
-        let kernels: Vec<&Kernel> = plan.program().kernels().collect();
-        let cpu = CpuProgram::compile(&kernels)?;
-        let jit_time = started.elapsed();
-
-        let arena = Arena::new(plan.program().arena_size)?;
+        let target_name = &plan.meta().target;
+        let target = Target::from_name(target_name)
+            .ok_or_else(|| BackendError::UnknownTarget(target_name.clone()))?;
+        let backend = backend_for(target)?;
         let threads = options
             .threads
             .or_else(|| std::thread::available_parallelism().ok())
-            .map_or(1, NonZeroUsize::get);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("memc-worker-{i}"))
-            .build()
-            .map_err(|e| RuntimeError::ThreadPool(e.to_string()))?;
+            .unwrap_or(NonZeroUsize::MIN);
+        let compiled =
+            backend.compile(plan.program(), plan.weights(), &BackendOptions { threads })?;
+        let jit_time = compiled.compile_time();
+        let output_ranges = plan
+            .program()
+            .outputs
+            .iter()
+            .filter(|io| io.region == Region::Arena)
+            .map(|io| io.byte_offset..io.byte_offset + io.byte_size())
+            .collect();
         Ok(Session {
-            n_kernels: kernels.len(),
             plan,
-            cpu,
-            arena,
-            pool,
+            compiled,
+            output_ranges,
             open_time,
             jit_time,
         })
@@ -161,6 +105,11 @@ impl Session {
 
     pub fn program(&self) -> &Program {
         self.plan.program()
+    }
+
+    /// The target the plan runs on (its backend's).
+    pub fn target(&self) -> Target {
+        self.compiled.target()
     }
 
     /// The graph inputs a run takes, in the plan's order.
@@ -175,11 +124,11 @@ impl Session {
 
     /// The arena's size in bytes: all the memory a run uses besides the mapped weights.
     pub fn arena_size(&self) -> u64 {
-        self.arena.len() as u64
+        self.compiled.arena_size()
     }
 
     pub fn threads(&self) -> usize {
-        self.pool.current_num_threads()
+        self.compiled.threads()
     }
 
     /// Time spent opening and checking the plan file (with the weights checksum if asked).
@@ -208,40 +157,40 @@ impl Session {
         &mut self,
         inputs: &[(&str, TensorRef<'_>)],
     ) -> Result<Vec<(&str, TensorRef<'_>)>> {
-        let bound = bind_inputs(self.plan.program(), inputs)?;
-        let arena = self.arena.bytes_mut();
-        for (io, tensor) in self.plan.program().inputs.iter().zip(bound) {
+        let Session {
+            plan,
+            compiled,
+            output_ranges,
+            ..
+        } = self;
+        let program = plan.program();
+        let bound = bind_inputs(program, inputs)?;
+        for (io, tensor) in program.inputs.iter().zip(bound) {
             // `Program::validate` checked the input lies inside the arena, and `bind_inputs`
-            // that the tensor has its size.
-            let start = io.byte_offset as usize;
-            arena[start..start + tensor.data().len()].copy_from_slice(tensor.data());
+            // that the tensor has its size; the backend checks the range again.
+            compiled.write_arena(io.byte_offset, tensor.data())?;
         }
-        let arena = self.arena.ptr();
-        let weights = self.plan.weights().as_ptr();
-        for index in 0..self.n_kernels {
-            // SAFETY: the arena is `arena_size` bytes and the weights `weights_size` bytes (the
-            // plan checked its section's length), the sizes every kernel was validated against
-            // in `PlanFile::open`; `&mut self` keeps anything else from touching the arena.
-            unsafe { self.cpu.run_kernel(index, arena, weights, &self.pool) };
-        }
-        let this: &Session = self;
-        Ok(this
-            .program()
+        // SAFETY: `PlanFile::open` validated the program the backend compiled.
+        unsafe { compiled.run(plan.weights())? };
+        let arena = compiled.read_arena(output_ranges)?;
+        let weights = plan.weights();
+        Ok(program
             .outputs
             .iter()
-            .map(|io| (io.name.as_str(), this.output(io)))
+            .map(|io| {
+                let region = match io.region {
+                    Region::Arena => arena,
+                    Region::Weights => weights,
+                };
+                // `Program::validate` checked the output lies inside its region.
+                let start = io.byte_offset as usize;
+                let bytes = &region[start..start + io.byte_size() as usize];
+                (
+                    io.name.as_str(),
+                    TensorRef::new_unchecked(io.elem, &io.shape, bytes),
+                )
+            })
             .collect())
-    }
-
-    fn output<'s>(&'s self, io: &'s IoTensor) -> TensorRef<'s> {
-        let region = match io.region {
-            Region::Arena => self.arena.bytes(),
-            Region::Weights => self.plan.weights(),
-        };
-        // `Program::validate` checked the output lies inside its region.
-        let start = io.byte_offset as usize;
-        let bytes = &region[start..start + io.byte_size() as usize];
-        TensorRef::new_unchecked(io.elem, &io.shape, bytes)
     }
 }
 
@@ -376,25 +325,6 @@ mod tests {
         assert_eq!(
             bind_inputs(&none, &[("x", ids)]).unwrap_err().to_string(),
             "unknown input `x`; the plan's inputs are none"
-        );
-    }
-
-    #[test]
-    fn arenas_are_aligned_and_zeroed() {
-        for bytes in [0u64, 1, 63, 4096, 1 << 20] {
-            let mut arena = Arena::new(bytes).unwrap();
-            assert_eq!(arena.len() as u64, bytes);
-            assert_eq!(arena.ptr() as usize % ARENA_ALIGN, 0);
-            assert!(arena.bytes().iter().all(|&b| b == 0));
-        }
-    }
-
-    #[test]
-    fn an_arena_too_large_for_memory_is_an_error() {
-        let err = Arena::new(u64::MAX).err().unwrap();
-        assert_eq!(
-            err.to_string(),
-            "cannot allocate the arena of 18446744073709551615 bytes"
         );
     }
 }

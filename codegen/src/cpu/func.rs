@@ -1,21 +1,36 @@
 //! The state shared by everything that emits one kernel function: the Cranelift function
 //! builder, the module that resolves run-time helpers, and small emission utilities (counted
-//! loops, helper calls, error construction).
+//! loops, helper calls, error construction) and the Cranelift type of each kernel scalar.
 //!
 //! Loops emitted by [`FnCx::loop_begin`]/[`FnCx::loop_end`] run their body at least once, so
 //! callers skip empty loops statically (every extent is a compile-time constant).
 
+use super::error::CpuError;
 use super::helpers::{Helper, HelperSig};
-use super::scalar::clif_type;
-use super::CpuError;
+use crate::kernel::Scalar;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
-    types, AbiParam, Block, FuncRef, InstBuilder, StackSlot, StackSlotData, StackSlotKind, Value,
+    types, AbiParam, Block, FuncRef, InstBuilder, StackSlot, StackSlotData, StackSlotKind, Type,
+    Value,
 };
 use cranelift_frontend::{FunctionBuilder, Variable};
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Linkage, Module};
 use std::collections::HashMap;
+
+/// The Cranelift type holding a kernel scalar; `None` for F16, which this backend does not
+/// compute in. Bool is a byte holding 0 or 1.
+pub(crate) fn clif_type(ty: Scalar) -> Option<Type> {
+    Some(match ty {
+        Scalar::Bool | Scalar::I8 | Scalar::U8 => types::I8,
+        Scalar::I16 | Scalar::U16 => types::I16,
+        Scalar::I32 | Scalar::U32 => types::I32,
+        Scalar::I64 | Scalar::U64 => types::I64,
+        Scalar::F32 => types::F32,
+        Scalar::F64 => types::F64,
+        Scalar::F16 => return None,
+    })
+}
 
 /// Helpers already declared in the module, shared by every function of a program.
 pub(crate) type HelperIds = HashMap<&'static str, FuncId>;

@@ -7,26 +7,12 @@
 //! from float saturate and send NaN to 0. Ops the kernel IR allows but that have no meaning for
 //! a type memc emits (arithmetic on bools) are reported as unsupported, never miscompiled.
 
-use super::func::FnCx;
+use super::error::CpuError;
+use super::func::{clif_type, FnCx};
 use super::helpers;
-use super::CpuError;
 use crate::kernel::{BinaryOp, Scalar, UnaryOp};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, InstBuilder, Type, Value};
-
-/// The Cranelift type holding a kernel scalar; `None` for F16, which this backend does not
-/// compute in. Bool is a byte holding 0 or 1.
-pub(crate) fn clif_type(ty: Scalar) -> Option<Type> {
-    Some(match ty {
-        Scalar::Bool | Scalar::I8 | Scalar::U8 => types::I8,
-        Scalar::I16 | Scalar::U16 => types::I16,
-        Scalar::I32 | Scalar::U32 => types::I32,
-        Scalar::I64 | Scalar::U64 => types::I64,
-        Scalar::F32 => types::F32,
-        Scalar::F64 => types::F64,
-        Scalar::F16 => return None,
-    })
-}
 
 /// The bit width of an integer or bool type.
 fn bits(ty: Scalar) -> u32 {

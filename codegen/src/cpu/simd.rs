@@ -16,11 +16,11 @@
 //! add in a different order and `exp`, `tanh` and `erf` are within 2 ulp of the scalar path's
 //! libm results (see `vmath.rs`).
 
+use super::emitter::{mem_flags, LoopEmitter};
+use super::error::CpuError;
 use super::helpers;
-use super::loops::{mem_flags, LoopEmitter};
 use super::scalar::{float_cc, transcendental_name};
 use super::vmath;
-use super::CpuError;
 use crate::kernel::{
     BinaryOp, Inst, InstKind, LoopKernel, ReduceOp, Scalar, Stage, Store, UnaryOp,
 };

@@ -641,7 +641,7 @@ fn run_contract(c: &Contract, mem: &mut Memory, name: &str) {
 }
 
 /// A low-bit product, value by value from the packed layout's definition, summed in f64.
-fn run_nbits(q: &memc_codegen::nbits::NBitsMatMul, mem: &mut Memory, name: &str) {
+fn run_nbits(q: &memc_codegen::kernel::NBitsMatMul, mem: &mut Memory, name: &str) {
     let f32_at = |bytes: &[u8], byte: u64| match read(bytes, byte as i128, Scalar::F32, name) {
         V::F(x) => x,
         other => panic!("{name}: an f32 read gave {other:?}"),

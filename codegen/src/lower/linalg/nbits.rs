@@ -9,8 +9,8 @@
 
 use super::super::plan::{Form, OpPlan};
 use super::super::{elem_type, unsupported, LowerCtx, LowerError, LowerResult};
-use crate::kernel::{Kernel, KernelBody, MatView, Region, Scalar};
-use crate::nbits::{NBitsMatMul, PackSpec, PackedPart};
+use crate::kernel::{Kernel, KernelBody, MatView, NBitsMatMul, Region, Scalar};
+use crate::nbits::{PackSpec, PackedPart};
 use memc_ir::target::TargetInfo;
 use memc_ir::{ElemType, Function, OpId};
 

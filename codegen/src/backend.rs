@@ -1,0 +1,190 @@
+//! The backend seam: how a lowered, validated [`Program`] becomes something that runs.
+//!
+//! A [`Backend`] compiles a program's kernels for one [`Target`] into a [`CompiledProgram`],
+//! which owns everything a run needs besides the plan's weights section: the machine code, the
+//! arena of the planned size (where it lives is the backend's business) and the workers. The
+//! runtime's session drives a run through this interface only:
+//!
+//! 1. [`CompiledProgram::write_arena`] copies each input to its arena offset;
+//! 2. [`CompiledProgram::run`] runs every kernel of every step in schedule order;
+//! 3. [`CompiledProgram::read_arena`] hands back the arena as host bytes, in which at least the
+//!    byte ranges asked for (the outputs) hold what the run wrote.
+//!
+//! The CPU backend (`cpu::CpuBackend`, feature `cpu`) keeps its arena in host memory,
+//! so writing is a copy and reading returns the arena itself. A device backend (CUDA, a later
+//! issue) fits the same calls: its arena is one device allocation made in
+//! [`Backend::compile`], where it also uploads the weights section it is given;
+//! `write_arena` copies host to device, `run` launches the step (a CUDA graph), and
+//! `read_arena` copies the asked ranges back into a host mirror it owns and returns that.
+//!
+//! [`backend_for`] picks the backend for a target, and answers [`BackendError::NotBuilt`]
+//! ("memc was built without the cpu backend") when the cargo feature that builds it is off.
+//!
+//! Guarantees: compiling never panics on a validated program; a program a backend cannot run
+//! is an error naming the kernel; `write_arena` and `read_arena` check every range against the
+//! arena, and `run` checks the weights section's length, so the only promise a caller makes
+//! (stated on [`CompiledProgram::run`]) is that the program passed [`Program::validate`].
+
+use crate::program::Program;
+use crate::Target;
+use std::num::NonZeroUsize;
+use std::ops::Range;
+use std::time::Duration;
+use thiserror::Error;
+
+/// Alignment of the arena's base address, which every backend gives (the kernels' widest
+/// vector and the plan's buffer alignment).
+pub const ARENA_ALIGN: usize = 64;
+
+/// Why a backend cannot compile or run a program.
+#[derive(Debug, Error)]
+pub enum BackendError {
+    /// The target's backend exists but this build left out its cargo feature.
+    #[error("memc was built without the {} backend", .0.name())]
+    NotBuilt(Target),
+    /// No backend for the target exists yet.
+    #[error("memc has no {} backend yet", .0.name())]
+    NotImplemented(Target),
+    /// The plan names a target memc does not know.
+    #[error("the plan was compiled for target `{0}`, which memc does not know")]
+    UnknownTarget(String),
+    /// The CPU backend cannot compile a kernel.
+    #[cfg(feature = "cpu")]
+    #[error(transparent)]
+    Cpu(#[from] crate::cpu::CpuError),
+    /// The arena of the planned size cannot be allocated.
+    #[error("cannot allocate the arena of {bytes} bytes")]
+    Arena { bytes: u64 },
+    /// The workers cannot be started.
+    #[error("cannot start the thread pool: {0}")]
+    ThreadPool(String),
+    /// A copy into or out of the arena names bytes outside it.
+    #[error("bytes {start}..{end} lie outside the arena of {size} bytes")]
+    OutsideArena { start: u64, end: u64, size: u64 },
+    /// The weights section given to a run is shorter than the program reads.
+    #[error("the weights section has {actual} bytes, the program reads {expected}")]
+    WeightsSize { actual: u64, expected: u64 },
+}
+
+/// How to compile a program.
+#[derive(Clone, Debug)]
+pub struct BackendOptions {
+    /// Worker threads (the CPU backend's pool size; a device backend may ignore it).
+    pub threads: NonZeroUsize,
+}
+
+impl Default for BackendOptions {
+    /// The machine's available parallelism (1 when unknown).
+    fn default() -> Self {
+        BackendOptions {
+            threads: std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN),
+        }
+    }
+}
+
+/// A code generator and executor for one target.
+pub trait Backend {
+    /// The target this backend runs.
+    fn target(&self) -> Target;
+
+    /// Compiles every kernel of `program` (which must have passed [`Program::validate`]) and
+    /// allocates its arena. `weights` is the plan's weights section, at least
+    /// `program.weights_size` bytes: a host backend reads it in place at each run, a device
+    /// backend copies it to device memory here.
+    fn compile(
+        &self,
+        program: &Program,
+        weights: &[u8],
+        options: &BackendOptions,
+    ) -> Result<Box<dyn CompiledProgram>, BackendError>;
+}
+
+/// A program compiled by a [`Backend`], with its arena: ready to run many times.
+pub trait CompiledProgram: Send + Sync {
+    /// The target it runs on.
+    fn target(&self) -> Target;
+
+    /// The number of kernels, over all steps.
+    fn n_kernels(&self) -> usize;
+
+    /// The wall time [`Backend::compile`] spent compiling the kernels (the JIT time).
+    fn compile_time(&self) -> Duration;
+
+    /// The worker threads a run uses.
+    fn threads(&self) -> usize;
+
+    /// The arena's size in bytes: the program's `arena_size`.
+    fn arena_size(&self) -> u64;
+
+    /// Copies `bytes` into the arena at byte `offset`.
+    fn write_arena(&mut self, offset: u64, bytes: &[u8]) -> Result<(), BackendError>;
+
+    /// Runs one step of the plan: every kernel of every step, in schedule order, over the
+    /// arena, reading `weights` (the plan's weights section, as given to [`Backend::compile`]).
+    ///
+    /// # Safety
+    /// The program given to [`Backend::compile`] passed [`Program::validate`]: its kernels
+    /// reach no byte outside the regions of its sizes, which is what makes running them sound.
+    unsafe fn run(&mut self, weights: &[u8]) -> Result<(), BackendError>;
+
+    /// The arena as host bytes (`arena_size` of them) after the last run; at least the bytes of
+    /// `ranges` hold what the run wrote (a host backend returns the arena itself; a device
+    /// backend copies those ranges back first).
+    fn read_arena(&mut self, ranges: &[Range<u64>]) -> Result<&[u8], BackendError>;
+}
+
+/// The backend for `target`, or why this build has none.
+pub fn backend_for(target: Target) -> Result<Box<dyn Backend>, BackendError> {
+    match target {
+        #[cfg(feature = "cpu")]
+        Target::Cpu => Ok(Box::new(crate::cpu::CpuBackend)),
+        #[cfg(not(feature = "cpu"))]
+        Target::Cpu => Err(BackendError::NotBuilt(Target::Cpu)),
+        Target::Ptx => Err(BackendError::NotImplemented(Target::Ptx)),
+    }
+}
+
+/// Checks that `start..start + len` lies inside an arena of `size` bytes.
+#[cfg_attr(not(feature = "cpu"), allow(dead_code))]
+pub(crate) fn check_arena_range(
+    start: u64,
+    len: u64,
+    size: u64,
+) -> Result<Range<usize>, BackendError> {
+    let end = start.checked_add(len).filter(|&end| end <= size);
+    match end {
+        // `size` is the length of an arena in memory, so both ends fit a usize.
+        Some(end) => Ok(start as usize..end as usize),
+        None => Err(BackendError::OutsideArena {
+            start,
+            end: start.saturating_add(len),
+            size,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_outside_the_arena_are_errors() {
+        assert_eq!(check_arena_range(0, 8, 8).unwrap(), 0..8);
+        assert_eq!(check_arena_range(8, 0, 8).unwrap(), 8..8);
+        assert_eq!(
+            check_arena_range(4, 8, 8).unwrap_err().to_string(),
+            "bytes 4..12 lie outside the arena of 8 bytes"
+        );
+        assert!(check_arena_range(u64::MAX, 2, 8).is_err());
+    }
+
+    #[cfg(not(feature = "cpu"))]
+    #[test]
+    fn without_the_cpu_feature_the_cpu_backend_is_not_built() {
+        let err = backend_for(Target::Cpu).err().map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("memc was built without the cpu backend")
+        );
+    }
+}

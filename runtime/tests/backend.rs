@@ -1,0 +1,53 @@
+//! The backend a session runs on: picked from the plan's target, and a clear error where this
+//! build has none. `cargo test -p memc-runtime --no-default-features --test backend` checks the
+//! build without the `cpu` feature.
+
+mod common;
+
+use common::*;
+use memc_runtime::plan::PlanMeta;
+use memc_runtime::{write_plan, Session};
+use std::path::PathBuf;
+
+fn plan_for(test: &str, target: &str) -> PathBuf {
+    let (program, store) = add_matmul_program();
+    let path = scratch_dir(test).join("tiny.plan");
+    write_plan(&path, &PlanMeta::new("tiny.onnx", target, program), &store).unwrap();
+    path
+}
+
+fn load_error(path: &PathBuf) -> Option<String> {
+    Session::load(path).err().map(|e| e.to_string())
+}
+
+#[cfg(feature = "cpu")]
+#[test]
+fn a_cpu_plan_runs_on_the_cpu_backend() {
+    let path = plan_for("backend_cpu", "cpu");
+    let session = Session::load(&path).unwrap();
+    assert_eq!(session.target(), memc_codegen::Target::Cpu);
+}
+
+#[cfg(not(feature = "cpu"))]
+#[test]
+fn without_the_cpu_feature_loading_a_cpu_plan_is_an_error() {
+    let path = plan_for("backend_not_built", "cpu");
+    assert_eq!(
+        load_error(&path).as_deref(),
+        Some("memc was built without the cpu backend")
+    );
+}
+
+#[test]
+fn a_target_without_a_backend_is_an_error() {
+    let path = plan_for("backend_ptx", "ptx");
+    assert_eq!(
+        load_error(&path).as_deref(),
+        Some("memc has no ptx backend yet")
+    );
+    let path = plan_for("backend_unknown", "tpu");
+    assert_eq!(
+        load_error(&path).as_deref(),
+        Some("the plan was compiled for target `tpu`, which memc does not know")
+    );
+}

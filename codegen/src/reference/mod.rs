@@ -17,9 +17,9 @@
 //!   checks what [`crate::kernel::Kernel::validate`] claims).
 //! - It needs no code generator and no thread pool (no cranelift, gemm or rayon), so it is
 //!   there in every build of the crate, whatever its cargo features.
-//! - It is slow: about a microsecond per instruction and loop point. [`cost`] estimates the
-//!   work of a program, so callers can bound what they run through it (the ONNX node tests
-//!   only run programs below a bound).
+//! - It is slow: it evaluates every instruction at every loop point, with no compilation and
+//!   no threads. [`cost`] estimates the work of a program, so callers can bound what they run
+//!   through it (the ONNX node tests run only programs below a bound through it).
 
 mod scalar;
 
@@ -218,7 +218,7 @@ impl Memory<'_> {
     /// The bytes of an element of type `ty` at `byte`, if they are inside `len` bytes.
     fn span(byte: i128, ty: Scalar, len: usize) -> Option<std::ops::Range<usize>> {
         let end = byte.checked_add(i128::from(ty.size()))?;
-        (byte >= 0 && end <= len as i128).then(|| byte as usize..end as usize)
+        (byte >= 0 && end <= len as i128).then_some(byte as usize..end as usize)
     }
 
     fn read(&self, region: Region, byte: i128, ty: Scalar) -> Result<V, ReferenceError> {
@@ -438,7 +438,8 @@ fn run_loop(k: &LoopKernel, mem: &mut Memory) -> Result<(), ReferenceError> {
                     let mut acc = const_value(*ty, *init);
                     let mut best: Option<V> = None;
                     let mut linear = 0i128;
-                    while !no_inner_points {
+                    let mut more = !no_inner_points;
+                    while more {
                         eval(mem, k, insts, &idx, &accs, &mut vals)?;
                         let v = value_of(mem, &vals, *value)?;
                         let vty = insts[*value as usize].ty;
@@ -475,19 +476,16 @@ fn run_loop(k: &LoopKernel, mem: &mut Memory) -> Result<(), ReferenceError> {
                             }
                         };
                         linear += 1;
-                        if !advance(&mut idx, n_outer..n_axes, &k.inner) {
-                            break;
-                        }
+                        more = advance(&mut idx, n_outer..n_axes, &k.inner);
                     }
                     accs.push(Some(acc));
                 }
                 Stage::Map { insts, stores } => {
-                    while !no_inner_points {
+                    let mut more = !no_inner_points;
+                    while more {
                         eval(mem, k, insts, &idx, &accs, &mut vals)?;
                         store_all(mem, k, stores, &idx, &vals)?;
-                        if !advance(&mut idx, n_outer..n_axes, &k.inner) {
-                            break;
-                        }
+                        more = advance(&mut idx, n_outer..n_axes, &k.inner);
                     }
                     accs.push(None);
                 }
@@ -618,4 +616,114 @@ fn run_nbits(q: &NBitsMatMul, mem: &mut Memory) -> Result<(), ReferenceError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::{Store, View};
+
+    /// `out[i] = x[i] + 1.0` over `n` f32s, `x` at 0 and `out` at `out_offset` of `out_region`.
+    fn add_one(n: u64, out_region: Region, out_offset: i64) -> Kernel {
+        let view = |region, byte_offset| View {
+            region,
+            elem: Scalar::F32,
+            byte_offset,
+            strides: vec![1],
+            guards: vec![],
+            pad: 0,
+        };
+        let insts = vec![
+            Inst {
+                ty: Scalar::F32,
+                kind: InstKind::Load { view: 0 },
+            },
+            Inst {
+                ty: Scalar::F32,
+                kind: InstKind::Const {
+                    bits: 1f64.to_bits(),
+                },
+            },
+            Inst {
+                ty: Scalar::F32,
+                kind: InstKind::Binary {
+                    op: BinaryOp::Add,
+                    lhs: 0,
+                    rhs: 1,
+                },
+            },
+        ];
+        Kernel {
+            name: "add_one".into(),
+            body: KernelBody::Loop(LoopKernel {
+                outer: vec![n],
+                inner: vec![],
+                views: vec![view(Region::Arena, 0), view(out_region, out_offset)],
+                stages: vec![Stage::Map {
+                    insts,
+                    stores: vec![Store { view: 1, value: 2 }],
+                }],
+            }),
+        }
+    }
+
+    #[test]
+    fn runs_a_map() {
+        let mut arena = [0u8; 16];
+        arena[..4].copy_from_slice(&2f32.to_le_bytes());
+        arena[4..8].copy_from_slice(&(-1f32).to_le_bytes());
+        run_kernel(&add_one(2, Region::Arena, 8), &mut arena, &[]).expect("in bounds");
+        assert_eq!(arena[8..12], 3f32.to_le_bytes());
+        assert_eq!(arena[12..16], 0f32.to_le_bytes());
+    }
+
+    #[test]
+    fn out_of_bounds_accesses_are_errors() {
+        let mut arena = [0u8; 16];
+        let err = run_kernel(&add_one(3, Region::Arena, 8), &mut arena, &[]).unwrap_err();
+        assert_eq!(
+            err,
+            ReferenceError::OutOfBounds {
+                kernel: "add_one".into(),
+                access: "write",
+                region: Region::Arena,
+                byte: 16,
+                width: 4,
+                len: 16,
+            }
+        );
+        let err = run_kernel(&add_one(5, Region::Arena, 0), &mut arena, &[]).unwrap_err();
+        assert!(
+            matches!(err, ReferenceError::OutOfBounds { access: "read", .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn stores_into_the_weights_are_errors() {
+        let mut arena = [0u8; 8];
+        let err = run_kernel(&add_one(1, Region::Weights, 0), &mut arena, &[0; 8]).unwrap_err();
+        assert_eq!(
+            err,
+            ReferenceError::StoreIntoWeights {
+                kernel: "add_one".into()
+            }
+        );
+    }
+
+    #[test]
+    fn malformed_operands_are_errors() {
+        let mut kernel = add_one(1, Region::Arena, 4);
+        if let KernelBody::Loop(k) = &mut kernel.body {
+            if let Stage::Map { insts, .. } = &mut k.stages[0] {
+                insts[2].kind = InstKind::Binary {
+                    op: BinaryOp::Add,
+                    lhs: 0,
+                    rhs: 2,
+                };
+            }
+        }
+        let err = run_kernel(&kernel, &mut [0u8; 8], &[]).unwrap_err();
+        assert!(matches!(err, ReferenceError::Malformed { .. }), "{err}");
+    }
 }

@@ -3,16 +3,24 @@
 //! `pip install onnx==1.22.0` ships 1765 of them under `onnx/backend/test/data/node/`: a one-op
 //! (or few-op) `model.onnx` with `test_data_set_*/input_*.pb` and the expected `output_*.pb`.
 //! Each test is compiled (import, shape inference, planning, lowering), written as a plan file,
-//! loaded by the runtime, run on every data set and compared with the expected outputs
-//! (`|got - want| <= atol + rtol * |want|`, rtol 1e-3, atol 1e-7; NaN matches NaN; integers and
-//! bools exactly).
+//! loaded by the runtime, run through the CPU backend on every data set and compared with the
+//! expected outputs (`|got - want| <= atol + rtol * |want|`, rtol 1e-3, atol 1e-7; NaN matches
+//! NaN; integers and bools exactly). A test that passes there, and whose program is small
+//! (`memc_codegen::reference::cost` at most [`REFERENCE_COST_BOUND`], which bounds the run time
+//! of the slow interpreter), then runs through the reference backend too
+//! (`memc_codegen::reference`, every address bounds-checked), with the same data sets and the
+//! same comparison. This is the one node-test harness: the CPU backend and the reference (and
+//! later backends) answer to the same expected outputs and the same list. Tensors are read with
+//! the importer's TensorProto reader (`memc_ir::onnx::tensor::decode_standalone`).
 //!
 //! Every test gets one status:
-//! - `pass`: every output of every data set matched;
+//! - `pass`: every output of every data set matched, in the CPU backend and (for small programs)
+//!   in the reference backend;
 //! - `unsupported`: memc says plainly it cannot do the model (an op, element type or opset it
 //!   does not support, an op the CPU backend cannot lower);
-//! - `fail`: anything else (a wrong number, a runtime error, a compile error that is not
-//!   "unsupported"). A failure of a supported op is a bug.
+//! - `fail`: anything else (a wrong number in either backend, a runtime error, an access the
+//!   reference backend finds out of bounds, a compile error that is not "unsupported"). A
+//!   failure of a supported op is a bug.
 //!
 //! The statuses are written to `tests/node-tests.txt` when `MEMC_UPDATE_NODE_TESTS=1`, and the
 //! test fails when a test listed there as `pass` no longer passes. `MEMC_NODE_FILTER=substring`
@@ -26,8 +34,6 @@ mod common;
 
 use common::root;
 use memc_codegen::Scalar;
-use memc_ir::onnx::proto::TensorProto;
-use prost::Message;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,6 +42,10 @@ use std::sync::Mutex;
 const RTOL: f64 = 1e-3;
 const ATOL: f64 = 1e-7;
 const LIST: &str = "tests/node-tests.txt";
+/// The largest program (in `memc_codegen::reference::cost` units, about scalar operations)
+/// that also runs through the reference backend, which is slow, above all in a debug build.
+/// Today every passing test is below it (the largest take a few seconds in a debug build).
+const REFERENCE_COST_BOUND: u64 = 20_000_000;
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Status {
@@ -95,24 +105,28 @@ fn one_line(text: &str) -> String {
     joined.chars().take(200).collect()
 }
 
-fn decode_tensor(path: &Path) -> Result<(Scalar, Vec<u64>, Vec<u8>), String> {
+/// A test tensor, decoded by the importer's TensorProto reader.
+struct TestTensor {
+    elem: Scalar,
+    shape: Vec<u64>,
+    data: Vec<u8>,
+}
+
+fn decode_tensor(path: &Path) -> Result<TestTensor, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let proto = TensorProto::decode(bytes.as_slice())
-        .map_err(|e| format!("{}: not a TensorProto: {e}", path.display()))?;
-    let ty = memc_ir::onnx::tensor::tensor_type(&proto)?;
-    let mut external = memc_ir::onnx::external::ExternalData::new(None);
-    let data = memc_ir::onnx::tensor::tensor_bytes(&proto, &ty, &mut external)?;
-    let data = match data {
-        memc_ir::WeightBytes::Owned(b) => b.to_vec(),
-        memc_ir::WeightBytes::Mapped(b) => b.to_vec(),
-        memc_ir::WeightBytes::Absent => Vec::new(),
-    };
-    let elem = Scalar::from_elem(ty.elem)
-        .ok_or_else(|| format!("unsupported element type {}", ty.elem.mlir_name()))?;
-    let shape = ty
+    let tensor = memc_ir::onnx::tensor::decode_standalone(&bytes)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let elem = Scalar::from_elem(tensor.ty.elem)
+        .ok_or_else(|| format!("unsupported element type {}", tensor.ty.elem.mlir_name()))?;
+    let shape = tensor
+        .ty
         .static_shape()
         .ok_or("a test tensor has a dynamic shape")?;
-    Ok((elem, shape, data))
+    Ok(TestTensor {
+        elem,
+        shape,
+        data: tensor.bytes,
+    })
 }
 
 fn read_f64(elem: Scalar, bytes: &[u8], i: usize) -> f64 {
@@ -125,38 +139,38 @@ fn read_f64(elem: Scalar, bytes: &[u8], i: usize) -> f64 {
     }
 }
 
-/// Compares one output; `None` when it matches.
+/// Compares one output (`elem`, `shape`, `data`) with `want`; `None` when it matches.
 fn compare(
     name: &str,
-    want: &(Scalar, Vec<u64>, Vec<u8>),
-    got: &memc_runtime::Tensor,
+    want: &TestTensor,
+    elem: Scalar,
+    shape: &[u64],
+    data: &[u8],
 ) -> Option<String> {
-    let (elem, shape, data) = want;
-    if got.elem() != *elem || got.shape() != shape.as_slice() {
+    if elem != want.elem || shape != want.shape.as_slice() {
         return Some(format!(
             "output `{name}`: got {}{:?}, want {}{:?}",
-            got.elem().name(),
-            got.shape(),
             elem.name(),
-            shape
+            shape,
+            want.elem.name(),
+            want.shape
         ));
     }
-    if elem.is_float() && *elem != Scalar::F16 {
-        let n = data.len() / elem.size() as usize;
+    if elem.is_float() && elem != Scalar::F16 {
+        let n = want.data.len() / elem.size() as usize;
         for i in 0..n {
-            let (w, g) = (read_f64(*elem, data, i), read_f64(*elem, got.data(), i));
+            let (w, g) = (read_f64(elem, &want.data, i), read_f64(elem, data, i));
             let ok = (w.is_nan() && g.is_nan()) || w == g || (w - g).abs() <= ATOL + RTOL * w.abs();
             if !ok {
                 return Some(format!("output `{name}` element {i}: got {g}, want {w}"));
             }
         }
         None
-    } else if got.data() != data.as_slice() {
+    } else if data != want.data.as_slice() {
         let s = elem.size() as usize;
-        let i = got
-            .data()
+        let i = data
             .chunks(s)
-            .zip(data.chunks(s))
+            .zip(want.data.chunks(s))
             .position(|(a, b)| a != b)
             .unwrap_or(0);
         Some(format!("output `{name}` differs first at element {i}"))
@@ -165,7 +179,38 @@ fn compare(
     }
 }
 
-fn run_test(dir: &Path, scratch: &Path) -> Status {
+/// Runs `program` through the reference backend on one data set's `inputs` and compares its
+/// outputs with `expected`; `None` when they match.
+fn check_reference(
+    program: &memc_codegen::Program,
+    weights: &[u8],
+    inputs: &[TestTensor],
+    expected: &[TestTensor],
+) -> Option<String> {
+    let bytes: Vec<&[u8]> = inputs.iter().map(|t| t.data.as_slice()).collect();
+    let outputs = match memc_codegen::reference::run_on_inputs(program, weights, &bytes) {
+        Ok(outputs) => outputs,
+        Err(e) => return Some(format!("reference backend: {e}")),
+    };
+    for ((io, got), want) in program.outputs.iter().zip(&outputs).zip(expected) {
+        if let Some(diff) = compare(&io.name, want, io.elem, &io.shape, got) {
+            return Some(format!("reference backend: {diff}"));
+        }
+    }
+    None
+}
+
+/// Runs one node test; the flag says whether the reference backend ran it too (only for a test
+/// that passes through the CPU backend, and whose program is cheap enough).
+fn run_test(dir: &Path, scratch: &Path) -> (Status, bool) {
+    match run_cpu_and_reference(dir, scratch) {
+        Ok(checked) => (Status::Pass, checked),
+        Err(status) => (status, false),
+    }
+}
+
+/// The body of [`run_test`]: `Err` with the status of a test that does not pass.
+fn run_cpu_and_reference(dir: &Path, scratch: &Path) -> Result<bool, Status> {
     let model = dir.join("model.onnx");
     let options = memc::compile::CompileOptions {
         lower: true,
@@ -176,16 +221,16 @@ fn run_test(dir: &Path, scratch: &Path) -> Status {
         Ok(Ok(c)) => c,
         Ok(Err(diag)) => {
             let text = format!("{} {}", diag.message, diag.notes.join(" "));
-            return if is_unsupported(&text) {
+            return Err(if is_unsupported(&text) {
                 Status::Unsupported(one_line(&text))
             } else {
                 Status::Fail(format!("compile: {}", one_line(&text)))
-            };
+            });
         }
-        Err(_) => return Status::Fail("compile panicked".into()),
+        Err(_) => return Err(Status::Fail("compile panicked".into())),
     };
     let Some(program) = compiled.program else {
-        return Status::Fail("no program".into());
+        return Err(Status::Fail("no program".into()));
     };
     let plan_path = scratch.join(format!(
         "{}.plan",
@@ -194,7 +239,10 @@ fn run_test(dir: &Path, scratch: &Path) -> Status {
     ));
     let meta = memc_runtime::plan::PlanMeta::new("model.onnx", "cpu", program);
     if let Err(e) = memc_runtime::plan::write_plan(&plan_path, &meta, &compiled.module.weights) {
-        return Status::Fail(format!("write plan: {}", one_line(&e.to_string())));
+        return Err(Status::Fail(format!(
+            "write plan: {}",
+            one_line(&e.to_string())
+        )));
     }
     let options = memc_runtime::SessionOptions {
         threads: std::num::NonZeroUsize::new(1),
@@ -207,13 +255,13 @@ fn run_test(dir: &Path, scratch: &Path) -> Status {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             let text = e.to_string();
-            return if is_unsupported(&text) {
+            return Err(if is_unsupported(&text) {
                 Status::Unsupported(one_line(&text))
             } else {
                 Status::Fail(format!("load: {}", one_line(&text)))
-            };
+            });
         }
-        Err(_) => return Status::Fail("load panicked".into()),
+        Err(_) => return Err(Status::Fail("load panicked".into())),
     };
     let input_names: Vec<String> = session.inputs().iter().map(|io| io.name.clone()).collect();
     let output_names: Vec<String> = session.outputs().iter().map(|io| io.name.clone()).collect();
@@ -226,38 +274,59 @@ fn run_test(dir: &Path, scratch: &Path) -> Status {
         })
         .unwrap_or_default();
     sets.sort();
+    let run_reference = memc_codegen::reference::cost(session.program()) <= REFERENCE_COST_BOUND;
     for set in sets {
         let mut inputs = Vec::new();
-        for (i, name) in input_names.iter().enumerate() {
+        for i in 0..input_names.len() {
             match decode_tensor(&set.join(format!("input_{i}.pb"))) {
-                Ok(t) => inputs.push((name.clone(), t)),
-                Err(e) => return Status::Unsupported(one_line(&e)),
+                Ok(t) => inputs.push(t),
+                Err(e) => return Err(Status::Unsupported(one_line(&e))),
             }
         }
-        let refs: Vec<(&str, memc_runtime::TensorRef)> = inputs
+        let refs: Vec<(&str, memc_runtime::TensorRef)> = input_names
             .iter()
-            .map(|(name, (elem, shape, data))| {
-                memc_runtime::TensorRef::new(*elem, shape, data).map(|t| (name.as_str(), t))
+            .zip(&inputs)
+            .map(|(name, t)| {
+                memc_runtime::TensorRef::new(t.elem, &t.shape, &t.data).map(|t| (name.as_str(), t))
             })
             .collect::<Result<_, _>>()
             .unwrap_or_default();
-        let outputs =
-            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| session.run(&refs))) {
-                Ok(Ok(outputs)) => outputs,
-                Ok(Err(e)) => return Status::Fail(format!("run: {}", one_line(&e.to_string()))),
-                Err(_) => return Status::Fail("run panicked".into()),
-            };
+        let outputs = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            session.run(&refs)
+        })) {
+            Ok(Ok(outputs)) => outputs,
+            Ok(Err(e)) => return Err(Status::Fail(format!("run: {}", one_line(&e.to_string())))),
+            Err(_) => return Err(Status::Fail("run panicked".into())),
+        };
+        let mut expected = Vec::new();
         for (i, name) in output_names.iter().enumerate() {
             let want = match decode_tensor(&set.join(format!("output_{i}.pb"))) {
                 Ok(t) => t,
-                Err(e) => return Status::Unsupported(one_line(&e)),
+                Err(e) => return Err(Status::Unsupported(one_line(&e))),
             };
-            if let Some(diff) = compare(name, &want, &outputs[i]) {
-                return Status::Fail(one_line(&diff));
+            let got = &outputs[i];
+            if let Some(diff) = compare(name, &want, got.elem(), got.shape(), got.data()) {
+                return Err(Status::Fail(one_line(&diff)));
+            }
+            expected.push(want);
+        }
+        if run_reference {
+            let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                check_reference(
+                    session.program(),
+                    session.plan().weights(),
+                    &inputs,
+                    &expected,
+                )
+            }));
+            match checked {
+                Ok(None) => {}
+                Ok(Some(diff)) => return Err(Status::Fail(one_line(&diff))),
+                Err(_) => return Err(Status::Fail("the reference backend panicked".into())),
             }
         }
     }
-    Status::Pass
+    Ok(run_reference)
 }
 
 fn read_list(path: &Path) -> BTreeMap<String, String> {
@@ -300,6 +369,7 @@ fn onnx_backend_node_tests() {
     std::fs::create_dir_all(&scratch).expect("the temp dir is writable");
     let next = AtomicUsize::new(0);
     let results: Mutex<BTreeMap<String, Status>> = Mutex::new(BTreeMap::new());
+    let by_reference = AtomicUsize::new(0);
     // Panics inside memc are caught per test and counted as failures; keep their messages quiet.
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
@@ -308,7 +378,10 @@ fn onnx_backend_node_tests() {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(test) = tests.get(i) else { break };
-                let status = run_test(test, &scratch);
+                let (status, checked_by_reference) = run_test(test, &scratch);
+                if checked_by_reference {
+                    by_reference.fetch_add(1, Ordering::Relaxed);
+                }
                 let name = test
                     .file_name()
                     .map_or(String::new(), |n| n.to_string_lossy().into_owned());
@@ -329,6 +402,10 @@ fn onnx_backend_node_tests() {
         "node tests: {pass} pass, {unsupported} unsupported, {fail} fail, of {} ({:.1}% pass)",
         results.len(),
         100.0 * pass as f64 / results.len().max(1) as f64
+    );
+    println!(
+        "  {} of the passing tests also ran through the reference backend (the others' programs cost more than {REFERENCE_COST_BOUND})",
+        by_reference.load(Ordering::Relaxed)
     );
     for (name, status) in &results {
         if let Status::Fail(reason) = status {

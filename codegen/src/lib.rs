@@ -33,6 +33,7 @@ pub mod kernel;
 pub mod lower;
 pub mod nbits;
 pub mod program;
+pub mod reference;
 
 pub use kernel::{Kernel, KernelBody, KernelError, Scalar};
 pub use program::Program;

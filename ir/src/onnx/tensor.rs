@@ -153,3 +153,32 @@ pub fn tensor_bytes(
     check_len(out.len() as u64, "its data")?;
     Ok(WeightBytes::Owned(Arc::from(out)))
 }
+
+/// A tensor stored on its own, outside a model: a serialized `TensorProto` such as the ONNX
+/// backend tests' `input_*.pb` and `output_*.pb`.
+#[derive(Clone, Debug)]
+pub struct StandaloneTensor {
+    pub name: String,
+    pub ty: TensorType,
+    /// Little-endian element bytes, as [`tensor_bytes`] gives them.
+    pub bytes: Vec<u8>,
+}
+
+/// Decodes a serialized `TensorProto` with the importer's checks ([`tensor_type`],
+/// [`tensor_bytes`]). Its data must be inline: external data has no model directory to be
+/// relative to.
+pub fn decode_standalone(serialized: &[u8]) -> Result<StandaloneTensor, String> {
+    use prost::Message;
+    let proto = TensorProto::decode(serialized).map_err(|e| format!("not a TensorProto: {e}"))?;
+    let ty = tensor_type(&proto)?;
+    let bytes = match tensor_bytes(&proto, &ty, &mut ExternalData::new(None))? {
+        WeightBytes::Owned(b) => b.to_vec(),
+        WeightBytes::Mapped(b) => b.to_vec(),
+        WeightBytes::Absent => Vec::new(),
+    };
+    Ok(StandaloneTensor {
+        name: proto.name,
+        ty,
+        bytes,
+    })
+}

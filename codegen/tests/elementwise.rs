@@ -1,11 +1,14 @@
 //! Lowering of the elementwise ops (and their fusion), the reductions and the normalizations:
 //! small models in memc's text IR are planned, lowered, JIT-compiled and run, and the results
-//! are compared with references computed here. The fusion tests also check the kernel structure
-//! (which steps hold kernels) and that a plan whose output overlaps a chain's input stops the
-//! fusion.
+//! are compared with references computed here; every program also runs through the reference
+//! backend (`memc_codegen::reference`), which must agree with the CPU backend. The fusion tests
+//! also check the kernel structure (which steps hold kernels) and that a plan whose output
+//! overlaps a chain's input stops the fusion.
 
-use memc_codegen::cpu::CpuProgram;
-use memc_codegen::kernel::{InstKind, KernelBody, Region, Stage};
+mod common;
+
+use common::models::{run_both, weights_section};
+use memc_codegen::kernel::{InstKind, KernelBody, Stage};
 use memc_codegen::lower::lower_function;
 use memc_codegen::Program;
 use memc_ir::{Module, ValueId, WeightBytes, WeightStore};
@@ -47,65 +50,11 @@ fn lower(m: &Model) -> Program {
     lower_function(func, &m.module.weights, &m.plan).unwrap_or_else(|d| panic!("lower: {d:?}"))
 }
 
-/// Runs `program` on `inputs` (raw bytes by position) and returns the outputs' bytes.
+/// Runs `program` on `inputs` (raw bytes by position) through the CPU backend and the reference
+/// backend, checks that they agree, and returns the CPU backend's outputs' bytes.
 fn run(m: &Model, program: &Program, inputs: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    let mut arena = vec![0u64; (program.arena_size as usize).div_ceil(8).max(1)];
-    let mut weights = vec![0u64; (program.weights_size as usize).div_ceil(8).max(1)];
-    let weight_bytes: &mut [u8] = bytemuck_mut(&mut weights);
-    for slot in &program.weights {
-        let id = m
-            .module
-            .weights
-            .lookup(&slot.name)
-            .expect("a slot names a weight");
-        let bytes = m
-            .module
-            .weights
-            .get(id)
-            .and_then(|w| w.bytes())
-            .expect("weights have bytes");
-        let at = slot.byte_offset as usize;
-        weight_bytes[at..at + bytes.len()].copy_from_slice(bytes);
-    }
-    let arena_bytes: &mut [u8] = bytemuck_mut(&mut arena);
-    for (io, bytes) in program.inputs.iter().zip(inputs) {
-        assert_eq!(bytes.len() as u64, io.byte_size(), "input `{}`", io.name);
-        let at = io.byte_offset as usize;
-        arena_bytes[at..at + bytes.len()].copy_from_slice(bytes);
-    }
-    let kernels: Vec<_> = program.kernels().collect();
-    let cpu = CpuProgram::compile(&kernels).expect("the kernels compile");
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(2)
-        .build()
-        .expect("a thread pool");
-    for i in 0..kernels.len() {
-        // SAFETY: the regions have the sizes the program was validated against, and nothing
-        // else touches the arena while a kernel runs.
-        unsafe {
-            cpu.run_kernel(i, arena.as_mut_ptr().cast(), weights.as_ptr().cast(), &pool);
-        }
-    }
-    let arena_bytes: &[u8] = bytemuck_mut(&mut arena);
-    let weight_bytes: &[u8] = bytemuck_mut(&mut weights);
-    program
-        .outputs
-        .iter()
-        .map(|io| {
-            let region = if io.region == Region::Arena {
-                arena_bytes
-            } else {
-                weight_bytes
-            };
-            let at = io.byte_offset as usize;
-            region[at..at + io.byte_size() as usize].to_vec()
-        })
-        .collect()
-}
-
-fn bytemuck_mut(words: &mut [u64]) -> &mut [u8] {
-    // SAFETY: any bytes are valid u8s, and u64 storage is at least as aligned.
-    unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast(), words.len() * 8) }
+    let weights = weights_section(program, &m.module.weights);
+    run_both(program, &weights, inputs)
 }
 
 /// Little-endian bytes of plain numbers.

@@ -1,11 +1,11 @@
 //! Per-kernel timing of a model through the CPU backend, for tuning the movement and linalg
 //! lowerings: `MEMC_PROFILE_MODEL=path/to/model.onnx MEMC_PROFILE_DIMS=batch=2 cargo test
-//! --release -p memc-codegen --test lower_mv_profile -- --nocapture`. Without the variable the
+//! --release -p memc-codegen --test profile -- --nocapture`. Without the variable the
 //! test only checks that a tiny generated model runs, and says so.
 
-mod lower_mv_support;
+mod common;
 
-use lower_mv_support::{compile_module, weights_section};
+use common::models::{compile_module, weights_section};
 use memc_codegen::cpu::CpuProgram;
 use std::collections::HashMap;
 use std::time::Instant;

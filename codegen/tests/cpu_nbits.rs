@@ -3,7 +3,8 @@
 //!
 //! The weights are packed here by a small packer written from the layout doc of
 //! `memc_codegen::nbits` ("nbits v2"), not by the crate's own packer, so a kernel and a packer
-//! that agree on a wrong layout still fail. Kernels are validated before they run.
+//! that agree on a wrong layout still fail. Kernels are validated before they run. The reference
+//! backend (`memc_codegen::reference`) runs a set of the cases too and must agree with both.
 //!
 //! The kernels pick their instruction set once per process; `MEMC_NBITS_ISA` forces one. The
 //! test `each_isa_path_matches_the_reference` reruns this binary once per path the CPU has, with
@@ -558,5 +559,77 @@ fn each_isa_path_matches_the_reference() {
             "the rerun did not report using the {path} path:\n{stderr}"
         );
         println!("{path} path: passed");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The reference backend.
+
+/// Runs the built kernel through the reference backend (`memc_codegen::reference`) and
+/// returns every result element, row by row, as `run` does for the CPU backend.
+fn run_reference(built: &Built) -> Vec<f32> {
+    let mut arena = built.arena.0.as_flattened().to_vec();
+    memc_codegen::reference::run_kernel(&built.kernel, &mut arena, built.weights.0.as_flattened())
+        .unwrap_or_else(|e| panic!("the reference backend stopped: {e}"));
+    built
+        .expected
+        .iter()
+        .flat_map(|(off, want, _)| {
+            let arena = &arena;
+            (0..want.len() as u64).map(move |col| {
+                let at = (off + 4 * col) as usize;
+                f32::from_le_bytes([arena[at], arena[at + 1], arena[at + 2], arena[at + 3]])
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn the_reference_backend_agrees_with_the_f64_reference_and_the_cpu() {
+    let mut cases = Vec::new();
+    for (bits, signed) in KINDS {
+        for zero_points in [false, true] {
+            for (k, block) in [(64u64, 16u64), (40, 24), (100, 48), (300, 32)] {
+                for m in [1u64, 3] {
+                    let mut case = Case::new(bits, signed, block, k, 7, m);
+                    case.zero_points = zero_points;
+                    cases.push(case);
+                }
+            }
+        }
+    }
+    for bias in [Bias::Arena, Bias::Weights] {
+        let mut case = Case::new(4, false, 64, 200, 67, 3);
+        case.batch = vec![2, 3];
+        case.a_gap = 9;
+        case.batch_gap = 5;
+        case.zp_shift = 3;
+        case.bias = bias;
+        cases.push(case);
+    }
+    for case in &cases {
+        let cpu = check_threads(case, 1);
+        let built = build(case, seed(case));
+        let reference = run_reference(&built);
+        let mut i = 0;
+        for (r, (_, want, magnitude)) in built.expected.iter().enumerate() {
+            for col in 0..want.len() {
+                let (g, c, w, mag) = (
+                    reference[i] as f64,
+                    cpu[i] as f64,
+                    want[col],
+                    magnitude[col],
+                );
+                assert!(
+                    (g - w).abs() <= 1e-5 * mag + 1e-30,
+                    "row {r} column {col}: the reference backend gives {g}, want {w} in {case:?}"
+                );
+                assert!(
+                    (g - c).abs() <= 1e-5 * mag + 1e-30,
+                    "row {r} column {col}: the reference backend gives {g}, the CPU {c} in {case:?}"
+                );
+                i += 1;
+            }
+        }
     }
 }

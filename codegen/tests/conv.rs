@@ -2,11 +2,16 @@
 //! planned scratch memory, one contraction per kernel tap (the same cases planned without
 //! scratch), and the direct loop kernel (depthwise, ConvTranspose with few channels). Each case
 //! is one op in text IR with its weights as function arguments; the kernels run in the
-//! reference interpreter, which bounds-checks every address.
+//! reference backend (`memc_codegen::reference`, which bounds-checks every address), whose
+//! results are compared with the naive reference, and in the CPU backend, which must agree
+//! with the reference backend.
 
-mod lower_mv_support;
+mod common;
 
-use lower_mv_support::{compile_module, compile_module_without_scratch, run, Compiled};
+use common::models::{
+    assert_backends_agree, compile_module, compile_module_without_scratch, run_cpu, run_reference,
+    weights_section, Compiled,
+};
 use memc_codegen::KernelBody;
 use std::collections::HashMap;
 
@@ -168,7 +173,10 @@ fn check_planned(case: &Case, planned: Planned) -> bool {
     if case.bias {
         inputs.push(bytes(&b));
     }
-    let got = run(&compiled, &inputs);
+    let weights = weights_section(&compiled.program, &compiled.module.weights);
+    let got = run_reference(&compiled.program, &weights, &inputs);
+    let cpu = run_cpu(&compiled.program, &weights, &inputs);
+    assert_backends_agree(&compiled.program, &cpu, &got);
     let got: Vec<f32> = got[0]
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes(c.try_into().unwrap()))

@@ -18,6 +18,7 @@ pub mod kernel;
 pub mod lower;
 pub mod nbits;
 pub mod program;
+pub mod text;
 
 pub use kernel::{Kernel, KernelBody, KernelError, Scalar};
 pub use program::Program;

@@ -63,8 +63,10 @@ enum Command {
         #[arg(long)]
         time_passes: bool,
     },
-    /// Compile an ONNX model to a plan file (`-o MODEL.plan`), or print its IR, memory plan or
-    /// kernels.
+    /// Compile an ONNX model to a plan file (`-o MODEL.plan`), or print its IR or memory plan.
+    ///
+    /// `--emit kernels` prints the lowered kernels instead; a `.mlir` input is textual IR,
+    /// compiled by the same stages after import.
     Compile {
         /// The ONNX model; external data is read from beside it. A `.mlir` file is textual IR
         /// (weights known by type only), compiled after import the same way.

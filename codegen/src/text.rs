@@ -661,6 +661,119 @@ impl Display for Program {
 #[cfg(test)]
 mod tests {
     use super::affine;
+    use crate::kernel::{
+        BinaryOp, Guard, IndirectIndex, Inst, InstKind, Kernel, KernelBody, LoopKernel, Region,
+        Scalar, Stage, Store, View,
+    };
+
+    fn view(region: Region, elem: Scalar, byte_offset: i64, strides: Vec<i64>) -> View {
+        View {
+            region,
+            elem,
+            byte_offset,
+            strides,
+            guards: Vec::new(),
+            pad: 0,
+        }
+    }
+
+    #[test]
+    fn loop_kernels_spell_views_loops_and_values() {
+        let inst = |ty, kind| Inst { ty, kind };
+        let padded = View {
+            guards: vec![Guard {
+                coeffs: vec![0, 1, 1],
+                offset: -1,
+                limit: 4,
+            }],
+            pad: (-1.5f64).to_bits(),
+            ..view(Region::Arena, Scalar::F32, -4, vec![4, 1, 1])
+        };
+        let kernel = Kernel {
+            name: "demo \"k\" #0".into(),
+            body: KernelBody::Loop(LoopKernel {
+                outer: vec![2, 4],
+                inner: vec![3],
+                views: vec![
+                    view(Region::Arena, Scalar::F32, 64, vec![4, 1, 0]),
+                    padded,
+                    view(Region::Weights, Scalar::F32, 0, vec![0, 0, 0]),
+                ],
+                stages: vec![
+                    Stage::Reduce {
+                        insts: vec![inst(Scalar::F32, InstKind::Load { view: 1 })],
+                        value: 0,
+                        op: crate::kernel::ReduceOp::Sum,
+                        init: 0f64.to_bits(),
+                        ty: Scalar::F32,
+                    },
+                    Stage::Once {
+                        insts: vec![
+                            inst(Scalar::I64, InstKind::Index { axis: 1 }),
+                            inst(
+                                Scalar::I64,
+                                InstKind::Const {
+                                    bits: (-2i64) as u64,
+                                },
+                            ),
+                            inst(
+                                Scalar::Bool,
+                                InstKind::Binary {
+                                    op: BinaryOp::Lt,
+                                    lhs: 0,
+                                    rhs: 1,
+                                },
+                            ),
+                            inst(
+                                Scalar::F32,
+                                InstKind::LoadIndirect {
+                                    view: 2,
+                                    indices: vec![IndirectIndex {
+                                        index: 0,
+                                        stride: 1,
+                                        limit: 5,
+                                    }],
+                                },
+                            ),
+                            inst(Scalar::F32, InstKind::Acc { stage: 0 }),
+                            inst(
+                                Scalar::F32,
+                                InstKind::Select {
+                                    cond: 2,
+                                    then: 3,
+                                    else_: 4,
+                                },
+                            ),
+                        ],
+                        stores: vec![Store { view: 0, value: 5 }],
+                    },
+                ],
+            }),
+        };
+        let expected = "\
+kernel \"demo \\\"k\\\" #0\" loop {
+  v0 = arena[+64] f32 strides [4, 1, 0]
+  v1 = arena[-4] f32 strides [4, 1, 1] if 0 <= i1 + i2 - 1 < 4 else -1.5
+  v2 = weights[+0] f32 strides [0, 0, 0]
+  for i0 in 0..2, i1 in 0..4 {  // 8 parallel rows
+    s0 = reduce sum init 0.0 : f32 over i2 in 0..3 {
+      %0 = load v1 : f32
+      yield %0
+    }
+    once {
+      %0 = index i1 : i64
+      %1 = const -2 : i64
+      %2 = lt %0, %1 : bool
+      %3 = load v2 indirect [%0 * 1 limit 5] : f32
+      %4 = acc s0 : f32
+      %5 = select %2, %3, %4 : f32
+      store %5, v0
+    }
+  }
+}
+";
+        assert_eq!(kernel.to_string(), expected);
+    }
 
     #[test]
     fn affine_forms_read_like_algebra() {

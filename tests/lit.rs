@@ -8,9 +8,10 @@
 //!
 //! Two more checks run over the outputs that are modules (those of `memc opt` and of
 //! `--emit ir`/`mlir`; `--emit kernels` prints kernel text, which is not IR): every module memc
-//! printed parses back to the same text, and upstream `mlir-opt-22 --allow-unregistered-dialect` accepts it (skipped, and said
-//! so, when mlir-opt-22 is not installed; `scripts/test` installs it and sets
-//! `MEMC_REQUIRE_MLIR_OPT=1` so that CI cannot skip it).
+//! printed parses back to the same text, and upstream `mlir-opt-22
+//! --allow-unregistered-dialect` accepts it (skipped, and said so, when mlir-opt-22 is not
+//! installed; `scripts/test` installs it and sets `MEMC_REQUIRE_MLIR_OPT=1` so that CI cannot
+//! skip it).
 
 mod common;
 

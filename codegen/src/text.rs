@@ -642,8 +642,29 @@ impl Display for ProgramText<'_> {
         for output in &p.outputs {
             writeln!(f, "  output {output}")?;
         }
+        // The parts of one packed weight come in a row with the same spec but for the part;
+        // the spec is spelled once, at the first of them.
+        let mut previous: Option<&PackSpec> = None;
         for slot in &p.weights {
-            writeln!(f, "  weight {slot}")?;
+            match (&slot.pack, previous) {
+                (Some(spec), Some(prev))
+                    if PackSpec {
+                        part: spec.part,
+                        ..prev.clone()
+                    } == *spec =>
+                {
+                    writeln!(
+                        f,
+                        "  weight {:?} = {} {} bytes, packed nbits.{} of the same",
+                        slot.name,
+                        address(Region::Weights, slot.byte_offset as i64),
+                        slot.byte_size,
+                        spec.part.name()
+                    )?;
+                }
+                _ => writeln!(f, "  weight {slot}")?,
+            }
+            previous = slot.pack.as_ref();
         }
         for (index, step) in p.steps.iter().enumerate() {
             self.write_step(f, index, step)?;

@@ -13,7 +13,9 @@
 //! (then the CLI writes the plan file, packing low-bit weights as it streams them)
 //! ```
 //!
-//! Stages that exist run here and nowhere else; the CLI and library users call [`compile`].
+//! Stages that exist run here and nowhere else; the CLI and library users call [`compile`] (an
+//! ONNX model) or [`compile_text`] (a module in the text format, which the lowering lit-tests
+//! use: the same stages after import, the weights known by their types only).
 
 use memc_ir::{Diagnostic, Module};
 use memc_passes::Pass;
@@ -31,6 +33,15 @@ pub enum Emit {
     PlanJson,
     /// The plan file: the lowered kernels and the weights they read.
     Plan,
+    /// The lowered program's kernels, in their text form (`memc_codegen::text`).
+    Kernels,
+}
+
+impl Emit {
+    /// Whether this output needs the program of kernels ([`CompileOptions::lower`]).
+    pub fn needs_kernels(self) -> bool {
+        matches!(self, Emit::Plan | Emit::Kernels)
+    }
 }
 
 /// Options of `memc compile`.
@@ -86,8 +97,47 @@ pub fn parse_dim_binding(text: &str) -> Result<(String, u64), String> {
     Ok((name.to_string(), value))
 }
 
-/// Runs every built stage on the model at `path`.
+/// Runs every built stage on the ONNX model at `path`.
 pub fn compile(path: &Path, options: &CompileOptions) -> Result<Compiled, Diagnostic> {
+    let started = std::time::Instant::now();
+    let imported = memc_ir::onnx::import_file(path)?;
+    let import = StageTime {
+        stage: "import",
+        time: started.elapsed(),
+        note: None,
+    };
+    let mut compiled = compile_module(imported.module, options)?;
+    compiled.times.insert(0, import);
+    Ok(compiled)
+}
+
+/// Runs every built stage after import on a module in the text format: parse, verify, then
+/// what [`compile`] runs. Parse and verifier errors carry spans into `source`. The text names
+/// weights without their bytes, so lowering sees only their types (enough for every kernel
+/// except those that read small constants' values, which then report what they miss).
+pub fn compile_text(source: &str, options: &CompileOptions) -> Result<Compiled, Vec<Diagnostic>> {
+    let module = memc_ir::parse_module(source).map_err(|d| vec![d])?;
+    memc_ir::verify_module(&module)?;
+    compile_module(module, options).map_err(|d| vec![d])
+}
+
+/// The text `emit` writes for a compiled model (`None` for the plan file, which the CLI
+/// writes with the weights).
+pub fn emitted_text(compiled: &Compiled, emit: Emit) -> Option<String> {
+    match (emit, &compiled.plan, &compiled.program) {
+        (Emit::Ir | Emit::Mlir, _, _) => Some(memc_ir::print_module(&compiled.module)),
+        (Emit::PlanJson, Some(plan), _) => Some(crate::report::json(plan)),
+        (Emit::Kernels, Some(plan), Some(program)) => Some(
+            memc_codegen::text::ProgramText::new(program)
+                .with_plan(plan)
+                .to_string(),
+        ),
+        (Emit::PlanJson | Emit::Kernels | Emit::Plan, _, _) => None,
+    }
+}
+
+/// Runs every built stage after import on `module`.
+pub fn compile_module(module: Module, options: &CompileOptions) -> Result<Compiled, Diagnostic> {
     let mut times = Vec::new();
     let mut clock = std::time::Instant::now();
     let mut lap = |stage: &'static str, note: Option<String>| {
@@ -99,9 +149,7 @@ pub fn compile(path: &Path, options: &CompileOptions) -> Result<Compiled, Diagno
         });
         clock = now;
     };
-    let imported = memc_ir::onnx::import_file(path)?;
-    lap("import", None);
-    let mut module = imported.module;
+    let mut module = module;
 
     // Bindings must name symbols the model has; a typo would silently leave the dim symbolic.
     let known: Vec<String> = memc_ir::infer::unbound_symbols(&module);

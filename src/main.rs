@@ -28,6 +28,7 @@ enum EmitArg {
     Mlir,
     PlanJson,
     Plan,
+    Kernels,
 }
 
 #[derive(Copy, Clone, ValueEnum)]
@@ -63,13 +64,20 @@ enum Command {
         time_passes: bool,
     },
     /// Compile an ONNX model to a plan file (`-o MODEL.plan`), or print its IR or memory plan.
+    ///
+    /// `--emit kernels` prints the lowered kernels instead; a `.mlir` input is textual IR,
+    /// compiled by the same stages after import.
     Compile {
-        /// The ONNX model; external data is read from beside it.
+        /// The ONNX model; external data is read from beside it. A `.mlir` file is textual IR
+        /// (weights known by type only), compiled after import the same way.
         model: PathBuf,
         /// What to write: `plan` (the plan file, needs `-o`), `ir` (or `mlir`, the same text),
-        /// or `plan-json` (the memory plan).
+        /// `plan-json` (the memory plan) or `kernels` (the lowered program as text).
         #[arg(long, value_enum, default_value_t = EmitArg::Plan)]
         emit: EmitArg,
+        /// With a `.mlir` input: cut it at `// -----` lines and compile each piece on its own.
+        #[arg(long)]
+        split_input_file: bool,
         /// Write here instead of standard output.
         #[arg(short = 'o', long)]
         output: Option<PathBuf>,
@@ -189,6 +197,7 @@ fn run(cli: Cli) -> ExitCode {
         Command::Compile {
             model,
             emit,
+            split_input_file,
             output,
             dims,
             report,
@@ -202,6 +211,7 @@ fn run(cli: Cli) -> ExitCode {
                 EmitArg::Mlir => memc::compile::Emit::Mlir,
                 EmitArg::PlanJson => memc::compile::Emit::PlanJson,
                 EmitArg::Plan => memc::compile::Emit::Plan,
+                EmitArg::Kernels => memc::compile::Emit::Kernels,
             };
             let request = CompileRequest {
                 emit,
@@ -214,7 +224,14 @@ fn run(cli: Cli) -> ExitCode {
                 time_passes,
                 color,
             };
-            compile(&model, request)
+            if model.extension().is_some_and(|e| e == "mlir") {
+                compile_text(&model, split_input_file, request)
+            } else if split_input_file {
+                eprintln!("error: `--split-input-file` cuts textual IR (a `.mlir` file), not an ONNX model");
+                ExitCode::from(2)
+            } else {
+                compile(&model, request)
+            }
         }
         Command::PlanCsv { files, budget_ms } => {
             match memc::plan_csv::run(&files, std::time::Duration::from_millis(budget_ms)) {
@@ -252,37 +269,44 @@ fn run(cli: Cli) -> ExitCode {
     }
 }
 
+/// Reads textual IR from `file` (`-` is standard input) for `memc {command}`; returns the text
+/// and its name in diagnostics, or prints why it cannot.
+fn read_text(file: &std::path::Path, command: &str) -> Option<(String, String)> {
+    if file.as_os_str() == "-" {
+        let mut text = String::new();
+        if let Err(e) = std::io::stdin().read_to_string(&mut text) {
+            eprintln!("error: cannot read standard input: {e}");
+            return None;
+        }
+        return Some((text, "<stdin>".to_string()));
+    }
+    let bytes = match std::fs::read(file) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            eprintln!("error: cannot read `{}`: {e}", file.display());
+            return None;
+        }
+    };
+    match String::from_utf8(bytes) {
+        Ok(text) => Some((text, file.display().to_string())),
+        Err(e) => {
+            eprintln!(
+                "error: `{}` is not UTF-8 text (invalid byte at offset {}); memc {command} reads textual IR",
+                file.display(),
+                e.utf8_error().valid_up_to()
+            );
+            None
+        }
+    }
+}
+
 fn opt(
     file: &std::path::Path,
     output: Option<&std::path::Path>,
     options: &memc::opt::OptOptions,
 ) -> ExitCode {
-    let (source, name) = if file.as_os_str() == "-" {
-        let mut text = String::new();
-        if let Err(e) = std::io::stdin().read_to_string(&mut text) {
-            eprintln!("error: cannot read standard input: {e}");
-            return ExitCode::FAILURE;
-        }
-        (text, "<stdin>".to_string())
-    } else {
-        let bytes = match std::fs::read(file) {
-            Ok(bytes) => bytes,
-            Err(e) => {
-                eprintln!("error: cannot read `{}`: {e}", file.display());
-                return ExitCode::FAILURE;
-            }
-        };
-        match String::from_utf8(bytes) {
-            Ok(text) => (text, file.display().to_string()),
-            Err(e) => {
-                eprintln!(
-                    "error: `{}` is not UTF-8 text (invalid byte at offset {}); memc opt reads textual IR",
-                    file.display(),
-                    e.utf8_error().valid_up_to()
-                );
-                return ExitCode::FAILURE;
-            }
-        }
+    let Some((source, name)) = read_text(file, "opt") else {
+        return ExitCode::FAILURE;
     };
     let result = memc::opt::run_opt(&source, &name, options);
     eprint!("{}", result.stderr);
@@ -315,22 +339,11 @@ fn compile(model: &std::path::Path, request: CompileRequest) -> ExitCode {
         return ExitCode::from(2);
     }
     let dims = request.dims.clone();
-    let options = memc::compile::CompileOptions {
-        dims: request.dims.into_iter().collect(),
-        plan_memory: request.report || emit == Emit::PlanJson,
-        plan_budget: std::time::Duration::from_millis(request.plan_budget_ms),
-        lower: emit == Emit::Plan,
-        no_fuse: request.no_fuse,
-    };
+    let options = request.options();
     let compiled = match memc::compile::compile(model, &options) {
         Ok(compiled) => {
             if request.time_passes {
-                for t in &compiled.times {
-                    eprintln!("memc: {:>9.3} ms  {}", t.time.as_secs_f64() * 1e3, t.stage);
-                    if let Some(note) = &t.note {
-                        eprintln!("      {note}");
-                    }
-                }
+                print_times(&compiled);
             }
             compiled
         }
@@ -364,11 +377,81 @@ fn compile(model: &std::path::Path, request: CompileRequest) -> ExitCode {
     {
         return write_plan_file(model, output, dims, &compiled, program, request.time_passes);
     }
-    let text = match (emit, &compiled.plan) {
-        (Emit::PlanJson, Some(plan)) => memc::report::json(plan),
-        _ => memc::ir::print_module(&compiled.module),
-    };
+    let text = memc::compile::emitted_text(&compiled, emit)
+        .unwrap_or_else(|| memc::ir::print_module(&compiled.module));
     write_output(request.output.as_deref(), &text)
+}
+
+impl CompileRequest {
+    fn options(&self) -> memc::compile::CompileOptions {
+        memc::compile::CompileOptions {
+            dims: self.dims.iter().cloned().collect(),
+            plan_memory: self.report || self.emit == memc::compile::Emit::PlanJson,
+            plan_budget: std::time::Duration::from_millis(self.plan_budget_ms),
+            lower: self.emit.needs_kernels(),
+            no_fuse: self.no_fuse,
+        }
+    }
+}
+
+fn print_times(compiled: &memc::compile::Compiled) {
+    for t in &compiled.times {
+        eprintln!("memc: {:>9.3} ms  {}", t.time.as_secs_f64() * 1e3, t.stage);
+        if let Some(note) = &t.note {
+            eprintln!("      {note}");
+        }
+    }
+}
+
+/// `memc compile FILE.mlir`: textual IR through the stages after import, each `// -----` piece
+/// on its own with `--split-input-file` (outputs joined by the same marker, as `memc opt` does).
+fn compile_text(model: &std::path::Path, split: bool, request: CompileRequest) -> ExitCode {
+    use memc::compile::Emit;
+    if request.emit == Emit::Plan {
+        eprintln!("error: a plan file needs the weights' bytes, which textual IR does not carry");
+        eprintln!("       (`--emit kernels`, `--emit ir` or `--emit plan-json` print what textual IR compiles to)");
+        return ExitCode::from(2);
+    }
+    if request.report {
+        eprintln!("error: `--report` reads ONNX models; use `--emit plan-json` with textual IR");
+        return ExitCode::from(2);
+    }
+    let Some((source, name)) = read_text(model, "compile") else {
+        return ExitCode::FAILURE;
+    };
+    let options = request.options();
+    let pieces = if split {
+        memc::opt::split_input(&source)
+    } else {
+        vec![source]
+    };
+    let mut success = true;
+    let mut outputs = Vec::with_capacity(pieces.len());
+    for piece in &pieces {
+        match memc::compile::compile_text(piece, &options) {
+            Ok(compiled) => {
+                if request.time_passes {
+                    print_times(&compiled);
+                }
+                outputs
+                    .push(memc::compile::emitted_text(&compiled, request.emit).unwrap_or_default());
+            }
+            Err(diags) => {
+                for diag in diags {
+                    eprint!("{}", diag.render(&name, piece, request.color));
+                }
+                success = false;
+                outputs.push(String::new());
+            }
+        }
+    }
+    let text = outputs.join(&format!("{}\n", memc::opt::SPLIT_MARKER));
+    let written = write_output(request.output.as_deref(), &text);
+    if success {
+        written
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 /// Writes the plan file of a compiled model and says what it holds.

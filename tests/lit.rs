@@ -6,10 +6,12 @@
 //! change). A file with several cases separated by `// -----` lines must pass
 //! `--split-input-file`, so that each case is judged on its own.
 //!
-//! Two more checks run over the same outputs: every module memc printed parses back to the same
-//! text, and upstream `mlir-opt-22 --allow-unregistered-dialect` accepts it (skipped, and said
-//! so, when mlir-opt-22 is not installed; `scripts/test` installs it and sets
-//! `MEMC_REQUIRE_MLIR_OPT=1` so that CI cannot skip it).
+//! Two more checks run over the outputs that are modules (those of `memc opt` and of
+//! `--emit ir`/`mlir`; `--emit kernels` prints kernel text, which is not IR): every module memc
+//! printed parses back to the same text, and upstream `mlir-opt-22
+//! --allow-unregistered-dialect` accepts it (skipped, and said so, when mlir-opt-22 is not
+//! installed; `scripts/test` installs it and sets `MEMC_REQUIRE_MLIR_OPT=1` so that CI cannot
+//! skip it).
 
 mod common;
 
@@ -19,12 +21,9 @@ use std::process::Command;
 
 const SPLIT_MARKER: &str = "// -----";
 
-/// Runs a lit-test file's RUN line; returns (exit code, stdout, stderr).
-fn run_lit_file(path: &Path) -> (i32, String, String) {
+/// The words of a lit-test file's RUN line, with the text of the file.
+fn run_line(path: &Path) -> (Vec<String>, String) {
     let text = std::fs::read_to_string(path).expect("lit-test files are UTF-8 text");
-    let relative = path
-        .strip_prefix(root())
-        .expect("lit-tests live under the workspace root");
     let words: Vec<String> = text
         .lines()
         .find_map(|l| l.trim().strip_prefix("// RUN:"))
@@ -37,6 +36,30 @@ fn run_lit_file(path: &Path) -> (i32, String, String) {
         .split_whitespace()
         .map(str::to_string)
         .collect();
+    (words, text)
+}
+
+/// Whether a lit-test's standard output is printed modules (IR), as opposed to kernel text or
+/// JSON.
+fn prints_modules(path: &Path) -> bool {
+    let (words, _) = run_line(path);
+    let emit = words
+        .iter()
+        .position(|w| w == "--emit")
+        .and_then(|i| words.get(i + 1));
+    match words.get(1).map(String::as_str) {
+        Some("opt") => true,
+        Some("compile") => matches!(emit.map(String::as_str), Some("ir" | "mlir")),
+        _ => false,
+    }
+}
+
+/// Runs a lit-test file's RUN line; returns (exit code, stdout, stderr).
+fn run_lit_file(path: &Path) -> (i32, String, String) {
+    let (words, text) = run_line(path);
+    let relative = path
+        .strip_prefix(root())
+        .expect("lit-tests live under the workspace root");
     assert_eq!(
         words.first().map(String::as_str),
         Some("memc"),
@@ -69,6 +92,14 @@ fn lit_files() -> Vec<PathBuf> {
     files_with_extension("lit-tests", "mlir")
 }
 
+/// The lit-test files whose output is printed modules.
+fn lit_files_printing_modules() -> Vec<PathBuf> {
+    lit_files()
+        .into_iter()
+        .filter(|p| prints_modules(p))
+        .collect()
+}
+
 /// The printed modules in a `memc opt` output (empty pieces are failed cases).
 fn printed_modules(stdout: &str) -> Vec<String> {
     stdout
@@ -90,7 +121,7 @@ fn lit() {
 
 #[test]
 fn printed_output_round_trips() {
-    for path in lit_files() {
+    for path in lit_files_printing_modules() {
         let (_, stdout, _) = run_lit_file(&path);
         for module_text in printed_modules(&stdout) {
             let module = memc::ir::parse_module(&module_text).unwrap_or_else(|d| {
@@ -137,7 +168,7 @@ fn upstream_mlir_opt_parses_every_output() {
     let dir = std::env::temp_dir().join(format!("memc-mlir-opt-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir is writable");
     let mut checked = 0;
-    for path in lit_files() {
+    for path in lit_files_printing_modules() {
         let (_, stdout, _) = run_lit_file(&path);
         for (i, module_text) in printed_modules(&stdout).into_iter().enumerate() {
             let file = dir.join(format!("case{checked}.mlir"));

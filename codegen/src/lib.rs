@@ -34,6 +34,7 @@ pub mod lower;
 pub mod nbits;
 pub mod program;
 pub mod reference;
+pub mod text;
 
 pub use kernel::{Kernel, KernelBody, KernelError, Scalar};
 pub use program::Program;

@@ -440,3 +440,22 @@ mod tests {
         assert_eq!(sanitize_symbol("2*seq"), "_2_seq");
     }
 }
+
+/// `dim + c` for a signed constant.
+pub(crate) fn add_const(dim: &Dim, c: i128) -> Dim {
+    match u64::try_from(c.unsigned_abs()) {
+        Ok(magnitude) if c >= 0 => dim.add(&Dim::Static(magnitude)),
+        Ok(magnitude) => dim.sub(&Dim::Static(magnitude)),
+        Err(_) => Dim::Unknown,
+    }
+}
+
+/// A static dim from an `i128` size; `Unknown` when it does not fit.
+pub(crate) fn static_dim(n: i128) -> Dim {
+    u64::try_from(n).map_or(Dim::Unknown, Dim::Static)
+}
+
+/// `a / b` rounded up (toward positive infinity), for `b > 0`.
+pub(crate) fn ceil_div(a: i128, b: i128) -> i128 {
+    -((-a).div_euclid(b))
+}

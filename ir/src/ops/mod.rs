@@ -32,9 +32,28 @@
 //! 4. If the op computes shapes (it may sit between `Shape` and `Reshape`), write a fold in
 //!    `fold.rs` and attach it with `.fold(...)`: the known value of a result from the known
 //!    values of the operands.
-//! 5. Add a lit-test under `lit-tests/` that shows the op printed, parsed and verified, and one
-//!    for each error its hook or shape function can report. If the op has a new trait case
-//!    (a view), add a unit test in `view.rs`.
+//! 5. Lower it (memc-codegen): add the op's arm to the one `match` in
+//!    `codegen/src/lower/plan.rs` (`plan_op`; it has no wildcard, so a new opcode without an
+//!    arm does not build). Most ops map to one function of their family module (`elementwise`,
+//!    `reduce`, `movement`, `linalg`), `fn(&LowerCtx, OpId) -> LowerResult`, that builds the
+//!    op's kernels in the kernel IR; an elementwise op instead gets its scalar formula in
+//!    `elementwise::emit`, and fusion into chains follows from its `ELEMENTWISE` trait. An op
+//!    whose form needs scratch memory or depends on the target (an im2col matrix, dequantized
+//!    tiles) gets a `plan` function in its module that reads the target's
+//!    `memc_ir::target::TargetInfo` and returns an `OpPlan` carrying the form and its scratch
+//!    bytes; the memory planner reserves those bytes and lowering emits the same plan's kernels.
+//!    An op with no kernel on the target gets an arm that says why (`OpPlan::unsupported`).
+//!    Read attributes with `LowerCtx::attr_int` / `attr_float` (table defaults), views with
+//!    [`view_of`], windows with [`Window`]. The kernel IR is backend-neutral: the CPU JIT, the
+//!    reference backend (`memc_codegen::reference`) and the text form run any kernel the op
+//!    lowers to, so a new op needs no backend change. Only a new kernel IR instruction does,
+//!    and their exhaustive matches make a missing case a build error.
+//! 6. Tests: a lit-test under `lit-tests/` that shows the op printed, parsed and verified, and
+//!    one for each error its hook or shape function can report (if the op has a new trait case
+//!    such as a view, a unit test in `view.rs`); a lowering lit-test under `lit-tests/lower/`
+//!    (`memc compile %s --emit kernels`) for each of its forms; and its ONNX node tests, which
+//!    `tests/node_tests.rs` runs through the CPU and the reference backends (record the new
+//!    statuses with `MEMC_UPDATE_NODE_TESTS=1`).
 
 mod fold;
 mod shape;

@@ -18,6 +18,7 @@ use super::value::{KnownValue, SymInt, MAX_KNOWN_ELEMENTS};
 use super::verify::transpose_perm;
 use super::window::{AutoPad, WindowAttrs};
 use super::ShapeCtx;
+use crate::dim::{add_const, ceil_div, static_dim};
 use crate::{Attribute, Dim, ElemType, TensorType};
 use std::borrow::Cow;
 
@@ -98,24 +99,6 @@ fn axis_set(axes: &[i64], rank: usize) -> Result<Vec<usize>, String> {
 /// The product of dims (`1` for none).
 fn product(dims: &[Dim]) -> Dim {
     dims.iter().fold(Dim::Static(1), |acc, d| acc.mul(d))
-}
-
-/// `dim + c` for a signed constant.
-pub(super) fn add_const(dim: &Dim, c: i128) -> Dim {
-    match u64::try_from(c.unsigned_abs()) {
-        Ok(magnitude) if c >= 0 => dim.add(&Dim::Static(magnitude)),
-        Ok(magnitude) => dim.sub(&Dim::Static(magnitude)),
-        Err(_) => Dim::Unknown,
-    }
-}
-
-/// A static dim from an `i128` size; `Unknown` when it does not fit.
-pub(super) fn static_dim(n: i128) -> Dim {
-    u64::try_from(n).map_or(Dim::Unknown, Dim::Static)
-}
-
-pub(super) fn ceil_div(a: i128, b: i128) -> i128 {
-    -((-a).div_euclid(b))
 }
 
 /// Whether a dim is provably non-negative: a static size, a symbol, or a polynomial whose

@@ -14,8 +14,8 @@
 //! (begin pads of every axis, then end pads). With `ceil_mode` the output rounds up, but the
 //! last window must start inside the input or its begin padding.
 
-use super::shape::{add_const, ceil_div, static_dim};
 use super::OpCtx;
+use crate::dim::{add_const, ceil_div, static_dim};
 use crate::{Dim, Function, OpId};
 
 /// How an op's pads are given.

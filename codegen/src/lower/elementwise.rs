@@ -630,7 +630,7 @@ fn emit(
             let s = sigmoid(b, ax);
             b.binary(BinaryOp::Mul, x, s)
         }
-        O::Gelu => gelu(b, x, ctx.attr_str(op, "approximate").unwrap_or("none"))?,
+        O::Gelu => gelu(b, x, ctx.attr_str(op, "approximate").unwrap_or_default())?,
         O::Shrink => {
             // Integer inputs compute in f64 (numpy promotes `x + bias`), then truncate.
             let c = if t.is_float() { t } else { Scalar::F64 };

@@ -29,7 +29,7 @@ pub fn pad(ctx: &LowerCtx, op: OpId) -> LowerResult {
         return Ok(Vec::new());
     };
     let rank = input.rank();
-    let mode = match ctx.attr_str(op, "mode").unwrap_or("constant") {
+    let mode = match ctx.attr_str(op, "mode").unwrap_or_default() {
         "constant" => Mode::Constant,
         "edge" => Mode::Edge,
         "reflect" => Mode::Reflect,

@@ -74,7 +74,7 @@ pub fn resize(ctx: &LowerCtx, op: OpId) -> LowerResult {
         return Ok(Vec::new());
     };
     let rank = x.rank();
-    let mode = match ctx.attr_str(op, "mode").unwrap_or("nearest") {
+    let mode = match ctx.attr_str(op, "mode").unwrap_or_default() {
         "nearest" => Mode::Nearest,
         "linear" => Mode::Linear,
         "cubic" => Mode::Cubic,
@@ -82,7 +82,7 @@ pub fn resize(ctx: &LowerCtx, op: OpId) -> LowerResult {
     };
     let coord = match ctx
         .attr_str(op, "coordinate_transformation_mode")
-        .unwrap_or("half_pixel")
+        .unwrap_or_default()
     {
         "half_pixel" => Coord::HalfPixel,
         "half_pixel_symmetric" => Coord::HalfPixelSymmetric,
@@ -611,7 +611,7 @@ fn resize_scales(
     if !operand_absent_or_empty(ctx, op, 3)? {
         let policy = ctx
             .attr_str(op, "keep_aspect_ratio_policy")
-            .unwrap_or("stretch");
+            .unwrap_or_default();
         if policy == "stretch" {
             for &a in axes {
                 scales[a] = Scale::Known(output[a] as f64 / input[a] as f64);
@@ -771,10 +771,7 @@ fn nearest_index(
     ratio: InstId,
 ) -> Result<InstId, LowerError> {
     let hi = insts.add_c(lo, 1);
-    let (cmp, bound) = match ctx
-        .attr_str(op, "nearest_mode")
-        .unwrap_or("round_prefer_floor")
-    {
+    let (cmp, bound) = match ctx.attr_str(op, "nearest_mode").unwrap_or_default() {
         "round_prefer_floor" => (BinaryOp::Le, 0.5),
         "round_prefer_ceil" => (BinaryOp::Lt, 0.5),
         "floor" => (BinaryOp::Lt, 1.0),

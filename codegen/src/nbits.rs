@@ -79,10 +79,17 @@ impl PackedPart {
     }
 }
 
+/// The id of the packed layout this module defines, packs and decodes (recorded in every
+/// packed slot, so a plan says which layout its bytes are in, and a backend whose kernels read
+/// another layout, or a later memc with a new layout, refuses it instead of misreading it).
+pub const LAYOUT: &str = "nbits v2";
+
 /// How to compute one slot of the packed layout from the model's weights (in their ONNX
 /// layouts) while the plan file is written.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PackSpec {
+    /// The packed layout the slot is in ([`LAYOUT`]; the target's `nbits.layout`).
+    pub layout: String,
     pub part: PackedPart,
     /// The model's weights: the quantized `B`, its scales and its zero points.
     pub b: String,
@@ -130,6 +137,18 @@ impl PackSpec {
     }
 
     /// The slot's name in the plan: the source weight and the part.
+    /// Whether the slot is in the layout this memc packs and decodes ([`LAYOUT`]).
+    pub fn check_layout(&self) -> Result<(), String> {
+        if self.layout == LAYOUT {
+            Ok(())
+        } else {
+            Err(format!(
+                "it is in the packed layout `{}`, and this memc packs and reads only `{LAYOUT}`",
+                self.layout
+            ))
+        }
+    }
+
     pub fn slot_name(&self) -> String {
         format!("{}#nbits.{}", self.b, self.part.name())
     }
@@ -178,6 +197,7 @@ impl PackSpec {
 
     /// Checks that the spec is one the kernels run and that `sources` have the sizes it needs.
     pub fn check(&self, sources: &PackSources) -> Result<(), String> {
+        self.check_layout()?;
         if !matches!(self.bits, 4 | 8) || self.k == 0 || self.n == 0 {
             return Err(format!(
                 "{} bits, K = {}, N = {}: not a packable weight",
@@ -413,6 +433,7 @@ mod tests {
             let block = memc_ir::ops::nbits_k_block(k, trans_b, axis, block_size, per_tensor)
                 .expect("a packable case");
             let mut spec = PackSpec {
+                layout: LAYOUT.to_string(),
                 part: PackedPart::Values,
                 b: "w".into(),
                 scales: "s".into(),
@@ -493,6 +514,7 @@ mod tests {
     #[test]
     fn a_spec_whose_block_does_not_follow_from_its_quantization_is_rejected() {
         let spec = PackSpec {
+            layout: LAYOUT.to_string(),
             part: PackedPart::Values,
             b: "w".into(),
             scales: "s".into(),
@@ -516,5 +538,35 @@ mod tests {
         };
         let err = spec.check(&sources).unwrap_err();
         assert!(err.contains("does not follow"), "{err}");
+    }
+
+    #[test]
+    fn a_slot_in_another_layout_is_rejected() {
+        let spec = PackSpec {
+            layout: "nbits v1".to_string(),
+            part: PackedPart::Scales,
+            b: "w".into(),
+            scales: "s".into(),
+            zero_points: None,
+            k: 64,
+            n: 4,
+            bits: 4,
+            signed: false,
+            trans_b: false,
+            axis: 0,
+            block_size: 32,
+            per_tensor: false,
+            block: 32,
+        };
+        assert_eq!(
+            spec.check_layout().unwrap_err(),
+            "it is in the packed layout `nbits v1`, and this memc packs and reads only `nbits v2`"
+        );
+        let sources = PackSources {
+            b: &[],
+            scales: &[],
+            zero_points: None,
+        };
+        assert_eq!(spec.check(&sources), Err(spec.check_layout().unwrap_err()));
     }
 }

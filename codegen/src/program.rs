@@ -114,6 +114,8 @@ impl Program {
                 )));
             }
             if let Some(spec) = &slot.pack {
+                spec.check_layout()
+                    .map_err(|e| bad(format!("packed weight `{}`: {e}", slot.name)))?;
                 if spec.byte_size() != slot.byte_size {
                     return Err(bad(format!(
                         "packed weight `{}` has {} bytes, its spec needs {}",

@@ -549,7 +549,7 @@ impl Display for PackSpec {
         } else {
             write!(f, "axis {} block_size {}", self.axis, self.block_size)?;
         }
-        write!(f, ", block {})", self.block)
+        write!(f, ", block {}, layout {:?})", self.block, self.layout)
     }
 }
 

@@ -55,5 +55,7 @@ pub use plan::{write_plan, PlanFile, PlanMeta};
 pub use session::{Session, SessionOptions};
 pub use tensor::{Element, Tensor, TensorRef};
 
-/// The plan file format version this build writes and reads.
-pub const PLAN_FORMAT_VERSION: u32 = 1;
+/// The plan file format version this build writes and reads. Version 2: every packed weight
+/// slot records the id of its packed layout (`PackSpec::layout`, `nbits v2`); version 1 plans
+/// are refused with a request to recompile.
+pub const PLAN_FORMAT_VERSION: u32 = 2;

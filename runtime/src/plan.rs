@@ -15,7 +15,7 @@
 //!    |--------|----------|---------------------------------------------------------------|
 //!    | 0..8   | [u8; 8]  | magic, the ASCII bytes `MEMCPLAN`                             |
 //!    | 8..12  | u32      | format version, [`PLAN_FORMAT_VERSION`](crate::PLAN_FORMAT_VERSION) |
-//!    | 12..16 | u32      | header length in bytes (64 in version 1)                      |
+//!    | 12..16 | u32      | header length in bytes (64 in versions 1 and 2)               |
 //!    | 16..24 | u64      | metadata offset: the file offset of the metadata (= 64)       |
 //!    | 24..32 | u64      | metadata length in bytes                                      |
 //!    | 32..40 | u64      | weights offset: a multiple of [`WEIGHTS_ALIGN`] (4096), at or after the end of the metadata |
@@ -66,7 +66,7 @@ use std::path::{Path, PathBuf};
 
 /// The first eight bytes of every plan file.
 pub const MAGIC: [u8; 8] = *b"MEMCPLAN";
-/// The header's length in format version 1.
+/// The header's length in format versions 1 and 2.
 pub const HEADER_LEN: u64 = 64;
 /// Alignment of the weights section's file offset (a page on every common system).
 pub const WEIGHTS_ALIGN: u64 = 4096;

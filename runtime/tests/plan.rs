@@ -89,7 +89,12 @@ fn the_documented_layout_is_what_is_written() {
     let (meta, _) = meta();
     let metadata = serde_json::to_vec(&meta).unwrap();
     let weights = &bytes[bytes.len() - 96..];
-    let assembled = assemble(1, &metadata, weights, crc32fast::hash(weights));
+    let assembled = assemble(
+        PLAN_FORMAT_VERSION,
+        &metadata,
+        weights,
+        crc32fast::hash(weights),
+    );
     assert_eq!(assembled, bytes);
 }
 
@@ -225,13 +230,24 @@ fn another_format_version_is_an_error() {
     bytes[8..12].copy_from_slice(&7u32.to_le_bytes());
     assert_eq!(
         open_err("version", &bytes),
-        "`PLAN`: plan format version 7, this memc reads version 1; recompile the model"
+        "`PLAN`: plan format version 7, this memc reads version 2; recompile the model"
     );
     // The version is read before the header's length and checksum: a future format may
     // change both.
     assert_eq!(
         open_err("version", &bytes[..12]),
-        "`PLAN`: plan format version 7, this memc reads version 1; recompile the model"
+        "`PLAN`: plan format version 7, this memc reads version 2; recompile the model"
+    );
+}
+
+#[test]
+fn a_plan_of_format_version_1_is_an_error() {
+    // Version 1 plans (before packed slots recorded their layout) are not read: recompile.
+    let (_, mut bytes) = written("version_1");
+    bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+    assert_eq!(
+        open_err("version_1", &bytes),
+        "`PLAN`: plan format version 1, this memc reads version 2; recompile the model"
     );
 }
 
@@ -285,18 +301,24 @@ fn inconsistent_sections_are_errors() {
     fix_header_crc(&mut long_header);
     assert_eq!(
         open_err("sections", &long_header),
-        "`PLAN`: the plan file is corrupted: the header says it is 128 bytes long; version 1 headers are 64"
+        "`PLAN`: the plan file is corrupted: the header says it is 128 bytes long; version 2 headers are 64"
     );
 }
 
 #[test]
 fn metadata_that_is_not_a_plan_meta_is_an_error() {
-    let err = open_err("bad_json", &assemble(1, b"{\"memc_version\": 1}", &[], 0));
+    let err = open_err(
+        "bad_json",
+        &assemble(PLAN_FORMAT_VERSION, b"{\"memc_version\": 1}", &[], 0),
+    );
     assert!(
         err.starts_with("`PLAN`: the plan's metadata is not valid: invalid type: integer `1`"),
         "{err}"
     );
-    let err = open_err("bad_json", &assemble(1, b"\xff\xfe", &[], 0));
+    let err = open_err(
+        "bad_json",
+        &assemble(PLAN_FORMAT_VERSION, b"\xff\xfe", &[], 0),
+    );
     assert!(
         err.starts_with("`PLAN`: the plan's metadata is not valid: "),
         "{err}"
@@ -313,7 +335,12 @@ fn a_kernel_reaching_outside_the_arena_is_rejected_at_load() {
     out_view["byte_offset"] = 120.into();
     let metadata = serde_json::to_vec(&json).unwrap();
     let weights = vec![0u8; 96];
-    let bytes = assemble(1, &metadata, &weights, crc32fast::hash(&weights));
+    let bytes = assemble(
+        PLAN_FORMAT_VERSION,
+        &metadata,
+        &weights,
+        crc32fast::hash(&weights),
+    );
     assert_eq!(
         open_err("out_of_bounds", &bytes),
         "`PLAN`: the plan's program is invalid: kernel `Add add #0`: view 2 reaches bytes 120..136 outside its region of 128 bytes"
@@ -325,7 +352,12 @@ fn a_weights_section_of_the_wrong_length_is_rejected_at_load() {
     let (meta, _) = meta();
     let metadata = serde_json::to_vec(&meta).unwrap();
     let weights = vec![0u8; 128];
-    let bytes = assemble(1, &metadata, &weights, crc32fast::hash(&weights));
+    let bytes = assemble(
+        PLAN_FORMAT_VERSION,
+        &metadata,
+        &weights,
+        crc32fast::hash(&weights),
+    );
     assert_eq!(
         open_err("weights_length", &bytes),
         "`PLAN`: the plan file is corrupted: the weights section is 128 bytes but the program reads 96"
@@ -339,7 +371,12 @@ fn duplicate_input_names_are_rejected_at_load() {
     meta.program.inputs.push(x);
     let metadata = serde_json::to_vec(&meta).unwrap();
     let weights = vec![0u8; 96];
-    let bytes = assemble(1, &metadata, &weights, crc32fast::hash(&weights));
+    let bytes = assemble(
+        PLAN_FORMAT_VERSION,
+        &metadata,
+        &weights,
+        crc32fast::hash(&weights),
+    );
     assert_eq!(
         open_err("duplicate_names", &bytes),
         "`PLAN`: the plan file is corrupted: tensor `x` is listed twice"

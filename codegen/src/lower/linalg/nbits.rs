@@ -99,7 +99,15 @@ pub fn matmul_nbits(ctx: &LowerCtx, op: OpId, scratch_bytes: u64) -> LowerResult
         return Err(unsupported("B and its scales must be constant weights"));
     };
     let zero_points = weight_name(ctx, op, 3)?;
+    if ctx.target.nbits.layout != crate::nbits::LAYOUT {
+        return Err(unsupported(format!(
+            "the target's low-bit kernels read the packed layout `{}`; memc packs only `{}`",
+            ctx.target.nbits.layout,
+            crate::nbits::LAYOUT
+        )));
+    }
     let spec = |part| PackSpec {
+        layout: ctx.target.nbits.layout.to_string(),
         part,
         b: b.clone(),
         scales: scales.clone(),

@@ -63,25 +63,29 @@ pub struct NBitsPolicy {
     pub tile_scratch_bytes: u64,
 }
 
+/// The element types a processor computes in natively: every type a kernel can address but the
+/// 16-bit floats and the sub-byte integers (those are stored, and converted to compute).
+pub const NATIVE_TYPES: &[ElemType] = &[
+    ElemType::F64,
+    ElemType::F32,
+    ElemType::I64,
+    ElemType::I32,
+    ElemType::I16,
+    ElemType::I8,
+    ElemType::U64,
+    ElemType::U32,
+    ElemType::U16,
+    ElemType::U8,
+    ElemType::Bool,
+];
+
 impl TargetInfo {
     /// The target of target-independent tools (`memc opt`, which names no backend): what every
     /// memc backend computes, and no form that needs scratch memory. Its fused low-bit product
     /// computes f32 activations, as every backend's does.
     pub const GENERIC: TargetInfo = TargetInfo {
         name: "generic",
-        compute_types: &[
-            ElemType::F64,
-            ElemType::F32,
-            ElemType::I64,
-            ElemType::I32,
-            ElemType::I16,
-            ElemType::I8,
-            ElemType::U64,
-            ElemType::U32,
-            ElemType::U16,
-            ElemType::U8,
-            ElemType::Bool,
-        ],
+        compute_types: NATIVE_TYPES,
         contraction_types: &[],
         conv: ConvPolicy {
             im2col: false,

@@ -5,7 +5,7 @@
 //! so what the plan reserves and what the kernels use are one number. This file needs no cargo
 //! feature: it is data, compiled whether or not the Cranelift backend is.
 
-use memc_ir::target::{ConvPolicy, NBitsPolicy, TargetInfo};
+use memc_ir::target::{ConvPolicy, NBitsPolicy, TargetInfo, NATIVE_TYPES};
 use memc_ir::ElemType;
 
 /// Products with more rows than this dequantize tiles of `B` into scratch and multiply them
@@ -35,19 +35,7 @@ pub const MAX_FUSED_OPS: usize = 32;
 pub static CPU: TargetInfo = TargetInfo {
     name: "cpu",
     // Every element type a kernel can address except f16, which has no CPU arithmetic.
-    compute_types: &[
-        ElemType::F64,
-        ElemType::F32,
-        ElemType::I64,
-        ElemType::I32,
-        ElemType::I16,
-        ElemType::I8,
-        ElemType::U64,
-        ElemType::U32,
-        ElemType::U16,
-        ElemType::U8,
-        ElemType::Bool,
-    ],
+    compute_types: NATIVE_TYPES,
     // The GEMM crate runs f32 and f64 products; other types are loop kernels.
     contraction_types: &[ElemType::F64, ElemType::F32],
     conv: ConvPolicy {

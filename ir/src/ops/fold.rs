@@ -595,7 +595,7 @@ fn decode(weight: &Weight) -> Option<Vec<SymInt>> {
                 ElemType::Bool => SymInt::Const(i64::from(bits != 0)),
                 ElemType::F64 => SymInt::Float(f64::from_bits(bits)),
                 ElemType::F32 => SymInt::Float(f64::from(f32::from_bits(bits as u32))),
-                ElemType::F16 => SymInt::Float(f16_to_f64(bits as u16)),
+                ElemType::F16 => SymInt::Float(half::f16::from_bits(bits as u16).to_f64()),
                 ElemType::BF16 => SymInt::Float(f64::from(f32::from_bits((bits as u32) << 16))),
                 ElemType::I4 | ElemType::U4 => SymInt::unknown(),
             }
@@ -604,30 +604,33 @@ fn decode(weight: &Weight) -> Option<Vec<SymInt>> {
     Some(elems)
 }
 
-/// IEEE half precision to `f64`.
-fn f16_to_f64(bits: u16) -> f64 {
-    let sign = if bits & 0x8000 != 0 { -1.0 } else { 1.0 };
-    let exponent = i32::from((bits >> 10) & 0x1f);
-    let mantissa = f64::from(bits & 0x3ff);
-    sign * match exponent {
-        0 => mantissa * 2f64.powi(-24),
-        31 if mantissa == 0.0 => f64::INFINITY,
-        31 => f64::NAN,
-        e => (1.0 + mantissa / 1024.0) * 2f64.powi(e - 15),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn half_floats_decode() {
-        assert_eq!(f16_to_f64(0x3c00), 1.0);
-        assert_eq!(f16_to_f64(0xc000), -2.0);
-        assert_eq!(f16_to_f64(0x3800), 0.5);
-        assert_eq!(f16_to_f64(0x0001), 2f64.powi(-24));
-        assert!(f16_to_f64(0x7e00).is_nan());
+        // A constant f16 weight's elements, as shape computations see them.
+        let bits: [u16; 5] = [0x3c00, 0xc000, 0x3800, 0x0001, 0x7e00];
+        let bytes: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
+        let mut store = crate::WeightStore::new();
+        let id = store
+            .insert(
+                "h",
+                TensorType::with_shape(ElemType::F16, &[5]),
+                crate::WeightBytes::Owned(std::sync::Arc::from(bytes)),
+            )
+            .expect("5 f16 values are 10 bytes");
+        let elems = decode(store.get(id).expect("just inserted")).expect("decodes");
+        let floats: Vec<f64> = elems
+            .iter()
+            .map(|e| match e {
+                SymInt::Float(x) => *x,
+                other => panic!("f16 decodes to floats, got {other:?}"),
+            })
+            .collect();
+        assert_eq!(floats[..4], [1.0, -2.0, 0.5, 2f64.powi(-24)]);
+        assert!(floats[4].is_nan());
     }
 
     #[test]

@@ -212,6 +212,17 @@ impl<'a> OpCtx<'a> {
         self.def().float_attr(&self.func.op(self.op).attrs, name)
     }
 
+    /// An integer-array attribute; `Err` when it is present with another kind.
+    pub fn ints_attr(&self, name: &str) -> Result<Option<Vec<i64>>, String> {
+        match self.attr(name) {
+            None => Ok(None),
+            Some(a) => a
+                .as_ints()
+                .map(Some)
+                .ok_or_else(|| format!("`{name}` must be an array of integers")),
+        }
+    }
+
     /// A string attribute, or its declared default.
     pub fn str_attr(&self, name: &str) -> Option<&'a str> {
         self.def().str_attr(&self.func.op(self.op).attrs, name)

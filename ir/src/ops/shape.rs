@@ -67,17 +67,6 @@ fn static_len(ty: &TensorType) -> Option<usize> {
     }
 }
 
-/// An integer-array attribute; `Err` when it is present with another kind.
-fn ints_attr(ctx: &ShapeCtx, name: &str) -> Result<Option<Vec<i64>>, String> {
-    match ctx.attr(name) {
-        None => Ok(None),
-        Some(a) => a
-            .as_ints()
-            .map(Some)
-            .ok_or_else(|| format!("`{name}` must be an array of integers")),
-    }
-}
-
 /// `axis` (negative counts from the end) as an index into `rank` dims.
 fn axis_index(axis: i64, rank: usize) -> Result<usize, String> {
     super::verify::normalize_axis(axis, rank)
@@ -439,7 +428,7 @@ pub fn conv_transpose(ctx: &ShapeCtx) -> ShapeResult {
     let kernel = WindowAttrs::kernel_sizes(ctx, n_spatial, &w.dims[2..])?;
     let window = WindowAttrs::of(ctx, n_spatial)?;
     let mut dims = vec![x.dims[0].clone(), w.dims[1].mul(&Dim::Static(group))];
-    if let Some(shape) = ints_attr(ctx, "output_shape")? {
+    if let Some(shape) = ctx.ints_attr("output_shape")? {
         // Either the spatial dims or the whole shape; the spatial dims are the last ones.
         let start = match shape.len() {
             n if n == n_spatial => 0,
@@ -458,7 +447,7 @@ pub fn conv_transpose(ctx: &ShapeCtx) -> ShapeResult {
         }
         return one(TensorType::new(x.elem, dims));
     }
-    let output_padding = match ints_attr(ctx, "output_padding")? {
+    let output_padding = match ctx.ints_attr("output_padding")? {
         None => vec![0; n_spatial],
         Some(p) if p.len() == n_spatial && p.iter().all(|&v| v >= 0) => p,
         Some(p) => {
@@ -552,7 +541,7 @@ fn reduce_axes(ctx: &ShapeCtx) -> Result<Option<Vec<i64>>, String> {
     if ctx.operand_type(1).is_some() {
         return Ok(known_ints(ctx, 1));
     }
-    Ok(Some(ints_attr(ctx, "axes")?.unwrap_or_default()))
+    Ok(Some(ctx.ints_attr("axes")?.unwrap_or_default()))
 }
 
 /// `Reduce*`: axes from the operand (opset 18) or the attribute (older), `keepdims`,
@@ -1194,7 +1183,7 @@ fn resize_input<T>(ctx: &ShapeCtx, index: usize, values: Option<Vec<T>>) -> Give
 /// `Resize`: sizes from `sizes`, or `floor(dim * scale)` from `scales`, on `axes`.
 pub fn resize(ctx: &ShapeCtx) -> ShapeResult {
     let x = operand(ctx, 0)?;
-    let axes = match ints_attr(ctx, "axes")? {
+    let axes = match ctx.ints_attr("axes")? {
         Some(axes) if !axes.is_empty() => axis_set(&axes, x.rank())?,
         _ => (0..x.rank()).collect(),
     };

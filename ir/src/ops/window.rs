@@ -68,20 +68,9 @@ pub struct Window {
     pub output: Vec<u64>,
 }
 
-/// An integer-array attribute; `Err` when it is present with another kind.
-fn ints_attr(ctx: &OpCtx, name: &str) -> Result<Option<Vec<i64>>, String> {
-    match ctx.attr(name) {
-        None => Ok(None),
-        Some(a) => a
-            .as_ints()
-            .map(Some)
-            .ok_or_else(|| format!("`{name}` must be an array of integers")),
-    }
-}
-
 /// A list attribute of `n` positive entries, all 1 when absent.
 fn positive_list(ctx: &OpCtx, name: &str, n: usize) -> Result<Vec<u64>, String> {
-    let Some(values) = ints_attr(ctx, name)? else {
+    let Some(values) = ctx.ints_attr(name)? else {
         return Ok(vec![1; n]);
     };
     if values.len() != n {
@@ -120,7 +109,7 @@ impl WindowAttrs {
     pub fn of(ctx: &OpCtx, n_spatial: usize) -> Result<WindowAttrs, String> {
         let strides = positive_list(ctx, "strides", n_spatial)?;
         let dilations = positive_list(ctx, "dilations", n_spatial)?;
-        let pads = match ints_attr(ctx, "pads")? {
+        let pads = match ctx.ints_attr("pads")? {
             None => vec![0; 2 * n_spatial],
             Some(p) if p.len() != 2 * n_spatial => {
                 return Err(format!(
@@ -172,7 +161,7 @@ impl WindowAttrs {
         n_spatial: usize,
         weight_spatial: &[Dim],
     ) -> Result<Vec<Option<u64>>, String> {
-        match ints_attr(ctx, "kernel_shape")? {
+        match ctx.ints_attr("kernel_shape")? {
             Some(_) => Ok(positive_list(ctx, "kernel_shape", n_spatial)?
                 .into_iter()
                 .map(Some)

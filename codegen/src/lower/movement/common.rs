@@ -56,26 +56,13 @@ fn decode_one_f64(elem: ElemType, b: &[u8]) -> Option<f64> {
     Some(match elem {
         ElemType::F64 => f64::from_le_bytes(raw),
         ElemType::F32 => f64::from(f32::from_le_bytes([raw[0], raw[1], raw[2], raw[3]])),
-        ElemType::F16 => f16_to_f64(u16::from_le_bytes([raw[0], raw[1]])),
+        ElemType::F16 => half::f16::from_bits(u16::from_le_bytes([raw[0], raw[1]])).to_f64(),
         ElemType::BF16 => f64::from(f32::from_bits(
             u32::from(u16::from_le_bytes([raw[0], raw[1]])) << 16,
         )),
         ElemType::U64 => u64::from_le_bytes(raw) as f64,
         _ => decode_one_i64(elem, b)? as f64,
     })
-}
-
-/// An IEEE half-precision value as `f64`.
-pub fn f16_to_f64(bits: u16) -> f64 {
-    let sign = if bits & 0x8000 != 0 { -1.0 } else { 1.0 };
-    let exp = i32::from((bits >> 10) & 0x1f);
-    let frac = f64::from(bits & 0x3ff);
-    sign * match exp {
-        0 => frac * 2f64.powi(-24),
-        31 if frac == 0.0 => f64::INFINITY,
-        31 => f64::NAN,
-        _ => (1.0 + frac / 1024.0) * 2f64.powi(exp - 15),
-    }
 }
 
 /// Whether operand `index` is absent, or present with no elements (ONNX's placeholder for a

@@ -6,7 +6,7 @@
 //! splatted for vectors), using only multiplies and adds (no FMA), so the result does not
 //! depend on the host's instruction set.
 //!
-//! Guarantees (checked against f64 references over dense grids, see the `cpu_kernels` tests):
+//! Guarantees (checked against f64 references over dense grids, see the `cpu_elementwise` tests):
 //! - `exp`: within 1 ulp of the correctly rounded result, subnormal results included;
 //!   `exp(+inf) = +inf`, `exp(-inf) = 0`, NaN stays NaN, overflow gives +inf.
 //! - `tanh`: within 2 ulp; odd (the sign of zero is kept); `tanh(+-inf) = +-1`; NaN stays NaN.

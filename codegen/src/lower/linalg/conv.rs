@@ -297,7 +297,7 @@ pub fn conv(ctx: &LowerCtx, op: OpId, plan: &ConvPlan) -> LowerResult {
 /// types only): unless
 /// each group has a single input channel (depthwise), whose products would have `k = 1`. On
 /// the zoo's resnet and unet the tap form is 5-30x faster than the direct loop, even for the
-/// 3-channel stems (measured with `tests/lower_mv_profile.rs`).
+/// 3-channel stems (measured with `codegen/tests/profile.rs`).
 fn use_taps(target: &TargetInfo, elem: Scalar, s: &ConvShape) -> bool {
     target.contracts(elem_type(elem)) && s.c_g >= 2
 }

@@ -42,7 +42,7 @@ const VARIANTS: &[&str] = &[
     "s8_weight_only_channel",
 ];
 /// The dims each variant runs with: 10 rows (the low-bit kernels' decode-once passes) and 150
-/// rows (beyond `memc_codegen::nbits::SMALL_ROWS`: dequantized tiles in scratch and a GEMM).
+/// rows (beyond `memc_codegen::cpu::target::SMALL_ROWS`: dequantized tiles in scratch and a GEMM).
 const DIM_SETS: &[&[(&str, u64)]] = &[&[("batch", 2), ("seq", 5)], &[("batch", 3), ("seq", 50)]];
 const RTOL: f64 = 1e-3;
 const ATOL: f64 = 1e-4;

@@ -499,7 +499,7 @@ pub struct NBitsMatMul {
     /// `f32 [n]`, added to every row.
     pub bias: Option<(Region, u64)>,
     /// Arena byte offset of [`nbits::scratch_bytes`]`(rows)` bytes of scratch, for more than
-    /// [`nbits::SMALL_ROWS`] rows.
+    /// [`crate::cpu::target::SMALL_ROWS`] rows.
     pub scratch: Option<u64>,
 }
 

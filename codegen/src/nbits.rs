@@ -47,9 +47,6 @@ use serde::{Deserialize, Serialize};
 /// Values of `K` per packing group (16 bytes at 4 bits, 32 at 8).
 pub const GROUP: u64 = 32;
 
-// The CPU's tuning constants of the many-rows path live with the CPU target's description.
-pub use crate::cpu::target::{SCRATCH_SLOTS, SMALL_ROWS, TILE_K, TILE_N};
-
 /// Bytes of one packed row of `B` (one output column) for `k` values of `bits` bits.
 pub fn row_bytes(k: u64, bits: u32) -> u64 {
     k.div_ceil(GROUP) * GROUP * u64::from(bits) / 8

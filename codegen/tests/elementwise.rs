@@ -8,7 +8,7 @@
 mod common;
 
 use common::models::{run_both, weights_section};
-use memc_codegen::kernel::{InstKind, KernelBody, Stage};
+use memc_codegen::kernel::{InstKind, KernelBody, Region, Stage};
 use memc_codegen::lower::lower_function;
 use memc_codegen::Program;
 use memc_ir::{Module, ValueId, WeightBytes, WeightStore};
@@ -680,4 +680,68 @@ fn contiguous_axes_merge_into_long_rows() {
         })
         .collect();
     assert_close(&f32_out(&run(&m, &program, &[enc(&x)])[0]), &want);
+}
+
+/// The byte offsets of the weight views the one kernel of the `Add` step reads, and the slot of
+/// weight `w`.
+fn add_weight_reads(text: &str, weights: &[(&str, Vec<u8>)]) -> (Vec<i64>, u64) {
+    let program = lower(&model(text, weights));
+    let step = program
+        .steps
+        .iter()
+        .find(|s| s.op.starts_with("onnx.Add"))
+        .expect("the Add has a step");
+    let KernelBody::Loop(kernel) = &step.kernels[0].body else {
+        panic!("the Add is a loop kernel");
+    };
+    let reads = kernel
+        .views
+        .iter()
+        .filter(|v| v.region == Region::Weights)
+        .map(|v| v.byte_offset)
+        .collect();
+    let slot = program
+        .weights
+        .iter()
+        .find(|s| s.name == "w")
+        .expect("the weight has a slot")
+        .byte_offset;
+    (reads, slot)
+}
+
+#[test]
+fn a_transpose_of_unit_dims_of_a_weight_reads_the_weight() {
+    let (reads, slot) = add_weight_reads(
+        r#"func.func @f(%x: tensor<4x1xf32>) -> tensor<4x1xf32> {
+  %w = "memc.weight"() {value = dense_resource<"w"> : tensor<1x4xf32>} : () -> tensor<1x4xf32>
+  %t = "onnx.Transpose"(%w) {perm = [1, 0]} : (tensor<1x4xf32>) -> tensor<4x1xf32>
+  %y = "onnx.Add"(%x, %t) : (tensor<4x1xf32>, tensor<4x1xf32>) -> tensor<4x1xf32>
+  return %y : tensor<4x1xf32>
+}"#,
+        &[("w", vec![0; 16])],
+    );
+    assert_eq!(reads, [slot as i64]);
+}
+
+#[test]
+fn a_contiguous_slice_of_a_weight_reads_from_its_offset() {
+    let (reads, slot) = add_weight_reads(
+        r#"func.func @f(%x: tensor<2x2xf32>) -> tensor<2x2xf32> {
+  %w = "memc.weight"() {value = dense_resource<"w"> : tensor<4x2xf32>} : () -> tensor<4x2xf32>
+  %s = "memc.weight"() {value = dense_resource<"s"> : tensor<1xi64>} : () -> tensor<1xi64>
+  %e = "memc.weight"() {value = dense_resource<"e"> : tensor<1xi64>} : () -> tensor<1xi64>
+  %a = "memc.weight"() {value = dense_resource<"a"> : tensor<1xi64>} : () -> tensor<1xi64>
+  %v = "onnx.Slice"(%w, %s, %e, %a) : (tensor<4x2xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x2xf32>
+  %y = "onnx.Add"(%x, %v) : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+  return %y : tensor<2x2xf32>
+}"#,
+        &[
+            ("w", vec![0; 32]),
+            ("s", enc(&[1i64])),
+            ("e", enc(&[3i64])),
+            ("a", enc(&[0i64])),
+        ],
+    );
+    // Rows 1 and 2 of a [4, 2] f32 weight start 8 bytes in.
+    assert_eq!(reads, [slot as i64 + 8]);
 }

@@ -37,8 +37,9 @@
 //! and the instruction set alone, so the result does not depend on the number of threads. No
 //! heap memory is allocated (beyond what `gemm` allocates itself).
 
+use super::target::{SCRATCH_SLOTS, SMALL_ROWS, TILE_K, TILE_N};
 use crate::kernel::{NBitsMatMul, Region};
-use crate::nbits::{row_bytes, GROUP, SCRATCH_SLOTS, SMALL_ROWS, TILE_K, TILE_N};
+use crate::nbits::{row_bytes, GROUP};
 use rayon::prelude::*;
 use std::sync::OnceLock;
 

@@ -1,6 +1,6 @@
-//! The CPU backend's [`TargetInfo`] and the tuning constants behind it.
+//! The CPU backend's [`TargetInfo`](memc_ir::target::TargetInfo) and the tuning constants behind it.
 //!
-//! Lowering, scratch sizing and the `egraph` pass read the CPU's facts through [`target()`];
+//! Lowering, scratch sizing and the `egraph` pass read the CPU's facts through [`target()`](crate::cpu::target::target);
 //! the CPU kernels (`cpu/nbits.rs`) and the packed-product validator read the same constants,
 //! so what the plan reserves and what the kernels use are one number. This file needs no cargo
 //! feature: it is data, compiled whether or not the Cranelift backend is.

@@ -462,12 +462,6 @@ impl<'a> LowerCtx<'a> {
     }
 }
 
-/// The scratch bytes `op` of `func` needs on the CPU target: [`plan_op`]'s for the CPU, for
-/// callers that plan one op at a time. Lowering through [`lower_function`] plans the same form.
-pub fn scratch_bytes(func: &Function, weights: &WeightStore, op: OpId) -> u64 {
-    plan_op(func, weights, crate::cpu::target::target(), op).scratch_bytes()
-}
-
 /// Lowers the planned function `func` to a program for the CPU target, planning each op's form
 /// here ([`plan_ops`]); the memory plan must have been made with the same ops' scratch bytes
 /// (or none: an op planned without its scratch falls back to a form that needs none). On

@@ -5,8 +5,10 @@
 
 use memc_codegen::cpu::CpuProgram;
 use memc_codegen::kernel::{Region, Scalar};
+use memc_codegen::lower::{lower_planned, plan_ops};
 use memc_codegen::{reference, Program};
 use memc_ir::{Module, WeightStore};
+use memc_passes::memory::MemoryPlan;
 use memc_passes::Pass;
 use std::collections::HashMap;
 use std::path::Path;
@@ -38,38 +40,36 @@ pub fn compile(path: &Path) -> Result<Compiled, String> {
 }
 
 /// Plans (with the scratch memory codegen asks for, as `memc compile` does) and lowers an
-/// already inferred module.
+/// already inferred module: each op's form is chosen once, for the CPU target, and both the
+/// memory plan and the lowering use it.
 pub fn compile_module(module: Module) -> Result<Compiled, String> {
-    let weights = &module.weights;
-    let scratch = |func: &memc_ir::Function, op: memc_ir::OpId| {
-        memc_codegen::lower::scratch_bytes(func, weights, op)
-    };
+    let (_, func) = module.functions().next().ok_or("no function")?;
+    let ops = plan_ops(func, &module.weights, memc_codegen::cpu::target::target());
+    let scratch = |_: &memc_ir::Function, op: memc_ir::OpId| ops.scratch_bytes(op);
     let plan =
         memc_passes::memory::plan_module_with_scratch(&module, &Default::default(), &scratch)
             .map_err(|d| format!("plan: {d:?}"))?;
-    lower_planned(module, plan)
+    let program =
+        lower_planned(func, &module.weights, &plan, &ops).map_err(|d| format!("lower: {d:?}"))?;
+    Ok(compiled(module, program, &plan))
 }
 
 /// Plans without scratch memory (ops fall back to forms that need none) and lowers.
 pub fn compile_module_without_scratch(module: Module) -> Result<Compiled, String> {
     let plan = memc_passes::memory::plan_module(&module, &Default::default())
         .map_err(|d| format!("plan: {d:?}"))?;
-    lower_planned(module, plan)
-}
-
-fn lower_planned(
-    module: Module,
-    plan: memc_passes::memory::MemoryPlan,
-) -> Result<Compiled, String> {
     let (_, func) = module.functions().next().ok_or("no function")?;
     let program = memc_codegen::lower::lower_function(func, &module.weights, &plan)
         .map_err(|d| format!("lower: {d:?}"))?;
-    let scratch_bytes = plan.scratch.iter().map(|s| s.size).sum();
-    Ok(Compiled {
+    Ok(compiled(module, program, &plan))
+}
+
+fn compiled(module: Module, program: Program, plan: &MemoryPlan) -> Compiled {
+    Compiled {
         module,
         program,
-        scratch_bytes,
-    })
+        scratch_bytes: plan.scratch.iter().map(|s| s.size).sum(),
+    }
 }
 
 /// The weights section of `program`, filled from `weights` (plain copies; no packed slots).

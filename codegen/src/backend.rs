@@ -157,7 +157,7 @@ pub fn backend_for(target: Target) -> Result<Box<dyn Backend>, BackendError> {
         Target::Cpu => Ok(Box::new(crate::cpu::CpuBackend)),
         #[cfg(not(feature = "cpu"))]
         Target::Cpu => Err(BackendError::NotBuilt(Target::Cpu)),
-        Target::Ptx => Err(BackendError::NotImplemented(Target::Ptx)),
+        Target::Cuda => Err(BackendError::NotImplemented(Target::Cuda)),
     }
 }
 

@@ -17,8 +17,8 @@
 //!   gemm and rayon; `cargo build -p memc-codegen --no-default-features` builds everything
 //!   else.
 //!
-//! A PTX backend for NVIDIA GPUs is a later issue; [`Target::Ptx`] names it, and
-//! [`backend::backend_for`] answers that it does not exist yet.
+//! - `ptx`: the kernel IR as PTX for NVIDIA GPUs (text, built without any feature), and the
+//!   `cuda` target's facts; the CUDA backend that loads and runs it needs the `cuda` feature.
 //!
 //! Files import one way: `lower -> program -> kernel -> nbits`; `backend -> program`;
 //! `cpu -> {backend, kernel, nbits}`.
@@ -33,6 +33,7 @@ pub mod kernel;
 pub mod lower;
 pub mod nbits;
 pub mod program;
+pub mod ptx;
 pub mod reference;
 pub mod text;
 
@@ -44,17 +45,17 @@ pub use program::Program;
 pub enum Target {
     /// The Cranelift CPU backend (cargo feature `cpu`).
     Cpu,
-    /// PTX for NVIDIA GPUs (a later issue: no backend yet).
-    Ptx,
+    /// NVIDIA GPUs: PTX kernels (`ptx`), run through the CUDA driver (cargo feature `cuda`).
+    Cuda,
 }
 
 impl Target {
-    pub const ALL: &'static [Target] = &[Target::Cpu, Target::Ptx];
+    pub const ALL: &'static [Target] = &[Target::Cpu, Target::Cuda];
 
     pub fn name(self) -> &'static str {
         match self {
             Target::Cpu => "cpu",
-            Target::Ptx => "ptx",
+            Target::Cuda => "cuda",
         }
     }
 

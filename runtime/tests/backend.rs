@@ -40,10 +40,10 @@ fn without_the_cpu_feature_loading_a_cpu_plan_is_an_error() {
 
 #[test]
 fn a_target_without_a_backend_is_an_error() {
-    let path = plan_for("backend_ptx", "ptx");
+    let path = plan_for("backend_cuda", "cuda");
     assert_eq!(
         load_error(&path).as_deref(),
-        Some("memc has no ptx backend yet")
+        Some("memc has no cuda backend yet")
     );
     let path = plan_for("backend_unknown", "tpu");
     assert_eq!(

@@ -1,0 +1,39 @@
+//! The CUDA backend's [`TargetInfo`](memc_ir::target::TargetInfo): what lowering and the
+//! `egraph` pass may assume when a plan is compiled for `--target cuda`.
+//!
+//! The GPU kernels compute every type the CPU's do, so a model lowers to the same kernel IR for
+//! both targets except where a policy below differs; that is what lets the tests compare the
+//! two backends kernel for kernel. Data only: built with or without the `cuda` feature.
+
+use memc_ir::target::{ConvPolicy, NBitsPolicy, TargetInfo, NATIVE_TYPES};
+use memc_ir::ElemType;
+
+/// The id of the packed low-bit weight layout the GPU's nbits kernels read: the CPU's layout,
+/// whose 16-byte groups along `K` of one output column are what a warp reads coalesced.
+pub const NBITS_LAYOUT: &str = "nbits v2";
+
+/// The CUDA backend's description.
+pub static CUDA: TargetInfo = TargetInfo {
+    name: "cuda",
+    compute_types: NATIVE_TYPES,
+    contraction_types: &[ElemType::F64, ElemType::F32],
+    conv: ConvPolicy {
+        im2col: true,
+        im2col_max_bytes: crate::cpu::target::IM2COL_MAX_BYTES,
+        im2col_min_terms: crate::cpu::target::IM2COL_MIN_TERMS,
+        im2col_min_pixels: crate::cpu::target::IM2COL_MIN_PIXELS,
+    },
+    nbits: NBitsPolicy {
+        activation_types: &[ElemType::F32],
+        layout: NBITS_LAYOUT,
+        // The GPU's many-rows path dequantizes tiles into shared memory, not into the arena.
+        stream_rows: u64::MAX,
+        tile_scratch_bytes: 0,
+    },
+    max_fused_ops: crate::cpu::target::MAX_FUSED_OPS,
+};
+
+/// The CUDA backend's [`TargetInfo`].
+pub fn target() -> &'static TargetInfo {
+    &CUDA
+}

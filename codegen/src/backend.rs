@@ -11,14 +11,16 @@
 //!    byte ranges asked for (the outputs) hold what the run wrote.
 //!
 //! The CPU backend (`cpu::CpuBackend`, feature `cpu`) keeps its arena in host memory,
-//! so writing is a copy and reading returns the arena itself. A device backend (CUDA, a later
-//! issue) fits the same calls: its arena is one device allocation made in
-//! [`Backend::compile`], where it also uploads the weights section it is given;
-//! `write_arena` copies host to device, `run` launches the step (a CUDA graph), and
+//! so writing is a copy and reading returns the arena itself. The CUDA backend
+//! (`cuda::CudaBackend`, feature `cuda`) fits the same calls: its arena is one device
+//! allocation made in [`Backend::compile`], where it also uploads the weights section it is
+//! given; `write_arena` copies host to device, `run` launches the step (a CUDA graph), and
 //! `read_arena` copies the asked ranges back into a host mirror it owns and returns that.
 //!
 //! [`backend_for`] picks the backend for a target, and answers [`BackendError::NotBuilt`]
 //! ("memc was built without the cpu backend") when the cargo feature that builds it is off.
+//! The CUDA backend, when built, answers [`BackendError::NoDriver`] from `compile` on a
+//! machine without the NVIDIA driver.
 //!
 //! Guarantees: compiling never panics on a validated program; a program a backend cannot run
 //! is an error naming the kernel; `write_arena` and `read_arena` check every range against the
@@ -52,6 +54,16 @@ pub enum BackendError {
     #[cfg(feature = "cpu")]
     #[error(transparent)]
     Cpu(#[from] crate::cpu::CpuError),
+    /// The program has a kernel the PTX emitter cannot write (the CUDA backend).
+    #[error(transparent)]
+    Ptx(#[from] crate::ptx::PtxError),
+    /// The CUDA backend is built but this machine has no NVIDIA driver to run it on.
+    #[error("no NVIDIA driver found: libcuda.so could not be loaded (run the plan on a machine with an NVIDIA GPU and its driver, or compile it with --target cpu)")]
+    NoDriver,
+    /// A CUDA driver call failed: `what` is what the backend was doing, `message` the
+    /// driver's error name and text (and the JIT's log when loading the module failed).
+    #[error("CUDA error while {what}: {message}")]
+    Cuda { what: String, message: String },
     /// The arena of the planned size cannot be allocated.
     #[error("cannot allocate the arena of {bytes} bytes")]
     Arena { bytes: u64 },
@@ -118,6 +130,12 @@ pub trait CompiledProgram: Send + Sync {
     /// The worker threads a run uses.
     fn threads(&self) -> usize;
 
+    /// One line on where the program runs, for the CLI to print: the target and its workers,
+    /// or a device backend's device and the device memory the program holds.
+    fn describe(&self) -> String {
+        format!("{}, {} worker threads", self.target(), self.threads())
+    }
+
     /// The arena's size in bytes: the program's `arena_size`.
     fn arena_size(&self) -> u64;
 
@@ -157,13 +175,16 @@ pub fn backend_for(target: Target) -> Result<Box<dyn Backend>, BackendError> {
         Target::Cpu => Ok(Box::new(crate::cpu::CpuBackend)),
         #[cfg(not(feature = "cpu"))]
         Target::Cpu => Err(BackendError::NotBuilt(Target::Cpu)),
-        Target::Cuda => Err(BackendError::NotImplemented(Target::Cuda)),
+        #[cfg(feature = "cuda")]
+        Target::Cuda => Ok(Box::new(crate::cuda::CudaBackend)),
+        #[cfg(not(feature = "cuda"))]
+        Target::Cuda => Err(BackendError::NotBuilt(Target::Cuda)),
     }
 }
 
 /// Checks that `start..start + len` lies inside a `region` (the arena, the state) of `size`
 /// bytes.
-#[cfg_attr(not(feature = "cpu"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "cpu", feature = "cuda")), allow(dead_code))]
 pub(crate) fn check_range(
     region: &'static str,
     start: u64,
@@ -200,6 +221,23 @@ mod tests {
             "bytes 4..12 lie outside the state of 8 bytes"
         );
         assert!(check_range("arena", u64::MAX, 2, 8).is_err());
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    #[test]
+    fn without_the_cuda_feature_the_cuda_backend_is_not_built() {
+        let err = backend_for(Target::Cuda).err().map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("memc was built without the cuda backend")
+        );
+    }
+
+    #[cfg(feature = "cuda")]
+    #[test]
+    fn with_the_cuda_feature_the_cuda_backend_is_built() {
+        let backend = backend_for(Target::Cuda).ok().map(|b| b.target());
+        assert_eq!(backend, Some(Target::Cuda));
     }
 
     #[cfg(not(feature = "cpu"))]

@@ -19,9 +19,11 @@
 //!
 //! - `ptx`: the kernel IR as PTX for NVIDIA GPUs (text, built without any feature), and the
 //!   `cuda` target's facts; the CUDA backend that loads and runs it needs the `cuda` feature.
+//! - `cuda`: the CUDA backend (feature `cuda`, cudarc's driver API opened at run time): the PTX
+//!   module JIT-loaded on device 0, one device arena, one CUDA graph per run.
 //!
 //! Files import one way: `lower -> program -> kernel -> nbits`; `backend -> program`;
-//! `cpu -> {backend, kernel, nbits}`.
+//! `cpu -> {backend, kernel, nbits}`; `cuda -> {backend, ptx, program}`.
 //!
 //! Invariants: it reads IR that passed the verifier and the memory planner's validator, and
 //! either emits a kernel for every op or returns an error naming the op; it never panics on
@@ -29,6 +31,7 @@
 
 pub mod backend;
 pub mod cpu;
+pub mod cuda;
 pub mod kernel;
 pub mod lower;
 pub mod nbits;

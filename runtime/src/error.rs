@@ -163,6 +163,7 @@ impl From<memc_codegen::backend::BackendError> for RuntimeError {
             BackendError::ThreadPool(message) => RuntimeError::ThreadPool(message),
             #[cfg(feature = "cpu")]
             error @ BackendError::Cpu(_) => RuntimeError::Jit(error),
+            error @ BackendError::Ptx(_) => RuntimeError::Jit(error),
             error => RuntimeError::Backend(error),
         }
     }

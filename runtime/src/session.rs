@@ -1,8 +1,8 @@
 //! Executing a plan: a [`Session`] loads a plan file once and runs it many times.
 //!
 //! Loading opens and checks the plan ([`PlanFile::open`]), picks the backend for the plan's
-//! target ([`memc_codegen::backend::backend_for`]; the CPU is the only one, behind the `cpu`
-//! cargo feature) and has it compile every kernel, allocate the one arena the plan was sized
+//! target ([`memc_codegen::backend::backend_for`]: the CPU behind the `cpu` cargo feature, NVIDIA
+//! GPUs behind `cuda`) and has it compile every kernel, allocate the one arena the plan was sized
 //! for and start its workers. A run copies the inputs to their arena offsets through the
 //! backend, runs every kernel of every step in schedule order, and reads the outputs from the
 //! arena (or, for constant outputs, from the mapped weights). The session itself never touches
@@ -207,6 +207,12 @@ impl Session {
     /// Time spent compiling the kernels.
     pub fn jit_time(&self) -> Duration {
         self.jit_time
+    }
+
+    /// One line on where the plan runs: the CPU's worker threads, or the GPU and the device
+    /// memory the plan holds there ([`CompiledProgram::describe`]).
+    pub fn describe(&self) -> String {
+        self.compiled.describe()
     }
 
     /// Runs the plan on `inputs` (each graph input exactly once, by name) and returns the

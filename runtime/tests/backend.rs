@@ -1,6 +1,6 @@
 //! The backend a session runs on: picked from the plan's target, and a clear error where this
 //! build has none. `cargo test -p memc-runtime --no-default-features --test backend` checks the
-//! build without the `cpu` feature.
+//! build without the `cpu` and `cuda` features.
 
 mod common;
 
@@ -38,13 +38,32 @@ fn without_the_cpu_feature_loading_a_cpu_plan_is_an_error() {
     );
 }
 
+#[cfg(not(feature = "cuda"))]
 #[test]
-fn a_target_without_a_backend_is_an_error() {
+fn without_the_cuda_feature_loading_a_cuda_plan_is_an_error() {
+    let path = plan_for("backend_cuda_not_built", "cuda");
+    assert_eq!(
+        load_error(&path).as_deref(),
+        Some("memc was built without the cuda backend")
+    );
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn with_the_cuda_feature_a_cuda_plan_needs_the_driver() {
+    if memc_codegen::cuda::driver_present() {
+        println!("skipped: an NVIDIA driver is present (tests/cuda.rs runs cuda plans on it)");
+        return;
+    }
     let path = plan_for("backend_cuda", "cuda");
     assert_eq!(
         load_error(&path).as_deref(),
-        Some("memc has no cuda backend yet")
+        Some("no NVIDIA driver found: libcuda.so could not be loaded (run the plan on a machine with an NVIDIA GPU and its driver, or compile it with --target cpu)")
     );
+}
+
+#[test]
+fn a_target_memc_does_not_know_is_an_error() {
     let path = plan_for("backend_unknown", "tpu");
     assert_eq!(
         load_error(&path).as_deref(),

@@ -702,3 +702,35 @@ impl Drop for CudaProgram {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jit_logs_end_at_their_nul() {
+        let mut buffer = b"ptxas error : Unknown modifier '.bogus'\n".to_vec();
+        buffer.extend_from_slice(&[0, b'x', 0]);
+        assert_eq!(log_text(&buffer), "ptxas error : Unknown modifier '.bogus'");
+        assert_eq!(log_text(&[0; 8]), "");
+        assert_eq!(log_text(b"no nul"), "no nul");
+    }
+
+    #[test]
+    fn device_info_names_the_device_and_its_memory() {
+        let info = DeviceInfo {
+            ordinal: 0,
+            name: "NVIDIA H100 80GB HBM3".to_string(),
+            arena_bytes: 1000,
+            weights_bytes: 200,
+            state_bytes: 1,
+            overhead_bytes: 4096,
+            jit_log: String::new(),
+        };
+        assert_eq!(
+            info.to_string(),
+            "NVIDIA H100 80GB HBM3 (CUDA device 0): device memory 5297 bytes: arena 1000, \
+             weights 200, state 1, module and graph about 4096"
+        );
+    }
+}

@@ -18,7 +18,7 @@
 //! # Device memory
 //!
 //! The arena is one `cuMemAlloc` of exactly `arena_size` bytes (one byte when the plan's arena
-//! is empty, since the driver allocates nothing smaller), zero-filled; the state is a second,
+//! is empty, since the driver refuses an empty allocation), zero-filled; the state is a second,
 //! of exactly `state_size` bytes, zero-filled and kept from run to run; the weights section is
 //! uploaded once into a third, of exactly `weights_size` bytes. No run allocates device
 //! memory. Beyond these three the backend takes on the device: the loaded module's code (the

@@ -52,6 +52,8 @@ pub struct Session {
     state_set: Vec<bool>,
     open_time: Duration,
     jit_time: Duration,
+    /// How long the backend's `run` of the last run took.
+    backend_run_time: Duration,
 }
 
 impl std::fmt::Debug for Session {
@@ -111,6 +113,7 @@ impl Session {
             state_set,
             open_time,
             jit_time,
+            backend_run_time: Duration::ZERO,
         })
     }
 
@@ -209,6 +212,13 @@ impl Session {
         self.jit_time
     }
 
+    /// The wall time of the backend's [`CompiledProgram::run`] in the last run: the kernels
+    /// only, without copying inputs in or outputs out (a device backend's `run` returns once
+    /// the device finished, so this includes its synchronization). Zero before the first run.
+    pub fn backend_run_time(&self) -> Duration {
+        self.backend_run_time
+    }
+
     /// Runs the plan on `inputs` (each graph input exactly once, by name) and returns the
     /// outputs in the plan's order.
     pub fn run(&mut self, inputs: &[(&str, TensorRef<'_>)]) -> Result<Vec<Tensor>> {
@@ -230,6 +240,7 @@ impl Session {
             compiled,
             output_ranges,
             state_set,
+            backend_run_time,
             ..
         } = self;
         let program = plan.program();
@@ -251,8 +262,10 @@ impl Session {
             // that the tensor has its size; the backend checks the range again.
             compiled.write_arena(io.byte_offset, tensor.data())?;
         }
+        let started = Instant::now();
         // SAFETY: `PlanFile::open` validated the program the backend compiled.
         unsafe { compiled.run(plan.weights())? };
+        *backend_run_time = started.elapsed();
         let arena = compiled.read_arena(output_ranges)?;
         let weights = plan.weights();
         Ok(program

@@ -349,3 +349,21 @@ fn io_table(out: &mut String, title: &str, tensors: &[IoTensor]) {
         .expect("writing to a String cannot fail");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn static_shared_memory_is_summed_per_entry() {
+        let module = format!(
+            "{}\n.visible .entry a{}\n{{\n\t.shared .align 16 .b8 tile[4096];\n\t.shared .align 4 .f32 red[32];\n\tret;\n}}\n\n.visible .entry b{}\n{{\n\t.extern .shared .align 16 .b8 dyn[];\n\tret;\n}}\n",
+            memc_codegen::ptx::HEADER,
+            memc_codegen::ptx::PARAMS,
+            memc_codegen::ptx::PARAMS
+        );
+        let sizes = static_shared_bytes(&module);
+        assert_eq!(sizes.get("a"), Some(&(4096 + 128)));
+        assert_eq!(sizes.get("b"), Some(&0));
+    }
+}

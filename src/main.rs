@@ -125,7 +125,7 @@ enum Command {
         #[arg(long, default_value_t = 1000, value_name = "MS")]
         budget_ms: u64,
     },
-    /// Execute a plan on `.npy` inputs (CPU), time it, and write the outputs.
+    /// Execute a plan on `.npy` inputs on its target's backend, time it, and write the outputs.
     Run {
         /// The plan file (`memc compile MODEL -o MODEL.plan`).
         plan: PathBuf,

@@ -1,6 +1,8 @@
 //! Executing a plan: a [`Session`] loads a plan file once and runs it many times.
 //!
-//! Loading opens and checks the plan ([`PlanFile::open`]), picks the backend for the plan's
+//! Loading opens and checks the plan ([`PlanFile::open`]; for a `cuda` plan that includes
+//! emitting the PTX again from the validated program and refusing the plan when its stored PTX
+//! differs, so only PTX made from validated kernels runs), picks the backend for the plan's
 //! target ([`memc_codegen::backend::backend_for`]; the CPU is the only one, behind the `cpu`
 //! cargo feature) and has it compile every kernel, allocate the one arena the plan was sized
 //! for and start its workers. A run copies the inputs to their arena offsets through the

@@ -314,21 +314,23 @@ fn the_example_with_altered_ptx_is_refused() {
     let dir = scratch("tampered_example");
     let plan = compile_example_for_cuda(&dir);
     let bytes = std::fs::read(&plan).expect("the plan reads");
-    // Every entry reads its first parameter: rename it in the text and nothing else.
-    let altered = dir.join("altered.plan");
-    std::fs::write(
-        &altered,
-        edit_metadata(&bytes, "ld.param.u64", "ld.param.b64"),
-    )
-    .expect("scratch");
-    let out = memc(&[
-        "run",
-        path_str(&altered),
-        "--input",
-        "image=examples/classifier_input.npy",
-    ]);
-    assert_eq!(out.code, 1, "{}", out.stderr);
-    assert!(out.stderr.contains(MISMATCH), "{}", out.stderr);
+    // One edit in the module's text, one in the launch list: each is refused on its own.
+    let edits = [
+        (".target sm_80", ".target sm_90"),
+        ("\"entry\":\"memc_s0_k0\"", "\"entry\":\"memc_s0_k9\""),
+    ];
+    for (index, (from, to)) in edits.into_iter().enumerate() {
+        let altered = dir.join(format!("altered{index}.plan"));
+        std::fs::write(&altered, edit_metadata(&bytes, from, to)).expect("scratch");
+        let out = memc(&[
+            "run",
+            path_str(&altered),
+            "--input",
+            "image=examples/classifier_input.npy",
+        ]);
+        assert_eq!(out.code, 1, "{from}: {}", out.stderr);
+        assert!(out.stderr.contains(MISMATCH), "{from}: {}", out.stderr);
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

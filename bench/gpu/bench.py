@@ -462,13 +462,17 @@ def model_case(memc: Memc, name: str, iters: int, rng) -> dict:
 
 
 def fmt(value, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
+    """`value` formatted by `spec`, or `-` padded to the spec's width when there is none."""
+    if value is None:
+        width = re.match(r"\d*", spec).group(0)
+        return "-".rjust(int(width) if width else 1)
+    return format(value, spec)
 
 
 def table(rows: list[dict], copy_gbps, sgemm_tflops) -> str:
     head = (f"{'case':<16}{'memc ms':>10}{'memc run':>10}{'torch ms':>10}{'memc GB/s':>11}"
             f"{'torch GB/s':>11}{'memc TF/s':>10}{'torch TF/s':>11}{'% roof':>8}{'rel err':>10}"
-            f"{'memc arena':>12}{'torch peak':>12}  note")
+            f"{'arena MiB':>12}{'torch MiB':>12}  note")
     lines = [head, "-" * len(head)]
     mib = lambda b: None if b is None else b / 2**20  # noqa: E731
     for r in rows:
@@ -490,8 +494,8 @@ def table(rows: list[dict], copy_gbps, sgemm_tflops) -> str:
             f"{fmt(r.get('torch_gbps', r.get('gbps')), '11.1f')}{fmt(r.get('memc_tflops'), '10.2f')}"
             f"{fmt(r.get('torch_tflops', r.get('tflops')), '11.2f')}{fmt(roof, '8.1f')}"
             f"{fmt(r.get('max_rel_err'), '10.1e')}"
-            f"{fmt(mib(r.get('memc_arena_bytes')), '10.1f')}Mi"
-            f"{fmt(mib(r.get('torch_peak_bytes')), '10.1f')}Mi  {r.get('torch_note', '')}"
+            f"{fmt(mib(r.get('memc_arena_bytes')), '12.1f')}"
+            f"{fmt(mib(r.get('torch_peak_bytes')), '12.1f')}  {r.get('torch_note', '')}"
         )
     lines.append("")
     lines.append("memc ms: median of the backend's run call (kernels + sync); memc run: median of "

@@ -11,6 +11,8 @@
 //!   -> schedule -> bufferize (views, in-place, scratch per op from those plans) -> liveness
 //!   -> assign offsets -> validate
 //!   -> lower to kernels in the planned forms (codegen::lower) -> validate kernels
+//!   -> for `--target cuda`: the kernels as one PTX module (codegen::ptx::emit_program); a
+//!      kernel the PTX emitters cannot write is a compile error naming it and its op
 //!   -> [remat: not built yet]
 //! (then the CLI writes the plan file, packing low-bit weights as it streams them)
 //! ```
@@ -37,12 +39,15 @@ pub enum Emit {
     Plan,
     /// The lowered program's kernels, in their text form (`memc_codegen::text`).
     Kernels,
+    /// The program's PTX module and its launch list (`--target cuda`), written into a
+    /// directory as `<model stem>.ptx` and `<model stem>.launches.json`.
+    Ptx,
 }
 
 impl Emit {
     /// Whether this output needs the program of kernels ([`CompileOptions::lower`]).
     pub fn needs_kernels(self) -> bool {
-        matches!(self, Emit::Plan | Emit::Kernels)
+        matches!(self, Emit::Plan | Emit::Kernels | Emit::Ptx)
     }
 }
 
@@ -60,6 +65,9 @@ pub struct CompileOptions {
     /// Skip the `egraph` pass (DequantizeLinear + MatMul stay unfused, computing the float
     /// weight every run): for comparisons.
     pub no_fuse: bool,
+    /// The backend the kernels are for (`--target`): the egraph's guards, each op's form and
+    /// scratch bytes follow its `TargetInfo`, and `cuda` also emits the PTX module.
+    pub target: memc_codegen::Target,
 }
 
 /// How long one stage of [`compile`] took, with what it reported (`egraph`'s stop reason).
@@ -79,6 +87,8 @@ pub struct Compiled {
     pub plan: Option<memc_passes::memory::MemoryPlan>,
     /// The kernels, when [`CompileOptions::lower`] asked for them.
     pub program: Option<memc_codegen::Program>,
+    /// The kernels as PTX, when they were lowered for the `cuda` target.
+    pub ptx: Option<memc_codegen::ptx::PtxModule>,
     /// Each stage's time, in order.
     pub times: Vec<StageTime>,
 }
@@ -138,6 +148,7 @@ pub fn emitted_text(compiled: &Compiled, emit: Emit) -> Option<String> {
                 .with_plan(plan)
                 .to_string(),
         ),
+        (Emit::Ptx, _, _) => compiled.ptx.as_ref().map(|m| m.text.clone()),
         (Emit::PlanJson | Emit::Kernels | Emit::Plan, _, _) => None,
     }
 }
@@ -183,7 +194,7 @@ pub fn compile_module(module: Module, options: &CompileOptions) -> Result<Compil
     lap("shape inference and cleanup", None);
     // The backend the kernels are for: the egraph's guards, the ops' forms and their scratch
     // bytes follow it.
-    let target = memc_codegen::cpu::target::target();
+    let target = options.target.info();
     if !options.no_fuse {
         let egraph = memc_passes::egraph::Egraph::for_target(target);
         run_checked(&egraph, &mut module)?;
@@ -238,13 +249,72 @@ pub fn compile_module(module: Module, options: &CompileOptions) -> Result<Compil
     if program.is_some() {
         lap("lower to kernels", None);
     }
+    let ptx = match (&program, options.target) {
+        (Some(program), memc_codegen::Target::Cuda) => {
+            let module = emit_ptx(program)?;
+            lap("emit PTX", None);
+            Some(module)
+        }
+        _ => None,
+    };
     Ok(Compiled {
         module,
         symbolic,
         plan,
         program,
+        ptx,
         times,
     })
+}
+
+/// The PTX module of `program`, or a diagnostic naming the kernel the emitters cannot write
+/// and the op (step) it belongs to.
+pub fn emit_ptx(
+    program: &memc_codegen::Program,
+) -> Result<memc_codegen::ptx::PtxModule, Diagnostic> {
+    memc_codegen::ptx::emit_program(program).map_err(|error| {
+        let memc_codegen::ptx::PtxError::Unsupported { kernel, .. } = &error;
+        let step = program
+            .steps
+            .iter()
+            .enumerate()
+            .find(|(_, step)| step.kernels.iter().any(|k| &k.name == kernel));
+        let d = Diagnostic::error(format!(
+            "the CUDA backend cannot compile this model: {error}"
+        ));
+        match step {
+            Some((index, step)) => d.with_note(format!("in step {index}, op {}", step.op)),
+            None => d,
+        }
+    })
+}
+
+/// The launch list of a PTX module as JSON for people and scripts: per entry, its symbol, the
+/// step and op it runs, the kernel's name, and its grid, block and dynamic shared memory.
+pub fn launches_json(
+    program: &memc_codegen::Program,
+    module: &memc_codegen::ptx::PtxModule,
+) -> String {
+    let launches: Vec<serde_json::Value> = module
+        .launches
+        .iter()
+        .map(|l| {
+            let step = program.steps.get(l.step);
+            serde_json::json!({
+                "entry": l.entry,
+                "step": l.step,
+                "op": step.map(|s| s.op.as_str()),
+                "kernel": step.and_then(|s| s.kernels.get(l.kernel)).map(|k| k.name.as_str()),
+                "grid": l.launch.grid,
+                "block": l.launch.block,
+                "shared_bytes": l.launch.shared_bytes,
+            })
+        })
+        .collect();
+    let mut text = serde_json::to_string_pretty(&launches)
+        .expect("a JSON value prints: its keys are strings and it holds no floats");
+    text.push('\n');
+    text
 }
 
 fn infer(module: &mut Module, dims: &HashMap<String, u64>) -> Result<(), Diagnostic> {

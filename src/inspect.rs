@@ -152,6 +152,38 @@ fn text(plan: &PlanFile, verified: bool) -> String {
             }
         ),
     );
+    if let Some(ptx) = &meta.ptx {
+        let launches = &ptx.launches;
+        let static_shared = static_shared_bytes(&ptx.text);
+        let shared = launches
+            .iter()
+            .map(|l| {
+                let declared = static_shared.get(l.entry.as_str()).copied().unwrap_or(0);
+                u64::from(l.launch.shared_bytes) + declared
+            })
+            .max()
+            .unwrap_or(0);
+        let block = launches
+            .iter()
+            .map(|l| {
+                l.launch
+                    .block
+                    .iter()
+                    .map(|&b| u64::from(b))
+                    .product::<u64>()
+            })
+            .max()
+            .unwrap_or(0);
+        line(
+            "ptx",
+            format!(
+                "{} entries in a {} module; largest shared memory {} B per block (static and dynamic), largest block {block} threads",
+                launches.len(),
+                bytes(ptx.text.len() as u64),
+                shared
+            ),
+        );
+    }
     io_table(&mut out, "inputs", &program.inputs);
     io_table(&mut out, "outputs", &program.outputs);
     if !program.state.is_empty() {
@@ -190,6 +222,50 @@ fn text(plan: &PlanFile, verified: bool) -> String {
             .expect("writing to a String cannot fail");
     }
     out
+}
+
+/// The bytes of `.shared` arrays each entry of a PTX module declares (`.shared .align 16 .b8
+/// name[N];`), by entry name; `.extern` (dynamic) arrays count in the launch, not here.
+fn static_shared_bytes(module: &str) -> std::collections::HashMap<&str, u64> {
+    let mut sizes = std::collections::HashMap::new();
+    let mut entry: Option<&str> = None;
+    for line in module.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.split(".entry ").nth(1) {
+            let name = rest
+                .split(|c: char| c == '(' || c.is_whitespace())
+                .next()
+                .unwrap_or("");
+            entry = Some(name);
+            sizes.insert(name, 0);
+            continue;
+        }
+        let Some(name) = entry else { continue };
+        if !line.starts_with(".shared") || line.starts_with(".extern") {
+            continue;
+        }
+        // Only `.b8` arrays are declared (see the PTX module doc); other element widths count
+        // their elements times their bytes.
+        let width = [
+            (".b8", 1),
+            (".b16", 2),
+            (".b32", 4),
+            (".f32", 4),
+            (".b64", 8),
+            (".f64", 8),
+        ]
+        .iter()
+        .find(|(t, _)| line.contains(t))
+        .map_or(1, |&(_, w)| w);
+        let count = line
+            .split('[')
+            .nth(1)
+            .and_then(|r| r.split(']').next())
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        *sizes.entry(name).or_insert(0) += count * width;
+    }
+    sizes
 }
 
 /// How many of `kernels` are loop kernels, contractions and low-bit products.
@@ -271,5 +347,23 @@ fn io_table(out: &mut String, title: &str, tensors: &[IoTensor]) {
             bytes(io.byte_size())
         )
         .expect("writing to a String cannot fail");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn static_shared_memory_is_summed_per_entry() {
+        let module = format!(
+            "{}\n.visible .entry a{}\n{{\n\t.shared .align 16 .b8 tile[4096];\n\t.shared .align 4 .f32 red[32];\n\tret;\n}}\n\n.visible .entry b{}\n{{\n\t.extern .shared .align 16 .b8 dyn[];\n\tret;\n}}\n",
+            memc_codegen::ptx::HEADER,
+            memc_codegen::ptx::PARAMS,
+            memc_codegen::ptx::PARAMS
+        );
+        let sizes = static_shared_bytes(&module);
+        assert_eq!(sizes.get("a"), Some(&(4096 + 128)));
+        assert_eq!(sizes.get("b"), Some(&0));
     }
 }

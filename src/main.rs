@@ -29,6 +29,14 @@ enum EmitArg {
     PlanJson,
     Plan,
     Kernels,
+    Ptx,
+}
+
+/// `--target`: the backend the kernels are compiled for.
+#[derive(Copy, Clone, ValueEnum)]
+enum TargetArg {
+    Cpu,
+    Cuda,
 }
 
 #[derive(Copy, Clone, ValueEnum)]
@@ -66,15 +74,23 @@ enum Command {
     /// Compile an ONNX model to a plan file (`-o MODEL.plan`), or print its IR or memory plan.
     ///
     /// `--emit kernels` prints the lowered kernels instead; a `.mlir` input is textual IR,
-    /// compiled by the same stages after import.
+    /// compiled by the same stages after import. `--target cuda` compiles for NVIDIA GPUs:
+    /// the plan stores the PTX module, and `--emit ptx -o DIR` writes it for inspection.
     Compile {
         /// The ONNX model; external data is read from beside it. A `.mlir` file is textual IR
         /// (weights known by type only), compiled after import the same way.
         model: PathBuf,
         /// What to write: `plan` (the plan file, needs `-o`), `ir` (or `mlir`, the same text),
-        /// `plan-json` (the memory plan) or `kernels` (the lowered program as text).
+        /// `plan-json` (the memory plan), `kernels` (the lowered program as text) or `ptx`
+        /// (implies `--target cuda`: with `-o DIR`, writes DIR/<model stem>.ptx, the PTX
+        /// module, and DIR/<model stem>.launches.json, each entry's step, op, kernel, grid,
+        /// block and shared bytes; a `.mlir` input prints the module).
         #[arg(long, value_enum, default_value_t = EmitArg::Plan)]
         emit: EmitArg,
+        /// The backend to compile for: `cpu` (the Cranelift JIT) or `cuda` (PTX for NVIDIA
+        /// GPUs, sm_80 and newer). `--emit ptx` implies `cuda`.
+        #[arg(long, value_enum)]
+        target: Option<TargetArg>,
         /// With a `.mlir` input: cut it at `// -----` lines and compile each piece on its own.
         #[arg(long)]
         split_input_file: bool,
@@ -109,7 +125,7 @@ enum Command {
         #[arg(long, default_value_t = 1000, value_name = "MS")]
         budget_ms: u64,
     },
-    /// Execute a plan on `.npy` inputs (CPU), time it, and write the outputs.
+    /// Execute a plan on `.npy` inputs on its target's backend, time it, and write the outputs.
     Run {
         /// The plan file (`memc compile MODEL -o MODEL.plan`).
         plan: PathBuf,
@@ -126,6 +142,11 @@ enum Command {
         /// each update its gradient buffers).
         #[arg(long, default_value = "1", value_name = "N")]
         repeat: std::num::NonZeroUsize,
+        /// Also time the backend's run call alone (the kernels, a device's synchronization
+        /// included; no input or output copies) and end with a JSON line of its min and median
+        /// over the `--repeat` runs, for bench/gpu/bench.py.
+        #[arg(long, hide = true)]
+        time: bool,
         /// A training step's persistent state to start from: DIR/<name>.npy for each parameter
         /// (required) and gradient buffer (optional; zero when absent). `--input NAME=FILE`
         /// sets one state tensor too.
@@ -207,6 +228,7 @@ fn run(cli: Cli) -> ExitCode {
         Command::Compile {
             model,
             emit,
+            target,
             split_input_file,
             output,
             dims,
@@ -222,9 +244,22 @@ fn run(cli: Cli) -> ExitCode {
                 EmitArg::PlanJson => memc::compile::Emit::PlanJson,
                 EmitArg::Plan => memc::compile::Emit::Plan,
                 EmitArg::Kernels => memc::compile::Emit::Kernels,
+                EmitArg::Ptx => memc::compile::Emit::Ptx,
+            };
+            // PTX exists only for the cuda target, so asking for it chooses that target.
+            let target = match (target, emit) {
+                (Some(TargetArg::Cpu), memc::compile::Emit::Ptx) => {
+                    eprintln!("error: `--emit ptx` writes the PTX of the cuda target; drop `--target cpu` (or say `--target cuda`)");
+                    return ExitCode::from(2);
+                }
+                (Some(TargetArg::Cuda), _) | (None, memc::compile::Emit::Ptx) => {
+                    memc::codegen::Target::Cuda
+                }
+                (Some(TargetArg::Cpu), _) | (None, _) => memc::codegen::Target::Cpu,
             };
             let request = CompileRequest {
                 emit,
+                target,
                 output,
                 dims,
                 report,
@@ -258,6 +293,7 @@ fn run(cli: Cli) -> ExitCode {
             output_dir,
             threads,
             repeat,
+            time,
             state_dir,
             save_state,
             verify,
@@ -272,6 +308,7 @@ fn run(cli: Cli) -> ExitCode {
                 save_state,
                 verify_weights: verify,
                 measure_rss: rss,
+                time_backend: time,
             };
             runtime_output(memc::run::run(&plan, &options))
         }
@@ -334,6 +371,7 @@ fn opt(
 
 struct CompileRequest {
     emit: memc::compile::Emit,
+    target: memc::codegen::Target,
     output: Option<PathBuf>,
     dims: Vec<(String, u64)>,
     report: bool,
@@ -350,6 +388,10 @@ fn compile(model: &std::path::Path, request: CompileRequest) -> ExitCode {
     if emit == Emit::Plan && request.output.is_none() {
         eprintln!("error: `memc compile` writes a plan file: give its path with `-o MODEL.plan`");
         eprintln!("       (or `--emit ir`, `--emit plan-json` to print to standard output)");
+        return ExitCode::from(2);
+    }
+    if emit == Emit::Ptx && request.output.is_none() {
+        eprintln!("error: `--emit ptx` writes two files into a directory: give it with `-o DIR`");
         return ExitCode::from(2);
     }
     let dims = request.dims.clone();
@@ -395,7 +437,23 @@ fn compile(model: &std::path::Path, request: CompileRequest) -> ExitCode {
     if let (Emit::Plan, Some(program), Some(output)) =
         (emit, compiled.program.clone(), request.output.as_deref())
     {
-        return write_plan_file(model, output, dims, &compiled, program, request.time_passes);
+        return write_plan_file(
+            model,
+            output,
+            dims,
+            request.target,
+            &compiled,
+            program,
+            request.time_passes,
+        );
+    }
+    if let (Emit::Ptx, Some(program), Some(ptx), Some(dir)) = (
+        emit,
+        &compiled.program,
+        &compiled.ptx,
+        request.output.as_deref(),
+    ) {
+        return write_ptx_files(model, dir, program, ptx);
     }
     let text = memc::compile::emitted_text(&compiled, emit)
         .unwrap_or_else(|| memc::ir::print_module(&compiled.module));
@@ -410,6 +468,7 @@ impl CompileRequest {
             plan_budget: std::time::Duration::from_millis(self.plan_budget_ms),
             lower: self.emit.needs_kernels(),
             no_fuse: self.no_fuse,
+            target: self.target,
         }
     }
 }
@@ -479,6 +538,7 @@ fn write_plan_file(
     model: &std::path::Path,
     output: &std::path::Path,
     dims: Vec<(String, u64)>,
+    target: memc::codegen::Target,
     compiled: &memc::compile::Compiled,
     program: memc::codegen::Program,
     time_passes: bool,
@@ -488,8 +548,9 @@ fn write_plan_file(
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     let n_kernels = program.n_kernels();
     let arena = program.arena_size;
-    let mut meta = memc::runtime::plan::PlanMeta::new(model_name, "cpu", program);
+    let mut meta = memc::runtime::plan::PlanMeta::new(model_name, target.name(), program);
     meta.dims = dims;
+    meta.ptx = compiled.ptx.clone();
     meta.planner = compiled
         .plan
         .as_ref()
@@ -518,6 +579,41 @@ fn write_plan_file(
             ExitCode::FAILURE
         }
     }
+}
+
+/// `--emit ptx -o DIR`: writes DIR/<stem>.ptx and DIR/<stem>.launches.json (DIR is created if
+/// missing) and says what it wrote.
+fn write_ptx_files(
+    model: &std::path::Path,
+    dir: &std::path::Path,
+    program: &memc::codegen::Program,
+    ptx: &memc::codegen::ptx::PtxModule,
+) -> ExitCode {
+    let stem = model
+        .file_stem()
+        .map_or("model".into(), |s| s.to_string_lossy().into_owned());
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        eprintln!("error: cannot create `{}`: {e}", dir.display());
+        return ExitCode::FAILURE;
+    }
+    let module = dir.join(format!("{stem}.ptx"));
+    let launches = dir.join(format!("{stem}.launches.json"));
+    for (path, text) in [
+        (&module, ptx.text.clone()),
+        (&launches, memc::compile::launches_json(program, ptx)),
+    ] {
+        if let Err(e) = std::fs::write(path, text) {
+            eprintln!("error: cannot write `{}`: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    eprintln!(
+        "memc: wrote {} ({} entries) and {}",
+        module.display(),
+        ptx.launches.len(),
+        launches.display()
+    );
+    ExitCode::SUCCESS
 }
 
 fn write_output(output: Option<&std::path::Path>, text: &str) -> ExitCode {

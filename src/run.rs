@@ -38,6 +38,8 @@ pub struct RunOptions {
     pub verify_weights: bool,
     /// Measure the peak-RSS growth of the first run and print a JSON summary line.
     pub measure_rss: bool,
+    /// `--time`: time the backend's run call alone over the runs and print a JSON line.
+    pub time_backend: bool,
 }
 
 /// A field of `/proc/self/status` in bytes (`VmRSS`, `VmHWM`), where Linux provides it.
@@ -176,21 +178,18 @@ pub fn run(plan: &Path, options: &RunOptions) -> Result<String, RuntimeError> {
         }
     }
     let mut times = Vec::with_capacity(options.repeat.get());
+    let mut backend_times = Vec::with_capacity(options.repeat.get());
     for _ in 1..options.repeat.get() {
         let started = Instant::now();
         session.run_in_place(&refs)?;
         times.push(started.elapsed());
+        backend_times.push(session.backend_run_time());
     }
     let started = Instant::now();
     let outputs = session.run_in_place(&refs)?;
     times.push(started.elapsed());
-    times.sort();
     let runs = times.len();
-    let median = if runs % 2 == 1 {
-        times[runs / 2]
-    } else {
-        (times[runs / 2 - 1] + times[runs / 2]) / 2
-    };
+    let median = median_of(&mut times);
     line(
         &mut report,
         "run",
@@ -256,11 +255,45 @@ pub fn run(plan: &Path, options: &RunOptions) -> Result<String, RuntimeError> {
         )
         .expect("writing to a String cannot fail");
     }
+    // The last run's outputs borrow the session: its backend time is read once they are done.
+    drop(outputs);
+    if options.time_backend {
+        backend_times.push(session.backend_run_time());
+        let backend_median = median_of(&mut backend_times);
+        line(
+            &mut report,
+            "backend",
+            format!(
+                "run call alone: min {}, median {}",
+                millis(backend_times[0]),
+                millis(backend_median)
+            ),
+        );
+        writeln!(
+            report,
+            "{{\"backend_min_ms\": {:.6}, \"backend_median_ms\": {:.6}, \"min_ms\": {:.6}, \"median_ms\": {:.6}, \"runs\": {runs}, \"arena_bytes\": {arena_bytes}}}",
+            backend_times[0].as_secs_f64() * 1e3,
+            backend_median.as_secs_f64() * 1e3,
+            times[0].as_secs_f64() * 1e3,
+            median.as_secs_f64() * 1e3,
+        )
+        .expect("writing to a String cannot fail");
+    }
     if has_state {
-        drop(outputs);
         save_state(&mut session, options, &mut report)?;
     }
     Ok(report)
+}
+
+/// Sorts `times` (not empty) and returns their median.
+fn median_of(times: &mut [Duration]) -> Duration {
+    times.sort();
+    let n = times.len();
+    if n % 2 == 1 {
+        times[n / 2]
+    } else {
+        (times[n / 2 - 1] + times[n / 2]) / 2
+    }
 }
 
 /// Writes every state tensor over itself, so its pages are resident before a measurement

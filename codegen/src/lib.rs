@@ -62,9 +62,26 @@ impl Target {
         }
     }
 
+    /// What the egraph, op planning and lowering may assume about this target: its
+    /// [`TargetInfo`](memc_ir::target::TargetInfo) (data only, built without any backend
+    /// feature).
+    pub fn info(self) -> &'static memc_ir::target::TargetInfo {
+        match self {
+            Target::Cpu => cpu::target::target(),
+            Target::Cuda => ptx::target::target(),
+        }
+    }
+
     /// The target named `name` (as [`Target::name`] spells it), if memc knows it.
     pub fn from_name(name: &str) -> Option<Target> {
         Target::ALL.iter().copied().find(|t| t.name() == name)
+    }
+}
+
+impl Default for Target {
+    /// The CPU, which `memc compile` targets unless told otherwise.
+    fn default() -> Self {
+        Target::Cpu
     }
 }
 

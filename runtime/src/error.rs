@@ -70,6 +70,9 @@ pub enum RuntimeError {
         path: PathBuf,
         source: memc_codegen::KernelError,
     },
+    /// A plan's stored PTX is missing, out of place, or differs from the PTX of its program.
+    #[error("`{}`: {message}", path.display())]
+    Ptx { path: PathBuf, message: String },
     /// [`crate::plan::write_plan`] was handed a program that fails validation: a memc bug.
     #[error("memc bug: the program to write is invalid: {0}")]
     ProgramToWrite(memc_codegen::KernelError),

@@ -58,5 +58,7 @@ pub use tensor::{Element, Tensor, TensorRef};
 /// The plan file format version this build writes and reads. Version 2: every packed weight
 /// slot records the id of its packed layout (`PackSpec::layout`, `nbits v2`). Version 3: the
 /// program has a persistent state region (`Program::state`, `state_size`; views into
-/// `Region::State`) for training steps. Older plans are refused with a request to recompile.
-pub const PLAN_FORMAT_VERSION: u32 = 3;
+/// `Region::State`) for training steps. Version 4: the metadata's `ptx` field (the PTX module
+/// and launch list of a `cuda` plan, `null` for other targets). Older plans are refused with a
+/// request to recompile.
+pub const PLAN_FORMAT_VERSION: u32 = 4;

@@ -42,9 +42,18 @@
 //! is long enough for the magic, the magic, the version (before anything else in the header, so a
 //! future format with a different header is reported as a version), the header length, the
 //! header checksum, the section bounds (and that the file ends where the weights do), the
-//! metadata checksum, the JSON, [`Program::validate`], and that the weights section is as long
-//! as the program says. The weights checksum reads every weight page, so it is a separate call,
-//! [`PlanFile::verify_weights`].
+//! metadata checksum, the JSON, [`Program::validate`], that the weights section is as long as
+//! the program says, and the PTX (below). The weights checksum reads every weight page, so it is
+//! a separate call, [`PlanFile::verify_weights`].
+//!
+//! # PTX
+//!
+//! A plan for the `cuda` target stores its PTX module and launch list (`PlanMeta::ptx`), so
+//! `memc inspect` and people can read what will run; every other target stores `null`. The
+//! stored PTX is never trusted: [`PlanFile::open`] emits the PTX again from the validated
+//! program ([`memc_codegen::ptx::emit_program`]) and refuses the plan when the two differ in
+//! any byte or launch, so only PTX produced from validated kernels ever runs. A `cuda` plan
+//! without PTX, or a plan of another target with some, is refused too.
 //!
 //! # Writing
 //!
@@ -86,6 +95,20 @@ pub struct PlanMeta {
     /// The memory planner's figures; `None` for programs built without the planner.
     pub planner: Option<PlannerSummary>,
     pub program: Program,
+    /// The program's PTX module and launch list, for the `cuda` target (`None` otherwise).
+    /// Always present in the JSON (`null` when `None`): a missing field is an error.
+    #[serde(deserialize_with = "required_option")]
+    pub ptx: Option<memc_codegen::ptx::PtxModule>,
+}
+
+/// Deserializes an `Option` field that must be present (serde otherwise reads a missing
+/// `Option` field as `None`).
+fn required_option<'de, D, T>(deserializer: D) -> std::result::Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer)
 }
 
 impl PlanMeta {
@@ -98,6 +121,7 @@ impl PlanMeta {
             dims: Vec::new(),
             planner: None,
             program,
+            ptx: None,
         }
     }
 }
@@ -320,6 +344,8 @@ pub struct PlanStats {
 pub fn write_plan(path: &Path, meta: &PlanMeta, weights: &WeightStore) -> Result<PlanStats> {
     let program = &meta.program;
     program.validate().map_err(RuntimeError::ProgramToWrite)?;
+    // A plan `open` would refuse is never written: its PTX is checked the same way.
+    check_ptx(path, meta)?;
     let slots = slot_bytes(program, weights)?;
     let metadata = serde_json::to_vec(meta)
         .expect("PlanMeta serializes: its maps have string keys and its floats are finite");
@@ -576,6 +602,34 @@ impl std::fmt::Debug for PlanFile {
     }
 }
 
+/// Checks a plan's stored PTX against the PTX of its validated program (see the module doc).
+fn check_ptx(path: &Path, meta: &PlanMeta) -> Result<()> {
+    let ptx = |message: String| RuntimeError::Ptx {
+        path: path.to_path_buf(),
+        message,
+    };
+    let is_cuda = meta.target == memc_codegen::Target::Cuda.name();
+    match (&meta.ptx, is_cuda) {
+        (None, false) => Ok(()),
+        (Some(_), false) => Err(ptx(format!(
+            "the plan is for target `{}` but carries PTX, which only `cuda` plans do",
+            meta.target
+        ))),
+        (None, true) => Err(ptx("the `cuda` plan carries no PTX".to_string())),
+        (Some(stored), true) => {
+            let emitted = memc_codegen::ptx::emit_program(&meta.program)
+                .map_err(|e| ptx(format!("cannot emit the PTX of the plan's kernels: {e}")))?;
+            if *stored != emitted {
+                return Err(ptx(
+                    "the plan's PTX does not match its kernels: it was altered, or written by another memc version"
+                        .to_string(),
+                ));
+            }
+            Ok(())
+        }
+    }
+}
+
 impl PlanFile {
     /// Maps the plan file at `path` and checks everything but the weights' checksum (see the
     /// module doc for the order of the checks).
@@ -628,6 +682,7 @@ impl PlanFile {
                 }
             }
         }
+        check_ptx(path, &meta)?;
         Ok(PlanFile {
             path: path.to_path_buf(),
             map,

@@ -1,6 +1,8 @@
 //! Executing a plan: a [`Session`] loads a plan file once and runs it many times.
 //!
-//! Loading opens and checks the plan ([`PlanFile::open`]), picks the backend for the plan's
+//! Loading opens and checks the plan ([`PlanFile::open`]; for a `cuda` plan that includes
+//! emitting the PTX again from the validated program and refusing the plan when its stored PTX
+//! differs, so only PTX made from validated kernels runs), picks the backend for the plan's
 //! target ([`memc_codegen::backend::backend_for`]: the CPU behind the `cpu` cargo feature, NVIDIA
 //! GPUs behind `cuda`) and has it compile every kernel, allocate the one arena the plan was sized
 //! for and start its workers. A run copies the inputs to their arena offsets through the
@@ -52,6 +54,8 @@ pub struct Session {
     state_set: Vec<bool>,
     open_time: Duration,
     jit_time: Duration,
+    /// How long the backend's `run` of the last run took.
+    backend_run_time: Duration,
 }
 
 impl std::fmt::Debug for Session {
@@ -111,6 +115,7 @@ impl Session {
             state_set,
             open_time,
             jit_time,
+            backend_run_time: Duration::ZERO,
         })
     }
 
@@ -215,6 +220,13 @@ impl Session {
         self.compiled.describe()
     }
 
+    /// The wall time of the backend's [`CompiledProgram::run`] in the last run: the kernels
+    /// only, without copying inputs in or outputs out (a device backend's `run` returns once
+    /// the device finished, so this includes its synchronization). Zero before the first run.
+    pub fn backend_run_time(&self) -> Duration {
+        self.backend_run_time
+    }
+
     /// Runs the plan on `inputs` (each graph input exactly once, by name) and returns the
     /// outputs in the plan's order.
     pub fn run(&mut self, inputs: &[(&str, TensorRef<'_>)]) -> Result<Vec<Tensor>> {
@@ -236,6 +248,7 @@ impl Session {
             compiled,
             output_ranges,
             state_set,
+            backend_run_time,
             ..
         } = self;
         let program = plan.program();
@@ -257,8 +270,10 @@ impl Session {
             // that the tensor has its size; the backend checks the range again.
             compiled.write_arena(io.byte_offset, tensor.data())?;
         }
+        let started = Instant::now();
         // SAFETY: `PlanFile::open` validated the program the backend compiled.
         unsafe { compiled.run(plan.weights())? };
+        *backend_run_time = started.elapsed();
         let arena = compiled.read_arena(output_ranges)?;
         let weights = plan.weights();
         Ok(program

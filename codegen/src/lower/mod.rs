@@ -519,7 +519,17 @@ pub fn lower_function(
     weights: &WeightStore,
     plan: &MemoryPlan,
 ) -> Result<Program, Diagnostic> {
-    let ops = plan_ops(func, weights, crate::cpu::target::target());
+    lower_function_for(func, weights, plan, crate::cpu::target::target())
+}
+
+/// [`lower_function`] for the target `target` describes (`Target::info`).
+pub fn lower_function_for(
+    func: &Function,
+    weights: &WeightStore,
+    plan: &MemoryPlan,
+    target: &'static TargetInfo,
+) -> Result<Program, Diagnostic> {
+    let ops = plan_ops(func, weights, target);
     lower_planned(func, weights, plan, &ops)
 }
 

@@ -47,12 +47,9 @@ fn without_the_driver_loading_a_cuda_plan_is_an_error_not_a_panic() {
     }
     let (program, store) = add_matmul_program();
     let path = scratch_dir("cuda_no_driver").join("tiny.plan");
-    write_plan(
-        &path,
-        &PlanMeta::new("tiny.onnx", "cuda", program.clone()),
-        &store,
-    )
-    .unwrap();
+    let mut meta = PlanMeta::new("tiny.onnx", "cuda", program.clone());
+    meta.ptx = Some(memc_codegen::ptx::emit_program(&program).unwrap());
+    write_plan(&path, &meta, &store).unwrap();
     let error = Session::load(&path).err().map(|e| e.to_string());
     assert_eq!(error.as_deref(), Some(NO_DRIVER));
 
@@ -335,7 +332,8 @@ $L_end:
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/classifier.onnx");
         let mut module = memc_ir::onnx::import_file(&path).unwrap().module;
-        memc_ir::infer::infer_module(&mut module, &HashMap::new()).unwrap();
+        memc_ir::infer::infer_module(&mut module, &HashMap::from([("batch".to_string(), 2u64)]))
+            .unwrap();
         let passes: [&dyn memc_passes::Pass; 3] = [
             &memc_passes::Canonicalize,
             &memc_passes::Cse,
@@ -357,12 +355,11 @@ $L_end:
         let program =
             memc_codegen::lower::lower_planned(func, &module.weights, &plan, &ops).unwrap();
         let plan_path = scratch_dir(test).join(format!("classifier-{target}.plan"));
-        write_plan(
-            &plan_path,
-            &PlanMeta::new("classifier.onnx", target, program),
-            &module.weights,
-        )
-        .unwrap();
+        let mut meta = PlanMeta::new("classifier.onnx", target, program);
+        if target == "cuda" {
+            meta.ptx = Some(memc_codegen::ptx::emit_program(&meta.program).unwrap());
+        }
+        write_plan(&plan_path, &meta, &module.weights).unwrap();
         plan_path
     }
 

@@ -58,6 +58,14 @@ pub fn node_dir() -> Option<PathBuf> {
     None
 }
 
+/// The target the node tests compile for: `MEMC_NODE_TARGET` (`cpu` or `cuda`), else the CPU.
+pub fn node_target() -> memc_codegen::Target {
+    std::env::var("MEMC_NODE_TARGET")
+        .ok()
+        .and_then(|name| memc_codegen::Target::from_name(&name))
+        .unwrap_or(memc_codegen::Target::Cpu)
+}
+
 /// Whether a compile error says memc does not support something (as opposed to a bug).
 pub fn is_unsupported(message: &str) -> bool {
     const MARKS: &[&str] = &[
@@ -196,9 +204,13 @@ pub fn run_test(dir: &Path, scratch: &Path, tol: Tolerance) -> (Status, bool) {
 /// The body of [`run_test`]: `Err` with the status of a test that does not pass.
 pub fn run_cpu_and_reference(dir: &Path, scratch: &Path, tol: Tolerance) -> Result<bool, Status> {
     let model = dir.join("model.onnx");
+    // `MEMC_NODE_TARGET=cuda` compiles for the GPU and runs the plans there (on a machine with
+    // an NVIDIA driver); the reference backend then runs only the CPU plans.
+    let target = node_target();
     let options = memc::compile::CompileOptions {
         lower: true,
         plan_budget: std::time::Duration::from_millis(20),
+        target,
         ..Default::default()
     };
     let compiled = match std::panic::catch_unwind(|| memc::compile::compile(&model, &options)) {
@@ -221,7 +233,8 @@ pub fn run_cpu_and_reference(dir: &Path, scratch: &Path, tol: Tolerance) -> Resu
         dir.file_name()
             .map_or("t".into(), |n| n.to_string_lossy().into_owned())
     ));
-    let meta = memc_runtime::plan::PlanMeta::new("model.onnx", "cpu", program);
+    let mut meta = memc_runtime::plan::PlanMeta::new("model.onnx", target.name(), program);
+    meta.ptx = compiled.ptx;
     if let Err(e) = memc_runtime::plan::write_plan(&plan_path, &meta, &compiled.module.weights) {
         return Err(Status::Fail(format!(
             "write plan: {}",
@@ -258,7 +271,8 @@ pub fn run_cpu_and_reference(dir: &Path, scratch: &Path, tol: Tolerance) -> Resu
         })
         .unwrap_or_default();
     sets.sort();
-    let run_reference = memc_codegen::reference::cost(session.program()) <= REFERENCE_COST_BOUND;
+    let run_reference = target == memc_codegen::Target::Cpu
+        && memc_codegen::reference::cost(session.program()) <= REFERENCE_COST_BOUND;
     for set in sets {
         let mut inputs = Vec::new();
         for i in 0..input_names.len() {

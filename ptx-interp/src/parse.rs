@@ -1815,9 +1815,12 @@ fn decode(
             }
         }
         "testp" => {
+            if m.list.contains(&"nan") {
+                return Err(m.err("is not PTX: the NaN test is spelled `testp.notanumber`"));
+            }
             let kind = m
                 .one_of(&[
-                    ("nan", TestKind::Nan),
+                    ("notanumber", TestKind::Nan),
                     ("finite", TestKind::Finite),
                     ("infinite", TestKind::Infinite),
                     ("number", TestKind::Number),

@@ -96,3 +96,76 @@ fn block_reduce_through_shared_memory() {
     // One barrier after the stores, eight in the tree, per block.
     assert_eq!(stats.barriers, 4 * 9);
 }
+
+#[test]
+fn divergent_branches_reconverge_before_shfl() {
+    let m = load("diverge_shfl");
+    let mut mem = Memory::new();
+    let arena = mem.add(vec![0; 20 * 32]);
+    m.launch("diverge_shfl", launch(1, 32), &[arena, 0, 0], &mut mem)
+        .unwrap();
+    let out: Vec<u32> = mem
+        .bytes(arena)
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let v = |l: u32| if l % 2 == 1 { 2 * l } else { l + 100 };
+    for l in 0..32u32 {
+        let row = &out[l as usize * 5..l as usize * 5 + 5];
+        let (down, valid) = if l < 31 { (v(l + 1), 1) } else { (v(l), 0) };
+        let up = if l >= 2 { v(l - 2) } else { 7777 };
+        let bfly = if l % 2 == 1 { v(l ^ 2) } else { 0 };
+        assert_eq!(row, [down, valid, up, v(5), bfly], "lane {l}");
+    }
+}
+
+#[test]
+fn tiled_sgemm_with_static_and_dynamic_shared_memory() {
+    let m = load("sgemm");
+    let (mm, n, k) = (32, 48, 64);
+    let a: Vec<f32> = (0..mm * k).map(|i| (i % 7) as f32 - 3.0).collect();
+    let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 - 2.0).collect();
+    let mut mem = Memory::new();
+    let (ab, bb, cb) = (
+        mem.add(f32s(&a)),
+        mem.add(f32s(&b)),
+        mem.add(vec![0; mm * n * 4]),
+    );
+    let l = Launch {
+        grid: [3, 2, 1],
+        block: [16, 16, 1],
+        shared_bytes: 1024,
+    };
+    let start = std::time::Instant::now();
+    let stats = m.launch("sgemm", l, &[ab, bb, cb], &mut mem).unwrap();
+    let secs = start.elapsed().as_secs_f64();
+    eprintln!(
+        "sgemm: {} instructions in {:.3} s = {:.1} M instructions/s",
+        stats.instructions,
+        secs,
+        stats.instructions as f64 / secs / 1e6
+    );
+    let c = to_f32s(mem.bytes(cb));
+    for i in 0..mm {
+        for j in 0..n {
+            let mut acc = 0.0f32;
+            for kk in 0..k {
+                acc = a[i * k + kk].mul_add(b[kk * n + j], acc);
+            }
+            assert_eq!(c[i * n + j], acc, "C[{i}][{j}]");
+        }
+    }
+    // Too little dynamic shared memory: the B tile's stores run out of bounds.
+    let l = Launch {
+        shared_bytes: 512,
+        ..l
+    };
+    let e = m
+        .launch("sgemm", l, &[ab, bb, cb], &mut mem)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("shared access of 4 bytes") && e.contains("out of bounds"),
+        "{e}"
+    );
+}

@@ -44,6 +44,102 @@ struct Block {
     pc: Vec<u32>,
     state: Vec<State>,
     shared: Vec<u8>,
+    races: Races,
+}
+
+/// Who last wrote and read one shared byte, and at which sync epochs.
+#[derive(Clone, Copy)]
+struct Meta {
+    w: u16,
+    r: u16,
+    r_warp: u16,
+    w_be: u32,
+    w_we: u32,
+    r_be: u32,
+    r_we: u32,
+}
+
+const NOBODY: u16 = u16::MAX;
+const SEVERAL: u16 = u16::MAX - 1;
+const FRESH: Meta = Meta {
+    w: NOBODY,
+    r: NOBODY,
+    r_warp: NOBODY,
+    w_be: 0,
+    w_we: 0,
+    r_be: 0,
+    r_we: 0,
+};
+
+/// The shared-memory race detector: two threads touching a byte (one of them writing) with no
+/// barrier between them is a race. `be` counts completed block barriers; `we[w]` counts
+/// completed warp-level syncs in warp `w` (any of them orders all of that warp's lanes, which
+/// is lenient for partial membermasks).
+struct Races {
+    on: bool,
+    meta: Vec<Meta>,
+    be: u32,
+    we: Vec<u32>,
+}
+
+impl Races {
+    #[inline(always)]
+    fn ordered(&self, other: u16, other_warp: u16, be: u32, we: u32, t: usize) -> bool {
+        let warp = (t / 32) as u16;
+        be < self.be || (other_warp == warp && we < self.we[t / 32]) || other == t as u16
+    }
+
+    /// Records an access of `len` bytes at `off` by thread `t`; a race names the other thread.
+    fn access(&mut self, off: usize, len: usize, t: usize, write: bool) -> Result<(), Fault> {
+        let warp = (t / 32) as u16;
+        let (be, we) = (self.be, self.we[t / 32]);
+        for i in off..off + len {
+            let m = self.meta[i];
+            let race = |other: u16, kind: &'static str| Fault::SharedRace {
+                offset: i as u64,
+                other: u32::from(other),
+                kind,
+            };
+            if m.w != NOBODY && !self.ordered(m.w, m.w / 32, m.w_be, m.w_we, t) {
+                return Err(race(
+                    m.w,
+                    if write {
+                        "write after a write by"
+                    } else {
+                        "read after a write by"
+                    },
+                ));
+            }
+            let readers_ordered = m.r_be < be || (m.r_warp == warp && m.r_we < we);
+            if write {
+                if m.r != NOBODY && m.r != t as u16 && !readers_ordered {
+                    return Err(race(m.r, "write after a read by"));
+                }
+                self.meta[i] = Meta {
+                    w: t as u16,
+                    r: NOBODY,
+                    r_warp: NOBODY,
+                    w_be: be,
+                    w_we: we,
+                    ..m
+                };
+            } else {
+                let m = &mut self.meta[i];
+                if m.r == NOBODY || m.r == t as u16 || readers_ordered {
+                    m.r = t as u16;
+                    m.r_warp = warp;
+                } else {
+                    m.r = SEVERAL;
+                    if m.r_warp != warp {
+                        m.r_warp = NOBODY;
+                    }
+                }
+                m.r_be = be;
+                m.r_we = we;
+            }
+        }
+        Ok(())
+    }
 }
 
 pub(crate) fn launch(
@@ -101,6 +197,12 @@ pub(crate) fn launch(
         pc: vec![0; n],
         state: vec![State::Ready; n],
         shared: vec![0xff; shared_len],
+        races: Races {
+            on: m.races,
+            meta: vec![FRESH; if m.races { shared_len } else { 0 }],
+            be: 0,
+            we: vec![0; n.div_ceil(32)],
+        },
     };
     let mut stats = Stats::default();
     let mut ctx = Ctx {
@@ -118,6 +220,9 @@ pub(crate) fn launch(
                 blk.pc.fill(0);
                 blk.state.fill(State::Ready);
                 blk.shared.fill(0xff);
+                blk.races.meta.fill(FRESH);
+                blk.races.be = 0;
+                blk.races.we.fill(0);
                 for t in 0..n {
                     let r = &mut blk.regs[t * nregs..(t + 1) * nregs];
                     let tid = thread_index(t as u32, l.block);
@@ -521,6 +626,7 @@ impl Ctx<'_> {
                 }
             }
             self.stats.barriers += 1;
+            blk.races.be += 1;
             return Ok(true);
         }
         // Warp-level syncs.
@@ -630,11 +736,11 @@ impl Ctx<'_> {
                             pval,
                         );
                     }
-                    for lane in 0..32usize {
+                    for (lane, &(v, valid)) in out.iter().enumerate() {
                         if release & (1 << lane) != 0 {
                             let t = w * 32 + lane;
-                            blk.regs[t * nr + d as usize] = out[lane].0;
-                            blk.regs[t * nr + p as usize] = u64::from(out[lane].1);
+                            blk.regs[t * nr + d as usize] = v;
+                            blk.regs[t * nr + p as usize] = u64::from(valid);
                             self.stats.shuffles += 1;
                         }
                     }
@@ -646,6 +752,7 @@ impl Ctx<'_> {
                         blk.pc[t] += 1;
                     }
                 }
+                blk.races.we[w] += 1;
             }
         }
         Ok(progressed)
@@ -661,6 +768,9 @@ impl Ctx<'_> {
         shared: &'b mut [u8],
         params: &'b [u8],
         pscratch: &'b mut [u8; 32],
+        races: &mut Races,
+        t: usize,
+        write: Option<bool>,
     ) -> Result<&'b mut [u8], Fault> {
         let (space, addr) = match space {
             Space::Generic if addr.wrapping_sub(SHARED_WINDOW) < (1 << 32) => {
@@ -686,9 +796,13 @@ impl Ctx<'_> {
             Space::Global => mem.global(addr, sz).ok_or_else(oob),
             Space::Shared => {
                 let a = usize::try_from(addr).map_err(|_| oob())?;
-                shared
+                let bytes = shared
                     .get_mut(a..a.checked_add(sz).ok_or_else(oob)?)
-                    .ok_or_else(oob)
+                    .ok_or_else(oob)?;
+                if let (true, Some(write)) = (races.on, write) {
+                    races.access(a, sz, t, write)?;
+                }
+                Ok(bytes)
             }
             _ => {
                 let a = usize::try_from(addr).map_err(|_| oob())?;
@@ -706,6 +820,7 @@ impl Ctx<'_> {
         let nr = blk.nregs;
         let regs = &mut blk.regs[t * nr..(t + 1) * nr];
         let shared = &mut blk.shared[..];
+        let races = &mut blk.races;
         let insts = &self.e.insts[..];
         let mut pc = blk.pc[t] as usize;
         let mut count: u64 = 0;
@@ -924,6 +1039,9 @@ impl Ctx<'_> {
                         shared,
                         self.params,
                         &mut pscratch,
+                        races,
+                        t,
+                        Some(false),
                     ) {
                         Ok(b) => b,
                         Err(f) => break Err(f),
@@ -954,6 +1072,9 @@ impl Ctx<'_> {
                         shared,
                         self.params,
                         &mut pscratch,
+                        races,
+                        t,
+                        Some(true),
                     ) {
                         Ok(b) => b,
                         Err(f) => break Err(f),
@@ -985,6 +1106,9 @@ impl Ctx<'_> {
                         shared,
                         self.params,
                         &mut pscratch,
+                        races,
+                        t,
+                        None,
                     ) {
                         Ok(b) => b,
                         Err(f) => break Err(f),

@@ -32,7 +32,9 @@
 //! completes when every thread of the block that has not exited has arrived. A warp-level sync
 //! completes for a lane when every lane named in its membermask waits at the same
 //! instruction; a membermask that names an exited lane, a lane outside the block, or not the
-//! lane itself is an error, and so is a shuffle that reads a lane outside its membermask. When
+//! lane itself is an error, and so is a shuffle that reads a lane outside its membermask.
+//! Shared-memory races are errors too (see [`Module::set_race_detection`]), since running
+//! threads one by one would otherwise hide a missing barrier. When
 //! no thread can move, the launch fails with [`Error::Deadlock`]; it never hangs. A launch
 //! also stops after [`Module::instruction_limit`] instructions (default 10^10), so an endless
 //! loop is an error as well.
@@ -94,6 +96,12 @@ pub enum Fault {
     NotInMask { mask: u32, lane: u32 },
     #[error("shfl reads lane {src}, which is not in membermask {mask:#x}")]
     ShflSource { mask: u32, src: u32 },
+    #[error("shared memory race at offset {offset:#x}: {kind} thread {other} (linear index) with no barrier between")]
+    SharedRace {
+        offset: u64,
+        other: u32,
+        kind: &'static str,
+    },
     #[error("the instruction limit of {0} was exceeded")]
     InstructionLimit(u64),
 }
@@ -142,6 +150,7 @@ pub struct Module {
     /// The source lines, for error messages.
     source: Vec<String>,
     limit: u64,
+    races: bool,
 }
 
 impl Module {
@@ -159,6 +168,7 @@ impl Module {
             by_name,
             source: text.lines().map(|l| l.trim().to_string()).collect(),
             limit: 10_000_000_000,
+            races: true,
         })
     }
 
@@ -175,6 +185,17 @@ impl Module {
 
     pub fn set_instruction_limit(&mut self, limit: u64) {
         self.limit = limit;
+    }
+
+    /// Whether launches check shared memory for races (on by default): a byte written by one
+    /// thread and read or written by another with no `bar.sync` (or, inside a warp, no
+    /// warp-level sync) between them fails with [`Fault::SharedRace`]. Atomics are not checked.
+    pub fn race_detection(&self) -> bool {
+        self.races
+    }
+
+    pub fn set_race_detection(&mut self, on: bool) {
+        self.races = on;
     }
 
     /// Runs `entry` over the grid. See the crate documentation for the semantics.

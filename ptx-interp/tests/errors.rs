@@ -11,7 +11,7 @@ fn entry(body: &str) -> String {
     format!(
         "{HEADER}.visible .entry k(.param .u64 arena, .param .u64 weights, .param .u64 state)\n{{\n\
          \t.reg .pred %p<4>;\n\t.reg .b32 %r<8>;\n\t.reg .b64 %rd<8>;\n\t.reg .f32 %f<4>;\n\
-         \t.shared .align 16 .b8 sdata[64];\n\
+         \t.shared .align 16 .b8 sdata[256];\n\
          \tld.param.u64 %rd1, [arena];\n\tmov.u32 %r1, %tid.x;\n{body}\tret;\n}}\n"
     )
 }
@@ -101,16 +101,16 @@ fn out_of_bounds_global_store_past_a_buffer_and_below_the_first() {
 #[test]
 fn out_of_bounds_shared_store() {
     let body = "\tmov.u32 %r2, sdata;\n\tshl.b32 %r3, %r1, 2;\n\tadd.s32 %r2, %r2, %r3;\n\tst.shared.f32 [%r2], %f1;\n";
-    let (f, _, thread, ..) = fault(run(&entry(body), 32, 0).0);
+    let (f, _, thread, ..) = fault(run(&entry(body), 128, 0).0);
     assert_eq!(
         f,
         Fault::OutOfBounds {
             space: "shared",
-            addr: 64,
+            addr: 256,
             size: 4
         }
     );
-    assert_eq!(thread, [16, 0, 0]);
+    assert_eq!(thread, [64, 0, 0]);
 }
 
 #[test]
@@ -336,4 +336,56 @@ fn comments_pragmas_and_debug_directives_are_accepted() {
         m.launch("k", too_many, &[arena, 7, 0], &mut mem),
         Err(Error::Launch { .. })
     ));
+}
+
+/// Thread t stores sdata[4t], then `sync`, then loads sdata[4((t + 1) % n)].
+fn neighbour_exchange(sync: &str) -> String {
+    entry(&format!(
+        "\tmov.u32 %r2, sdata;\n\tshl.b32 %r3, %r1, 2;\n\tadd.s32 %r4, %r2, %r3;\n\tst.shared.u32 [%r4], %r1;\n{sync}\
+         \tadd.s32 %r5, %r1, 1;\n\trem.u32 %r5, %r5, %r6;\n\tshl.b32 %r5, %r5, 2;\n\tadd.s32 %r5, %r2, %r5;\n\
+         \tld.shared.u32 %r7, [%r5];\n"
+    ))
+    .replace("\tmov.u32 %r1, %tid.x;\n", "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r6, %ntid.x;\n")
+}
+
+#[test]
+fn shared_memory_races() {
+    // Without a barrier, thread 0 reads sdata[1] before thread 1 writes it.
+    let (f, _, thread, ..) = fault(run(&neighbour_exchange(""), 16, 0).0);
+    assert_eq!(thread, [1, 0, 0]);
+    assert_eq!(
+        f,
+        Fault::SharedRace {
+            offset: 4,
+            other: 0,
+            kind: "write after a read by"
+        }
+    );
+    // A warp-level sync orders the lanes of one warp, but not two warps.
+    assert_eq!(
+        run(&neighbour_exchange("\tbar.warp.sync -1;\n"), 32, 0).0,
+        Ok(())
+    );
+    let (f, _, thread, ..) = fault(run(&neighbour_exchange("\tbar.warp.sync -1;\n"), 64, 0).0);
+    assert_eq!(thread, [31, 0, 0]);
+    assert_eq!(
+        f,
+        Fault::SharedRace {
+            offset: 128,
+            other: 32,
+            kind: "read after a write by"
+        }
+    );
+    // bar.sync orders the whole block.
+    assert_eq!(run(&neighbour_exchange("\tbar.sync 0;\n"), 64, 0).0, Ok(()));
+    // With the race detector off the racy kernel runs.
+    let mut m = Module::parse(&neighbour_exchange("")).unwrap();
+    m.set_race_detection(false);
+    let mut mem = Memory::new();
+    let l = Launch {
+        grid: [1, 1, 1],
+        block: [16, 1, 1],
+        shared_bytes: 0,
+    };
+    assert!(m.launch("k", l, &[0, 0, 0], &mut mem).is_ok());
 }

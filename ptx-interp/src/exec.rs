@@ -760,6 +760,7 @@ impl Ctx<'_> {
 
     /// Resolves an access of `size` bytes at `addr` in `space` to its bytes.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn access<'b>(
         space: Space,
         addr: u64,

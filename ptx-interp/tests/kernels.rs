@@ -136,15 +136,27 @@ fn tiled_sgemm_with_static_and_dynamic_shared_memory() {
         block: [16, 16, 1],
         shared_bytes: 1024,
     };
-    let start = std::time::Instant::now();
     let stats = m.launch("sgemm", l, &[ab, bb, cb], &mut mem).unwrap();
-    let secs = start.elapsed().as_secs_f64();
-    eprintln!(
-        "sgemm: {} instructions in {:.3} s = {:.1} M instructions/s",
-        stats.instructions,
-        secs,
-        stats.instructions as f64 / secs / 1e6
-    );
+    // The interpreter's speed, with and without the shared-memory race detector.
+    for races in [true, false] {
+        let mut m = m.clone();
+        m.set_race_detection(races);
+        let start = std::time::Instant::now();
+        let mut instructions = 0;
+        for _ in 0..20 {
+            instructions += m
+                .launch("sgemm", l, &[ab, bb, cb], &mut mem)
+                .unwrap()
+                .instructions;
+        }
+        let secs = start.elapsed().as_secs_f64();
+        eprintln!(
+            "sgemm (race detection {races}): {instructions} instructions in {secs:.3} s = {:.1} M instructions/s",
+            instructions as f64 / secs / 1e6
+        );
+    }
+    assert_eq!(stats.instructions, 517_632);
+    assert_eq!(stats.barriers, 6 * 8);
     let c = to_f32s(mem.bytes(cb));
     for i in 0..mm {
         for j in 0..n {

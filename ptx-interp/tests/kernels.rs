@@ -181,3 +181,30 @@ fn tiled_sgemm_with_static_and_dynamic_shared_memory() {
         "{e}"
     );
 }
+
+#[test]
+fn atomics_and_generic_shared_pointers() {
+    let m = load("atomics");
+    let mut mem = Memory::new();
+    let arena = mem.add(vec![0; 64 + 4 * 3 * 96]);
+    m.launch("atomics", launch(3, 96), &[arena, 0, 0], &mut mem)
+        .unwrap();
+    let b = mem.bytes(arena);
+    let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+    let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+    let n = 3 * 96;
+    assert_eq!(u32_at(0), n as u32);
+    assert_eq!(
+        f32::from_le_bytes(b[4..8].try_into().unwrap()),
+        (0..n).sum::<usize>() as f32
+    );
+    assert_eq!(u64_at(8), (0..n as u64).sum::<u64>());
+    assert_eq!(u64_at(16), 2 * n as u64);
+    // The old values returned by atom.add are a permutation of 0..n.
+    let mut old: Vec<u32> = (0..n).map(|t| u32_at(64 + 4 * t)).collect();
+    old.sort_unstable();
+    assert_eq!(old, (0..n as u32).collect::<Vec<_>>());
+    for blk in 0..3 {
+        assert_eq!(u32_at(32 + 4 * blk), 96);
+    }
+}

@@ -25,8 +25,11 @@ pub struct Stats {
     pub barriers: u64,
     /// Completed `shfl.sync` instructions (once per lane).
     pub shuffles: u64,
-    pub global_loads: u64,
-    pub global_stores: u64,
+    /// Executed `ld` instructions outside the parameter space (global, shared, generic), a
+    /// vector access counting once.
+    pub loads: u64,
+    /// Executed `st` instructions, a vector access counting once.
+    pub stores: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -634,26 +637,32 @@ impl Ctx<'_> {
         for w in 0..n.div_ceil(32) {
             let lanes = w * 32..(w * 32 + 32).min(n);
             // Groups of lanes waiting at the same instruction.
-            let mut pcs: Vec<u32> = lanes
-                .clone()
-                .filter(|&t| matches!(blk.state[t], State::Warp | State::Shfl))
-                .map(|t| blk.pc[t])
-                .collect();
-            pcs.sort_unstable();
-            pcs.dedup();
-            for pc in pcs {
-                let inst = &self.e.insts[pc as usize];
-                let in_group =
-                    |t: usize| matches!(blk.state[t], State::Warp | State::Shfl) && blk.pc[t] == pc;
+            // Lanes at a `bar.warp.sync` wait together wherever it is in the program (as
+            // `__syncwarp` from different branches does); a `shfl.sync` groups the lanes at
+            // that same instruction.
+            let key = |blk: &Block, t: usize| match blk.state[t] {
+                State::Warp => Some(u32::MAX),
+                State::Shfl => Some(blk.pc[t]),
+                _ => None,
+            };
+            let mut keys: Vec<u32> = lanes.clone().filter_map(|t| key(blk, t)).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            for k in keys {
                 let mut group = 0u32;
                 for t in lanes.clone() {
-                    if in_group(t) {
+                    if key(blk, t) == Some(k) {
                         group |= 1 << (t - w * 32);
                     }
                 }
-                let mask_src = match inst.op {
-                    Op::WarpSync { mask } | Op::Shfl { mask, .. } => mask,
-                    _ => unreachable!("only warp sync instructions wait here"),
+                let insts = &self.e.insts;
+                let mask_of = |blk: &Block, t: usize| -> u32 {
+                    match insts[blk.pc[t] as usize].op {
+                        Op::WarpSync { mask } | Op::Shfl { mask, .. } => {
+                            get(&blk.regs[t * nr..(t + 1) * nr], mask) as u32
+                        }
+                        _ => unreachable!("only warp sync instructions wait here"),
+                    }
                 };
                 let mut release = 0u32;
                 for lane in 0..32u32 {
@@ -661,8 +670,8 @@ impl Ctx<'_> {
                         continue;
                     }
                     let t = w * 32 + lane as usize;
-                    let mask = get(&blk.regs[t * nr..(t + 1) * nr], mask_src) as u32;
-                    let fault = |f| self.fault(b, bdim, t, pc, f);
+                    let mask = mask_of(blk, t);
+                    let fault = |f| self.fault(b, bdim, t, blk.pc[t], f);
                     if mask & (1 << lane) == 0 {
                         return Err(fault(Fault::NotInMask { mask, lane }));
                     }
@@ -686,7 +695,8 @@ impl Ctx<'_> {
                     continue;
                 }
                 progressed = true;
-                if let Op::Shfl {
+                // The key of waiting `bar.warp.sync` lanes is no instruction index.
+                if let Some(&Op::Shfl {
                     mode,
                     d,
                     p,
@@ -694,7 +704,7 @@ impl Ctx<'_> {
                     b: bs,
                     c,
                     mask: ms,
-                } = inst.op
+                }) = self.e.insts.get(k as usize).map(|i| &i.op)
                 {
                     let mut out = [(0u64, false); 32];
                     for lane in 0..32u32 {
@@ -726,7 +736,7 @@ impl Ctx<'_> {
                                 b,
                                 bdim,
                                 t,
-                                pc,
+                                k,
                                 Fault::ShflSource { mask, src: j },
                             ));
                         }
@@ -1052,7 +1062,7 @@ impl Ctx<'_> {
                         regs[d[k] as usize] = ty.ext(read_le(&bytes[k * es..(k + 1) * es]));
                     }
                     if space != Space::Param {
-                        self.stats.global_loads += 1;
+                        self.stats.loads += 1;
                     }
                 }
                 Op::St {
@@ -1085,7 +1095,7 @@ impl Ctx<'_> {
                         bytes[k * es..(k + 1) * es]
                             .copy_from_slice(&get(regs, s[k]).to_le_bytes()[..es]);
                     }
-                    self.stats.global_stores += 1;
+                    self.stats.stores += 1;
                 }
                 Op::Atom {
                     space,

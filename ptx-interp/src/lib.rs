@@ -29,9 +29,10 @@
 //! Blocks run one after another in grid order (x fastest). Inside a block each thread runs
 //! until it reaches a sync point (`bar.sync 0`, `bar.warp.sync`, `shfl.sync`) or exits, which
 //! gives the result of lockstep execution for any program without a data race. `bar.sync 0`
-//! completes when every thread of the block that has not exited has arrived. A warp-level sync
-//! completes for a lane when every lane named in its membermask waits at the same
-//! instruction; a membermask that names an exited lane, a lane outside the block, or not the
+//! completes when every thread of the block that has not exited has arrived. A `shfl.sync`
+//! completes for a lane when every lane named in its membermask waits at the same instruction
+//! (the values are exchanged then); a `bar.warp.sync` when every lane of its membermask waits
+//! at some `bar.warp.sync`, wherever it is (as `__syncwarp` in both arms of an `if`); a membermask that names an exited lane, a lane outside the block, or not the
 //! lane itself is an error, and so is a shuffle that reads a lane outside its membermask.
 //! Shared-memory races are errors too (see [`Module::set_race_detection`]), since running
 //! threads one by one would otherwise hide a missing barrier. When

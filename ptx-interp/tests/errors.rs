@@ -186,6 +186,14 @@ fn barrier_with_exited_threads_completes() {
 }
 
 #[test]
+fn warp_sync_from_different_branches_completes() {
+    // Like __syncwarp in both arms of an if: the lanes meet at different bar.warp.sync.
+    let body = "\tand.b32 %r2, %r1, 1;\n\tsetp.eq.u32 %p1, %r2, 0;\n\t@%p1 bra $L_even;\n\tbar.warp.sync -1;\n\
+                \tbra.uni $L_out;\n$L_even:\n\tbar.warp.sync -1;\n$L_out:\n";
+    assert_eq!(run(&entry(body), 64, 0).0, Ok(()));
+}
+
+#[test]
 fn membermask_lane_that_exited() {
     let body = "\tsetp.ge.u32 %p1, %r1, 16;\n\t@%p1 bra $L_out;\n\tshfl.sync.bfly.b32 %r2, %r1, 1, 31, -1;\n$L_out:\n";
     let (f, _, thread, ..) = fault(run(&entry(body), 32, 0).0);

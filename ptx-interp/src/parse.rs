@@ -1731,6 +1731,9 @@ fn decode(
             if unordered && !ty.float() {
                 return Err(m.err("uses a float comparison on an integer type"));
             }
+            if matches!(ty, Ty::B16 | Ty::B32 | Ty::B64) && !matches!(cmp, Cmp::Eq | Cmp::Ne) {
+                return Err(m.err("compares bit types only with .eq or .ne"));
+            }
             if matches!(cmp, Cmp::Lo | Cmp::Ls | Cmp::Hi | Cmp::Hs) && ty.float() {
                 return Err(m.err("uses an unsigned comparison on a float type"));
             }

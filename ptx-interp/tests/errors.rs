@@ -272,6 +272,11 @@ fn parse_errors_name_the_line() {
         ),
         (entry("\tbra $L_nowhere;\n"), 13, "unknown label"),
         (
+            entry("\tsetp.lt.b32 %p1, %r1, 0;\n"),
+            13,
+            "only with .eq or .ne",
+        ),
+        (
             format!("{HEADER}.global .f32 g[4];\n"),
             4,
             "unsupported module-level",

@@ -100,6 +100,13 @@ pub struct TestTensor {
     data: Vec<u8>,
 }
 
+impl TestTensor {
+    /// The tensor's bytes, little-endian, row-major.
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
+}
+
 pub fn decode_tensor(path: &Path) -> Result<TestTensor, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let tensor = memc_ir::onnx::tensor::decode_standalone(&bytes)

@@ -10,7 +10,7 @@ use common::kernels::{
     arena, binary_kernel, cast_kernel, loop_kernel, map, once, softmax_kernel, unary_kernel, view,
     Insts,
 };
-use common::ptx::assemble;
+use common::ptx::{assemble, compare, run_kernels_both};
 use memc_codegen::kernel::{
     f64_bits, BinaryOp, Guard, IndirectIndex, InstKind, Kernel, ReduceOp, Region, RegionSizes,
     Scalar, Stage, Store, UnaryOp,
@@ -130,7 +130,7 @@ fn reduce_kernel(op: ReduceOp, ty: Scalar, rows: u64, cols: u64) -> Kernel {
         &[cols],
         vec![
             arena(ty, 0, &[cols as i64, 1]),
-            arena(acc_ty, 1 << 24, &[1, 0]),
+            arena(acc_ty, 1 << 20, &[1, 0]),
         ],
         vec![
             Stage::Reduce {
@@ -376,4 +376,308 @@ fn once_stages_and_empty_spaces_emit() {
     let k = reduce_kernel(ReduceOp::Sum, Scalar::F32, 4, 0);
     let entry = emit_kernel(&k, "k", SIZES).expect("emitted");
     assert!(!entry.text.contains("$L_inner_"), "{}", entry.text);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Semantics: the PTX run in the interpreter against the reference interpreter.
+
+/// A deterministic xorshift generator.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Little-endian bytes of `v` in type `ty` (floats rounded, integers wrapped).
+fn encode(ty: Scalar, v: f64, bits: u64) -> Vec<u8> {
+    match ty {
+        Scalar::F64 => v.to_le_bytes().to_vec(),
+        Scalar::F32 => (v as f32).to_le_bytes().to_vec(),
+        Scalar::F16 => memc_codegen::reference::f64_to_f16_bits(v)
+            .to_le_bytes()
+            .to_vec(),
+        Scalar::Bool => vec![(bits & 1) as u8],
+        _ => bits.to_le_bytes()[..ty.size() as usize].to_vec(),
+    }
+}
+
+const SPECIAL: [f64; 24] = [
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    0.5,
+    -0.5,
+    2.5,
+    -2.5,
+    3.5,
+    1.5,
+    0.999,
+    -0.999,
+    1e-3,
+    -7.25,
+    100.0,
+    -100.0,
+    1e-8,
+    30.0,
+    f64::NAN,
+    f64::INFINITY,
+    f64::NEG_INFINITY,
+    1e30,
+    -1e-30,
+    5e-324,
+];
+
+/// `n` elements of `ty`: special values, then random ones (floats in [-8, 8] and [-1, 1],
+/// integers small or of any bits).
+fn data(ty: Scalar, n: usize, seed: u64) -> Vec<u8> {
+    data_below(ty, n, seed, f64::INFINITY)
+}
+
+/// [`data`] with finite special values of magnitude `limit` or more left out (replaced by 0.75).
+fn data_below(ty: Scalar, n: usize, seed: u64, limit: f64) -> Vec<u8> {
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) + 1);
+    let mut out = Vec::new();
+    for i in 0..n {
+        let r = rng.next();
+        let v = if i < SPECIAL.len() && seed % 2 == 0 {
+            let v = SPECIAL[i];
+            if v.is_finite() && v.abs() >= limit {
+                0.75
+            } else {
+                v
+            }
+        } else if i % 3 == 0 {
+            rng.unit() * 2.0 - 1.0
+        } else {
+            (rng.unit() * 16.0 - 8.0) * if i % 5 == 0 { 1.0 } else { 0.37 }
+        };
+        let bits = match i % 4 {
+            0 => r,
+            1 => (r % 9).wrapping_sub(4),
+            2 => r % 70,
+            _ => (r >> 60).wrapping_neg(),
+        };
+        out.extend(encode(ty, v, bits));
+    }
+    out
+}
+
+const OUT: usize = 1 << 20;
+
+/// Runs elementwise kernels (inputs at 0 and `1 << 16`, output at `1 << 20`) through both
+/// interpreters and compares `n` output elements; returns the failures.
+fn check_elementwise(
+    k: &Kernel,
+    ty: Scalar,
+    out_ty: Scalar,
+    n: usize,
+    rtol: f64,
+) -> Option<String> {
+    check_elementwise_below(k, ty, out_ty, n, rtol, f64::INFINITY)
+}
+
+/// [`check_elementwise`] with the first operand's finite specials below `limit`.
+fn check_elementwise_below(
+    k: &Kernel,
+    ty: Scalar,
+    out_ty: Scalar,
+    n: usize,
+    rtol: f64,
+    limit: f64,
+) -> Option<String> {
+    let mut arena = vec![0u8; OUT + n * 8];
+    let x = data_below(ty, n, 2, limit);
+    let y = data(ty, n, 7);
+    arena[..x.len()].copy_from_slice(&x);
+    arena[1 << 16..(1 << 16) + y.len()].copy_from_slice(&y);
+    let run = run_kernels_both(std::slice::from_ref(k), &arena, &[], &[]);
+    let [(ga, _), (ra, _)] = match run {
+        Ok(r) => r,
+        Err(e) => return Some(format!("{}: {e}", k.name)),
+    };
+    let m = n * out_ty.size() as usize;
+    compare(out_ty, &ga[OUT..OUT + m], &ra[OUT..OUT + m], rtol)
+        .err()
+        .map(|e| format!("{} ({} -> {}): {e}", k.name, ty.name(), out_ty.name()))
+}
+
+fn rtol(ty: Scalar) -> f64 {
+    match ty {
+        Scalar::F64 => 1e-12,
+        _ => 2e-7,
+    }
+}
+
+#[test]
+fn unary_operations_match_the_reference() {
+    let mut failures = Vec::new();
+    for ty in ALL {
+        for op in UNARY {
+            if unary_defined(op, ty) {
+                let out_ty = match op {
+                    UnaryOp::IsNan | UnaryOp::IsPosInf | UnaryOp::IsNegInf => Scalar::Bool,
+                    _ => ty,
+                };
+                let k = unary_kernel(op, ty, out_ty, 300, OUT as i64);
+                // sin, cos and tan reduce their argument exactly only below 2^20 pi/2 (see
+                // the PTX math module).
+                let limit = match op {
+                    UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Tan => 1e6,
+                    _ => f64::INFINITY,
+                };
+                failures.extend(check_elementwise_below(
+                    &k,
+                    ty,
+                    out_ty,
+                    300,
+                    rtol(ty),
+                    limit,
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn binary_operations_match_the_reference() {
+    let mut failures = Vec::new();
+    for ty in ALL {
+        for op in BINARY {
+            if binary_defined(op, ty) {
+                let k = binary_kernel(op, ty, 300, 1 << 16, OUT as i64);
+                let out_ty = if op.is_comparison() { Scalar::Bool } else { ty };
+                failures.extend(check_elementwise(&k, ty, out_ty, 300, rtol(ty)));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn casts_match_the_reference() {
+    let mut failures = Vec::new();
+    for from in ALL {
+        for to in ALL {
+            let k = cast_kernel(from, to, 300, OUT as i64);
+            failures.extend(check_elementwise(&k, from, to, 300, 0.0));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Values on a 0.25 grid in [-2, 2] (so float sums are exact in any order, and ties occur),
+/// with NaNs at the first element of row 0 and inside row 1 for float types.
+fn reduce_data(ty: Scalar, rows: usize, cols: usize) -> Vec<u8> {
+    let mut rng = Rng(99);
+    let mut out = Vec::new();
+    for r in 0..rows {
+        for c in 0..cols {
+            let q = (rng.next() % 17) as i64 - 8;
+            let mut v = q as f64 * 0.25;
+            if ty.is_float() && ((r == 0 && c == 0) || (r == 1 && c == cols / 2)) {
+                v = f64::NAN;
+            }
+            out.extend(encode(ty, v, q as u64));
+        }
+    }
+    out
+}
+
+#[test]
+fn reductions_match_the_reference() {
+    let mut failures = Vec::new();
+    for ty in ALL {
+        for op in [
+            ReduceOp::Sum,
+            ReduceOp::Prod,
+            ReduceOp::Max,
+            ReduceOp::Min,
+            ReduceOp::ArgMax { last: false },
+            ReduceOp::ArgMax { last: true },
+            ReduceOp::ArgMin { last: false },
+            ReduceOp::ArgMin { last: true },
+        ] {
+            for (rows, cols) in [(10, 100), (2, 5000), (40, 1), (3, 33)] {
+                if op == ReduceOp::Prod && ty.is_float() && (cols > 100 || ty == Scalar::F16) {
+                    // Order-dependent overflow; covered by the integer products.
+                    continue;
+                }
+                let k = reduce_kernel(op, ty, rows as u64, cols as u64);
+                let mut arena = vec![0u8; OUT + 4096];
+                let x = reduce_data(ty, rows, cols);
+                arena[..x.len()].copy_from_slice(&x);
+                let acc_ty = match op {
+                    ReduceOp::ArgMax { .. } | ReduceOp::ArgMin { .. } => Scalar::I64,
+                    _ => ty,
+                };
+                match run_kernels_both(std::slice::from_ref(&k), &arena, &[], &[]) {
+                    Ok([(ga, _), (ra, _)]) => {
+                        let m = rows * acc_ty.size() as usize;
+                        if let Err(e) = compare(acc_ty, &ga[OUT..OUT + m], &ra[OUT..OUT + m], 1e-6)
+                        {
+                            failures.push(format!("{} {rows}x{cols}: {e}", k.name));
+                        }
+                    }
+                    Err(e) => failures.push(format!("{} {rows}x{cols}: {e}", k.name)),
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn softmax_and_special_kernels_match_the_reference() {
+    let mut failures = Vec::new();
+    for (rows, cols) in [(64u64, 100u64), (2, 5000)] {
+        let k = softmax_kernel(rows, cols, OUT as i64);
+        let mut arena = vec![0u8; OUT + (rows * cols * 4) as usize];
+        let x = data(Scalar::F32, (rows * cols) as usize, 3);
+        arena[..x.len()].copy_from_slice(&x);
+        match run_kernels_both(&[k], &arena, &[], &[]) {
+            Ok([(ga, _), (ra, _)]) => {
+                if let Err(e) = compare(Scalar::F32, &ga[OUT..], &ra[OUT..], 1e-5) {
+                    failures.push(format!("softmax {rows}x{cols}: {e}"));
+                }
+            }
+            Err(e) => failures.push(format!("softmax: {e}")),
+        }
+    }
+    // The special kernels over random regions: every byte of the arena and state must match.
+    let mut rng = Rng(5);
+    let mut bytes = |n: usize| -> Vec<u8> { (0..n).map(|_| (rng.next() % 7) as u8).collect() };
+    for k in special_kernels() {
+        let arena = bytes(16384);
+        let weights = data(Scalar::F32, 1024, 1);
+        let state = bytes(8192);
+        // Indices: small, some negative, some out of range (clamped).
+        let mut arena = arena;
+        for i in 0..32 {
+            let v: i64 = [3, -1, 49, 200, -300, 0, 17, -50][i % 8];
+            arena[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        let mut state = state;
+        for c in state.chunks_mut(4) {
+            c.copy_from_slice(&0.5f32.to_le_bytes());
+        }
+        match run_kernels_both(std::slice::from_ref(&k), &arena, &weights, &state) {
+            Ok([(ga, gs), (ra, rs)]) => {
+                if ga != ra || gs != rs {
+                    failures.push(format!("{}: the regions differ", k.name));
+                }
+            }
+            Err(e) => failures.push(format!("{}: {e}", k.name)),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -689,8 +689,10 @@ impl Gen<'_> {
             let bn0 = em.reg(Cls::P);
             em.ins(format!("and.pred {bn0}, {bn}, {b0}"));
             em.ins(format!("or.pred {better}, {better}, {bn}"));
-            em.ins(format!("and.pred {better}, {better}, !{vn}"));
-            em.ins(format!("and.pred {better}, {better}, !{bn0}"));
+            let nvn = em.not_p(&vn);
+            let nbn0 = em.not_p(&bn0);
+            em.ins(format!("and.pred {better}, {better}, {nvn}"));
+            em.ins(format!("and.pred {better}, {better}, {nbn0}"));
             em.ins(format!("or.pred {better}, {better}, {vn0}"));
         }
         em.ins(format!("or.pred {better}, {better}, {none}"));

@@ -232,6 +232,13 @@ impl Em {
         d
     }
 
+    /// The negation of predicate `p`.
+    pub fn not_p(&mut self, p: &str) -> String {
+        let q = self.reg(Cls::P);
+        self.ins(format!("not.pred {q}, {p}"));
+        q
+    }
+
     /// A bool register (0 or 1) from a predicate.
     pub fn bool_of(&mut self, p: &str) -> String {
         self.selp(Cls::R, "1", "0", p)

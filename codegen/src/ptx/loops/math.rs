@@ -390,7 +390,8 @@ impl Em {
         let th = self.op1(Cls::Fd, "cvt.rzi.f64.f64", &h);
         let half_int = self.fcmp("eq", &th, &h);
         let odd = self.reg(Cls::P);
-        self.ins(format!("and.pred {odd}, {is_int}, !{half_int}"));
+        let not_half = self.not_p(&half_int);
+        self.ins(format!("and.pred {odd}, {is_int}, {not_half}"));
         let xneg = self.fcmp("lt", x, &f64_imm(0.0));
         let negz = {
             // -0 with an odd integer y keeps its sign too.
@@ -404,9 +405,12 @@ impl Em {
         // A negative finite x with a non-integer finite y: NaN.
         let ay = self.op1_abs(y);
         let yfin = self.fcmp("lt", &ay, &f64_imm(f64::INFINITY));
+        let xfin = self.fcmp("lt", &ax, &f64_imm(f64::INFINITY));
         let bad = self.reg(Cls::P);
-        self.ins(format!("and.pred {bad}, {xneg}, !{is_int}"));
+        let not_int = self.not_p(&is_int);
+        self.ins(format!("and.pred {bad}, {xneg}, {not_int}"));
         self.ins(format!("and.pred {bad}, {bad}, {yfin}"));
+        self.ins(format!("and.pred {bad}, {bad}, {xfin}"));
         let r = self.fsel(&f64_imm(f64::NAN), &r, &bad);
         // |x| == 1 with y = +-inf gives 1; x == 1 gives 1 (even for NaN y); y == 0 gives 1.
         let one = f64_imm(1.0);
@@ -414,7 +418,8 @@ impl Em {
         let yinf = self.reg(Cls::P);
         self.ins(format!("not.pred {yinf}, {yfin}"));
         let ynan = self.fcmp("nan", y, y);
-        self.ins(format!("and.pred {yinf}, {yinf}, !{ynan}"));
+        let not_nan = self.not_p(&ynan);
+        self.ins(format!("and.pred {yinf}, {yinf}, {not_nan}"));
         let unit = self.reg(Cls::P);
         self.ins(format!("and.pred {unit}, {ax1}, {yinf}"));
         let x1 = self.fcmp("eq", x, &one);

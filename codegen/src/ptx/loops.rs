@@ -13,6 +13,7 @@
 //!   that store several points into one element (a zero store stride on an axis the row walks),
 //!   also use one thread per row of the kernel contract ([`LoopKernel::parallel_rows`]), walking
 //!   the row's points in loop order as the CPU does.
+//!   Rows of an inner space shorter than 32 points also run on one thread each (in loop order).
 //! - **Warp** (`T = 32`): kernels with an inner space: one warp per outer point (8 per block of
 //!   256); lanes stride over the inner space; a `Reduce` folds per lane and combines lanes with
 //!   `shfl.sync.bfly`, so every lane holds the accumulator later stages read (`Acc`); `Map`
@@ -141,7 +142,9 @@ fn plan(k: &LoopKernel) -> Plan {
     }
     let rows = product(&k.outer);
     let inner = product(&k.inner);
-    if scatter || overlapping(n_outer..n_outer + k.inner.len(), &k.inner) {
+    // Short rows (fewer points than a warp has lanes) run on one thread each: a warp would
+    // leave most lanes idle, and one thread folds in the reference's order.
+    if scatter || inner < 32 || overlapping(n_outer..n_outer + k.inner.len(), &k.inner) {
         let (block, rows) = thread_rows(rows);
         return Plan {
             t: 1,

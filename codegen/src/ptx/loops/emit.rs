@@ -267,7 +267,7 @@ impl Em {
     }
 
     /// An f64 register rounded to float type `ty` (into its register class).
-    pub fn from_f64(&mut self, ty: Scalar, x: &str) -> String {
+    pub fn round_from_f64(&mut self, ty: Scalar, x: &str) -> String {
         match ty {
             Scalar::F64 => x.to_string(),
             Scalar::F32 => self.op1(Cls::F, "cvt.rn.f32.f64", x),
@@ -279,7 +279,7 @@ impl Em {
     }
 
     /// A float value widened to f64.
-    pub fn to_f64(&mut self, v: &Val) -> String {
+    pub fn widen_f64(&mut self, v: &Val) -> String {
         if v.ty == Scalar::F64 {
             v.reg.clone()
         } else {
@@ -311,7 +311,7 @@ impl Em {
         if to.is_float() {
             // The reference converts to f64 first, then rounds to the type.
             let x = if from.is_float() {
-                self.to_f64(v)
+                self.widen_f64(v)
             } else {
                 let t = match (cls(from), from.is_signed_int()) {
                     (Cls::Rd, true) => "s64",
@@ -321,7 +321,7 @@ impl Em {
                 };
                 self.op1(Cls::Fd, &format!("cvt.rn.f64.{t}"), &v.reg)
             };
-            return self.from_f64(to, &x);
+            return self.round_from_f64(to, &x);
         }
         if from.is_float() {
             // Truncate toward zero, saturate, NaN gives 0 (PTX's float-to-integer cvt does all
@@ -459,9 +459,9 @@ impl Em {
             }
             UnaryOp::Not | UnaryOp::BitNot => return Err(format!("{op:?} of {}", ty.name())),
             _ => {
-                let x = self.to_f64(v);
+                let x = self.widen_f64(v);
                 let r = self.math1(op, &x)?;
-                self.from_f64(ty, &r)
+                self.round_from_f64(ty, &r)
             }
         })
     }
@@ -514,10 +514,10 @@ impl Em {
                     self.selp(c, &s, &r, &fix)
                 }
                 BinaryOp::Pow => {
-                    let x = self.to_f64(&Val { reg: a.into(), ty });
-                    let y = self.to_f64(&Val { reg: b.into(), ty });
+                    let x = self.widen_f64(&Val { reg: a.into(), ty });
+                    let y = self.widen_f64(&Val { reg: b.into(), ty });
                     let r = self.pow64(&x, &y);
-                    self.from_f64(ty, &r)
+                    self.round_from_f64(ty, &r)
                 }
                 _ => return Err(format!("{op:?} of {}", ty.name())),
             });

@@ -15,10 +15,10 @@
 use super::emit::{f64_imm, Cls, Em, R};
 use crate::kernel::UnaryOp;
 
-const LN2_HI: f64 = 6.931_471_803_691_238_164_9e-1;
-const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
-const PIO2_1: f64 = 1.570_796_326_734_125_614_17;
-const PIO2_1T: f64 = 6.077_100_506_506_192_249_32e-11;
+const LN2_HI: f64 = f64::from_bits(0x3FE6_2E42_FEE0_0000);
+const LN2_LO: f64 = f64::from_bits(0x3DEA_39EF_3579_3C76);
+const PIO2_1: f64 = f64::from_bits(0x3FF9_21FB_5440_0000);
+const PIO2_1T: f64 = f64::from_bits(0x3DD0_B461_1A62_6331);
 
 impl Em {
     /// `c[0] + x * (c[1] + x * (...))`.

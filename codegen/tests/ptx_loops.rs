@@ -607,7 +607,7 @@ fn reductions_match_the_reference() {
             ReduceOp::ArgMin { last: false },
             ReduceOp::ArgMin { last: true },
         ] {
-            for (rows, cols) in [(10, 100), (2, 5000), (40, 1), (3, 33)] {
+            for (rows, cols) in [(10, 100), (2, 5000), (40, 1), (3, 33), (5, 301)] {
                 if op == ReduceOp::Prod && ty.is_float() && (cols > 100 || ty == Scalar::F16) {
                     // Order-dependent overflow; covered by the integer products.
                     continue;
@@ -639,7 +639,7 @@ fn reductions_match_the_reference() {
 #[test]
 fn softmax_and_special_kernels_match_the_reference() {
     let mut failures = Vec::new();
-    for (rows, cols) in [(64u64, 100u64), (2, 5000)] {
+    for (rows, cols) in [(64u64, 100u64), (2, 5000), (16, 777)] {
         let k = softmax_kernel(rows, cols, OUT as i64);
         let mut arena = vec![0u8; OUT + (rows * cols * 4) as usize];
         let x = data(Scalar::F32, (rows * cols) as usize, 3);

@@ -392,6 +392,16 @@ impl Gen<'_> {
     /// Opens the loop over this thread's inner points; returns the loop (to close) and the
     /// axis indices at the point, or `None` where the inner space is empty (no point runs).
     fn inner_begin(&mut self, outer: &[String]) -> (Option<InnerLoop>, Option<Vec<String>>) {
+        self.inner_begin_from(outer, None)
+    }
+
+    /// [`Gen::inner_begin`] starting from linear index `start` (a register of the loop's
+    /// width) instead of the lane.
+    fn inner_begin_from(
+        &mut self,
+        outer: &[String],
+        start: Option<String>,
+    ) -> (Option<InnerLoop>, Option<Vec<String>>) {
         let k = self.k;
         if k.inner.is_empty() {
             return (None, Some(outer.to_vec()));
@@ -401,18 +411,24 @@ impl Gen<'_> {
             return (None, None);
         }
         let t = u64::from(self.plan.t);
-        let narrow = total + t < u64::from(u32::MAX);
+        let narrow = narrow_inner(total, t);
         let (c, w) = if narrow {
             (Cls::R, "u32")
         } else {
             (Cls::Rd, "u64")
         };
-        let j = self.em.reg(c);
-        if narrow {
-            self.em.ins(format!("mov.u32 {j}, {}", self.lane));
-        } else {
-            self.em.ins(format!("cvt.u64.u32 {j}, {}", self.lane));
-        }
+        let j = match start {
+            Some(j) => j,
+            None => {
+                let j = self.em.reg(c);
+                if narrow {
+                    self.em.ins(format!("mov.u32 {j}, {}", self.lane));
+                } else {
+                    self.em.ins(format!("cvt.u64.u32 {j}, {}", self.lane));
+                }
+                j
+            }
+        };
         let top = self.em.label("inner");
         let end = self.em.label("inner_end");
         self.em.place(&top);
@@ -484,30 +500,61 @@ impl Gen<'_> {
             let first = self.em.selp(c, &init_imm, &id, &self.lane0.clone());
             self.em.ins(format!("mov.{} {acc}, {first}", emit::bsfx(c)));
         }
-        let (lp, axes) = self.inner_begin(outer);
-        if let Some(axes) = axes {
-            let vals = self.eval(insts, &axes, accs)?;
-            let v = vals
-                .get(value as usize)
-                .ok_or("a reduction of a missing instruction")?
-                .reg
-                .clone();
-            match arg {
-                Some((max, last)) => {
-                    let j = match &lp {
-                        Some(lp) => lp.lin.clone(),
-                        None => self.zero.clone(),
-                    };
-                    let take = self.arg_take(max, last, vty, &v, &j, &acc, &bi);
+        // Four points per iteration first (independent loads in flight), then one at a time.
+        let t = u64::from(self.plan.t);
+        let total = product(&self.k.inner);
+        let start = if t > 1 && !self.k.inner.is_empty() && total >= 4 * t {
+            let j = self.em.reg(if narrow_inner(total, t) {
+                Cls::R
+            } else {
+                Cls::Rd
+            });
+            let (w, bits) = if narrow_inner(total, t) {
+                self.em.ins(format!("mov.u32 {j}, {}", self.lane));
+                ("u32", 32)
+            } else {
+                self.em.ins(format!("cvt.u64.u32 {j}, {}", self.lane));
+                ("u64", 64)
+            };
+            let top = self.em.label("inner4");
+            let end = self.em.label("inner4_end");
+            self.em.place(&top);
+            let last = self
+                .em
+                .op2(cls_of(w), &format!("add.{w}"), &j, &(3 * t).to_string());
+            let done = self.em.setp("ge", w, &last, &total.to_string());
+            self.em.ins(format!("@{done} bra {end}"));
+            for u in 0..4 {
+                let jj = if u == 0 {
+                    j.clone()
+                } else {
                     self.em
-                        .ins(format!("@{take} mov.{} {acc}, {v}", emit::bsfx(c)));
-                    self.em.ins(format!("@{take} mov.b64 {bi}, {j}"));
-                }
-                None => {
-                    let r = self.fold(op, vty, &acc, &v)?;
-                    self.em.ins(format!("mov.{} {acc}, {r}", emit::bsfx(c)));
-                }
+                        .op2(cls_of(w), &format!("add.{w}"), &j, &(u * t).to_string())
+                };
+                let inner = self.decompose(&jj, bits, &self.k.inner.clone());
+                let mut axes = outer.to_vec();
+                axes.extend(inner);
+                let lin = if bits == 32 {
+                    self.em.op1(Cls::Rd, "cvt.u64.u32", &jj)
+                } else {
+                    jj.clone()
+                };
+                self.reduce_point(&axes, &lin, insts, value, op, arg, vty, &acc, &bi, accs)?;
             }
+            self.em.ins(format!("add.{w} {j}, {j}, {}", 4 * t));
+            self.em.ins(format!("bra.uni {top}"));
+            self.em.place(&end);
+            Some(j)
+        } else {
+            None
+        };
+        let (lp, axes) = self.inner_begin_from(outer, start);
+        if let Some(axes) = axes {
+            let lin = match &lp {
+                Some(lp) => lp.lin.clone(),
+                None => self.zero.clone(),
+            };
+            self.reduce_point(&axes, &lin, insts, value, op, arg, vty, &acc, &bi, accs)?;
         }
         self.inner_end(lp);
         if self.plan.t > 1 {
@@ -531,6 +578,44 @@ impl Gen<'_> {
             }
             None => Val { reg: acc, ty },
         })
+    }
+
+    /// Folds the value of one inner point (axes `axes`, inner linear index `lin`, b64) into
+    /// the thread's partial.
+    #[allow(clippy::too_many_arguments)]
+    fn reduce_point(
+        &mut self,
+        axes: &[String],
+        lin: &str,
+        insts: &[Inst],
+        value: u32,
+        op: ReduceOp,
+        arg: Option<(bool, bool)>,
+        vty: Scalar,
+        acc: &str,
+        bi: &str,
+        accs: &[Option<Val>],
+    ) -> R<()> {
+        let c = cls(vty);
+        let vals = self.eval(insts, axes, accs)?;
+        let v = vals
+            .get(value as usize)
+            .ok_or("a reduction of a missing instruction")?
+            .reg
+            .clone();
+        match arg {
+            Some((max, last)) => {
+                let take = self.arg_take(max, last, vty, &v, lin, acc, bi);
+                self.em
+                    .ins(format!("@{take} mov.{} {acc}, {v}", emit::bsfx(c)));
+                self.em.ins(format!("@{take} mov.b64 {bi}, {lin}"));
+            }
+            None => {
+                let r = self.fold(op, vty, acc, &v)?;
+                self.em.ins(format!("mov.{} {acc}, {r}", emit::bsfx(c)));
+            }
+        }
+        Ok(())
     }
 
     /// Combines this thread's partial (`acc`, `bi`) with the partner lane `d` away (its value
@@ -909,6 +994,19 @@ impl Gen<'_> {
             ));
         }
         Ok(())
+    }
+}
+
+/// Whether an inner loop of `total` points stepping by up to `4 t` counts in 32 bits.
+fn narrow_inner(total: u64, t: u64) -> bool {
+    total + 4 * t < u64::from(u32::MAX)
+}
+
+fn cls_of(w: &str) -> Cls {
+    if w == "u32" {
+        Cls::R
+    } else {
+        Cls::Rd
     }
 }
 

@@ -9,7 +9,9 @@
 //! - **Thread** (`T = 1`): elementwise kernels (`inner` empty, no scatter): one thread per outer
 //!   point, block 256. The linear point index is split into axis indices by the constant
 //!   extents (32-bit division by immediates where the count fits, which ptxas turns into
-//!   multiply-shifts). Kernels whose stores scatter or accumulate ([`Store::is_scatter`]), or
+//!   multiply-shifts). A kernel of one `Map` stage runs four grid-strided points per thread
+//!   per iteration (all loads, then all stores), so several loads are in flight per thread;
+//!   the grid is sized for four points per thread. Kernels whose stores scatter or accumulate ([`Store::is_scatter`]), or
 //!   that store several points into one element (a zero store stride on an axis the row walks),
 //!   also use one thread per row of the kernel contract ([`LoopKernel::parallel_rows`]), walking
 //!   the row's points in loop order as the CPU does.
@@ -56,6 +58,8 @@ use emit::{cls, const_imm, f32_imm, f64_imm, int_bounds, pad_imm, Cls, Em, Val, 
 const BLOCK: u32 = 256;
 /// Threads per block (and per row) of the block form.
 const ROW_BLOCK: u32 = 512;
+/// Points per thread per iteration of plain elementwise kernels.
+const UNROLL: u64 = 4;
 /// Largest grid launched; the grid-stride loops cover the rest.
 const MAX_GRID: u64 = 1 << 20;
 
@@ -221,7 +225,10 @@ fn build(k: &LoopKernel, name: &str) -> R<(String, Launch)> {
         1
     } else {
         g.rows_loop()?;
-        let per_block = u64::from(g.plan.block / g.plan.t);
+        let mut per_block = u64::from(g.plan.block / g.plan.t);
+        if g.elementwise_map().is_some() {
+            per_block *= UNROLL;
+        }
         g.plan.rows.div_ceil(per_block).clamp(1, MAX_GRID) as u32
     };
     g.em.ins("ret");
@@ -248,7 +255,7 @@ fn build(k: &LoopKernel, name: &str) -> R<(String, Launch)> {
     ))
 }
 
-impl Gen<'_> {
+impl<'a> Gen<'a> {
     /// The grid-stride loop over rows.
     fn rows_loop(&mut self) -> R<()> {
         let per_block = self.plan.block / self.plan.t;
@@ -265,6 +272,10 @@ impl Gen<'_> {
         let rib64 = em.op1(Cls::Rd, "cvt.u64.u32", &rib);
         em.ins(format!("add.s64 {row}, {base}, {rib64}"));
         let step = em.op2(Cls::Rd, "mul.wide.u32", &nctaid, &per_block.to_string());
+        if let Some(insts_stores) = self.elementwise_map() {
+            self.unrolled_points(&row, &step, insts_stores)?;
+        }
+        let em = &mut self.em;
         let top = em.label("row");
         let end = em.label("row_end");
         em.place(&top);
@@ -287,6 +298,58 @@ impl Gen<'_> {
             self.stages(&axes)?;
         }
         self.em.ins(format!("add.s64 {row}, {row}, {step}"));
+        self.em.ins(format!("bra.uni {top}"));
+        self.em.place(&end);
+        Ok(())
+    }
+
+    /// The one `Map` stage of a plain elementwise kernel (thread form, inner space empty),
+    /// which runs [`UNROLL`] points per thread per iteration.
+    fn elementwise_map(&self) -> Option<(&'a [Inst], &'a [Store])> {
+        let k: &'a LoopKernel = self.k;
+        if self.plan.t != 1 || !k.inner.is_empty() || self.plan.row_axes != k.outer.len() {
+            return None;
+        }
+        match k.stages.as_slice() {
+            [Stage::Map { insts, stores }] => Some((insts, stores)),
+            _ => None,
+        }
+    }
+
+    /// [`UNROLL`] grid-strided points per iteration while all are in range: every point's
+    /// loads and values first, then the stores (points are independent rows, so their order
+    /// does not matter), leaving `row` at the first point not run.
+    fn unrolled_points(&mut self, row: &str, step: &str, map: (&[Inst], &[Store])) -> R<()> {
+        let (insts, stores) = map;
+        let top = self.em.label("row4");
+        let end = self.em.label("row4_end");
+        self.em.place(&top);
+        let span = self
+            .em
+            .op2(Cls::Rd, "mul.lo.s64", step, &(UNROLL - 1).to_string());
+        let last = self.em.op2(Cls::Rd, "add.s64", row, &span);
+        let done = self
+            .em
+            .setp("ge", "u64", &last, &self.plan.rows.to_string());
+        self.em.ins(format!("@{done} bra {end}"));
+        let extents = self.k.outer.clone();
+        let mut points = Vec::new();
+        let mut r = row.to_string();
+        for u in 0..UNROLL {
+            if u > 0 {
+                r = self.em.op2(Cls::Rd, "add.s64", &r, step);
+            }
+            let axes = self.decompose(&r, 64, &extents);
+            let vals = self.eval(insts, &axes, &[])?;
+            points.push((axes, vals));
+        }
+        for (axes, vals) in &points {
+            for s in stores {
+                self.store(s, vals, axes)?;
+            }
+        }
+        let r4 = self.em.op2(Cls::Rd, "add.s64", &r, step);
+        self.em.ins(format!("mov.b64 {row}, {r4}"));
         self.em.ins(format!("bra.uni {top}"));
         self.em.place(&end);
         Ok(())

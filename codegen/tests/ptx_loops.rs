@@ -448,8 +448,8 @@ fn data_below(ty: Scalar, n: usize, seed: u64, limit: f64) -> Vec<u8> {
     let mut out = Vec::new();
     for i in 0..n {
         let r = rng.next();
-        let v = if i < SPECIAL.len() && seed % 2 == 0 {
-            let v = SPECIAL[i];
+        let special = SPECIAL.get(i).filter(|_| seed.is_multiple_of(2));
+        let v = if let Some(&v) = special {
             if v.is_finite() && v.abs() >= limit {
                 0.75
             } else {

@@ -145,6 +145,9 @@ pub fn check_program(
     Ok(())
 }
 
+/// A run's final arena and state.
+pub type Regions = (Vec<u8>, Vec<u8>);
+
 /// Runs kernels one by one through the interpreter and the reference over copies of the
 /// regions; returns (interpreter, reference) regions: arena, state.
 pub fn run_kernels_both(
@@ -152,7 +155,7 @@ pub fn run_kernels_both(
     arena: &[u8],
     weights: &[u8],
     state: &[u8],
-) -> Result<[(Vec<u8>, Vec<u8>); 2], String> {
+) -> Result<[Regions; 2], String> {
     let sizes = RegionSizes {
         arena: arena.len() as u64,
         weights: weights.len() as u64,

@@ -6,3 +6,4 @@
 
 pub mod kernels;
 pub mod models;
+pub mod ptx;

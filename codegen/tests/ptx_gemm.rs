@@ -598,3 +598,177 @@ fn emitting_is_deterministic() {
     assert_eq!(a, b);
     let _ = (layout.weights, layout.arena);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Semantics: the emitted kernels run in the PTX interpreter against the reference.
+
+/// A deterministic pseudo-random stream (xorshift).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Uniform in `lo..=hi`.
+    fn int(&mut self, lo: i32, hi: i32) -> i32 {
+        lo + (self.next() % (hi - lo + 1) as u64) as i32
+    }
+
+    /// Uniform in `[-1, 1)`.
+    fn float(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+}
+
+/// Runs `kernel` in the interpreter on copies of `arena` and `weights` and returns the arena.
+fn interpret(kernel: &Kernel, arena: &[u8], weights: &[u8]) -> Vec<u8> {
+    let sizes = RegionSizes {
+        arena: arena.len() as u64,
+        weights: weights.len() as u64,
+        state: 0,
+    };
+    let entry = emit_kernel(kernel, "k", sizes).expect("the kernel emits");
+    let text = format!("{HEADER}\n{}", entry.text);
+    let module = memc_ptx_interp::Module::parse(&text)
+        .unwrap_or_else(|e| panic!("the interpreter rejects the PTX: {e}"));
+    let mut mem = memc_ptx_interp::Memory::new();
+    let a = mem.add(arena.to_vec());
+    let w = mem.add(weights.to_vec());
+    let s = mem.add(vec![0u8; 64]);
+    let launch = memc_ptx_interp::Launch {
+        grid: entry.launch.grid,
+        block: entry.launch.block,
+        shared_bytes: entry.launch.shared_bytes,
+    };
+    module
+        .launch("k", launch, &[a, w, s], &mut mem)
+        .unwrap_or_else(|e| panic!("the kernel faults: {e}"));
+    mem.take(a)
+}
+
+/// Compares two arenas element by element as `elem` floats: equal bits, or within `tol`
+/// relative to `1 + |reference|`.
+fn compare(name: &str, got: &[u8], want: &[u8], elem: Scalar, tol: f64) {
+    assert_eq!(got.len(), want.len());
+    let es = elem.size() as usize;
+    let mut bad = 0;
+    for (i, (g, w)) in got.chunks_exact(es).zip(want.chunks_exact(es)).enumerate() {
+        if g == w {
+            continue;
+        }
+        let (x, y) = if es == 4 {
+            let f = |b: &[u8]| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64;
+            (f(g), f(w))
+        } else {
+            let f = |b: &[u8]| f64::from_le_bytes(b.try_into().expect("8 bytes"));
+            (f(g), f(w))
+        };
+        if !((x - y).abs() <= tol * (1.0 + y.abs())) {
+            if bad < 10 {
+                eprintln!("{name}: element {i} (byte {}): got {x}, want {y}", i * es);
+            }
+            bad += 1;
+        }
+    }
+    assert_eq!(bad, 0, "{name}: {bad} elements differ");
+}
+
+#[test]
+fn contractions_match_the_reference_in_the_interpreter() {
+    for (name, case) in gemm_cases() {
+        let work = case.batch.iter().product::<u64>() * case.m * case.n * case.k.max(1);
+        if work > 1 << 20 {
+            continue;
+        }
+        let (kernel, arena_len) = contract(&case);
+        let mut rng = Rng(0x1234_5678 ^ work);
+        let mut arena = vec![0u8; arena_len as usize];
+        if case.elem == Scalar::F32 {
+            for chunk in arena.chunks_exact_mut(4) {
+                chunk.copy_from_slice(&rng.float().to_le_bytes());
+            }
+        } else {
+            for chunk in arena.chunks_exact_mut(8) {
+                chunk.copy_from_slice(&(rng.float() as f64).to_le_bytes());
+            }
+        }
+        let weights = vec![0u8; 64];
+        let mut want = arena.clone();
+        memc_codegen::reference::run_kernel(&kernel, &mut want, &weights)
+            .unwrap_or_else(|e| panic!("{name}: the reference fails: {e}"));
+        let got = interpret(&kernel, &arena, &weights);
+        let tol = if case.elem == Scalar::F32 {
+            1e-5
+        } else {
+            1e-13
+        };
+        compare(&name, &got, &want, case.elem, tol);
+    }
+}
+
+/// Packs `q` (`n` columns of `k` values, `q[col * k + kk]`) as the `nbits v2` layout doc says.
+fn pack(q: &[i32], n: u64, k: u64, bits: u32) -> Vec<u8> {
+    let rb = row_bytes(k, bits) as usize;
+    let mut out = vec![0u8; n as usize * rb];
+    for col in 0..n as usize {
+        let row = &mut out[col * rb..(col + 1) * rb];
+        for kk in 0..k as usize {
+            let v = q[col * k as usize + kk];
+            if bits == 4 {
+                let (group, within) = (kk / 32, kk % 32);
+                row[group * 16 + within % 16] |= ((v & 0xF) as u8) << (4 * (within / 16));
+            } else {
+                row[kk] = v as u8;
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn low_bit_products_match_the_reference_in_the_interpreter() {
+    for (name, case) in nbits_cases() {
+        let rows: u64 = case.batch.iter().product::<u64>() * case.m;
+        if rows * case.n * case.k > 1 << 20 {
+            continue;
+        }
+        let layout = nbits_layout(&case);
+        let mut rng = Rng(0x9E37_79B9 ^ rows ^ case.k << 20);
+        let (lo, hi) = match (case.bits, case.signed) {
+            (4, false) => (0, 15),
+            (4, true) => (-8, 7),
+            (_, false) => (0, 255),
+            (_, true) => (-128, 127),
+        };
+        let kb = case.k.div_ceil(case.block);
+        let q: Vec<i32> = (0..case.n * case.k).map(|_| rng.int(lo, hi)).collect();
+        let mut weights = vec![0u8; layout.sizes.weights as usize];
+        let [b_off, scales_off, zp_off, wbias_off] = layout.weights.map(|x| x as usize);
+        let packed = pack(&q, case.n, case.k, case.bits);
+        weights[b_off..b_off + packed.len()].copy_from_slice(&packed);
+        for i in 0..(case.n * kb) as usize {
+            let s = rng.float() * 0.1 + 0.001;
+            weights[scales_off + 4 * i..scales_off + 4 * i + 4].copy_from_slice(&s.to_le_bytes());
+            weights[zp_off + i] = rng.int(lo, hi) as u8;
+        }
+        for i in 0..case.n as usize {
+            let at = wbias_off + 4 * i;
+            weights[at..at + 4].copy_from_slice(&rng.float().to_le_bytes());
+        }
+        let mut arena = vec![0u8; layout.sizes.arena as usize];
+        for chunk in arena.chunks_exact_mut(4) {
+            chunk.copy_from_slice(&rng.float().to_le_bytes());
+        }
+        // The scratch is the CPU's; the GPU kernels never touch it, so it is left as it is.
+        let mut want = arena.clone();
+        memc_codegen::reference::run_kernel(&layout.kernel, &mut want, &weights)
+            .unwrap_or_else(|e| panic!("{name}: the reference fails: {e}"));
+        let got = interpret(&layout.kernel, &arena, &weights);
+        compare(&name, &got, &want, Scalar::F32, 1e-5);
+        let _ = layout.arena;
+    }
+}

@@ -390,6 +390,7 @@ fn nbits_cases() -> Vec<(String, NbitsCase)> {
                 ("gemv_k_tail", 1, 32, 70),
                 ("gemv_block16", 3, 16, 96),
                 ("gemv_block48", 8, 48, 100),
+                ("gemv_long", 2, 64, 1100),
                 ("tiled", 70, 32, 70),
                 ("tiled_block16", 20, 16, 64),
             ] {
@@ -770,5 +771,98 @@ fn low_bit_products_match_the_reference_in_the_interpreter() {
         let got = interpret(&layout.kernel, &arena, &weights);
         compare(&name, &got, &want, Scalar::F32, 1e-5);
         let _ = layout.arena;
+    }
+}
+
+/// With `MEMC_PTX_BENCH_DIR` set, writes the benchmark kernels (f32 SGEMM 4096^3, the m = 1
+/// streaming product, the low-bit GEMVs and the many-rows product) there as PTX modules with a
+/// JSON description of their launches and buffers, for a timing script on a GPU machine.
+/// Without it the test only emits them.
+#[test]
+fn benchmark_kernels_emit() {
+    let dir = std::env::var_os("MEMC_PTX_BENCH_DIR").map(PathBuf::from);
+    let mut meta = vec![];
+    let mut write = |name: &str, entry: PtxEntry, fields: String| {
+        let l = entry.launch;
+        meta.push(format!(
+            "{{\"name\": \"{name}\", \"grid\": {:?}, \"block\": {:?}, \"shared\": {}, {fields}}}",
+            l.grid, l.block, l.shared_bytes
+        ));
+        if let Some(dir) = &dir {
+            std::fs::create_dir_all(dir).expect("the bench directory is writable");
+            let text = format!("{HEADER}\n{}", entry.text);
+            std::fs::write(dir.join(format!("{name}.ptx")), text).expect("writable");
+        }
+    };
+    for (name, m, n, k, lay) in [
+        ("sgemm_4096", 4096, 4096, 4096, [Lay::Row; 3]),
+        (
+            "sgemm_4096_tn",
+            4096,
+            4096,
+            4096,
+            [Lay::Trans, Lay::Row, Lay::Row],
+        ),
+        (
+            "sgemm_4096_nt",
+            4096,
+            4096,
+            4096,
+            [Lay::Row, Lay::Trans, Lay::Row],
+        ),
+        ("sgemv_4096", 1, 4096, 4096, [Lay::Row; 3]),
+        (
+            "sgemv_4096_nt",
+            1,
+            4096,
+            4096,
+            [Lay::Row, Lay::Trans, Lay::Row],
+        ),
+    ] {
+        let case = GemmCase {
+            lay,
+            ..GemmCase::new(Scalar::F32, m, n, k)
+        };
+        let (kernel, arena) = contract(&case);
+        let KernelBody::Contract(c) = &kernel.body else {
+            unreachable!("contract() builds contractions")
+        };
+        let views = [&c.a, &c.b, &c.c]
+            .map(|v| format!("[{}, {}, {}]", v.byte_offset, v.row_stride, v.col_stride));
+        let fields = format!(
+            "\"kind\": \"gemm\", \"m\": {m}, \"n\": {n}, \"k\": {k}, \"arena\": {arena}, \
+             \"weights\": 64, \"a\": {}, \"b\": {}, \"c\": {}",
+            views[0], views[1], views[2]
+        );
+        let sizes = RegionSizes {
+            arena,
+            weights: 0,
+            state: 0,
+        };
+        write(
+            name,
+            emit_kernel(&kernel, name, sizes).expect("emits"),
+            fields,
+        );
+    }
+    for (name, m, n) in [
+        ("nbits_gemv_4096", 1, 4096),
+        ("nbits_gemv_11008", 1, 11008),
+        ("nbits_rows4_4096", 4, 4096),
+        ("nbits_tiled_512", 512, 4096),
+    ] {
+        let case = NbitsCase::new(4, false, 32, 4096, n, m);
+        let layout = nbits_layout(&case);
+        let fields = format!(
+            "\"kind\": \"nbits\", \"m\": {m}, \"n\": {n}, \"k\": 4096, \"qblock\": 32, \
+             \"arena\": {}, \"weights\": {}, \"w\": {:?}, \"x\": {:?}",
+            layout.sizes.arena, layout.sizes.weights, layout.weights, layout.arena
+        );
+        let entry = emit_kernel(&layout.kernel, name, layout.sizes).expect("emits");
+        write(name, entry, fields);
+    }
+    if let Some(dir) = &dir {
+        let json = format!("[\n{}\n]\n", meta.join(",\n"));
+        std::fs::write(dir.join("kernels.json"), json).expect("writable");
     }
 }

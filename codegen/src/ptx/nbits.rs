@@ -81,34 +81,248 @@ pub(super) fn emit(q: &NBitsMatMul, kernel: &str, name: &str) -> Result<PtxEntry
     }
 }
 
-/// Loads `count` little-endian 32-bit words at `[ptr+0]`, `[ptr+4]`, ...; `align` is the
-/// alignment the address is known to have.
-fn load_words(asm: &mut Asm, ptr: &str, count: usize, align: u64) -> Vec<String> {
+/// Loads `count` little-endian 32-bit words at `[ptr+offset]`, `[ptr+offset+4]`, ...; `align`
+/// is the alignment the address is known to have. With `guard`, the words are zero where the
+/// predicate is false.
+fn load_words(
+    asm: &mut Asm,
+    ptr: &str,
+    offset: i64,
+    count: usize,
+    align: u64,
+    guard: Option<&str>,
+) -> Vec<String> {
     let words: Vec<String> = (0..count).map(|_| asm.r()).collect();
+    let pred = match guard {
+        Some(p) => {
+            for w in &words {
+                asm.i(format!("mov.u32 {w}, 0"));
+            }
+            format!("@{p} ")
+        }
+        None => String::new(),
+    };
     if align % 16 == 0 {
         for (v, chunk) in words.chunks(4).enumerate() {
+            let at = asm.addr(ptr, offset + 16 * v as i64);
             asm.i(format!(
-                "ld.global.nc.v4.u32 {{{}}}, [{ptr}+{}]",
-                chunk.join(", "),
-                16 * v
+                "{pred}ld.global.nc.v4.u32 {{{}}}, {at}",
+                chunk.join(", ")
             ));
         }
     } else if align % 4 == 0 {
         for (w, r) in words.iter().enumerate() {
-            asm.i(format!("ld.global.nc.u32 {r}, [{ptr}+{}]", 4 * w));
+            let at = asm.addr(ptr, offset + 4 * w as i64);
+            asm.i(format!("{pred}ld.global.nc.u32 {r}, {at}"));
         }
     } else {
         for (w, r) in words.iter().enumerate() {
-            asm.i(format!("ld.global.nc.u8 {r}, [{ptr}+{}]", 4 * w));
+            let at = asm.addr(ptr, offset + 4 * w as i64);
+            asm.i(format!("{pred}ld.global.nc.u8 {r}, {at}"));
             for b in 1..4 {
                 let t = asm.r();
-                asm.i(format!("ld.global.nc.u8 {t}, [{ptr}+{}]", 4 * w + b));
+                let at = asm.addr(ptr, offset + 4 * w as i64 + b);
+                asm.i(format!("mov.u32 {t}, 0"));
+                asm.i(format!("{pred}ld.global.nc.u8 {t}, {at}"));
                 asm.i(format!("shl.b32 {t}, {t}, {}", 8 * b));
                 asm.i(format!("or.b32 {r}, {r}, {t}"));
             }
         }
     }
     words
+}
+
+/// Groups a lane of the warp-per-column form loads ahead.
+const UNROLL: u64 = 4;
+
+/// One 32-group of one column in the warp-per-column form: its words are loaded; this adds its
+/// products with every row to the accumulators.
+struct GemvGroup<'a> {
+    q: &'a NBitsMatMul,
+    weights: &'a str,
+    col: &'a str,
+    /// The group's first `k` (a register).
+    k0: &'a str,
+    /// Row pointers of `a` at the lane's first group, and the byte offset of this group.
+    rows: &'a [String],
+    a_off: i64,
+    vec_a: bool,
+    acc: &'a [String],
+}
+
+impl GemvGroup<'_> {
+    /// The group's `a` values at positions `ks` (within the group) of every row, zero past `K`.
+    fn a_values(&self, asm: &mut Asm, ks: &[u32]) -> Vec<Vec<String>> {
+        let q = self.q;
+        let guard_k = q.k % GROUP != 0;
+        let mut out = Vec::new();
+        for p in self.rows {
+            let mut row = Vec::new();
+            // Runs of four consecutive positions starting at a multiple of 4 load as vectors.
+            let vector = self.vec_a
+                && ks.len() % 4 == 0
+                && ks.chunks(4).all(|c| {
+                    c[0] % 4 == 0 && c.iter().enumerate().all(|(j, &k)| k == c[0] + j as u32)
+                });
+            let width = if vector { 4 } else { 1 };
+            for chunk in ks.chunks(width) {
+                let xs: Vec<String> = (0..width).map(|_| asm.f()).collect();
+                let guard = if guard_k {
+                    let pr = asm.p();
+                    let k = asm.r();
+                    asm.i(format!("add.s32 {k}, {}, {}", self.k0, chunk[0]));
+                    asm.i(format!("setp.lt.u32 {pr}, {k}, {}", q.k));
+                    for x in &xs {
+                        asm.i(format!("mov.f32 {x}, 0f00000000"));
+                    }
+                    format!("@{pr} ")
+                } else {
+                    String::new()
+                };
+                let at = asm.addr(p, self.a_off + 4 * i64::from(chunk[0]));
+                if vector {
+                    asm.i(format!(
+                        "{guard}ld.global.v4.f32 {{{}}}, {at}",
+                        xs.join(", ")
+                    ));
+                } else {
+                    asm.i(format!("{guard}ld.global.f32 {}, {at}", xs[0]));
+                }
+                row.extend(xs);
+            }
+            out.push(row);
+        }
+        out
+    }
+
+    /// One scale and zero point for the whole group (`block` a multiple of 32): every value's
+    /// `q - zp` is formed exactly in f32 without a conversion instruction (the bits
+    /// `0x4B000000 | raw << p` are the float `2^23 + raw * 2^p`; one fma scales and offsets it
+    /// exactly), the group's `sum a * (q - zp)` is accumulated with fmas, and the scale is
+    /// applied once to the group's sum. This reassociates the reference's
+    /// `sum a * ((q - zp) * scale)` (rounding differs, as with summation order), and keeps the
+    /// product under the memory bound.
+    fn factored(&self, asm: &mut Asm, words: &[String]) {
+        let q = self.q;
+        let bits = q.bits;
+        let idx = asm.r();
+        asm.i(format!("div.u32 {idx}, {}, {}", self.k0, q.block));
+        asm.i(format!(
+            "mad.lo.s32 {idx}, {}, {}, {idx}",
+            self.col,
+            q.k_blocks()
+        ));
+        let (scale, zp) = params(asm, q, self.weights, &idx);
+        // Signed values are biased to unsigned by flipping their sign bits.
+        let bias: u32 = if q.signed { 1 << (bits - 1) } else { 0 };
+        let flip: u32 = if !q.signed {
+            0
+        } else if bits == 4 {
+            0x8888_8888
+        } else {
+            0x8080_8080
+        };
+        // Offsets per bit position p: -(2^(23 - p) + bias + zp).
+        let positions: Vec<u32> = if bits == 4 {
+            vec![0, 4, 8, 12, 16]
+        } else {
+            vec![0, 8]
+        };
+        let offsets: Vec<String> = positions
+            .iter()
+            .map(|&p| {
+                let o = asm.f();
+                let c = -(2f64.powi(23 - p as i32) + f64::from(bias));
+                match &zp {
+                    Some(z) => asm.i(format!("sub.rn.f32 {o}, {}, {z}", float32(c))),
+                    None => asm.i(format!("mov.f32 {o}, {}", float32(c))),
+                }
+                o
+            })
+            .collect();
+        let offset_of = |p: u32| &offsets[positions.iter().position(|&x| x == p).unwrap_or(0)];
+        let sums: Vec<String> = self.acc.iter().map(|_| asm.f()).collect();
+        for s in &sums {
+            asm.i(format!("mov.f32 {s}, 0f00000000"));
+        }
+        for (i, word) in words.iter().enumerate() {
+            let w = if flip != 0 {
+                let x = asm.r();
+                asm.i(format!("xor.b32 {x}, {word}, {flip}"));
+                x
+            } else {
+                word.clone()
+            };
+            let hi = asm.r();
+            asm.i(format!("shr.u32 {hi}, {w}, 16"));
+            // (position in group, bit in word) of the word's values.
+            let values: Vec<(u32, u32)> = if bits == 4 {
+                (0..4u32)
+                    .flat_map(|b| {
+                        [
+                            (4 * i as u32 + b, 8 * b),
+                            (16 + 4 * i as u32 + b, 8 * b + 4),
+                        ]
+                    })
+                    .collect()
+            } else {
+                (0..4u32).map(|b| (4 * i as u32 + b, 8 * b)).collect()
+            };
+            let mut ks: Vec<u32> = values.iter().map(|v| v.0).collect();
+            ks.sort_unstable();
+            let a = self.a_values(asm, &ks);
+            for &(k, bit) in &values {
+                let (src, p) = if bit + bits <= 20 {
+                    (&w, bit)
+                } else {
+                    (&hi, bit - 16)
+                };
+                let t = asm.r();
+                asm.i(format!("and.b32 {t}, {src}, {}", ((1u32 << bits) - 1) << p));
+                asm.i(format!("or.b32 {t}, {t}, 1258291200"));
+                let f = asm.f();
+                asm.i(format!("mov.b32 {f}, {t}"));
+                let d = asm.f();
+                let unit = float32(2f64.powi(-(p as i32)));
+                asm.i(format!("fma.rn.f32 {d}, {f}, {unit}, {}", offset_of(p)));
+                let at = ks.iter().position(|&x| x == k).unwrap_or(0);
+                for (row, s) in a.iter().zip(&sums) {
+                    asm.i(format!("fma.rn.f32 {s}, {}, {d}, {s}", row[at]));
+                }
+            }
+        }
+        for (s, acc) in sums.iter().zip(self.acc) {
+            asm.i(format!("fma.rn.f32 {acc}, {s}, {scale}, {acc}"));
+        }
+    }
+
+    /// Any `block`: every value looks up its own scale and zero point and is dequantized as
+    /// the reference does, `(q - zp) as f32 * scale`.
+    fn per_value(&self, asm: &mut Asm, words: &[String]) {
+        let q = self.q;
+        let ks: Vec<u32> = (0..GROUP as u32).collect();
+        let a = self.a_values(asm, &ks);
+        for index in 0..GROUP as u32 {
+            let (_, word, shift) = value_at(q.bits, index);
+            let v = extract(asm, &words[word], shift, q.bits, q.signed);
+            let k = asm.r();
+            asm.i(format!("add.s32 {k}, {}, {index}", self.k0));
+            let idx = param_index(asm, q, self.col, &k);
+            let (s, z) = params(asm, q, self.weights, &idx);
+            let w = dequantize(asm, &v, &s, z.as_deref());
+            for (row, acc) in a.iter().zip(self.acc) {
+                asm.i(format!(
+                    "fma.rn.f32 {acc}, {}, {w}, {acc}",
+                    row[index as usize]
+                ));
+            }
+        }
+    }
+}
+
+/// An f32 immediate.
+fn float32(value: f64) -> String {
+    format!("0f{:08X}", (value as f32).to_bits())
 }
 
 /// The integer value of `bits` bits at bit `shift` of `word`.
@@ -261,91 +475,64 @@ fn gemv(q: &NBitsMatMul, name: &str) -> PtxEntry {
     asm.i(format!("mul.lo.s32 {k0}, {lane}, {GROUP}"));
     let fast_params = q.block % GROUP == 0;
 
-    let steps = groups.div_ceil(32);
+    // Each step a lane takes `unroll` groups 32 groups apart, loading all their bytes first so
+    // that they are in flight together.
+    let unroll = groups.div_ceil(32).min(UNROLL);
+    let steps = groups.div_ceil(32 * unroll);
+    let guard_groups = groups % (32 * unroll) != 0;
     let it = asm.r();
     asm.i(format!("mov.u32 {it}, 0"));
     asm.label("g");
-    if groups % 32 != 0 {
-        // Lanes past the last group skip the step (the loop count is warp-uniform).
-        let skip = asm.p();
-        asm.i(format!("setp.ge.u32 {skip}, {k0}, {}", groups * GROUP));
-        asm.i(format!("@{skip} bra $L_g_next"));
-    }
     let align = if q.b % 16 == 0 { 16 } else { q.b % 16 };
-    let ws = load_words(&mut asm, &pb, words, align);
-    let group_params = fast_params.then(|| {
-        let idx = asm.r();
-        asm.i(format!("div.u32 {idx}, {k0}, {}", q.block));
-        asm.i(format!("mad.lo.s32 {idx}, {col}, {}, {idx}", q.k_blocks()));
-        params(&mut asm, q, &weights, &idx)
-    });
-    // Dequantized values in k order.
-    let mut w = Vec::new();
-    for index in 0..GROUP as u32 {
-        let (_, word, shift) = value_at(q.bits, index);
-        let v = extract(&mut asm, &ws[word], shift, q.bits, q.signed);
-        let f = match &group_params {
-            Some((s, z)) => dequantize(&mut asm, &v, s, z.as_deref()),
-            None => {
-                let k = asm.r();
-                asm.i(format!("add.s32 {k}, {k0}, {index}"));
-                let idx = param_index(&mut asm, q, &col, &k);
-                let (s, z) = params(&mut asm, q, &weights, &idx);
-                dequantize(&mut asm, &v, &s, z.as_deref())
-            }
-        };
-        w.push(f);
+    let mut loaded = Vec::new();
+    for u in 0..unroll {
+        let ok = guard_groups.then(|| {
+            let p = asm.p();
+            let k = asm.r();
+            asm.i(format!("add.s32 {k}, {k0}, {}", u * 32 * GROUP));
+            asm.i(format!("setp.lt.u32 {p}, {k}, {}", groups * GROUP));
+            p
+        });
+        let ws = load_words(
+            &mut asm,
+            &pb,
+            (u * 32 * group_bytes) as i64,
+            words,
+            align,
+            ok.as_deref(),
+        );
+        loaded.push((ok, ws));
     }
-    let guard_k = q.k % GROUP != 0;
-    for (r, p) in pa.iter().enumerate() {
-        if vec_a {
-            for v in 0..(GROUP / 4) as usize {
-                let xs: Vec<String> = (0..4).map(|_| asm.f()).collect();
-                let pred = guard_k.then(|| {
-                    let pr = asm.p();
-                    let k = asm.r();
-                    asm.i(format!("add.s32 {k}, {k0}, {}", 4 * v));
-                    asm.i(format!("setp.lt.u32 {pr}, {k}, {}", q.k));
-                    for x in &xs {
-                        asm.i(format!("mov.f32 {x}, 0f00000000"));
-                    }
-                    pr
-                });
-                let guard = pred.map(|p| format!("@{p} ")).unwrap_or_default();
-                asm.i(format!(
-                    "{guard}ld.global.v4.f32 {{{}}}, [{p}+{}]",
-                    xs.join(", "),
-                    16 * v
-                ));
-                for (j, x) in xs.iter().enumerate() {
-                    let d = &acc[r];
-                    asm.i(format!("fma.rn.f32 {d}, {x}, {}, {d}", w[4 * v + j]));
-                }
-            }
-        } else {
-            for (j, wj) in w.iter().enumerate() {
-                let x = asm.f();
-                let pred = guard_k.then(|| {
-                    let pr = asm.p();
-                    let k = asm.r();
-                    asm.i(format!("add.s32 {k}, {k0}, {j}"));
-                    asm.i(format!("setp.lt.u32 {pr}, {k}, {}", q.k));
-                    asm.i(format!("mov.f32 {x}, 0f00000000"));
-                    pr
-                });
-                let guard = pred.map(|p| format!("@{p} ")).unwrap_or_default();
-                asm.i(format!("{guard}ld.global.f32 {x}, [{p}+{}]", 4 * j));
-                let d = &acc[r];
-                asm.i(format!("fma.rn.f32 {d}, {x}, {wj}, {d}"));
-            }
+    for (u, (ok, ws)) in loaded.iter().enumerate() {
+        let u = u as u64;
+        if let Some(p) = ok {
+            asm.i(format!("@!{p} bra $L_skip{u}"));
         }
+        let ku = asm.r();
+        asm.i(format!("add.s32 {ku}, {k0}, {}", u * 32 * GROUP));
+        let a_off = (u * 32 * GROUP * 4) as i64;
+        let group = GemvGroup {
+            q,
+            weights: &weights,
+            col: &col,
+            k0: &ku,
+            rows: &pa,
+            a_off,
+            vec_a,
+            acc: &acc,
+        };
+        if fast_params {
+            group.factored(&mut asm, ws);
+        } else {
+            group.per_value(&mut asm, ws);
+        }
+        asm.label(&format!("skip{u}"));
     }
-    asm.label("g_next");
-    asm.i(format!("add.s64 {pb}, {pb}, {}", 32 * group_bytes));
+    asm.i(format!("add.s64 {pb}, {pb}, {}", 32 * unroll * group_bytes));
     for p in &pa {
-        asm.i(format!("add.s64 {p}, {p}, {}", 32 * 4 * GROUP));
+        asm.i(format!("add.s64 {p}, {p}, {}", 32 * unroll * 4 * GROUP));
     }
-    asm.i(format!("add.s32 {k0}, {k0}, {}", 32 * GROUP));
+    asm.i(format!("add.s32 {k0}, {k0}, {}", 32 * unroll * GROUP));
     asm.i(format!("add.u32 {it}, {it}, 1"));
     let more = asm.p();
     asm.i(format!("setp.lt.u32 {more}, {it}, {steps}"));
@@ -508,8 +695,10 @@ fn tiled(q: &NBitsMatMul, name: &str) -> PtxEntry {
     let words = load_words(
         &mut asm,
         &pb,
+        0,
         (quarter_bytes / 4) as usize,
         align.min(quarter_bytes),
+        None,
     );
     let fast_params = q.block % GROUP == 0;
     let group_params = fast_params.then(|| {

@@ -34,6 +34,9 @@ use crate::nbits::{row_bytes, GROUP};
 /// Products with at most this many rows use the warp-per-column form.
 pub const GEMV_ROWS: u64 = 8;
 
+/// The most shared memory the warp-per-column form stages `a` in (static shared memory).
+const STAGE_BYTES: u64 = 48 * 1024;
+
 /// Warps per block in the warp-per-column form.
 const WARPS: u64 = 8;
 
@@ -147,6 +150,8 @@ struct GemvGroup<'a> {
     rows: &'a [String],
     a_off: i64,
     vec_a: bool,
+    /// The rows are in shared memory, zero-padded (no guard needed).
+    staged: bool,
     acc: &'a [String],
 }
 
@@ -154,7 +159,8 @@ impl GemvGroup<'_> {
     /// The group's `a` values at positions `ks` (within the group) of every row, zero past `K`.
     fn a_values(&self, asm: &mut Asm, ks: &[u32]) -> Vec<Vec<String>> {
         let q = self.q;
-        let guard_k = q.k % GROUP != 0;
+        let guard_k = q.k % GROUP != 0 && !self.staged;
+        let space = if self.staged { "shared" } else { "global" };
         let mut out = Vec::new();
         for p in self.rows {
             let mut row = Vec::new();
@@ -182,11 +188,11 @@ impl GemvGroup<'_> {
                 let at = asm.addr(p, self.a_off + 4 * i64::from(chunk[0]));
                 if vector {
                     asm.i(format!(
-                        "{guard}ld.global.v4.f32 {{{}}}, {at}",
+                        "{guard}ld.{space}.v4.f32 {{{}}}, {at}",
                         xs.join(", ")
                     ));
                 } else {
-                    asm.i(format!("{guard}ld.global.f32 {}, {at}", xs[0]));
+                    asm.i(format!("{guard}ld.{space}.f32 {}, {at}", xs[0]));
                 }
                 row.extend(xs);
             }
@@ -441,6 +447,40 @@ fn gemv(q: &NBitsMatMul, name: &str) -> PtxEntry {
     let ctaid = asm.r();
     asm.i(format!("mov.u32 {ctaid}, %ctaid.x"));
     asm.i(format!("mad.lo.s32 {col}, {ctaid}, {WARPS}, {warp}"));
+    // The rows of `a`, zero-padded to whole groups, are staged in shared memory when they fit:
+    // every warp of the block reads all of them, and L2 would otherwise serve each warp.
+    let padded = groups * GROUP;
+    let staged = rows * padded * 4 <= STAGE_BYTES;
+    let a_base = base_of(&bases, q.a.region).to_string();
+    let smem = asm.rd();
+    if staged {
+        asm.i(format!("mov.u64 {smem}, smem"));
+        let idx = asm.r();
+        let ok = asm.p();
+        let v = asm.f();
+        let t64 = asm.rd();
+        let src = asm.rd();
+        let dst = asm.rd();
+        for r in 0..rows {
+            let label = format!("stage{r}");
+            asm.i(format!("mov.u32 {idx}, {tid}"));
+            asm.label(&label);
+            asm.i(format!("setp.ge.u32 {ok}, {idx}, {padded}"));
+            asm.i(format!("@{ok} bra $L_{label}_end"));
+            asm.i(format!("setp.lt.u32 {ok}, {idx}, {}", q.k));
+            asm.i(format!("mov.f32 {v}, 0f00000000"));
+            asm.i(format!("mul.wide.u32 {t64}, {idx}, 4"));
+            asm.i(format!("add.s64 {src}, {a_base}, {t64}"));
+            let at = asm.addr(&src, q.row_offset(&q.a, r));
+            asm.i(format!("@{ok} ld.global.f32 {v}, {at}"));
+            asm.i(format!("add.s64 {dst}, {smem}, {t64}"));
+            asm.i(format!("st.shared.f32 [{dst}+{}], {v}", r * padded * 4));
+            asm.i(format!("add.u32 {idx}, {idx}, {}", 32 * WARPS));
+            asm.i(format!("bra.uni $L_{label}"));
+            asm.label(&format!("{label}_end"));
+        }
+        asm.i("bar.sync 0");
+    }
     let out = asm.p();
     asm.i(format!("setp.ge.u32 {out}, {col}, {}", q.n));
     asm.i(format!("@{out} bra $L_done"));
@@ -454,18 +494,21 @@ fn gemv(q: &NBitsMatMul, name: &str) -> PtxEntry {
     asm.i(format!("cvt.u64.u32 {t}, {lane}"));
     asm.i(format!("mad.lo.s64 {pb}, {t}, {group_bytes}, {pb}"));
     // Row pointers of `a` at the lane's first group (constant row offsets).
-    let a_base = base_of(&bases, q.a.region).to_string();
     let lane_bytes = asm.rd();
     asm.i(format!("mul.lo.s64 {lane_bytes}, {t}, {}", 4 * GROUP));
     let pa: Vec<String> = (0..rows)
         .map(|r| {
             let p = asm.rd();
-            asm.i(format!("add.s64 {p}, {a_base}, {}", q.row_offset(&q.a, r)));
+            if staged {
+                asm.i(format!("add.s64 {p}, {smem}, {}", r * padded * 4));
+            } else {
+                asm.i(format!("add.s64 {p}, {a_base}, {}", q.row_offset(&q.a, r)));
+            }
             asm.i(format!("add.s64 {p}, {p}, {lane_bytes}"));
             p
         })
         .collect();
-    let vec_a = q.k % 4 == 0 && (0..rows).all(|r| q.row_offset(&q.a, r) % 16 == 0);
+    let vec_a = staged || q.k % 4 == 0 && (0..rows).all(|r| q.row_offset(&q.a, r) % 16 == 0);
     let acc: Vec<String> = (0..rows).map(|_| asm.f()).collect();
     for a in &acc {
         asm.i(format!("mov.f32 {a}, 0f00000000"));
@@ -519,6 +562,7 @@ fn gemv(q: &NBitsMatMul, name: &str) -> PtxEntry {
             rows: &pa,
             a_off,
             vec_a,
+            staged,
             acc: &acc,
         };
         if fast_params {
@@ -577,9 +621,14 @@ fn gemv(q: &NBitsMatMul, name: &str) -> PtxEntry {
         asm.i(format!("st.global.f32 {addr}, {a}"));
     }
     asm.label("done");
+    let decls = if staged {
+        format!("\t.shared .align 16 .b8 smem[{}];\n", rows * padded * 4)
+    } else {
+        String::new()
+    };
     PtxEntry {
         name: name.to_string(),
-        text: asm.finish(name, ""),
+        text: asm.finish(name, &decls),
         launch: Launch {
             grid: [q.n.div_ceil(WARPS) as u32, 1, 1],
             block: [(32 * WARPS) as u32, 1, 1],

@@ -208,17 +208,9 @@ impl GemvGroup<'_> {
     /// applied once to the group's sum. This reassociates the reference's
     /// `sum a * ((q - zp) * scale)` (rounding differs, as with summation order), and keeps the
     /// product under the memory bound.
-    fn factored(&self, asm: &mut Asm, words: &[String]) {
+    fn factored(&self, asm: &mut Asm, words: &[String], scale: &str, zp: Option<&str>) {
         let q = self.q;
         let bits = q.bits;
-        let idx = asm.r();
-        asm.i(format!("div.u32 {idx}, {}, {}", self.k0, q.block));
-        asm.i(format!(
-            "mad.lo.s32 {idx}, {}, {}, {idx}",
-            self.col,
-            q.k_blocks()
-        ));
-        let (scale, zp) = params(asm, q, self.weights, &idx);
         // Signed values are biased to unsigned by flipping their sign bits.
         let bias: u32 = if q.signed { 1 << (bits - 1) } else { 0 };
         let flip: u32 = if !q.signed {
@@ -359,18 +351,35 @@ fn value_at(bits: u32, index: u32) -> (u32, usize, u32) {
 /// The scale and zero point (as f32) of parameter index `idx` (`n * k_blocks + block`, a
 /// 32-bit register); the zero point is `None` when there are none.
 fn params(asm: &mut Asm, q: &NBitsMatMul, weights: &str, idx: &str) -> (String, Option<String>) {
+    guarded_params(asm, q, weights, idx, None)
+}
+
+/// [`params`], loaded only where `guard` holds (zero elsewhere).
+fn guarded_params(
+    asm: &mut Asm,
+    q: &NBitsMatMul,
+    weights: &str,
+    idx: &str,
+    guard: Option<&str>,
+) -> (String, Option<String>) {
+    let pred = guard.map(|p| format!("@{p} ")).unwrap_or_default();
     let i64_ = asm.rd();
     asm.i(format!("cvt.u64.u32 {i64_}, {idx}"));
     let at = asm.rd();
     asm.i(format!("mad.lo.s64 {at}, {i64_}, 4, {weights}"));
     let scale = asm.f();
-    asm.i(format!("ld.global.nc.f32 {scale}, [{at}+{}]", q.scales));
+    asm.i(format!("mov.f32 {scale}, 0f00000000"));
+    asm.i(format!(
+        "{pred}ld.global.nc.f32 {scale}, [{at}+{}]",
+        q.scales
+    ));
     let zp = q.zero_points.map(|z| {
         let at = asm.rd();
         asm.i(format!("add.s64 {at}, {weights}, {i64_}"));
         let r = asm.r();
         let ty = if q.signed { "s8" } else { "u8" };
-        asm.i(format!("ld.global.nc.{ty} {r}, [{at}+{z}]"));
+        asm.i(format!("mov.u32 {r}, 0"));
+        asm.i(format!("{pred}ld.global.nc.{ty} {r}, [{at}+{z}]"));
         let f = asm.f();
         asm.i(format!("cvt.rn.f32.s32 {f}, {r}"));
         f
@@ -455,29 +464,42 @@ fn gemv(q: &NBitsMatMul, name: &str) -> PtxEntry {
     let smem = asm.rd();
     if staged {
         asm.i(format!("mov.u64 {smem}, smem"));
-        let idx = asm.r();
-        let ok = asm.p();
-        let v = asm.f();
-        let t64 = asm.rd();
+        // Every thread loads its elements of all rows first, then stores them, so the loads
+        // are in flight together (at most 48 per thread).
+        let per_thread = padded.div_ceil(32 * WARPS);
+        let idx0 = asm.rd();
+        asm.i(format!("mul.wide.u32 {idx0}, {tid}, 4"));
         let src = asm.rd();
+        asm.i(format!("add.s64 {src}, {a_base}, {idx0}"));
         let dst = asm.rd();
+        asm.i(format!("add.s64 {dst}, {smem}, {idx0}"));
+        let mut pending = Vec::new();
         for r in 0..rows {
-            let label = format!("stage{r}");
-            asm.i(format!("mov.u32 {idx}, {tid}"));
-            asm.label(&label);
-            asm.i(format!("setp.ge.u32 {ok}, {idx}, {padded}"));
-            asm.i(format!("@{ok} bra $L_{label}_end"));
-            asm.i(format!("setp.lt.u32 {ok}, {idx}, {}", q.k));
-            asm.i(format!("mov.f32 {v}, 0f00000000"));
-            asm.i(format!("mul.wide.u32 {t64}, {idx}, 4"));
-            asm.i(format!("add.s64 {src}, {a_base}, {t64}"));
-            let at = asm.addr(&src, q.row_offset(&q.a, r));
-            asm.i(format!("@{ok} ld.global.f32 {v}, {at}"));
-            asm.i(format!("add.s64 {dst}, {smem}, {t64}"));
-            asm.i(format!("st.shared.f32 [{dst}+{}], {v}", r * padded * 4));
-            asm.i(format!("add.u32 {idx}, {idx}, {}", 32 * WARPS));
-            asm.i(format!("bra.uni $L_{label}"));
-            asm.label(&format!("{label}_end"));
+            for j in 0..per_thread {
+                let e = j * 32 * WARPS;
+                let v = asm.f();
+                asm.i(format!("mov.f32 {v}, 0f00000000"));
+                // Element tid + e of the row: in `K`, in the padding, or past it.
+                let load = asm.p();
+                asm.i(format!(
+                    "setp.lt.u32 {load}, {tid}, {}",
+                    q.k.saturating_sub(e)
+                ));
+                let at = asm.addr(&src, q.row_offset(&q.a, r) + 4 * e as i64);
+                asm.i(format!("@{load} ld.global.f32 {v}, {at}"));
+                let store = if padded - e >= 32 * WARPS {
+                    None
+                } else {
+                    let p = asm.p();
+                    asm.i(format!("setp.lt.u32 {p}, {tid}, {}", padded - e));
+                    Some(p)
+                };
+                pending.push((v, store, (r * padded + e) * 4));
+            }
+        }
+        for (v, store, at) in pending {
+            let guard = store.map(|p| format!("@{p} ")).unwrap_or_default();
+            asm.i(format!("{guard}st.shared.f32 [{dst}+{at}], {v}"));
         }
         asm.i("bar.sync 0");
     }
@@ -544,9 +566,18 @@ fn gemv(q: &NBitsMatMul, name: &str) -> PtxEntry {
             align,
             ok.as_deref(),
         );
-        loaded.push((ok, ws));
+        // The group's scale and zero point (one per group when `block` is a multiple of 32),
+        // loaded with its bytes.
+        let group_params = fast_params.then(|| {
+            let idx = asm.r();
+            asm.i(format!("add.s32 {idx}, {k0}, {}", u * 32 * GROUP));
+            asm.i(format!("div.u32 {idx}, {idx}, {}", q.block));
+            asm.i(format!("mad.lo.s32 {idx}, {col}, {}, {idx}", q.k_blocks()));
+            guarded_params(&mut asm, q, &weights, &idx, ok.as_deref())
+        });
+        loaded.push((ok, ws, group_params));
     }
-    for (u, (ok, ws)) in loaded.iter().enumerate() {
+    for (u, (ok, ws, group_params)) in loaded.iter().enumerate() {
         let u = u as u64;
         if let Some(p) = ok {
             asm.i(format!("@!{p} bra $L_skip{u}"));
@@ -565,10 +596,9 @@ fn gemv(q: &NBitsMatMul, name: &str) -> PtxEntry {
             staged,
             acc: &acc,
         };
-        if fast_params {
-            group.factored(&mut asm, ws);
-        } else {
-            group.per_value(&mut asm, ws);
+        match group_params {
+            Some((scale, zp)) => group.factored(&mut asm, ws, scale, zp.as_deref()),
+            None => group.per_value(&mut asm, ws),
         }
         asm.label(&format!("skip{u}"));
     }

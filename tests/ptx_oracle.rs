@@ -8,11 +8,13 @@
 //! test says it is skipped, unless `MEMC_REQUIRE_ZOO` is set, which makes that a failure.
 
 mod common;
+#[path = "common/node_harness.rs"]
+mod node_harness;
 #[path = "../codegen/tests/common/ptx.rs"]
 #[allow(dead_code)]
 mod ptx;
 
-use common::node_harness::{
+use node_harness::{
     compare, decode_tensor, node_dir, one_line, TestTensor, NODE_TESTS,
 };
 use std::collections::BTreeMap;

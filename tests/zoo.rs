@@ -32,11 +32,15 @@ const EXACT_REFERENCE: &[&str] = &["llm_qdq"];
 /// outputs.
 fn run_and_compare(model: &str, path: &Path, ref_dir: &Path, dim_args: &[String]) {
     let plan = ref_dir.join(format!("{model}.plan"));
+    // `MEMC_ZOO_TARGET=cuda` compiles the plans for the GPU and runs them there (on a machine
+    // with an NVIDIA driver).
+    let target = std::env::var("MEMC_ZOO_TARGET").unwrap_or_else(|_| "cpu".into());
     run(Command::new(env!("CARGO_BIN_EXE_memc"))
         .arg("compile")
         .arg(path)
         .arg("-o")
         .arg(&plan)
+        .args(["--target", &target])
         .args(dim_args));
     let meta: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(ref_dir.join("meta.json")).expect("meta.json exists"),

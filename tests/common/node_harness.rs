@@ -6,7 +6,7 @@
 
 #![allow(dead_code)] // Each test crate uses part of it.
 
-use super::root;
+use crate::common::root;
 use memc_codegen::Scalar;
 use std::path::{Path, PathBuf};
 

@@ -13,9 +13,17 @@ pub fn ptxas() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("MEMC_PTXAS") {
         return Some(PathBuf::from(p));
     }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let p = root.join(".venv/lib/python3.11/site-packages/nvidia/cuda_nvcc/bin/ptxas");
-    p.exists().then_some(p)
+    // The workspace root is the manifest's directory (root tests) or its parent (a member's).
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    [dir.clone(), dir.join("..")].into_iter().find_map(|root| {
+        let lib = root.join(".venv/lib");
+        std::fs::read_dir(lib).ok()?.flatten().find_map(|python| {
+            let p = python
+                .path()
+                .join("site-packages/nvidia/cuda_nvcc/bin/ptxas");
+            p.exists().then_some(p)
+        })
+    })
 }
 
 /// Assembles `text` for `arch` (`sm_80`, `sm_90`) with `--warn-on-spills -v`: `None` where no
@@ -30,7 +38,10 @@ pub fn assemble(text: &str, arch: &str) -> Option<Result<String, String>> {
     };
     let dir = std::env::temp_dir().join(format!("memc-ptx-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
-    let file = dir.join(format!("module-{arch}-{}.ptx", text.len()));
+    // A name of its own per call: tests assemble modules on several threads at once.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let file = dir.join(format!("module-{arch}-{call}.ptx"));
     if let Err(e) = std::fs::write(&file, text) {
         return Some(Err(format!("writing {}: {e}", file.display())));
     }

@@ -14,9 +14,7 @@ mod node_harness;
 #[allow(dead_code)]
 mod ptx;
 
-use node_harness::{
-    compare, decode_tensor, node_dir, one_line, TestTensor, NODE_TESTS,
-};
+use node_harness::{compare, decode_tensor, node_dir, one_line, TestTensor, NODE_TESTS};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -46,7 +44,9 @@ fn run_one(dir: &Path, scratch: &Path) -> Result<String, String> {
     let program = compiled.program.ok_or("no program")?;
     let module = compiled.ptx.ok_or("no PTX module")?;
     // The weights section exactly as the plan file holds it (packed slots included).
-    let name = dir.file_name().map_or("t".into(), |n| n.to_string_lossy().into_owned());
+    let name = dir
+        .file_name()
+        .map_or("t".into(), |n| n.to_string_lossy().into_owned());
     let plan_path = scratch.join(format!("{name}.plan"));
     let mut meta = memc_runtime::plan::PlanMeta::new("model.onnx", "cuda", program.clone());
     meta.ptx = Some(module.clone());
@@ -148,7 +148,9 @@ fn passing_node_tests_assemble_and_run_as_ptx() {
         for _ in 0..2 {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some((name, text)) = modules.get(i) else { break };
+                let Some((name, text)) = modules.get(i) else {
+                    break;
+                };
                 for arch in ["sm_80", "sm_90"] {
                     match ptx::assemble(text, arch) {
                         None => {

@@ -233,8 +233,12 @@ fn build(k: &LoopKernel, name: &str) -> R<(String, Launch)> {
     };
     g.em.ins("ret");
     let block = if empty { 32 } else { g.plan.block };
+    // `.maxntid` alone lets ptxas aim at a register count for occupancy and spill below it
+    // (seen: a softmax spilling 4 bytes at 48 registers on sm_90); `.maxnreg` gives it every
+    // register a block of this size can have (the register file holds 64 Ki per block).
+    let maxnreg = (65536 / block.max(1)).min(255);
     let mut text = format!(
-        ".visible .entry {name}{PARAMS}\n.maxntid {block}, 1, 1\n{{\n{}",
+        ".visible .entry {name}{PARAMS}\n.maxntid {block}, 1, 1\n.maxnreg {maxnreg}\n{{\n{}",
         g.em.decls()
     );
     if g.shared {

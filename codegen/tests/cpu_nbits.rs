@@ -10,6 +10,9 @@
 //! test `each_isa_path_matches_the_reference` reruns this binary once per path the CPU has, with
 //! the variable set, so the AVX2 and scalar paths are checked on an AVX-512 machine too.
 
+mod common;
+
+use common::rng::Rng;
 use memc_codegen::cpu::CpuProgram;
 use memc_codegen::kernel::NBitsMatMul;
 use memc_codegen::kernel::{Kernel, KernelBody, MatView, Region, RegionSizes};
@@ -72,28 +75,6 @@ fn pack(q: &[i32], n: u64, k: u64, bits: u32) -> Vec<u8> {
         }
     }
     out
-}
-
-/// A deterministic pseudo-random stream (xorshift), for reproducible data.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// Uniform in `lo..=hi`.
-    fn int(&mut self, lo: i32, hi: i32) -> i32 {
-        lo + (self.next() % (hi - lo + 1) as u64) as i32
-    }
-
-    /// Uniform in `[-1, 1)`.
-    fn float(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -6,13 +6,15 @@
 //! cuda_nvcc/bin/ptxas` from the workspace root); without it the assembling tests say so and
 //! pass, unless `MEMC_REQUIRE_PTXAS=1`.
 
+mod common;
+
+use common::rng::Rng;
 use memc_codegen::kernel::{
     f64_bits, Contract, Kernel, KernelBody, MatView, NBitsMatMul, Region, RegionSizes, Scalar,
 };
 use memc_codegen::nbits::{row_bytes, scratch_bytes};
 use memc_codegen::ptx::{emit_kernel, PtxEntry, HEADER};
 use std::path::PathBuf;
-use std::process::Command;
 
 // ---------------------------------------------------------------------------------------------
 // Contractions.
@@ -440,72 +442,15 @@ fn nbits_cases() -> Vec<(String, NbitsCase)> {
 // ---------------------------------------------------------------------------------------------
 // ptxas.
 
-/// The ptxas to use, or `None` (with the reason printed) when there is none.
-fn ptxas() -> Option<PathBuf> {
-    let path = match std::env::var_os("MEMC_PTXAS") {
-        Some(p) => PathBuf::from(p),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../.venv/lib/python3.11/site-packages/nvidia/cuda_nvcc/bin/ptxas"),
-    };
-    if path.exists() {
-        return Some(path);
-    }
-    if std::env::var("MEMC_REQUIRE_PTXAS").as_deref() == Ok("1") {
-        panic!(
-            "ptxas not found at {} (MEMC_REQUIRE_PTXAS=1)",
-            path.display()
-        );
-    }
-    println!(
-        "skipped: ptxas not found at {} (set MEMC_PTXAS)",
-        path.display()
-    );
-    None
-}
-
-/// Assembles `entries` as one module for `arch` and checks that ptxas reports no error and
-/// no spill; returns its `-v` report.
-fn assemble(ptxas: &PathBuf, entries: &[PtxEntry], arch: &str, file: &str) -> String {
+/// Assembles `entries` as one module for `arch` with the shared ptxas runner (no error, no
+/// warning, no spill); returns its `-v` report, or `None` where there is no ptxas.
+fn assemble_entries(entries: &[PtxEntry], arch: &str) -> Option<String> {
     let mut text = String::from(HEADER);
     for e in entries {
         text.push('\n');
         text.push_str(&e.text);
     }
-    let dir = std::env::temp_dir().join(format!("memc-ptx-gemm-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("the temporary directory is writable");
-    let path = dir.join(format!("{file}.ptx"));
-    std::fs::write(&path, &text).expect("the temporary file is writable");
-    let out = Command::new(ptxas)
-        .args([
-            &format!("-arch={arch}"),
-            "-v",
-            "--warn-on-spills",
-            "-o",
-            "/dev/null",
-        ])
-        .arg(&path)
-        .output()
-        .expect("ptxas runs");
-    let report = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "ptxas failed on {} for {arch}:\n{report}",
-        path.display()
-    );
-    for line in report.lines() {
-        if line.contains("spill") {
-            assert!(
-                line.contains(" 0 bytes spill stores, 0 bytes spill loads"),
-                "spills for {arch}: {line}\n{report}"
-            );
-        }
-        assert!(!line.contains("warning"), "ptxas warns for {arch}: {line}");
-    }
-    report
+    common::ptx::assemble(&text, arch).map(|r| r.unwrap_or_else(|e| panic!("{arch}: {e}")))
 }
 
 /// The register count lines of `report` for entries whose names contain `filter`.
@@ -548,9 +493,10 @@ fn contractions_assemble_without_spills() {
         );
         assert!(e.launch.grid[2] <= 65535, "{name}");
     }
-    let Some(ptxas) = ptxas() else { return };
     for arch in ["sm_80", "sm_90"] {
-        let report = assemble(&ptxas, &entries, arch, &format!("gemm_{arch}"));
+        let Some(report) = assemble_entries(&entries, arch) else {
+            return;
+        };
         for line in registers(&report, "main")
             .iter()
             .chain(&registers(&report, "gemv"))
@@ -571,9 +517,10 @@ fn low_bit_products_assemble_without_spills() {
                 .unwrap_or_else(|e| panic!("{name}: {e}"))
         })
         .collect();
-    let Some(ptxas) = ptxas() else { return };
     for arch in ["sm_80", "sm_90"] {
-        let report = assemble(&ptxas, &entries, arch, &format!("nbits_{arch}"));
+        let Some(report) = assemble_entries(&entries, arch) else {
+            return;
+        };
         for filter in ["gemv_4096", "gemv_11008", "gemv_rows8", "tiled_512"] {
             for line in registers(&report, filter) {
                 println!("{arch} {line}");
@@ -603,28 +550,6 @@ fn emitting_is_deterministic() {
 // ---------------------------------------------------------------------------------------------
 // Semantics: the emitted kernels run in the PTX interpreter against the reference.
 
-/// A deterministic pseudo-random stream (xorshift).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// Uniform in `lo..=hi`.
-    fn int(&mut self, lo: i32, hi: i32) -> i32 {
-        lo + (self.next() % (hi - lo + 1) as u64) as i32
-    }
-
-    /// Uniform in `[-1, 1)`.
-    fn float(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-}
-
 /// Runs `kernel` in the interpreter on copies of `arena` and `weights` and returns the arena.
 fn interpret(kernel: &Kernel, arena: &[u8], weights: &[u8]) -> Vec<u8> {
     let sizes = RegionSizes {
@@ -634,21 +559,16 @@ fn interpret(kernel: &Kernel, arena: &[u8], weights: &[u8]) -> Vec<u8> {
     };
     let entry = emit_kernel(kernel, "k", sizes).expect("the kernel emits");
     let text = format!("{HEADER}\n{}", entry.text);
-    let module = memc_ptx_interp::Module::parse(&text)
-        .unwrap_or_else(|e| panic!("the interpreter rejects the PTX: {e}"));
-    let mut mem = memc_ptx_interp::Memory::new();
-    let a = mem.add(arena.to_vec());
-    let w = mem.add(weights.to_vec());
-    let s = mem.add(vec![0u8; 64]);
-    let launch = memc_ptx_interp::Launch {
-        grid: entry.launch.grid,
-        block: entry.launch.block,
-        shared_bytes: entry.launch.shared_bytes,
-    };
-    module
-        .launch("k", launch, &[a, w, s], &mut mem)
-        .unwrap_or_else(|e| panic!("the kernel faults: {e}"));
-    mem.take(a)
+    let mut arena = arena.to_vec();
+    common::ptx::run_launches(
+        &text,
+        &[("k".to_string(), entry.launch)],
+        &mut arena,
+        weights,
+        &mut [0u8; 64],
+    )
+    .unwrap_or_else(|e| panic!("the kernel faults or is rejected: {e}"));
+    arena
 }
 
 /// Compares two arenas element by element as `elem` floats: equal bits, or within `tol`

@@ -11,6 +11,7 @@ use common::kernels::{
     Insts,
 };
 use common::ptx::{assemble, compare, run_kernels_both};
+use common::rng::Rng;
 use memc_codegen::kernel::{
     f64_bits, BinaryOp, Guard, IndirectIndex, InstKind, Kernel, ReduceOp, Region, RegionSizes,
     Scalar, Stage, Store, UnaryOp,
@@ -380,21 +381,6 @@ fn once_stages_and_empty_spaces_emit() {
 
 // ---------------------------------------------------------------------------------------------
 // Semantics: the PTX run in the interpreter against the reference interpreter.
-
-/// A deterministic xorshift generator.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
 
 /// Little-endian bytes of `v` in type `ty` (floats rounded, integers wrapped).
 fn encode(ty: Scalar, v: f64, bits: u64) -> Vec<u8> {

@@ -167,9 +167,9 @@ pub(super) fn base_of(bases: &[String; 3], region: Region) -> &str {
 /// A float constant of type `ty` as a PTX immediate.
 pub(super) fn float_imm(ty: &str, value: f64) -> String {
     if ty == "f64" {
-        format!("0d{:016X}", value.to_bits())
+        super::f64_imm(value)
     } else {
-        format!("0f{:08X}", (value as f32).to_bits())
+        super::f32_imm(value as f32)
     }
 }
 
@@ -266,16 +266,7 @@ pub(super) fn emit(c: &Contract, kernel: &str, name: &str) -> Result<PtxEntry, P
     let total: u64 = c.batch.iter().product();
     if c.m == 0 || c.n == 0 || total == 0 {
         // Nothing is written: an empty entry keeps the launch list uniform.
-        let asm = Asm::new();
-        return Ok(PtxEntry {
-            name: name.to_string(),
-            text: asm.finish(name, ""),
-            launch: Launch {
-                grid: [1, 1, 1],
-                block: [1, 1, 1],
-                shared_bytes: 0,
-            },
-        });
+        return Ok(super::empty_entry(name, Asm::new().finish(name, "")));
     }
     if c.m <= SMALL_M {
         Ok(streaming(c, elem, name))

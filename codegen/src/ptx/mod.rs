@@ -88,6 +88,30 @@ pub enum PtxError {
     Unsupported { kernel: String, message: String },
 }
 
+/// The PTX immediate of an f32 (`0f` and its bits), as every emitter writes float constants.
+pub(crate) fn f32_imm(x: f32) -> String {
+    format!("0f{:08X}", x.to_bits())
+}
+
+/// The PTX immediate of an f64.
+pub(crate) fn f64_imm(x: f64) -> String {
+    format!("0d{:016X}", x.to_bits())
+}
+
+/// An entry that does nothing, launched as one thread: the form of a kernel with no element to
+/// write (an empty product), which keeps the launch list one entry per kernel.
+fn empty_entry(name: &str, text: String) -> PtxEntry {
+    PtxEntry {
+        name: name.to_string(),
+        text,
+        launch: Launch {
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+            shared_bytes: 0,
+        },
+    }
+}
+
 /// The symbol of kernel `kernel` of step `step`.
 pub fn entry_name(step: usize, kernel: usize) -> String {
     format!("memc_s{step}_k{kernel}")

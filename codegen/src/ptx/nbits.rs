@@ -63,16 +63,7 @@ pub(super) fn emit(q: &NBitsMatMul, kernel: &str, name: &str) -> Result<PtxEntry
         return Err(unsupported("a dimension exceeds the 32-bit range".into()));
     }
     if rows == 0 || q.n == 0 {
-        let asm = Asm::new();
-        return Ok(PtxEntry {
-            name: name.to_string(),
-            text: asm.finish(name, ""),
-            launch: Launch {
-                grid: [1, 1, 1],
-                block: [1, 1, 1],
-                shared_bytes: 0,
-            },
-        });
+        return Ok(super::empty_entry(name, Asm::new().finish(name, "")));
     }
     if rows <= GEMV_ROWS {
         Ok(gemv(q, name))
@@ -232,8 +223,8 @@ impl GemvGroup<'_> {
                 let o = asm.f();
                 let c = -(2f64.powi(23 - p as i32) + f64::from(bias));
                 match &zp {
-                    Some(z) => asm.i(format!("sub.rn.f32 {o}, {}, {z}", float32(c))),
-                    None => asm.i(format!("mov.f32 {o}, {}", float32(c))),
+                    Some(z) => asm.i(format!("sub.rn.f32 {o}, {}, {z}", super::f32_imm(c as f32))),
+                    None => asm.i(format!("mov.f32 {o}, {}", super::f32_imm(c as f32))),
                 }
                 o
             })
@@ -281,7 +272,7 @@ impl GemvGroup<'_> {
                 let f = asm.f();
                 asm.i(format!("mov.b32 {f}, {t}"));
                 let d = asm.f();
-                let unit = float32(2f64.powi(-(p as i32)));
+                let unit = super::f32_imm(2f64.powi(-(p as i32)) as f32);
                 asm.i(format!("fma.rn.f32 {d}, {f}, {unit}, {}", offset_of(p)));
                 let at = ks.iter().position(|&x| x == k).unwrap_or(0);
                 for (row, s) in a.iter().zip(&sums) {
@@ -316,11 +307,6 @@ impl GemvGroup<'_> {
             }
         }
     }
-}
-
-/// An f32 immediate.
-fn float32(value: f64) -> String {
-    format!("0f{:08X}", (value as f32).to_bits())
 }
 
 /// The integer value of `bits` bits at bit `shift` of `word`.

@@ -7,3 +7,4 @@
 pub mod kernels;
 pub mod models;
 pub mod ptx;
+pub mod rng;

@@ -63,15 +63,7 @@ pub(super) struct Em {
 
 pub(super) type R<T> = Result<T, String>;
 
-/// The PTX immediate of an f32.
-pub(super) fn f32_imm(x: f32) -> String {
-    format!("0f{:08X}", x.to_bits())
-}
-
-/// The PTX immediate of an f64.
-pub(super) fn f64_imm(x: f64) -> String {
-    format!("0d{:016X}", x.to_bits())
-}
+pub(super) use crate::ptx::{f32_imm, f64_imm};
 
 /// `x` rounded to half precision (as an f32, which holds it exactly).
 pub(super) fn round_f16(x: f64) -> f32 {

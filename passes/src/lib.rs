@@ -34,6 +34,7 @@ pub mod fold_known;
 pub mod manager;
 pub mod memory;
 pub mod plan;
+pub mod remat;
 pub mod shape_infer;
 pub mod validate;
 

@@ -36,7 +36,7 @@ pub use language::{Facts, Head, Node, SigId};
 
 use crate::manager::{Pass, PassError};
 use egg::{Id, Runner, SimpleScheduler, StopReason};
-use extract::Built;
+pub(crate) use extract::Built;
 use language::{Graph, Sig};
 use memc_ir::target::TargetInfo;
 use memc_ir::{AttrDict, Function, Module};
@@ -194,7 +194,7 @@ fn is_modelled(func: &Function, op: memc_ir::OpId) -> bool {
 }
 
 /// Builds the e-graph of the entry block's modelled ops.
-fn build(func: &Function) -> (Graph, Built) {
+pub(crate) fn build(func: &Function) -> (Graph, Built) {
     let mut egraph = Graph::default();
     let uses = func.use_counts();
     let mut built = Built {

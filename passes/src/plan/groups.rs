@@ -131,6 +131,12 @@ pub fn load_with_sharing(buffers: &[BufferSpec]) -> Result<(u64, u64), PlanError
     Ok((load(&resolved.intervals), load(&plain_intervals(buffers))))
 }
 
+/// The placement groups of `buffers` (views and legal in-place sharing taken) as intervals:
+/// the live profile the planner sees, for passes that model memory (remat).
+pub fn group_intervals(buffers: &[BufferSpec]) -> Result<Vec<Interval>, PlanError> {
+    Ok(resolve(buffers)?.intervals)
+}
+
 fn plain_intervals(buffers: &[BufferSpec]) -> Vec<Interval> {
     buffers
         .iter()

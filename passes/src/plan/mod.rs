@@ -36,7 +36,8 @@ pub mod groups;
 
 pub use assign::{assign_offsets, Interval};
 pub use groups::{
-    load_with_sharing, plan, BufferSpec, Constraint, PlanError, PlanOptions, PlanResult,
+    group_intervals, load_with_sharing, plan, BufferSpec, Constraint, PlanError, PlanOptions,
+    PlanResult,
 };
 
 /// LOAD: the largest total size of intervals live at one step (a lower bound on any arena).

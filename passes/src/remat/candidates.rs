@@ -1,0 +1,236 @@
+//! Recompute candidates: for every buffer held across a gap between two reads, the chains of
+//! ops that can derive it again right before the later read from what is live there.
+//!
+//! A buffer (a value that owns its bytes, with the views of it) read at base positions
+//! `r_1 < r_2 < ...` is held over each gap `(r_j, r_{j+1})` only to be read again. A candidate
+//! recomputes, right before `r_{j+1}`, the buffer's producer and the views of it that are read
+//! from there on. Each operand of a cloned op is either live at that point anyway (free), or
+//! recomputed in turn (its producer joins the chain, up to [`MAX_DEPTH`] ops deep), or kept
+//! alive longer (`extends`: graph inputs, random ops, anything that may not run again). Two
+//! variants per gap when they differ: the shallow one (clone only the buffer's own ops, extend
+//! the rest) and the deep one (recompute every operand that can be, up to the depth).
+//! Selection ([`super::select`]) weighs their FLOPs against what they free.
+
+use super::model::{Candidate, Model};
+
+/// The most ops a deep chain recomputes behind the buffer's own producer.
+pub const MAX_DEPTH: usize = 4;
+
+/// Facts about the base schedule the candidates are drawn from.
+pub struct Base {
+    /// The buffer (root value) whose bytes each value uses.
+    pub root: Vec<usize>,
+    /// For each root, the base positions that read it or a view of it (sorted, unique;
+    /// `ops.len()` for the return).
+    pub reads: Vec<Vec<usize>>,
+    /// For each root, the position of its producer (`None` for inputs).
+    pub produced: Vec<Option<usize>>,
+}
+
+impl Base {
+    pub fn new(model: &Model) -> Base {
+        let n = model.ops.len();
+        let mut root: Vec<usize> = (0..model.values.len()).collect();
+        // Views come after their sources (SSA order), so one pass in producer order works.
+        for (p, op) in model.ops.iter().enumerate() {
+            let _ = p;
+            for &r in &op.results {
+                if let Some((source, _)) = model.values[r].view_of {
+                    root[r] = root[source];
+                }
+            }
+        }
+        let mut reads: Vec<Vec<usize>> = vec![Vec::new(); model.values.len()];
+        for (p, op) in model.ops.iter().enumerate() {
+            for &v in &op.operands {
+                reads[root[v]].push(p);
+            }
+        }
+        for (v, value) in model.values.iter().enumerate() {
+            if value.output {
+                reads[root[v]].push(n);
+            }
+        }
+        for r in &mut reads {
+            r.sort_unstable();
+            r.dedup();
+        }
+        let mut produced = vec![None; model.values.len()];
+        for (p, op) in model.ops.iter().enumerate() {
+            for &r in &op.results {
+                produced[r] = Some(p);
+            }
+        }
+        Base {
+            root,
+            reads,
+            produced,
+        }
+    }
+
+    /// Whether `value`'s buffer is live at base position `at` without any recomputation: made
+    /// before it and read at or after it.
+    pub fn live_at(&self, value: usize, at: usize) -> bool {
+        let r = self.root[value];
+        self.produced[r].is_none_or(|p| p < at) && self.reads[r].last().is_some_and(|&l| l >= at)
+    }
+}
+
+/// Every candidate of the model's schedule.
+pub fn candidates(model: &Model, base: &Base) -> Vec<Candidate> {
+    let n = model.ops.len();
+    // The values derived from each root through views, by root.
+    let mut group: Vec<Vec<usize>> = vec![Vec::new(); model.values.len()];
+    for v in 0..model.values.len() {
+        group[base.root[v]].push(v);
+    }
+    // Reads of each value itself (not through views), for choosing which views to redo.
+    let mut own_reads: Vec<Vec<usize>> = vec![Vec::new(); model.values.len()];
+    for (p, op) in model.ops.iter().enumerate() {
+        for &v in &op.operands {
+            own_reads[v].push(p);
+        }
+    }
+    for (v, value) in model.values.iter().enumerate() {
+        if value.output {
+            own_reads[v].push(n);
+        }
+    }
+    let mut out = Vec::new();
+    for root in 0..model.values.len() {
+        let value = &model.values[root];
+        if base.root[root] != root || value.input || value.size == 0 {
+            continue;
+        }
+        let Some(producer) = base.produced[root] else {
+            continue;
+        };
+        if !model.ops[producer].recompute {
+            continue;
+        }
+        let reads = &base.reads[root];
+        for pair in reads.windows(2) {
+            let (from, at) = (pair[0], pair[1]);
+            if at < from + 2 {
+                continue; // no op runs in between: nothing to gain
+            }
+            // The buffer's own ops: its producer and the views read from `at` on.
+            let mut own = vec![producer];
+            let mut ok = true;
+            for &y in &group[root] {
+                if y == root || !own_reads[y].iter().any(|&p| p >= at) {
+                    continue;
+                }
+                // The views on the path from the root to `y`.
+                let mut v = y;
+                while let Some((source, _)) = model.values[v].view_of {
+                    match base.produced[v] {
+                        Some(p) if model.ops[p].recompute => own.push(p),
+                        _ => ok = false,
+                    }
+                    v = source;
+                }
+            }
+            if !ok {
+                continue;
+            }
+            own.sort_unstable();
+            own.dedup();
+            let shallow = derive(model, base, &own, root, at, 0);
+            let deep = derive(model, base, &own, root, at, MAX_DEPTH);
+            let make = |(chain, extends): (Vec<usize>, Vec<usize>)| Candidate {
+                target: root,
+                at,
+                flops: chain
+                    .iter()
+                    .fold(0u64, |a, &o| a.saturating_add(model.ops[o].flops)),
+                label: label(model, &chain),
+                chain,
+                gap_from: from,
+                extends,
+            };
+            let shallow = make(shallow);
+            let deep = make(deep);
+            let differ = deep.chain != shallow.chain;
+            out.push(shallow);
+            if differ {
+                out.push(deep);
+            }
+        }
+    }
+    out
+}
+
+/// The chain that recomputes `own` (base op indices) before `at`, recomputing unavailable
+/// operands up to `depth` more ops; and the values it keeps alive longer instead.
+fn derive(
+    model: &Model,
+    base: &Base,
+    own: &[usize],
+    root: usize,
+    at: usize,
+    depth: usize,
+) -> (Vec<usize>, Vec<usize>) {
+    let mut chain: Vec<usize> = own.to_vec();
+    let mut extends = Vec::new();
+    let mut budget = depth;
+    let mut queue: Vec<usize> = own.to_vec();
+    let mut seen_values: Vec<usize> = Vec::new();
+    while let Some(o) = queue.pop() {
+        for &x in &model.ops[o].operands {
+            let rx = base.root[x];
+            if rx == root || seen_values.contains(&x) {
+                continue;
+            }
+            // Produced inside the chain already?
+            if base.produced[x].is_some_and(|p| chain.contains(&p)) {
+                continue;
+            }
+            seen_values.push(x);
+            if base.live_at(x, at) {
+                continue;
+            }
+            // Recompute x (its buffer's producer and the views down to x) if the depth allows
+            // and every op on the way may run again.
+            let mut ops = Vec::new();
+            let mut v = x;
+            let mut ok = true;
+            loop {
+                match base.produced[v] {
+                    Some(p) if model.ops[p].recompute => ops.push(p),
+                    _ => {
+                        ok = false;
+                        break;
+                    }
+                }
+                match model.values[v].view_of {
+                    Some((source, _)) => v = source,
+                    None => break,
+                }
+            }
+            let fresh: Vec<usize> = ops.iter().copied().filter(|p| !chain.contains(p)).collect();
+            if ok && fresh.len() <= budget {
+                budget -= fresh.len();
+                for p in fresh {
+                    chain.push(p);
+                    queue.push(p);
+                }
+            } else {
+                extends.push(x);
+            }
+        }
+    }
+    chain.sort_unstable();
+    chain.dedup();
+    extends.sort_unstable();
+    extends.dedup();
+    (chain, extends)
+}
+
+/// onnxruntime's subgraph string of a chain: its op types in order, each followed by `+`.
+pub fn label(model: &Model, chain: &[usize]) -> String {
+    chain
+        .iter()
+        .map(|&o| format!("{}+", model.ops[o].kind))
+        .collect()
+}

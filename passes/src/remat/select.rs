@@ -1,0 +1,259 @@
+//! Choosing candidates: the fewest extra FLOPs that bring the schedule's LOAD under a target.
+//!
+//! - **Exact** when few candidates matter (at most [`EXACT_LIMIT`] of them hold bytes across a
+//!   step over the target): a depth-first search over subsets, cheapest first, pruned by the
+//!   FLOPs of the best subset found so far; the model's own evaluation decides feasibility.
+//! - **Greedy** otherwise (and as the exact search's first bound): while the LOAD is over the
+//!   target, take the candidates that hold bytes across the peak step, estimate each by bytes
+//!   freed per FLOP, evaluate the best few exactly and keep the one that removes the most
+//!   bytes over the target (summed over all steps) per FLOP; then drop, most expensive
+//!   first, every chosen candidate the target no longer needs.
+//!
+//! At most one candidate per (buffer, gap): the variants of one gap exclude each other.
+
+use super::model::{Candidate, Model, Profile};
+
+/// The most relevant candidates for which the search is exact.
+pub const EXACT_LIMIT: usize = 16;
+/// How many of the best-estimated candidates each greedy step evaluates exactly.
+const SHORTLIST: usize = 6;
+/// The most subsets the exact search evaluates before it settles for the best found.
+const EXACT_EVALUATIONS: usize = 1 << 17;
+
+/// What selection chose.
+pub struct Selection {
+    /// Indices into the candidate list, in the order chosen.
+    pub chosen: Vec<usize>,
+    pub profile: Profile,
+    /// Whether the profile's LOAD is at most the target.
+    pub reached: bool,
+    /// Whether the choice is the optimum of the candidate set (the exact search finished).
+    pub exact: bool,
+}
+
+/// Bytes over `target`, summed over steps.
+fn excess(profile: &Profile, target: u64) -> u128 {
+    profile
+        .live
+        .iter()
+        .map(|&l| u128::from(l.saturating_sub(target)))
+        .sum()
+}
+
+fn excludes(a: &Candidate, b: &Candidate) -> bool {
+    a.target == b.target && a.gap_from == b.gap_from
+}
+
+fn eval(model: &Model, cands: &[Candidate], chosen: &[usize]) -> Profile {
+    let list: Vec<&Candidate> = chosen.iter().map(|&i| &cands[i]).collect();
+    model.evaluate(&list)
+}
+
+/// Whether candidate `c` holds its buffer across base position `p` (frees bytes there).
+fn covers(c: &Candidate, p: usize) -> bool {
+    c.gap_from < p && p < c.at
+}
+
+/// Chooses candidates so that the LOAD is at most `target`, starting from `forced` (always
+/// kept, e.g. the user's `--recompute` choices).
+pub fn select(model: &Model, cands: &[Candidate], target: u64, forced: &[usize]) -> Selection {
+    let greedy = greedy(model, cands, target, forced);
+    if !greedy.reached && greedy.profile.load <= target {
+        return greedy;
+    }
+    // The candidates that matter: those holding bytes across a step over the target.
+    let base = eval(model, cands, forced);
+    let hot: Vec<usize> = base
+        .live
+        .iter()
+        .enumerate()
+        .filter(|(_, &l)| l > target)
+        .map(|(s, _)| base.base_at[s])
+        .collect();
+    let relevant: Vec<usize> = (0..cands.len())
+        .filter(|i| !forced.contains(i))
+        .filter(|&i| hot.iter().any(|&p| covers(&cands[i], p)))
+        .collect();
+    if relevant.len() > EXACT_LIMIT || hot.is_empty() {
+        return greedy;
+    }
+    match exact(model, cands, target, forced, &relevant, &greedy) {
+        Some(better) => better,
+        None => greedy,
+    }
+}
+
+fn greedy(model: &Model, cands: &[Candidate], target: u64, forced: &[usize]) -> Selection {
+    let mut chosen: Vec<usize> = forced.to_vec();
+    let mut profile = eval(model, cands, &chosen);
+    while profile.load > target {
+        let peak = profile
+            .live
+            .iter()
+            .enumerate()
+            .max_by_key(|&(s, &l)| (l, std::cmp::Reverse(s)))
+            .map_or(0, |(s, _)| s);
+        let p = profile.base_at[peak];
+        let mut options: Vec<usize> = (0..cands.len())
+            .filter(|&i| {
+                !chosen
+                    .iter()
+                    .any(|&c| c == i || excludes(&cands[c], &cands[i]))
+            })
+            .filter(|&i| covers(&cands[i], p))
+            .collect();
+        if options.is_empty() {
+            break;
+        }
+        // Bytes freed per FLOP, estimated: the buffer's size, less what the chain keeps alive.
+        let estimate = |c: &Candidate| {
+            let freed = model.values[c.target].size as f64;
+            let kept: f64 = c.extends.iter().map(|&v| model.values[v].size as f64).sum();
+            (freed - kept) / (c.flops as f64 + 1.0)
+        };
+        options.sort_by(|&a, &b| {
+            estimate(&cands[b])
+                .partial_cmp(&estimate(&cands[a]))
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then(a.cmp(&b))
+        });
+        let before = excess(&profile, target);
+        let mut best: Option<(f64, usize, Profile)> = None;
+        let mut tried = 0;
+        for &i in &options {
+            if tried >= SHORTLIST && best.is_some() {
+                break;
+            }
+            tried += 1;
+            chosen.push(i);
+            let trial = eval(model, cands, &chosen);
+            chosen.pop();
+            let after = excess(&trial, target);
+            if after >= before {
+                continue;
+            }
+            let gain = (before - after) as f64 / (cands[i].flops as f64 + 1.0);
+            if best.as_ref().is_none_or(|(g, _, _)| gain > *g) {
+                best = Some((gain, i, trial));
+            }
+        }
+        match best {
+            Some((_, i, trial)) => {
+                chosen.push(i);
+                profile = trial;
+            }
+            None => break,
+        }
+    }
+    let reached = profile.load <= target;
+    if reached {
+        // Drop what the target no longer needs, most expensive first.
+        let mut order: Vec<usize> = chosen
+            .iter()
+            .copied()
+            .filter(|i| !forced.contains(i))
+            .collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(cands[i].flops));
+        for i in order {
+            let without: Vec<usize> = chosen.iter().copied().filter(|&c| c != i).collect();
+            let trial = eval(model, cands, &without);
+            if trial.load <= target {
+                chosen = without;
+                profile = trial;
+            }
+        }
+    }
+    Selection {
+        chosen,
+        profile,
+        reached,
+        exact: false,
+    }
+}
+
+/// The exact search over `relevant`; `None` when it finds nothing better than `greedy`.
+fn exact(
+    model: &Model,
+    cands: &[Candidate],
+    target: u64,
+    forced: &[usize],
+    relevant: &[usize],
+    greedy: &Selection,
+) -> Option<Selection> {
+    let mut order = relevant.to_vec();
+    order.sort_by_key(|&i| (cands[i].flops, i));
+    let greedy_flops = if greedy.reached {
+        Some(greedy.profile.extra_flops)
+    } else {
+        None
+    };
+    let mut search = Search {
+        model,
+        cands,
+        target,
+        order: &order,
+        best: None,
+        best_flops: greedy_flops,
+        evaluations: 0,
+    };
+    let mut chosen = forced.to_vec();
+    let forced_flops: u64 = forced.iter().map(|&i| cands[i].flops).sum();
+    search.dfs(0, &mut chosen, forced_flops);
+    let finished = search.evaluations < EXACT_EVALUATIONS;
+    match search.best {
+        Some((chosen, profile)) => Some(Selection {
+            chosen,
+            reached: true,
+            profile,
+            exact: finished,
+        }),
+        None if finished && greedy.reached => Some(Selection {
+            chosen: greedy.chosen.clone(),
+            profile: greedy.profile.clone(),
+            reached: true,
+            exact: true,
+        }),
+        None => None,
+    }
+}
+
+struct Search<'a> {
+    model: &'a Model,
+    cands: &'a [Candidate],
+    target: u64,
+    order: &'a [usize],
+    best: Option<(Vec<usize>, Profile)>,
+    /// FLOPs of the best feasible choice so far: a subset must cost less to be worth a look.
+    best_flops: Option<u64>,
+    evaluations: usize,
+}
+
+impl Search<'_> {
+    fn dfs(&mut self, k: usize, chosen: &mut Vec<usize>, flops: u64) {
+        if self.evaluations >= EXACT_EVALUATIONS {
+            return;
+        }
+        if self.best_flops.is_some_and(|b| flops >= b) {
+            return;
+        }
+        self.evaluations += 1;
+        let profile = eval(self.model, self.cands, chosen);
+        if profile.load <= self.target {
+            self.best_flops = Some(profile.extra_flops);
+            self.best = Some((chosen.clone(), profile));
+            return;
+        }
+        for j in k..self.order.len() {
+            let i = self.order[j];
+            if chosen
+                .iter()
+                .any(|&c| excludes(&self.cands[c], &self.cands[i]))
+            {
+                continue;
+            }
+            chosen.push(i);
+            self.dfs(j + 1, chosen, flops.saturating_add(self.cands[i].flops));
+            chosen.pop();
+        }
+    }
+}

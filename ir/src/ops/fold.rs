@@ -534,8 +534,9 @@ pub fn reduce_min(ctx: &ShapeCtx, results: &[TensorType], index: usize) -> Fold 
     reduce(ctx, results, index, SymInt::min)
 }
 
-/// The first element of a weight with loaded bytes, as `ConstantOfShape`'s fill value.
-fn weight_scalar(weight: &Weight) -> Option<SymInt> {
+/// The first element of a weight with loaded bytes and at most [`MAX_KNOWN_ELEMENTS`]
+/// elements (`ConstantOfShape`'s fill value, Dropout's `training_mode` and `ratio`).
+pub(super) fn weight_scalar(weight: &Weight) -> Option<SymInt> {
     decode(weight)?.first().cloned()
 }
 

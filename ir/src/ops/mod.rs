@@ -32,7 +32,16 @@
 //! 4. If the op computes shapes (it may sit between `Shape` and `Reshape`), write a fold in
 //!    `fold.rs` and attach it with `.fold(...)`: the known value of a result from the known
 //!    values of the operands.
-//! 5. Lower it (memc-codegen): add the op's arm to the one `match` in
+//! 5. Say what one execution costs and whether re-running it may differ (the remat pass asks
+//!    both, through [`flops`] and [`is_random`]). An op with the `ELEMENTWISE` or `REDUCTION`
+//!    trait, or a view ([`Traits::VIEW`]), gets its FLOP count from its traits; any other op,
+//!    and any elementwise op whose formula is more than one operation or that only moves bytes
+//!    (`Where`, `Cast`), attaches a count from `cost.rs` with `.flops(...)` (`c::zero` for
+//!    pure data movement), following the conventions in `cost.rs`'s module doc. A test fails
+//!    for an op that has neither. An op that draws random numbers gets [`Traits::RANDOM`];
+//!    one that does only in some uses (Dropout in training mode) attaches the condition with
+//!    `.random_when(...)` (in `random.rs`).
+//! 6. Lower it (memc-codegen): add the op's arm to the one `match` in
 //!    `codegen/src/lower/plan.rs` (`plan_op`; it has no wildcard, so a new opcode without an
 //!    arm does not build). Most ops map to one function of their family module (`elementwise`,
 //!    `reduce`, `movement`, `linalg`), `fn(&LowerCtx, OpId) -> LowerResult`, that builds the
@@ -48,14 +57,16 @@
 //!    reference backend (`memc_codegen::reference`) and the text form run any kernel the op
 //!    lowers to, so a new op needs no backend change. Only a new kernel IR instruction does,
 //!    and their exhaustive matches make a missing case a build error.
-//! 6. Tests: a lit-test under `lit-tests/` that shows the op printed, parsed and verified, and
+//! 7. Tests: a lit-test under `lit-tests/` that shows the op printed, parsed and verified, and
 //!    one for each error its hook or shape function can report (if the op has a new trait case
 //!    such as a view, a unit test in `view.rs`); a lowering lit-test under `lit-tests/lower/`
 //!    (`memc compile %s --emit kernels`) for each of its forms; and its ONNX node tests, which
 //!    `tests/node_tests.rs` runs through the CPU and the reference backends (record the new
 //!    statuses with `MEMC_UPDATE_NODE_TESTS=1`).
 
+mod cost;
 mod fold;
+mod random;
 mod shape;
 mod table;
 mod value;
@@ -63,6 +74,8 @@ mod verify;
 mod view;
 mod window;
 
+pub use cost::flops;
+pub use random::is_random;
 pub use shape::{broadcast_dim, broadcast_dims, elem_from_onnx_dtype, fused_matmul_perm};
 pub use table::Opcode;
 pub use value::{KnownValue, SymInt, MAX_KNOWN_ELEMENTS};
@@ -151,6 +164,10 @@ impl Traits {
     pub const IN_PLACE: Traits = Traits(1 << 6);
     /// Combines the elements along some axes into fewer (`ReduceX`, `ArgMax`, `ArgMin`).
     pub const REDUCTION: Traits = Traits(1 << 7);
+    /// Re-running the op may give a different result (it draws random numbers), always or,
+    /// with a `random_when` hook, in the uses the hook names; [`is_random`] decides for one
+    /// op. A rematerialization never recomputes such an op.
+    pub const RANDOM: Traits = Traits(1 << 8);
 
     pub const fn with(self, other: Traits) -> Traits {
         Traits(self.0 | other.0)
@@ -323,6 +340,15 @@ pub type ShapeFn = fn(&ShapeCtx) -> Result<Option<Vec<TensorType>>, String>;
 /// is called for it); `None` when an operand it needs is not known.
 pub type FoldFn = fn(&ShapeCtx, &[TensorType], usize) -> Option<KnownValue>;
 
+/// A FLOP count: the arithmetic operations one execution of the op performs, from its static
+/// shapes and attributes; `None` when a shape it needs is not static (see `cost.rs`).
+pub type FlopsFn = fn(&OpCtx) -> Option<u64>;
+
+/// Whether one op of a kind with the [`Traits::RANDOM`] trait draws random numbers, from its
+/// operands' known or constant values (Dropout: only in training mode with a ratio other than
+/// 0). It says `true` whenever it cannot tell.
+pub type RandomFn = fn(&ShapeCtx) -> bool;
+
 /// The declaration of one op.
 #[derive(Copy, Clone, Debug)]
 pub struct OpDef {
@@ -337,6 +363,10 @@ pub struct OpDef {
     pub verify: Option<VerifyFn>,
     pub infer: Option<ShapeFn>,
     pub fold: Option<FoldFn>,
+    /// The op's FLOP count; `None` to derive it from the traits ([`flops`]).
+    pub flops: Option<FlopsFn>,
+    /// For an op with [`Traits::RANDOM`]: in which uses it is random; `None`: in all.
+    pub random: Option<RandomFn>,
 }
 
 /// Starts an op declaration: no operands, results or attributes, pure, no regions.
@@ -353,6 +383,8 @@ pub const fn op(name: &'static str, summary: &'static str) -> OpDef {
         verify: None,
         infer: None,
         fold: None,
+        flops: None,
+        random: None,
     }
 }
 
@@ -405,6 +437,19 @@ impl OpDef {
 
     pub const fn fold(mut self, fold: FoldFn) -> OpDef {
         self.fold = Some(fold);
+        self
+    }
+
+    /// Declares the op's FLOP count (instead of the one its traits imply).
+    pub const fn flops(mut self, count: FlopsFn) -> OpDef {
+        self.flops = Some(count);
+        self
+    }
+
+    /// Marks the op random ([`Traits::RANDOM`]) in the uses `hook` names.
+    pub const fn random_when(mut self, hook: RandomFn) -> OpDef {
+        self.traits = self.traits.with(Traits::RANDOM);
+        self.random = Some(hook);
         self
     }
 
@@ -495,6 +540,11 @@ impl OpDef {
     /// Whether the op is a reduction (`ReduceX`, `ArgMax`, `ArgMin`).
     pub fn is_reduction(&self) -> bool {
         self.traits.contains(Traits::REDUCTION)
+    }
+
+    /// Whether some use of the op may be random ([`is_random`] decides for one op).
+    pub fn may_be_random(&self) -> bool {
+        self.traits.contains(Traits::RANDOM)
     }
 }
 

@@ -35,7 +35,6 @@ pub mod candidates;
 pub mod config;
 pub mod model;
 pub mod select;
-mod shim;
 
 use crate::memory::{plan_function_with_scratch, MemoryPlan, ScratchFn};
 use crate::plan::PlanOptions;
@@ -267,7 +266,7 @@ fn recomputable(func: &Function, weights: &WeightStore, op: OpId) -> bool {
     let def = data.opcode.def();
     def.is_pure()
         && data.regions.is_empty()
-        && !shim::is_random(func, weights, op)
+        && !memc_ir::ops::is_random(func, weights, op)
         && data.operands.iter().all(|&v| {
             // Persistent gradient buffers change during the step; parameters do not.
             !matches!(
@@ -390,7 +389,7 @@ fn build(func: &Function, weights: &WeightStore, scratch: &ScratchFn) -> Built {
         model.ops.push(model::Op {
             results,
             operands,
-            flops: shim::flops(func, op),
+            flops: memc_ir::ops::flops(func, op),
             scratch: scratch(func, op),
             in_place: data.opcode.def().is_in_place(),
             recompute: recomputable(func, weights, op),

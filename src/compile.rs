@@ -93,6 +93,20 @@ pub struct Compiled {
     pub times: Vec<StageTime>,
 }
 
+impl Compiled {
+    /// The memory plan's report (`None` when memory was not planned): what `--emit plan-json`
+    /// prints, the plan file stores and `--report` renders.
+    pub fn memory_report(&self) -> Option<crate::report::MemoryReport> {
+        self.plan.as_ref().map(|plan| {
+            crate::report::MemoryReport::new(
+                plan,
+                self.module.functions().next().map(|(_, f)| f),
+                self.symbolic.functions().next().map(|(_, f)| f),
+            )
+        })
+    }
+}
+
 /// Parses `name=value` for `--dim`.
 pub fn parse_dim_binding(text: &str) -> Result<(String, u64), String> {
     let (name, value) = text
@@ -138,11 +152,7 @@ pub fn compile_text(source: &str, options: &CompileOptions) -> Result<Compiled, 
 pub fn emitted_text(compiled: &Compiled, emit: Emit) -> Option<String> {
     match (emit, &compiled.plan, &compiled.program) {
         (Emit::Ir | Emit::Mlir, _, _) => Some(memc_ir::print_module(&compiled.module)),
-        (Emit::PlanJson, Some(plan), _) => Some(crate::report::json(
-            plan,
-            compiled.module.functions().next().map(|(_, f)| f),
-            compiled.symbolic.functions().next().map(|(_, f)| f),
-        )),
+        (Emit::PlanJson, Some(_), _) => compiled.memory_report().map(|r| r.to_json()),
         (Emit::Kernels, Some(plan), Some(program)) => Some(
             memc_codegen::text::ProgramText::new(program)
                 .with_plan(plan)

@@ -6,9 +6,9 @@
 //!
 //! Built: the IR with its MLIR-syntax printer and parser, the verifier, the pass manager, the
 //! `memc opt` driver ([`opt`]), the compile pipeline ([`compile`]: ONNX import, shape inference,
-//! memory planning, lowering to kernels), the plan file, and the drivers of `memc run` ([`run`])
-//! and `memc inspect` ([`inspect`]). [`PLANNED_COMMANDS`] lists what the command line answers
-//! as not built yet.
+//! memory planning, lowering to kernels), the plan file, the drivers of `memc run` ([`run`])
+//! and `memc inspect` ([`inspect`]), and the memory report ([`report`]: `memc compile --report`,
+//! `--emit plan-json` and `memc report PLAN`).
 
 pub mod compile;
 pub mod inspect;
@@ -21,10 +21,6 @@ pub use memc_codegen as codegen;
 pub use memc_ir as ir;
 pub use memc_passes as passes;
 pub use memc_runtime as runtime;
-
-/// Commands from DESIGN.md that exist on the command line but are not built yet, with the
-/// piece of memc each one waits for.
-pub const PLANNED_COMMANDS: &[(&str, &str)] = &[("report", "the memory planner's report")];
 
 /// The peak resident set size of this process in bytes (`VmHWM` in `/proc/self/status`), or
 /// `None` where the kernel does not report it.

@@ -164,10 +164,16 @@ enum Command {
         #[arg(long)]
         rss: bool,
     },
-    /// Show where a plan's memory goes (not built yet).
+    /// Show where a plan's memory goes: the table `compile --report` prints, and its SVG timeline.
+    ///
+    /// Read from the plan file alone (no model needed); the table goes to standard output.
     Report {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-        args: Vec<String>,
+        /// The plan file (`memc compile MODEL -o MODEL.plan`).
+        plan: PathBuf,
+        /// Where to write the SVG timeline (default: PLAN's name with `.memory.svg`, in the
+        /// current directory).
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
     },
     /// Show what a plan file holds: header, I/O signature, arena, weights, steps.
     Inspect {
@@ -312,12 +318,30 @@ fn run(cli: Cli) -> ExitCode {
             };
             runtime_output(memc::run::run(&plan, &options))
         }
-        Command::Report { .. } => not_built("report"),
+        Command::Report { plan, svg } => {
+            let svg = svg.unwrap_or_else(|| svg_beside_stem(&plan, "plan"));
+            match memc::report::report_plan_file(&plan, &svg) {
+                Ok(table) => write_output(None, &table),
+                Err(message) => {
+                    eprintln!("error: {message}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Inspect { plan, json, verify } => {
             let options = memc::inspect::InspectOptions { json, verify };
             runtime_output(memc::inspect::inspect(&plan, options))
         }
     }
+}
+
+/// The default path of an SVG timeline: `<stem of file>.memory.svg` in the current directory
+/// (`<fallback>.memory.svg` when `file` has no stem).
+fn svg_beside_stem(file: &std::path::Path, fallback: &str) -> PathBuf {
+    let stem = file
+        .file_stem()
+        .map_or(fallback.into(), |s| s.to_string_lossy().into_owned());
+    PathBuf::from(format!("{stem}.memory.svg"))
 }
 
 /// Reads textual IR from `file` (`-` is standard input) for `memc {command}`; returns the text
@@ -411,27 +435,17 @@ fn compile(model: &std::path::Path, request: CompileRequest) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if let (true, Some(plan)) = (request.report, &compiled.plan) {
-        let svg_path = request.report_svg.unwrap_or_else(|| {
-            let stem = model
-                .file_stem()
-                .map_or("model".into(), |s| s.to_string_lossy().into_owned());
-            PathBuf::from(format!("{stem}.memory.svg"))
-        });
-        let planned = compiled.module.functions().next().map(|(_, f)| f);
-        if let Err(e) = std::fs::write(&svg_path, memc::report::svg(plan, planned)) {
+    if let (true, Some(report)) = (request.report, compiled.memory_report()) {
+        let svg_path = request
+            .report_svg
+            .unwrap_or_else(|| svg_beside_stem(model, "model"));
+        if let Err(e) = std::fs::write(&svg_path, memc::report::svg(&report)) {
             eprintln!("error: cannot write `{}`: {e}", svg_path.display());
             return ExitCode::FAILURE;
         }
-        let symbolic = compiled.symbolic.functions().next().map(|(_, f)| f);
         eprint!(
             "{}",
-            memc::report::table(
-                plan,
-                planned,
-                symbolic,
-                Some(&svg_path.display().to_string())
-            )
+            memc::report::table(&report, Some(&svg_path.display().to_string()))
         );
     }
     if let (Emit::Plan, Some(program), Some(output)) =
@@ -555,6 +569,11 @@ fn write_plan_file(
         .plan
         .as_ref()
         .map(memc::runtime::plan::PlannerSummary::from_plan);
+    // What `memc report` prints from the plan alone.
+    meta.memory_report = compiled
+        .memory_report()
+        .as_ref()
+        .map(memc::report::MemoryReport::to_value);
     let started = std::time::Instant::now();
     match memc::runtime::plan::write_plan(output, &meta, &compiled.module.weights) {
         Ok(stats) => {
@@ -642,16 +661,4 @@ fn runtime_output(result: Result<String, memc::runtime::RuntimeError>) -> ExitCo
             ExitCode::FAILURE
         }
     }
-}
-
-fn not_built(command: &str) -> ExitCode {
-    let needs = memc::PLANNED_COMMANDS
-        .iter()
-        .find(|(name, _)| *name == command)
-        .map_or("later work", |(_, needs)| needs);
-    eprintln!("error: `memc {command}` is not built yet; it needs {needs}.");
-    eprintln!(
-        "       `memc compile MODEL.onnx --report --dim NAME=VALUE ...` shows where a model's memory goes today."
-    );
-    ExitCode::FAILURE
 }

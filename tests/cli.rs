@@ -1,5 +1,5 @@
-//! The command line as a user meets it: every message for a bad flag, a bad file, a bad
-//! pipeline, or a command that is not built yet, plus the flags `memc opt` offers. Outputs are
+//! The command line as a user meets it: every message for a bad flag, a bad file or a bad
+//! pipeline, plus the flags `memc opt` offers. Outputs are
 //! insta snapshots (`cargo insta review` to accept a change).
 
 use std::io::Write;
@@ -50,14 +50,6 @@ fn help_lists_every_planned_command() {
         );
     }
     insta::assert_snapshot!(help);
-}
-
-#[test]
-fn unbuilt_commands_say_so() {
-    for command in ["report"] {
-        let out = memc(&[command, "model.plan", "--input", "x=x.npy"], None);
-        insta::assert_snapshot!(format!("not_built_{command}"), out);
-    }
 }
 
 #[test]

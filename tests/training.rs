@@ -307,17 +307,34 @@ fn the_report_shows_where_training_memory_goes() {
     assert!(json["training"]["boundary_step"].as_u64().expect("a step") > 0);
 
     let svg = Path::new(env!("CARGO_TARGET_TMPDIR")).join("training_report.svg");
+    let plan = Path::new(env!("CARGO_TARGET_TMPDIR")).join("training_report.plan");
     let out = Command::new(memc)
         .arg("compile")
         .arg(&model)
         .args(["--dim", "batch=2", "--report", "--report-svg"])
         .arg(&svg)
         .arg("-o")
-        .arg(Path::new(env!("CARGO_TARGET_TMPDIR")).join("training_report.plan"))
+        .arg(&plan)
         .output()
         .expect("memc runs");
     assert!(out.status.success());
     let table = String::from_utf8_lossy(&out.stderr);
+    // `memc report` prints the same table from the plan file alone, training section included
+    // (the compile's last line says the plan was written).
+    let compiled_svg = std::fs::read_to_string(&svg).expect("the timeline is written");
+    std::fs::remove_file(&svg).expect("the timeline is removed");
+    let from_plan = run(Command::new(memc)
+        .arg("report")
+        .arg(&plan)
+        .arg("--svg")
+        .arg(&svg));
+    let (compile_table, wrote) = table.trim_end().rsplit_once('\n').expect("lines");
+    assert!(wrote.starts_with("memc: wrote "), "{table}");
+    assert_eq!(from_plan, format!("{compile_table}\n"));
+    assert_eq!(
+        std::fs::read_to_string(&svg).expect("memc report wrote the timeline"),
+        compiled_svg
+    );
     for line in [
         "training step (forward/backward boundary at step",
         "parameters                       144 B  2 tensors",

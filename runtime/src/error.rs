@@ -36,12 +36,13 @@ pub enum RuntimeError {
         what: &'static str,
     },
     #[error(
-        "`{}`: plan format version {found}, this memc reads version {supported}; recompile the model",
+        "`{}`: plan format version {found}, this memc reads versions {oldest} to {supported}; recompile the model",
         path.display()
     )]
     Version {
         path: PathBuf,
         found: u32,
+        oldest: u32,
         supported: u32,
     },
     /// A checksum over part of the file does not match the one the header records.

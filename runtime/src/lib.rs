@@ -59,6 +59,11 @@ pub use tensor::{Element, Tensor, TensorRef};
 /// slot records the id of its packed layout (`PackSpec::layout`, `nbits v2`). Version 3: the
 /// program has a persistent state region (`Program::state`, `state_size`; views into
 /// `Region::State`) for training steps. Version 4: the metadata's `ptx` field (the PTX module
-/// and launch list of a `cuda` plan, `null` for other targets). Older plans are refused with a
-/// request to recompile.
-pub const PLAN_FORMAT_VERSION: u32 = 4;
+/// and launch list of a `cuda` plan, `null` for other targets). Version 5: the metadata's
+/// `memory_report` field (the memory plan's report as JSON, what `memc report` prints).
+/// Version 4 plans are still read (they differ only in lacking `memory_report`); older ones are
+/// refused with a request to recompile.
+pub const PLAN_FORMAT_VERSION: u32 = 5;
+
+/// The oldest plan format version this build reads.
+pub const OLDEST_PLAN_FORMAT_VERSION: u32 = 4;

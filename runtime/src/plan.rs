@@ -14,7 +14,7 @@
 //!    | bytes  | type     | field                                                         |
 //!    |--------|----------|---------------------------------------------------------------|
 //!    | 0..8   | [u8; 8]  | magic, the ASCII bytes `MEMCPLAN`                             |
-//!    | 8..12  | u32      | format version, [`PLAN_FORMAT_VERSION`](crate::PLAN_FORMAT_VERSION) |
+//!    | 8..12  | u32      | format version, [`PLAN_FORMAT_VERSION`](crate::PLAN_FORMAT_VERSION) when written |
 //!    | 12..16 | u32      | header length in bytes (64 in versions 1 and 2)               |
 //!    | 16..24 | u64      | metadata offset: the file offset of the metadata (= 64)       |
 //!    | 24..32 | u64      | metadata length in bytes                                      |
@@ -27,6 +27,9 @@
 //!
 //! 2. The metadata: [`PlanMeta`] as compact UTF-8 JSON (serde's encoding of the structs in this
 //!    module and of [`memc_codegen::Program`]), followed by zero bytes up to the weights offset.
+//!    Its `memory_report` (version 5) is the memory plan's report, the JSON object `memc compile
+//!    --emit plan-json` prints (memc's `report::MemoryReport`); the runtime stores it as opaque
+//!    JSON and never reads it, `memc report` renders it.
 //!
 //! 3. The weights section: `weights length` bytes. Each [`WeightSlot`] of the program holds its
 //!    weight's bytes at `weights offset + slot.byte_offset`; slots are 64-byte aligned
@@ -40,7 +43,9 @@
 //!
 //! [`PlanFile::open`] maps the file and checks, in this order, each with its own error: the file
 //! is long enough for the magic, the magic, the version (before anything else in the header, so a
-//! future format with a different header is reported as a version), the header length, the
+//! future format with a different header is reported as a version; versions from
+//! [`OLDEST_PLAN_FORMAT_VERSION`](crate::OLDEST_PLAN_FORMAT_VERSION) on are read: version 4 has
+//! the same layout and lacks only `memory_report`, read as `None`), the header length, the
 //! header checksum, the section bounds (and that the file ends where the weights do), the
 //! metadata checksum, the JSON, [`Program::validate`], that the weights section is as long as
 //! the program says, and the PTX (below). The weights checksum reads every weight page, so it is
@@ -64,7 +69,7 @@
 //! has the old plan mapped keeps reading the old file.
 
 use crate::error::{Result, RuntimeError};
-use crate::PLAN_FORMAT_VERSION;
+use crate::{OLDEST_PLAN_FORMAT_VERSION, PLAN_FORMAT_VERSION};
 use memc_codegen::program::WeightSlot;
 use memc_codegen::Program;
 use memc_ir::{WeightBytes, WeightStore};
@@ -75,8 +80,10 @@ use std::path::{Path, PathBuf};
 
 /// The first eight bytes of every plan file.
 pub const MAGIC: [u8; 8] = *b"MEMCPLAN";
-/// The header's length in format versions 1 and 2.
+/// The header's length in every format version.
 pub const HEADER_LEN: u64 = 64;
+/// The first format version whose metadata holds `memory_report`.
+pub const FIRST_VERSION_WITH_REPORT: u32 = 5;
 /// Alignment of the weights section's file offset (a page on every common system).
 pub const WEIGHTS_ALIGN: u64 = 4096;
 
@@ -99,6 +106,11 @@ pub struct PlanMeta {
     /// Always present in the JSON (`null` when `None`): a missing field is an error.
     #[serde(deserialize_with = "required_option")]
     pub ptx: Option<memc_codegen::ptx::PtxModule>,
+    /// The memory plan's report (the JSON of `memc compile --emit plan-json`, memc's
+    /// `report::MemoryReport`), which `memc report` prints from the plan alone; `None` for
+    /// programs built without the planner, and in version 4 files, which lack the field.
+    #[serde(default)]
+    pub memory_report: Option<serde_json::Value>,
 }
 
 /// Deserializes an `Option` field that must be present (serde otherwise reads a missing
@@ -122,6 +134,7 @@ impl PlanMeta {
             planner: None,
             program,
             ptx: None,
+            memory_report: None,
         }
     }
 }
@@ -220,10 +233,11 @@ impl PlanHeader {
         let u32_at = |at: usize| u32::from_le_bytes(file[at..at + 4].try_into().expect("4 bytes"));
         let u64_at = |at: usize| u64::from_le_bytes(file[at..at + 8].try_into().expect("8 bytes"));
         let version = u32_at(8);
-        if version != PLAN_FORMAT_VERSION {
+        if !(OLDEST_PLAN_FORMAT_VERSION..=PLAN_FORMAT_VERSION).contains(&version) {
             return Err(RuntimeError::Version {
                 path: path.to_path_buf(),
                 found: version,
+                oldest: OLDEST_PLAN_FORMAT_VERSION,
                 supported: PLAN_FORMAT_VERSION,
             });
         }
@@ -243,7 +257,7 @@ impl PlanHeader {
         };
         if u64::from(header.header_len) != HEADER_LEN {
             return Err(layout(format!(
-                "the header says it is {} bytes long; version {PLAN_FORMAT_VERSION} headers are {HEADER_LEN}",
+                "the header says it is {} bytes long; version {version} headers are {HEADER_LEN}",
                 header.header_len
             )));
         }

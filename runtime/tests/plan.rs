@@ -23,6 +23,8 @@ fn meta() -> (PlanMeta, WeightStore) {
         peak_step: 1,
         n_buffers: 3,
     });
+    // The runtime stores the report as opaque JSON; any object round-trips.
+    meta.memory_report = Some(serde_json::json!({"function": "main", "arena_size": 128}));
     (meta, store)
 }
 
@@ -230,13 +232,13 @@ fn another_format_version_is_an_error() {
     bytes[8..12].copy_from_slice(&7u32.to_le_bytes());
     assert_eq!(
         open_err("version", &bytes),
-        "`PLAN`: plan format version 7, this memc reads version 4; recompile the model"
+        "`PLAN`: plan format version 7, this memc reads versions 4 to 5; recompile the model"
     );
     // The version is read before the header's length and checksum: a future format may
     // change both.
     assert_eq!(
         open_err("version", &bytes[..12]),
-        "`PLAN`: plan format version 7, this memc reads version 4; recompile the model"
+        "`PLAN`: plan format version 7, this memc reads versions 4 to 5; recompile the model"
     );
 }
 
@@ -247,7 +249,38 @@ fn a_plan_of_format_version_1_is_an_error() {
     bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
     assert_eq!(
         open_err("version_1", &bytes),
-        "`PLAN`: plan format version 1, this memc reads version 4; recompile the model"
+        "`PLAN`: plan format version 1, this memc reads versions 4 to 5; recompile the model"
+    );
+}
+
+#[test]
+fn a_plan_of_format_version_4_reads_without_a_memory_report() {
+    // Version 4 differs from 5 only in lacking the metadata's `memory_report`.
+    let (meta, _) = meta();
+    let mut value = serde_json::to_value(&meta).unwrap();
+    value.as_object_mut().unwrap().remove("memory_report");
+    let (_, bytes) = written("version_4");
+    let weights = &bytes[bytes.len() - 96..];
+    let old = assemble(
+        4,
+        &serde_json::to_vec(&value).unwrap(),
+        weights,
+        crc32fast::hash(weights),
+    );
+    let path = scratch_dir("version_4").join("old.plan");
+    std::fs::write(&path, old).unwrap();
+    let plan = PlanFile::open(&path).unwrap();
+    assert_eq!(plan.header().version, 4);
+    assert_eq!(plan.meta().memory_report, None);
+    assert_eq!(plan.meta().program, meta.program);
+    plan.verify_weights().unwrap();
+    // Version 3 is refused.
+    let mut older = std::fs::read(&path).unwrap();
+    older[8..12].copy_from_slice(&3u32.to_le_bytes());
+    fix_header_crc(&mut older);
+    assert_eq!(
+        open_err("version_4", &older),
+        "`PLAN`: plan format version 3, this memc reads versions 4 to 5; recompile the model"
     );
 }
 
@@ -301,7 +334,7 @@ fn inconsistent_sections_are_errors() {
     fix_header_crc(&mut long_header);
     assert_eq!(
         open_err("sections", &long_header),
-        "`PLAN`: the plan file is corrupted: the header says it is 128 bytes long; version 4 headers are 64"
+        "`PLAN`: the plan file is corrupted: the header says it is 128 bytes long; version 5 headers are 64"
     );
 }
 

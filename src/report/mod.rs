@@ -1,22 +1,36 @@
 //! What a memory plan says to people and to tools: a table, an SVG timeline, and JSON.
 //!
-//! JSON (`memc compile --emit plan-json`): `buffers` lists the physical allocations, each
-//! `{name, offset, size, start, end, producer}` with the half-open step range during which its
+//! Everything here is rendered from one value, the [`MemoryReport`]: `memc compile
+//! --emit plan-json` prints it as JSON, the plan file stores the same JSON (`PlanMeta::
+//! memory_report`), and the table and the SVG are rendered from it alone, so `memc compile
+//! --report` and `memc report PLAN` print the same thing and no model is needed for the second.
+//!
+//! JSON: `buffers` lists the physical allocations, each `{name, kind, offset, size, start, end,
+//! producer, type, formula, input, output}` with the half-open step range during which its
 //! bytes are in use, so any two buffers whose ranges intersect must not overlap in memory;
+//! `kind` is `input`, `owned` or `scratch`; `formula` is the size as a formula of the model's
+//! symbolic dims (`32*batch*seq`, from the types before `--dim` bindings; `null` for scratch).
 //! `aliases` lists the values that live inside an allocation without bytes of their own
-//! (views, in-place results) with the allocation they use. Plus `arena_size` and `load`.
+//! (`kind` `view` or `in-place`) with the allocation they use. Plus `arena_size`, the LOAD
+//! figures (`load`, `load_model_order`, `load_without_sharing`), the schedule's and the offset
+//! strategy's names, `plan_time_ms` (to the microsecond), `n_steps` (the ops plus the input and
+//! output steps), `peak_step` and `live_bytes` (the live profile: bytes in use at each step).
 //! An op's scratch memory (working bytes it uses during its one step, such as a convolution's
-//! im2col matrix) is a buffer named `scratch(<the op's result>)` of type `scratch`, live on
-//! `[step, step + 1)`, produced by that op. A training step adds a `training` object and a
-//! section of the table ([`training`]: parameters, gradient buffers, what the forward pass
-//! keeps for the backward pass), and the timeline marks the forward/backward boundary.
+//! im2col matrix) is a buffer named `scratch(<the op's result>)` of kind and type `scratch`,
+//! live on `[step, step + 1)`, produced by that op.
+//!
+//! Optional sections: a training step adds a `training` object and a section of the table
+//! ([`training`]: parameters, gradient buffers, what the forward pass keeps for the backward
+//! pass), and the timeline marks the forward/backward boundary. Each optional section is one
+//! optional field of [`MemoryReport`] and one entry of [`SECTIONS`] (see there to add one).
 
 pub mod training;
 
 use memc_ir::{Dim, Function, TensorType};
 use memc_passes::memory::{MemoryPlan, PlannedKind};
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write;
+use std::path::Path;
 
 /// A byte count for people: `1.50 MiB`, `3.0 KiB`, `12 B`.
 pub fn human_bytes(bytes: u64) -> String {
@@ -70,14 +84,235 @@ fn owners(plan: &MemoryPlan) -> Vec<usize> {
     owner
 }
 
-/// The human table. `planned` is the function the plan is for (for the training section),
-/// `symbolic` the function before dims were bound (for size formulas).
-pub fn table(
-    plan: &MemoryPlan,
-    planned: Option<&Function>,
-    symbolic: Option<&Function>,
-    svg_path: Option<&str>,
-) -> String {
+/// What a buffer or an alias is.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// A graph input, copied in before step 1.
+    Input,
+    /// An intermediate or output with bytes of its own.
+    Owned,
+    /// An op's working memory during its one step.
+    Scratch,
+    /// A view of another allocation.
+    View,
+    /// Written over the bytes of another allocation.
+    InPlace,
+}
+
+impl Kind {
+    fn of(kind: &PlannedKind) -> Kind {
+        match kind {
+            PlannedKind::Input => Kind::Input,
+            PlannedKind::Owned => Kind::Owned,
+            PlannedKind::View { .. } => Kind::View,
+            PlannedKind::InPlace { .. } => Kind::InPlace,
+        }
+    }
+}
+
+/// One physical allocation of the arena.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Buffer {
+    /// The value's name in printed IR (`%12`), its ONNX name for graph inputs and outputs, or
+    /// `scratch(<the op's result>)`.
+    pub name: String,
+    /// `input`, `owned` or `scratch` (`view`/`in-place` only for an alias whose allocation
+    /// comes later in the plan, which the planner does not make).
+    pub kind: Kind,
+    pub offset: u64,
+    pub size: u64,
+    /// The half-open step range its bytes are in use, its aliases' ranges included.
+    pub start: u64,
+    pub end: u64,
+    /// The op that made it (`onnx.MatMul "fc1/MatMul"`), or `input`.
+    pub producer: String,
+    /// The planned type (`tensor<2x16x8xf32>`), or `scratch`.
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// The size as a formula of the model's symbolic dims; `None` for scratch.
+    pub formula: Option<String>,
+    pub input: bool,
+    pub output: bool,
+}
+
+/// A value that lives inside an allocation without bytes of its own.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Alias {
+    pub name: String,
+    /// `view` or `in-place`.
+    pub kind: Kind,
+    /// The allocation it lives in.
+    pub buffer: String,
+    pub offset: u64,
+    pub size: u64,
+    pub start: u64,
+    pub end: u64,
+    pub producer: String,
+    #[serde(rename = "type")]
+    pub ty: String,
+    pub output: bool,
+}
+
+/// A memory plan as the report shows it: the plan JSON's object (see the module doc).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemoryReport {
+    pub function: String,
+    pub arena_size: u64,
+    /// LOAD of the chosen schedule: the lower bound of any arena for it.
+    pub load: u64,
+    pub load_model_order: u64,
+    pub load_without_sharing: u64,
+    /// The scheduling heuristic that gave the op order.
+    pub schedule: String,
+    /// The offset-assignment strategy that won.
+    pub strategy: String,
+    pub plan_time_ms: f64,
+    /// The schedule's ops plus step 0 (the inputs) and the last step (the outputs).
+    pub n_steps: u64,
+    /// The step with the most live bytes.
+    pub peak_step: u64,
+    /// Live bytes at each step (index = step).
+    pub live_bytes: Vec<u64>,
+    pub buffers: Vec<Buffer>,
+    pub aliases: Vec<Alias>,
+    /// A training step's breakdown ([`training`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub training: Option<training::TrainingMemory>,
+}
+
+impl MemoryReport {
+    /// The report of `plan`. `planned` is the function the plan is for (a training step gets
+    /// its `training` section from it), `symbolic` the function before dims were bound (for
+    /// size formulas).
+    pub fn new(
+        plan: &MemoryPlan,
+        planned: Option<&Function>,
+        symbolic: Option<&Function>,
+    ) -> MemoryReport {
+        let owner = owners(plan);
+        let mut group_start: Vec<u64> = plan.buffers.iter().map(|b| b.start).collect();
+        let mut group_end: Vec<u64> = plan.buffers.iter().map(|b| b.end).collect();
+        for (i, b) in plan.buffers.iter().enumerate() {
+            group_start[owner[i]] = group_start[owner[i]].min(b.start);
+            group_end[owner[i]] = group_end[owner[i]].max(b.end);
+        }
+        let owned = (0..plan.buffers.len()).filter(|&i| owner[i] == i).map(|i| {
+            let b = &plan.buffers[i];
+            Buffer {
+                name: b.name.clone(),
+                kind: Kind::of(&b.kind),
+                offset: b.offset,
+                size: b.size,
+                start: group_start[i],
+                end: group_end[i],
+                producer: b.producer.clone(),
+                ty: b.ty.to_string(),
+                formula: Some(buffer_formula(b, symbolic)),
+                input: b.kind == PlannedKind::Input,
+                output: b.is_output,
+            }
+        });
+        let scratch = plan.scratch.iter().map(|s| Buffer {
+            name: s.name.clone(),
+            kind: Kind::Scratch,
+            offset: s.offset,
+            size: s.size,
+            start: s.step,
+            end: s.step + 1,
+            producer: s.producer.clone(),
+            ty: "scratch".to_string(),
+            formula: None,
+            input: false,
+            output: false,
+        });
+        let aliases = (0..plan.buffers.len())
+            .filter(|&i| owner[i] != i)
+            .map(|i| {
+                let b = &plan.buffers[i];
+                Alias {
+                    name: b.name.clone(),
+                    kind: Kind::of(&b.kind),
+                    buffer: plan.buffers[owner[i]].name.clone(),
+                    offset: b.offset,
+                    size: b.size,
+                    start: b.start,
+                    end: b.end,
+                    producer: b.producer.clone(),
+                    ty: b.ty.to_string(),
+                    output: b.is_output,
+                }
+            })
+            .collect();
+        MemoryReport {
+            function: plan.function.clone(),
+            arena_size: plan.arena_size,
+            load: plan.load,
+            load_model_order: plan.load_model_order,
+            load_without_sharing: plan.load_without_sharing,
+            schedule: plan.schedule_name.to_string(),
+            strategy: plan.strategy.to_string(),
+            // To the microsecond: a short decimal reads back from JSON as the same number, so
+            // the table printed from a plan file says what the compiler's said.
+            plan_time_ms: (plan.plan_time.as_secs_f64() * 1e6).round() / 1e3,
+            n_steps: plan.schedule.len() as u64 + 2,
+            peak_step: plan.peak_step,
+            live_bytes: plan.live_bytes.clone(),
+            buffers: owned.chain(scratch).collect(),
+            aliases,
+            training: planned.and_then(|f| training::training_memory(f, plan, symbolic)),
+        }
+    }
+
+    /// The report as a JSON value (what the plan file stores).
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::to_value(self)
+            .expect("a MemoryReport serializes: its keys are strings and its floats finite")
+    }
+
+    /// The report as pretty JSON text (`memc compile --emit plan-json`).
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self)
+            .expect("a MemoryReport serializes: its keys are strings and its floats finite");
+        text.push('\n');
+        text
+    }
+
+    /// The report read back from its JSON value.
+    pub fn from_value(value: serde_json::Value) -> Result<MemoryReport, serde_json::Error> {
+        serde_json::from_value(value)
+    }
+
+    /// The live bytes at the peak step.
+    fn peak_bytes(&self) -> u64 {
+        self.live_bytes
+            .get(self.peak_step as usize)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// An optional section of the table: its text, or `None` when the plan has none.
+pub type Section = fn(&MemoryReport) -> Option<String>;
+
+/// The optional sections, in the order the table prints them after the buffers live at the
+/// peak. To add one (such as rematerialization candidates): give [`MemoryReport`] an optional
+/// field for its data (`#[serde(default, skip_serializing_if = "Option::is_none")]`, so the
+/// JSON of plans without it still reads), fill it where the report is built, and list its
+/// renderer here; the plan file, `--emit plan-json`, `memc compile --report` and `memc report`
+/// then all carry it.
+pub const SECTIONS: &[Section] = &[training::section];
+
+/// The text of every optional section the report has, in [`SECTIONS`] order.
+pub fn extra_sections(report: &MemoryReport) -> String {
+    SECTIONS
+        .iter()
+        .filter_map(|section| section(report))
+        .collect()
+}
+
+/// The human table; `svg_path` is where the timeline was written, if it was.
+pub fn table(report: &MemoryReport, svg_path: Option<&str>) -> String {
     let mut out = String::new();
     let ratio = |a: u64, b: u64| {
         if b == 0 {
@@ -86,106 +321,95 @@ pub fn table(
             format!("{:.4}", a as f64 / b as f64)
         }
     };
-    let _ = writeln!(out, "memory plan for @{}", plan.function);
+    let _ = writeln!(out, "memory plan for @{}", report.function);
     let _ = writeln!(
         out,
         "  arena                     {:>12}  ({} bytes)",
-        human_bytes(plan.arena_size),
-        plan.arena_size
+        human_bytes(report.arena_size),
+        report.arena_size
     );
     let _ = writeln!(
         out,
         "  LOAD (lower bound)        {:>12}  arena/LOAD {}",
-        human_bytes(plan.load),
-        ratio(plan.arena_size, plan.load)
+        human_bytes(report.load),
+        ratio(report.arena_size, report.load)
     );
     let _ = writeln!(
         out,
         "  LOAD, model order         {:>12}  chosen order ({}): {}",
-        human_bytes(plan.load_model_order),
-        plan.schedule_name,
-        human_bytes(plan.load)
+        human_bytes(report.load_model_order),
+        report.schedule,
+        human_bytes(report.load)
     );
     let _ = writeln!(
         out,
         "  LOAD without views/in-place {:>10}",
-        human_bytes(plan.load_without_sharing)
+        human_bytes(report.load_without_sharing)
     );
-    let n_views = plan
-        .buffers
-        .iter()
-        .filter(|b| matches!(b.kind, PlannedKind::View { .. }))
-        .count();
-    let n_in_place = plan
-        .buffers
-        .iter()
-        .filter(|b| matches!(b.kind, PlannedKind::InPlace { .. }))
-        .count();
+    let kinds = || {
+        report
+            .buffers
+            .iter()
+            .map(|b| b.kind)
+            .chain(report.aliases.iter().map(|a| a.kind))
+    };
+    let n_values = kinds().filter(|&k| k != Kind::Scratch).count();
+    let n_views = kinds().filter(|&k| k == Kind::View).count();
+    let n_in_place = kinds().filter(|&k| k == Kind::InPlace).count();
     let _ = writeln!(
         out,
         "  buffers {} ({} views, {} in place), {} ops, offsets by {}, planned in {:.1} ms",
-        plan.buffers.len(),
+        n_values,
         n_views,
         n_in_place,
-        plan.schedule.len(),
-        plan.strategy,
-        plan.plan_time.as_secs_f64() * 1000.0
+        report.n_steps.saturating_sub(2),
+        report.strategy,
+        report.plan_time_ms
     );
-    if !plan.scratch.is_empty() {
-        let largest = plan.scratch.iter().map(|s| s.size).max().unwrap_or(0);
+    let scratch = || report.buffers.iter().filter(|b| b.kind == Kind::Scratch);
+    if scratch().next().is_some() {
+        let largest = scratch().map(|s| s.size).max().unwrap_or(0);
         let _ = writeln!(
             out,
             "  scratch: {} ops, each for its own step, largest {}",
-            plan.scratch.len(),
+            scratch().count(),
             human_bytes(largest)
         );
     }
     if let Some(path) = svg_path {
         let _ = writeln!(out, "  timeline: {path}");
     }
-    let peak = plan.peak_step;
+    let peak = report.peak_step;
     let _ = writeln!(
         out,
         "  live at the peak (step {peak}, {}):",
-        human_bytes(plan.live_bytes.get(peak as usize).copied().unwrap_or(0))
+        human_bytes(report.peak_bytes())
     );
-    let owner = owners(plan);
-    let mut group_end: Vec<u64> = plan.buffers.iter().map(|b| b.end).collect();
-    for (i, b) in plan.buffers.iter().enumerate() {
-        group_end[owner[i]] = group_end[owner[i]].max(b.end);
-    }
-    let mut live: Vec<usize> = (0..plan.buffers.len())
-        .filter(|&i| {
-            owner[i] == i
-                && plan.buffers[i].start <= peak
-                && peak < group_end[i]
-                && plan.buffers[i].size > 0
-        })
+    let mut live: Vec<&Buffer> = report
+        .buffers
+        .iter()
+        .filter(|b| b.kind != Kind::Scratch && b.start <= peak && peak < b.end && b.size > 0)
         .collect();
-    live.sort_by_key(|&i| std::cmp::Reverse(plan.buffers[i].size));
+    // Stable: equal sizes keep the plan's order.
+    live.sort_by_key(|b| std::cmp::Reverse(b.size));
     let _ = writeln!(
         out,
         "    {:<28} {:<36} {:<22} {:>11}  size formula",
         "value", "producer", "type", "size"
     );
-    for i in live {
-        let b = &plan.buffers[i];
-        let formula = buffer_formula(b, symbolic);
-        let shape =
-            b.ty.to_string()
-                .trim_start_matches("tensor<")
-                .trim_end_matches('>')
-                .to_string();
+    for b in live {
+        let shape = b.ty.trim_start_matches("tensor<").trim_end_matches('>');
         let _ = writeln!(
             out,
-            "    {:<28} {:<36} {:<22} {:>11}  {formula}",
+            "    {:<28} {:<36} {:<22} {:>11}  {}",
             clip(&b.name, 28),
             clip(&b.producer, 36),
-            clip(&shape, 22),
-            human_bytes(b.size)
+            clip(shape, 22),
+            human_bytes(b.size),
+            b.formula.as_deref().unwrap_or("")
         );
     }
-    for s in plan.scratch.iter().filter(|s| s.step == peak && s.size > 0) {
+    for s in scratch().filter(|s| s.start == peak && s.size > 0) {
         let _ = writeln!(
             out,
             "    {:<28} {:<36} {:<22} {:>11}  (scratch)",
@@ -195,9 +419,7 @@ pub fn table(
             human_bytes(s.size)
         );
     }
-    if let Some(memory) = planned.and_then(|f| training::training_memory(f, plan, symbolic)) {
-        out.push_str(&training::table(&memory));
-    }
+    out.push_str(&extra_sections(report));
     out
 }
 
@@ -210,110 +432,34 @@ fn clip(text: &str, width: usize) -> String {
     }
 }
 
-/// The plan as JSON for other tools; with `planned` (the function the plan is for) a training
-/// step gets its `training` object.
-pub fn json(plan: &MemoryPlan, planned: Option<&Function>, symbolic: Option<&Function>) -> String {
-    let owner = owners(plan);
-    let mut group_start: Vec<u64> = plan.buffers.iter().map(|b| b.start).collect();
-    let mut group_end: Vec<u64> = plan.buffers.iter().map(|b| b.end).collect();
-    for (i, b) in plan.buffers.iter().enumerate() {
-        group_start[owner[i]] = group_start[owner[i]].min(b.start);
-        group_end[owner[i]] = group_end[owner[i]].max(b.end);
-    }
-    let buffers: Vec<serde_json::Value> = (0..plan.buffers.len())
-        .filter(|&i| owner[i] == i)
-        .map(|i| {
-            let b = &plan.buffers[i];
-            json!({
-                "name": b.name, "offset": b.offset, "size": b.size,
-                "start": group_start[i], "end": group_end[i], "producer": b.producer,
-                "type": b.ty.to_string(), "input": b.kind == PlannedKind::Input, "output": b.is_output,
-            })
-        })
-        .collect();
-    let buffers: Vec<serde_json::Value> = buffers
-        .into_iter()
-        .chain(plan.scratch.iter().map(|s| {
-            json!({
-                "name": s.name, "offset": s.offset, "size": s.size,
-                "start": s.step, "end": s.step + 1, "producer": s.producer,
-                "type": "scratch", "input": false, "output": false,
-            })
-        }))
-        .collect();
-    let aliases: Vec<serde_json::Value> = (0..plan.buffers.len())
-        .filter(|&i| owner[i] != i)
-        .map(|i| {
-            let b = &plan.buffers[i];
-            let kind = match b.kind {
-                PlannedKind::View { .. } => "view",
-                _ => "in-place",
-            };
-            json!({
-                "name": b.name, "kind": kind, "buffer": plan.buffers[owner[i]].name,
-                "offset": b.offset, "size": b.size, "start": b.start, "end": b.end,
-                "producer": b.producer, "type": b.ty.to_string(), "output": b.is_output,
-            })
-        })
-        .collect();
-    let training = planned
-        .and_then(|f| training::training_memory(f, plan, symbolic))
-        .map(|m| training::json(&m));
-    let mut value = json!({
-        "function": plan.function,
-        "arena_size": plan.arena_size,
-        "load": plan.load,
-        "load_model_order": plan.load_model_order,
-        "load_without_sharing": plan.load_without_sharing,
-        "schedule": plan.schedule_name,
-        "strategy": plan.strategy,
-        "plan_time_ms": plan.plan_time.as_secs_f64() * 1000.0,
-        "n_steps": plan.schedule.len() + 2,
-        "buffers": buffers,
-        "aliases": aliases,
-    });
-    if let (Some(training), Some(object)) = (training, value.as_object_mut()) {
-        object.insert("training".to_string(), training);
-    }
-    let mut text =
-        serde_json::to_string_pretty(&value).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
-    text.push('\n');
-    text
-}
-
 /// An SVG timeline of live bytes over schedule steps, with the peak and the arena size marked,
-/// and for a training step (`planned` given) the forward/backward boundary.
-pub fn svg(plan: &MemoryPlan, planned: Option<&Function>) -> String {
+/// and for a training step the forward/backward boundary.
+pub fn svg(report: &MemoryReport) -> String {
     let (w, h, left, bottom, top) = (900.0f64, 360.0f64, 70.0f64, 40.0f64, 30.0f64);
-    let steps = plan.live_bytes.len().max(2) as f64;
-    let max_bytes = plan
+    let live_bytes = &report.live_bytes;
+    let steps = live_bytes.len().max(2) as f64;
+    let max_bytes = report
         .arena_size
-        .max(plan.live_bytes.iter().copied().max().unwrap_or(0))
+        .max(live_bytes.iter().copied().max().unwrap_or(0))
         .max(1) as f64;
     let x = |s: f64| left + (w - left - 20.0) * s / (steps - 1.0);
     let y = |b: f64| h - bottom - (h - bottom - top) * b / max_bytes;
     let mut points = String::new();
-    for (s, &b) in plan.live_bytes.iter().enumerate() {
+    for (s, &b) in live_bytes.iter().enumerate() {
         let _ = write!(points, "{:.1},{:.1} ", x(s as f64), y(b as f64));
     }
-    let peak = plan.peak_step as f64;
-    let peak_bytes = plan
-        .live_bytes
-        .get(plan.peak_step as usize)
-        .copied()
-        .unwrap_or(0);
-    let boundary = planned
-        .and_then(|f| training::training_memory(f, plan, None))
-        .map_or(String::new(), |m| {
-            let xb = x(m.boundary_step as f64);
-            format!(
-                "<line x1=\"{xb:.1}\" y1=\"{:.1}\" x2=\"{xb:.1}\" y2=\"{top:.1}\" stroke=\"#2ca02c\" stroke-dasharray=\"6,3\"/>\n<text x=\"{:.1}\" y=\"{:.1}\" fill=\"#2ca02c\">forward | backward (step {})</text>\n",
-                h - bottom,
-                xb + 4.0,
-                top + 16.0,
-                m.boundary_step
-            )
-        });
+    let peak = report.peak_step as f64;
+    let peak_bytes = report.peak_bytes();
+    let boundary = report.training.as_ref().map_or(String::new(), |m| {
+        let xb = x(m.boundary_step as f64);
+        format!(
+            "<line x1=\"{xb:.1}\" y1=\"{:.1}\" x2=\"{xb:.1}\" y2=\"{top:.1}\" stroke=\"#2ca02c\" stroke-dasharray=\"6,3\"/>\n<text x=\"{:.1}\" y=\"{:.1}\" fill=\"#2ca02c\">forward | backward (step {})</text>\n",
+            h - bottom,
+            xb + 4.0,
+            top + 16.0,
+            m.boundary_step
+        )
+    });
     format!(
         r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">
 <rect width="{w}" height="{h}" fill="white"/>
@@ -331,24 +477,64 @@ pub fn svg(plan: &MemoryPlan, planned: Option<&Function>) -> String {
 <text x="8" y="{ytop_label}">{max_label}</text>
 {boundary}</svg>
 "##,
-        name = plan.function,
-        sched = plan.schedule_name,
+        name = xml_text(&report.function),
+        sched = xml_text(&report.schedule),
         yb = h - bottom,
         xr = w - 20.0,
-        ya = y(plan.arena_size as f64),
-        ya_label = y(plan.arena_size as f64) - 4.0,
-        arena = human_bytes(plan.arena_size),
+        ya = y(report.arena_size as f64),
+        ya_label = y(report.arena_size as f64) - 4.0,
+        arena = human_bytes(report.arena_size),
         xp = x(peak),
         yp = y(peak_bytes as f64),
         xp_label = (x(peak) + 6.0).min(w - 220.0),
         yp_label = y(peak_bytes as f64) - 8.0,
         peak_label = human_bytes(peak_bytes),
-        peak_step = plan.peak_step,
+        peak_step = report.peak_step,
         yb_label = h - bottom + 16.0,
-        last = plan.live_bytes.len().saturating_sub(1),
+        last = live_bytes.len().saturating_sub(1),
         ytop_label = top + 4.0,
         max_label = human_bytes(max_bytes as u64),
         points = points,
         boundary = boundary,
     )
+}
+
+/// `text` with XML's special characters escaped, for SVG text nodes.
+fn xml_text(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// `memc report PLAN`: reads the memory report stored in the plan file at `plan`, writes its
+/// SVG timeline to `svg_path` and returns the table (what `memc compile --report` printed).
+///
+/// Errors, as messages naming the file: the plan cannot be opened or fails any check of
+/// [`memc_runtime::PlanFile::open`] (missing, truncated, corrupted, wrong version), it was
+/// written by an older memc (plan format 4) or without the memory planner, its report does
+/// not read, or the SVG cannot be written.
+pub fn report_plan_file(plan: &Path, svg_path: &Path) -> Result<String, String> {
+    let file = memc_runtime::PlanFile::open(plan).map_err(|e| e.to_string())?;
+    let version = file.header().version;
+    if version < memc_runtime::plan::FIRST_VERSION_WITH_REPORT {
+        return Err(format!(
+            "`{}`: this plan was written by an older memc (plan format {version}) without a memory report; compile it again",
+            plan.display()
+        ));
+    }
+    let value = file.meta().memory_report.clone().ok_or_else(|| {
+        format!(
+            "`{}`: this plan carries no memory report (it was written without memc's memory planner)",
+            plan.display()
+        )
+    })?;
+    let report = MemoryReport::from_value(value).map_err(|e| {
+        format!(
+            "`{}`: the plan's memory report is not valid: {e}",
+            plan.display()
+        )
+    })?;
+    std::fs::write(svg_path, svg(&report))
+        .map_err(|e| format!("cannot write `{}`: {e}", svg_path.display()))?;
+    Ok(table(&report, Some(&svg_path.display().to_string())))
 }

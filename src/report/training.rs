@@ -18,17 +18,18 @@
 //!
 //! Guarantees: the split reads only the function and the memory plan; the kept-for-backward
 //! bytes and the transient bytes at the peak step add up, with the scratch live there, to the
-//! live bytes the plan reports at that step.
+//! live bytes the plan reports at that step. [`TrainingMemory`] serializes as the plan JSON's
+//! `training` object, and the section is rendered from that object alone.
 
-use super::{buffer_formula, human_bytes, owners};
+use super::{buffer_formula, human_bytes, owners, MemoryReport};
 use memc_ir::{state, Function, OpId, Opcode, ValueId};
 use memc_passes::memory::MemoryPlan;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
 /// One allocation kept live from the forward pass into the backward pass.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Kept {
     pub name: String,
     pub bytes: u64,
@@ -43,8 +44,8 @@ pub struct Kept {
     pub end: u64,
 }
 
-/// The training breakdown of one memory plan.
-#[derive(Clone, Debug)]
+/// The training breakdown of one memory plan: the plan JSON's `training` object.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrainingMemory {
     pub parameters: usize,
     pub parameter_bytes: u64,
@@ -52,15 +53,21 @@ pub struct TrainingMemory {
     pub gradient_bytes: u64,
     /// The step of the first backward op.
     pub boundary_step: u64,
-    /// Largest first.
-    pub kept: Vec<Kept>,
+    #[serde(rename = "kept_for_backward_bytes")]
     pub kept_bytes: u64,
-    pub arena: u64,
-    /// At the peak step: live kept-for-backward, transient and scratch bytes.
-    pub peak_step: u64,
-    pub peak_kept: u64,
-    pub peak_transient: u64,
-    pub peak_scratch: u64,
+    pub peak: PeakSplit,
+    /// Largest first.
+    #[serde(rename = "kept_for_backward")]
+    pub kept: Vec<Kept>,
+}
+
+/// The live bytes at the peak step, by what they are.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PeakSplit {
+    pub step: u64,
+    pub kept_for_backward: u64,
+    pub transient: u64,
+    pub scratch: u64,
 }
 
 fn op_label(func: &Function, op: OpId) -> String {
@@ -120,13 +127,14 @@ pub fn training_memory(
         gradient_buffers: 0,
         gradient_bytes: 0,
         boundary_step: 0,
-        kept: Vec::new(),
         kept_bytes: 0,
-        arena: plan.arena_size,
-        peak_step: plan.peak_step,
-        peak_kept: 0,
-        peak_transient: 0,
-        peak_scratch: 0,
+        peak: PeakSplit {
+            step: plan.peak_step,
+            kept_for_backward: 0,
+            transient: 0,
+            scratch: 0,
+        },
+        kept: Vec::new(),
     };
     for (i, &arg) in func.args().iter().enumerate() {
         let bytes = func
@@ -227,12 +235,12 @@ pub fn training_memory(
             continue;
         }
         if kept.contains_key(&i) {
-            memory.peak_kept += b.size;
+            memory.peak.kept_for_backward += b.size;
         } else {
-            memory.peak_transient += b.size;
+            memory.peak.transient += b.size;
         }
     }
-    memory.peak_scratch = plan
+    memory.peak.scratch = plan
         .scratch
         .iter()
         .filter(|s| s.step == peak)
@@ -241,14 +249,23 @@ pub fn training_memory(
     Some(memory)
 }
 
-/// The breakdown as the report's text section.
-pub fn table(memory: &TrainingMemory) -> String {
+/// The report's training section, when the plan is a training step (one of
+/// [`super::SECTIONS`]).
+pub fn section(report: &MemoryReport) -> Option<String> {
+    report
+        .training
+        .as_ref()
+        .map(|memory| table(memory, report.arena_size))
+}
+
+/// The breakdown as the report's text section; `arena` is the plan's arena size.
+pub fn table(memory: &TrainingMemory, arena: u64) -> String {
     let mut out = String::new();
     let share = |bytes: u64| {
-        if memory.arena == 0 {
+        if arena == 0 {
             "-".to_string()
         } else {
-            format!("{:.1}%", 100.0 * bytes as f64 / memory.arena as f64)
+            format!("{:.1}%", 100.0 * bytes as f64 / arena as f64)
         }
     };
     let _ = writeln!(
@@ -278,16 +295,16 @@ pub fn table(memory: &TrainingMemory) -> String {
     let _ = writeln!(
         out,
         "    at the peak (step {}): kept for backward {}, transient {}, scratch {}",
-        memory.peak_step,
-        human_bytes(memory.peak_kept),
-        human_bytes(memory.peak_transient),
-        human_bytes(memory.peak_scratch)
+        memory.peak.step,
+        human_bytes(memory.peak.kept_for_backward),
+        human_bytes(memory.peak.transient),
+        human_bytes(memory.peak.scratch)
     );
     let _ = writeln!(
         out,
         "    step peak memory          {:>12}  arena {} + state {}",
-        human_bytes(memory.arena + memory.parameter_bytes + memory.gradient_bytes),
-        human_bytes(memory.arena),
+        human_bytes(arena + memory.parameter_bytes + memory.gradient_bytes),
+        human_bytes(arena),
         human_bytes(memory.parameter_bytes + memory.gradient_bytes)
     );
     let _ = writeln!(out, "    kept for backward, largest first:");
@@ -308,26 +325,4 @@ pub fn table(memory: &TrainingMemory) -> String {
         );
     }
     out
-}
-
-/// The breakdown as the plan JSON's `training` object.
-pub fn json(memory: &TrainingMemory) -> serde_json::Value {
-    json!({
-        "parameters": memory.parameters,
-        "parameter_bytes": memory.parameter_bytes,
-        "gradient_buffers": memory.gradient_buffers,
-        "gradient_bytes": memory.gradient_bytes,
-        "boundary_step": memory.boundary_step,
-        "kept_for_backward_bytes": memory.kept_bytes,
-        "peak": {
-            "step": memory.peak_step,
-            "kept_for_backward": memory.peak_kept,
-            "transient": memory.peak_transient,
-            "scratch": memory.peak_scratch,
-        },
-        "kept_for_backward": memory.kept.iter().map(|k| json!({
-            "name": k.name, "bytes": k.bytes, "formula": k.formula, "producer": k.producer,
-            "last_reader": k.last_reader, "start": k.start, "end": k.end,
-        })).collect::<Vec<_>>(),
-    })
 }

@@ -68,6 +68,17 @@ pub struct CompileOptions {
     /// The backend the kernels are for (`--target`): the egraph's guards, each op's form and
     /// scratch bytes follow its `TargetInfo`, and `cuda` also emits the PTX module.
     pub target: memc_codegen::Target,
+    /// `--memory-budget`: recompute values until the planned arena fits (implies planning).
+    pub memory_budget: Option<memc_passes::remat::config::Budget>,
+    /// `--recompute`: onnxruntime memory optimizer config strings (implies planning).
+    pub recompute: Vec<memc_passes::remat::config::ConfigEntry>,
+}
+
+impl CompileOptions {
+    /// Whether memory is planned: asked for, needed by lowering, or by rematerialization.
+    pub fn plans_memory(&self) -> bool {
+        self.plan_memory || self.lower || self.memory_budget.is_some() || !self.recompute.is_empty()
+    }
 }
 
 /// How long one stage of [`compile`] took, with what it reported (`egraph`'s stop reason).
@@ -89,6 +100,8 @@ pub struct Compiled {
     pub program: Option<memc_codegen::Program>,
     /// The kernels as PTX, when they were lowered for the `cuda` target.
     pub ptx: Option<memc_codegen::ptx::PtxModule>,
+    /// What rematerialization did and found (whenever memory was planned).
+    pub remat: Option<memc_passes::remat::RematReport>,
     /// Each stage's time, in order.
     pub times: Vec<StageTime>,
 }
@@ -98,11 +111,17 @@ impl Compiled {
     /// prints, the plan file stores and `--report` renders.
     pub fn memory_report(&self) -> Option<crate::report::MemoryReport> {
         self.plan.as_ref().map(|plan| {
-            crate::report::MemoryReport::new(
+            let symbolic = self.symbolic.functions().next().map(|(_, f)| f);
+            let mut report = crate::report::MemoryReport::new(
                 plan,
                 self.module.functions().next().map(|(_, f)| f),
-                self.symbolic.functions().next().map(|(_, f)| f),
-            )
+                symbolic,
+            );
+            report.remat = self
+                .remat
+                .as_ref()
+                .map(|r| crate::report::remat::RematSection::new(r, symbolic));
+            report
         })
     }
 }
@@ -217,30 +236,58 @@ pub fn compile_module(module: Module, options: &CompileOptions) -> Result<Compil
     // Code generation decides each op's form once, with the scratch memory it needs while it
     // runs; the memory plan holds that scratch (so kernels never allocate) and lowering emits
     // the same forms.
-    let op_plans = match module.functions().next() {
-        Some((_, func)) if options.plan_memory || options.lower => {
+    let plans_memory = options.plans_memory();
+    let mut op_plans = match module.functions().next() {
+        Some((_, func)) if plans_memory => {
             Some(memc_codegen::lower::plan_ops(func, &module.weights, target))
         }
         _ => None,
     };
-    let plan = if options.plan_memory || options.lower {
-        let plan_options = memc_passes::plan::PlanOptions {
-            budget: options.plan_budget,
+    // The memory plan, with rematerialization when a budget or config strings ask for it (it
+    // also lists every recompute opportunity for the report).
+    let mut remat = None;
+    let plan = if plans_memory {
+        let unbound = memc_ir::infer::unbound_symbols(&module);
+        if !unbound.is_empty() {
+            // The planner's own message names the dims to bind.
+            memc_passes::memory::plan_module(&module, &memc_passes::plan::PlanOptions::default())?;
+        }
+        let remat_options = memc_passes::remat::RematOptions {
+            budget: options.memory_budget,
+            recompute: options.recompute.clone(),
+            plan: memc_passes::plan::PlanOptions {
+                budget: options.plan_budget,
+            },
         };
-        let scratch = |_: &memc_ir::Function, op: memc_ir::OpId| {
-            op_plans.as_ref().map_or(0, |plans| plans.scratch_bytes(op))
-        };
-        Some(memc_passes::memory::plan_module_with_scratch(
-            &module,
-            &plan_options,
+        let ids = module.func_ids();
+        let id = *ids
+            .first()
+            .ok_or_else(|| Diagnostic::error("the module has no function"))?;
+        let plans = op_plans.as_ref();
+        let scratch =
+            |_: &memc_ir::Function, op: memc_ir::OpId| plans.map_or(0, |p| p.scratch_bytes(op));
+        let mut func = module.function(id).clone();
+        let (plan, report) = memc_passes::remat::rematerialize(
+            &mut func,
+            &module.weights,
             &scratch,
-        )?)
+            &remat_options,
+        )?;
+        *module.function_mut(id) = func;
+        lap("memory plan and remat", Some(remat_note(&report)));
+        if report.cloned_ops > 0 {
+            // The clones need their own op plans (the same forms as their originals).
+            op_plans = Some(memc_codegen::lower::plan_ops(
+                module.function(id),
+                &module.weights,
+                target,
+            ));
+        }
+        remat = Some(report);
+        Some(plan)
     } else {
         None
     };
-    if plan.is_some() {
-        lap("memory plan", None);
-    }
     let program = match (&plan, &op_plans, options.lower) {
         (Some(plan), Some(op_plans), true) => {
             let (_, func) = module
@@ -273,8 +320,33 @@ pub fn compile_module(module: Module, options: &CompileOptions) -> Result<Compil
         plan,
         program,
         ptx,
+        remat,
         times,
     })
+}
+
+/// One line on what rematerialization did, for `--time-passes`.
+fn remat_note(report: &memc_passes::remat::RematReport) -> String {
+    let pct = |a: u64, b: u64| {
+        if b == 0 {
+            0.0
+        } else {
+            100.0 * a as f64 / b as f64
+        }
+    };
+    format!(
+        "remat: {} candidates in {} subgraphs; {} ops recomputed (+{:.2}% FLOPs); arena {} -> {} bytes{}",
+        report.candidates,
+        report.opportunities.len(),
+        report.cloned_ops,
+        pct(report.extra_flops, report.base_flops),
+        report.base_arena,
+        report.arena,
+        report
+            .budget
+            .map(|b| format!(" (budget {b}: {})", if report.met { "met" } else { "not met" }))
+            .unwrap_or_default()
+    )
 }
 
 /// The PTX module of `program`, or a diagnostic naming the kernel the emitters cannot write

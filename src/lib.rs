@@ -14,6 +14,7 @@ pub mod compile;
 pub mod inspect;
 pub mod opt;
 pub mod plan_csv;
+pub mod remat;
 pub mod report;
 pub mod run;
 

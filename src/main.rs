@@ -112,6 +112,17 @@ enum Command {
         /// Do not fuse (the `egraph` pass): DequantizeLinear + MatMul stay as written.
         #[arg(long)]
         no_fuse: bool,
+        /// Recompute values instead of keeping them until the planned arena fits: a size
+        /// (`512MiB`, `1.5GB`, `4096`) or a percentage of the arena planned without
+        /// recomputation (`60%`). Chooses the fewest extra FLOPs; says how close it got, and
+        /// why, when the budget cannot be met.
+        #[arg(long, value_name = "SIZE|N%", value_parser = memc::remat::parse_budget)]
+        memory_budget: Option<memc::remat::Budget>,
+        /// Recompute by hand with ONNX Runtime's memory optimizer config strings,
+        /// `SUBGRAPH:1:COUNT` comma-separated (`Gelu+:1:-1,FusedMatMul+Add+:1:2`); `--report`
+        /// lists the subgraphs a model has.
+        #[arg(long, value_name = "CONFIGS", value_parser = memc::remat::parse_recompute)]
+        recompute: Option<memc::remat::Recompute>,
         /// Print how long each compile stage took (and why `egraph` stopped), to standard error.
         #[arg(long)]
         time_passes: bool,
@@ -242,6 +253,8 @@ fn run(cli: Cli) -> ExitCode {
             report_svg,
             plan_budget_ms,
             no_fuse,
+            memory_budget,
+            recompute,
             time_passes,
         } => {
             let emit = match emit {
@@ -272,6 +285,8 @@ fn run(cli: Cli) -> ExitCode {
                 report_svg,
                 plan_budget_ms,
                 no_fuse,
+                memory_budget,
+                recompute: recompute.map(|r| r.0).unwrap_or_default(),
                 time_passes,
                 color,
             };
@@ -402,6 +417,8 @@ struct CompileRequest {
     report_svg: Option<PathBuf>,
     plan_budget_ms: u64,
     no_fuse: bool,
+    memory_budget: Option<memc::remat::Budget>,
+    recompute: Vec<memc::remat::ConfigEntry>,
     time_passes: bool,
     color: bool,
 }
@@ -435,6 +452,9 @@ fn compile(model: &std::path::Path, request: CompileRequest) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Some(remat) = &compiled.remat {
+        say_remat(remat);
+    }
     if let (true, Some(report)) = (request.report, compiled.memory_report()) {
         let svg_path = request
             .report_svg
@@ -483,7 +503,54 @@ impl CompileRequest {
             lower: self.emit.needs_kernels(),
             no_fuse: self.no_fuse,
             target: self.target,
+            memory_budget: self.memory_budget,
+            recompute: self.recompute.clone(),
         }
+    }
+}
+
+/// What `--memory-budget` and `--recompute` did, on standard error.
+fn say_remat(r: &memc::passes::remat::RematReport) {
+    use memc::report::human_bytes;
+    let flops = if r.base_flops == 0 {
+        String::new()
+    } else {
+        format!(
+            ", +{:.2}% FLOPs",
+            100.0 * r.extra_flops as f64 / r.base_flops as f64
+        )
+    };
+    match r.budget {
+        Some(budget) if r.met => eprintln!(
+            "memc: memory budget {} met: arena {} -> {} ({} ops recomputed{flops})",
+            human_bytes(budget),
+            human_bytes(r.base_arena),
+            human_bytes(r.arena),
+            r.cloned_ops
+        ),
+        Some(budget) => eprintln!(
+            "warning: the memory budget {} ({budget} bytes) cannot be met: the smallest arena \
+             memc reached is {} ({} bytes, LOAD {}), down from {} ({} ops recomputed{flops}); {}",
+            human_bytes(budget),
+            human_bytes(r.arena),
+            r.arena,
+            r.load,
+            human_bytes(r.base_arena),
+            r.cloned_ops,
+            r.reason.as_deref().unwrap_or("no recomputation frees more")
+        ),
+        None if r.cloned_ops > 0 => eprintln!(
+            "memc: --recompute: arena {} -> {} ({} ops recomputed{flops})",
+            human_bytes(r.base_arena),
+            human_bytes(r.arena),
+            r.cloned_ops
+        ),
+        None => {}
+    }
+    for u in &r.unmatched {
+        eprintln!(
+            "warning: `--recompute {u}` matches no subgraph of this model (`--report` lists them)"
+        );
     }
 }
 

@@ -24,6 +24,7 @@
 //! pass), and the timeline marks the forward/backward boundary. Each optional section is one
 //! optional field of [`MemoryReport`] and one entry of [`SECTIONS`] (see there to add one).
 
+pub mod remat;
 pub mod training;
 
 use memc_ir::{Dim, Function, TensorType};
@@ -179,6 +180,9 @@ pub struct MemoryReport {
     /// A training step's breakdown ([`training`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub training: Option<training::TrainingMemory>,
+    /// Rematerialization: what was recomputed and every opportunity ([`remat`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remat: Option<remat::RematSection>,
 }
 
 impl MemoryReport {
@@ -261,6 +265,7 @@ impl MemoryReport {
             buffers: owned.chain(scratch).collect(),
             aliases,
             training: planned.and_then(|f| training::training_memory(f, plan, symbolic)),
+            remat: None,
         }
     }
 
@@ -301,7 +306,7 @@ pub type Section = fn(&MemoryReport) -> Option<String>;
 /// JSON of plans without it still reads), fill it where the report is built, and list its
 /// renderer here; the plan file, `--emit plan-json`, `memc compile --report` and `memc report`
 /// then all carry it.
-pub const SECTIONS: &[Section] = &[training::section];
+pub const SECTIONS: &[Section] = &[training::section, remat::section];
 
 /// The text of every optional section the report has, in [`SECTIONS`] order.
 pub fn extra_sections(report: &MemoryReport) -> String {

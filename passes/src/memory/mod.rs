@@ -342,17 +342,3 @@ fn value_name(func: &Function, value: ValueId) -> String {
         None => format!("{value}"),
     }
 }
-
-/// The buffers bufferization makes for `func`'s own op order (for tests that compare another
-/// model of memory with the planner's).
-#[cfg(test)]
-pub(crate) fn model_order_specs(func: &Function, weights: &WeightStore) -> Vec<BufferSpec> {
-    let (ops, ret) = schedulable_ops(func).expect("a plannable function");
-    let root = bufferize::root_values(func, weights, &ops);
-    let graph = schedule::Graph::new(func, ops, ret, &root, &|_, _| 0);
-    let order: Vec<usize> = (0..graph.ops.len()).collect();
-    let steps = liveness::Steps::new(func, &graph, &order);
-    bufferize::buffers_for(func, weights, &graph, &order, &root, &steps)
-        .expect("bufferization succeeds")
-        .0
-}

@@ -5,7 +5,7 @@
 //! `r_1 < r_2 < ...` is held over each gap `(r_j, r_{j+1})` only to be read again. A candidate
 //! recomputes, right before `r_{j+1}`, the buffer's producer and the views of it that are read
 //! from there on. Each operand of a cloned op is either live at that point anyway (free), or
-//! recomputed in turn (its producer joins the chain, up to [`MAX_DEPTH`] ops deep), or kept
+//! recomputed in turn (its producer joins the chain, up to a number of ops, [`DEPTHS`]), or kept
 //! alive longer (`extends`: graph inputs, random ops, anything that may not run again). Two
 //! variants per gap when they differ: the shallow one (clone only the buffer's own ops, extend
 //! the rest) and the deep one (recompute every operand that can be, up to the depth).
@@ -13,8 +13,9 @@
 
 use super::model::{Candidate, Model};
 
-/// The most ops a deep chain recomputes behind the buffer's own producer.
-pub const MAX_DEPTH: usize = 4;
+/// How many ops each variant's chain may recompute behind the buffer's own ops: the shallow
+/// one none, then short chains, then whole layers (checkpointing from the residual stream).
+pub const DEPTHS: [usize; 3] = [0, 4, 32];
 
 /// Facts about the base schedule the candidates are drawn from.
 pub struct Base {
@@ -32,8 +33,7 @@ impl Base {
         let n = model.ops.len();
         let mut root: Vec<usize> = (0..model.values.len()).collect();
         // Views come after their sources (SSA order), so one pass in producer order works.
-        for (p, op) in model.ops.iter().enumerate() {
-            let _ = p;
+        for op in &model.ops {
             for &r in &op.results {
                 if let Some((source, _)) = model.values[r].view_of {
                     root[r] = root[source];
@@ -97,8 +97,7 @@ pub fn candidates(model: &Model, base: &Base) -> Vec<Candidate> {
         }
     }
     let mut out = Vec::new();
-    for root in 0..model.values.len() {
-        let value = &model.values[root];
+    for (root, value) in model.values.iter().enumerate() {
         if base.root[root] != root || value.input || value.size == 0 {
             continue;
         }
@@ -136,8 +135,6 @@ pub fn candidates(model: &Model, base: &Base) -> Vec<Candidate> {
             }
             own.sort_unstable();
             own.dedup();
-            let shallow = derive(model, base, &own, root, at, 0);
-            let deep = derive(model, base, &own, root, at, MAX_DEPTH);
             let make = |(chain, extends): (Vec<usize>, Vec<usize>)| Candidate {
                 target: root,
                 at,
@@ -149,13 +146,14 @@ pub fn candidates(model: &Model, base: &Base) -> Vec<Candidate> {
                 gap_from: from,
                 extends,
             };
-            let shallow = make(shallow);
-            let deep = make(deep);
-            let differ = deep.chain != shallow.chain;
-            out.push(shallow);
-            if differ {
-                out.push(deep);
+            let mut variants: Vec<Candidate> = Vec::new();
+            for depth in DEPTHS {
+                let c = make(derive(model, base, &own, root, at, depth));
+                if !variants.iter().any(|v| v.chain == c.chain) {
+                    variants.push(c);
+                }
             }
+            out.extend(variants);
         }
     }
     out

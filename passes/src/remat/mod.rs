@@ -513,8 +513,8 @@ fn apply(
             latest.insert(m, arg);
         }
     }
-    for p in 0..=n {
-        for c in &at[p] {
+    for (p, here) in at.iter().enumerate() {
+        for c in here {
             for &o in &c.chain {
                 let original = built.ops[o];
                 let data = func.op(original).clone();
@@ -628,7 +628,13 @@ fn why_not(func: &Function, weights: &WeightStore, plan: &MemoryPlan) -> String 
             format!("{} ({} bytes, {why})", b.name, b.size)
         })
         .collect();
-    live.truncate(8);
+    for sc in plan.scratch.iter().filter(|sc| sc.step == step) {
+        live.push(format!(
+            "{} ({} bytes, the op's working memory)",
+            sc.name, sc.size
+        ));
+    }
+    live.truncate(10);
     let at = match running {
         Some(d) => format!(
             "step {step} ({}{})",

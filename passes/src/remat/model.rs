@@ -104,8 +104,8 @@ struct Exec {
 }
 
 /// The buffers of an extended schedule.
-pub(super) struct Buffers {
-    pub specs: Vec<BufferSpec>,
+struct Buffers {
+    specs: Vec<BufferSpec>,
     last_step: u64,
     base_at: Vec<usize>,
     op_at: Vec<Option<usize>>,
@@ -131,7 +131,7 @@ impl Model {
 
     /// The buffers of the schedule with `chosen` candidates applied, as bufferization makes
     /// them, and the extended schedule's bookkeeping.
-    pub(super) fn buffers(&self, chosen: &[&Candidate]) -> Buffers {
+    fn buffers(&self, chosen: &[&Candidate]) -> Buffers {
         let n = self.ops.len();
         // Insertions per base position, in a fixed order.
         let mut at: Vec<Vec<&Candidate>> = vec![Vec::new(); n + 1];
@@ -185,8 +185,8 @@ impl Model {
             }
             execs.push(Exec { base, pos, reads });
         };
-        for p in 0..=n {
-            for c in &at[p] {
+        for (p, here) in at.iter().enumerate() {
+            for c in here {
                 for &o in &c.chain {
                     run(o, p, &mut copies, &mut latest, &mut execs);
                     extra_flops = extra_flops.saturating_add(self.ops[o].flops);

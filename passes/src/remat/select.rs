@@ -119,12 +119,10 @@ fn greedy(model: &Model, cands: &[Candidate], target: u64, forced: &[usize]) -> 
         });
         let before = excess(&profile, target);
         let mut best: Option<(f64, usize, Profile)> = None;
-        let mut tried = 0;
-        for &i in &options {
+        for (tried, &i) in options.iter().enumerate() {
             if tried >= SHORTLIST && best.is_some() {
                 break;
             }
-            tried += 1;
             chosen.push(i);
             let trial = eval(model, cands, &chosen);
             chosen.pop();

@@ -55,30 +55,6 @@ fn model_matches_planner(module: &Module, func: &Function) {
     let plan =
         plan_function_with_scratch(func, &module.weights, &PlanOptions::default(), &none).unwrap();
     let profile = built.model.evaluate(&[]);
-    if profile.load != plan.load_model_order {
-        let b = built.model.buffers(&[]);
-        for (i, s) in b.specs.iter().enumerate() {
-            eprintln!("model {i}: {:?}", s);
-        }
-        for (k, &op) in built.ops.iter().enumerate() {
-            let d = func.op(op);
-            eprintln!(
-                "step {} {:?} {:?} -> {:?} model {:?} <- {:?}",
-                k + 1,
-                d.opcode,
-                d.operands,
-                d.results,
-                built.model.ops[k].results,
-                built.model.ops[k].operands
-            );
-        }
-        for (i, s) in crate::memory::model_order_specs(func, &module.weights)
-            .iter()
-            .enumerate()
-        {
-            eprintln!("plan {i}: {:?}", s);
-        }
-    }
     assert_eq!(
         profile.load,
         plan.load_model_order,

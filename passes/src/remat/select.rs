@@ -6,8 +6,10 @@
 //! - **Greedy** otherwise (and as the exact search's first bound): while the LOAD is over the
 //!   target, take the candidates that hold bytes across the peak step, estimate each by bytes
 //!   freed per FLOP, evaluate the best few exactly and keep the one that removes the most
-//!   bytes over the target (summed over all steps) per FLOP; then drop, most expensive
-//!   first, every chosen candidate the target no longer needs.
+//!   bytes over an aim (summed over all steps) per FLOP, the aim being the target or, when
+//!   that is far, just under the current peak (so an unreachable target still brings the peak
+//!   down as far as it goes); then drop, most expensive first, every chosen candidate the
+//!   target no longer needs.
 //!
 //! At most one candidate per (buffer, gap): the variants of one gap exclude each other.
 
@@ -83,7 +85,32 @@ pub fn select(model: &Model, cands: &[Candidate], target: u64, forced: &[usize])
     }
 }
 
+/// The better of two greedy runs: one weighing every step over the target, one aiming just
+/// under the current peak.
 fn greedy(model: &Model, cands: &[Candidate], target: u64, forced: &[usize]) -> Selection {
+    let wide = greedy_with(model, cands, target, forced, false);
+    let narrow = greedy_with(model, cands, target, forced, true);
+    let key = |s: &Selection| {
+        if s.reached {
+            (0, s.profile.extra_flops)
+        } else {
+            (1, s.profile.load)
+        }
+    };
+    if key(&narrow) < key(&wide) {
+        narrow
+    } else {
+        wide
+    }
+}
+
+fn greedy_with(
+    model: &Model,
+    cands: &[Candidate],
+    target: u64,
+    forced: &[usize],
+    peak_first: bool,
+) -> Selection {
     let mut chosen: Vec<usize> = forced.to_vec();
     let mut profile = eval(model, cands, &chosen);
     while profile.load > target {
@@ -117,7 +144,14 @@ fn greedy(model: &Model, cands: &[Candidate], target: u64, forced: &[usize]) -> 
                 .unwrap_or(std::cmp::Ordering::Equal)
                 .then(a.cmp(&b))
         });
-        let before = excess(&profile, target);
+        // Aim just under the current peak (or at the target, when that is closer): the
+        // steps that decide the arena count, not every step over an unreachable target.
+        let aim = if peak_first {
+            target.max(profile.load - profile.load / 32)
+        } else {
+            target
+        };
+        let before = excess(&profile, aim);
         let mut best: Option<(f64, usize, Profile)> = None;
         for (tried, &i) in options.iter().enumerate() {
             if tried >= SHORTLIST && best.is_some() {
@@ -126,7 +160,7 @@ fn greedy(model: &Model, cands: &[Candidate], target: u64, forced: &[usize]) -> 
             chosen.push(i);
             let trial = eval(model, cands, &chosen);
             chosen.pop();
-            let after = excess(&trial, target);
+            let after = excess(&trial, aim);
             if after >= before {
                 continue;
             }

@@ -16,11 +16,11 @@
 use super::model::{Candidate, Model, Profile};
 
 /// The most relevant candidates for which the search is exact.
-pub const EXACT_LIMIT: usize = 16;
+pub const EXACT_LIMIT: usize = 24;
 /// How many of the best-estimated candidates each greedy step evaluates exactly.
 const SHORTLIST: usize = 6;
 /// The most subsets the exact search evaluates before it settles for the best found.
-const EXACT_EVALUATIONS: usize = 1 << 17;
+const EXACT_EVALUATIONS: usize = 1 << 18;
 
 /// What selection chose.
 pub struct Selection {

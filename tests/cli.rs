@@ -196,3 +196,43 @@ fn plan_csv_plans() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(out.contains("| tiny | 3 | 1536 | 1536 | 1.0000 |"), "{out}");
 }
+
+#[test]
+fn bad_memory_budgets_and_recompute_configs() {
+    let model = "examples/classifier.onnx";
+    let mut out = String::new();
+    for flags in [
+        &["--memory-budget", "12XB"][..],
+        &["--memory-budget", "150%"],
+        &["--memory-budget", "0"],
+        &["--recompute", "Gelu+:2:-1"],
+        &["--recompute", "Gelu:1:-1"],
+        &["--recompute", "Gelu+:1"],
+    ] {
+        let mut args = vec!["compile", model, "--dim", "batch=1", "--emit", "plan-json"];
+        args.extend_from_slice(flags);
+        out.push_str(&format!("$ memc {}\n{}\n", flags.join(" "), memc(&args, None)));
+    }
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn an_unmet_budget_says_how_close_and_why() {
+    let out = memc(
+        &[
+            "compile",
+            "examples/classifier.onnx",
+            "--dim",
+            "batch=1",
+            "--emit",
+            "plan-json",
+            "--memory-budget",
+            "10KiB",
+            "--recompute",
+            "Gelu+:1:-1",
+        ],
+        None,
+    );
+    let stderr = out.split("----- stderr -----\n").nth(1).unwrap_or_default();
+    insta::assert_snapshot!(stderr);
+}

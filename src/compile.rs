@@ -10,10 +10,11 @@
 //!   -> plan each op's kernel form and scratch bytes for the target (codegen::lower::plan_ops)
 //!   -> schedule -> bufferize (views, in-place, scratch per op from those plans) -> liveness
 //!   -> assign offsets -> validate
+//!   -> remat (passes::remat: with `--memory-budget` / `--recompute`, recompute values until
+//!      the arena fits, and plan again; always, the report's list of opportunities)
 //!   -> lower to kernels in the planned forms (codegen::lower) -> validate kernels
 //!   -> for `--target cuda`: the kernels as one PTX module (codegen::ptx::emit_program); a
 //!      kernel the PTX emitters cannot write is a compile error naming it and its op
-//!   -> [remat: not built yet]
 //! (then the CLI writes the plan file, packing low-bit weights as it streams them)
 //! ```
 //!

@@ -211,7 +211,11 @@ fn bad_memory_budgets_and_recompute_configs() {
     ] {
         let mut args = vec!["compile", model, "--dim", "batch=1", "--emit", "plan-json"];
         args.extend_from_slice(flags);
-        out.push_str(&format!("$ memc {}\n{}\n", flags.join(" "), memc(&args, None)));
+        out.push_str(&format!(
+            "$ memc {}\n{}\n",
+            flags.join(" "),
+            memc(&args, None)
+        ));
     }
     insta::assert_snapshot!(out);
 }

@@ -557,3 +557,70 @@ fn remat_keeps_training_steps_bit_identical() {
         "the pass recomputes in the transformers"
     );
 }
+
+/// `--report` lists the recompute opportunities as ONNX Runtime's memory optimizer does
+/// (config string, frequency, max saving, saving in the model's dims, ON/OFF) plus extra FLOPs
+/// and the peak after; a listed config passed back with `--recompute` turns its plan ON.
+#[test]
+fn the_report_lists_recompute_plans_in_onnxruntime_format() {
+    let Some(zoo) = zoo() else {
+        return;
+    };
+    let memc = env!("CARGO_BIN_EXE_memc");
+    let dir = zoo.join("gpt");
+    let meta = meta(&dir);
+    let svg = Path::new(env!("CARGO_TARGET_TMPDIR")).join("remat_report.svg");
+    let report = |extra: &[&str]| {
+        let out = Command::new(memc)
+            .arg("compile")
+            .arg(dir.join("training_model.onnx"))
+            .args(dim_args(&meta))
+            .args(["--emit", "plan-json", "--report", "--report-svg"])
+            .arg(&svg)
+            .args(extra)
+            .output()
+            .expect("memc runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let text = report(&[]);
+    let section = text
+        .split("Memory Optimizer")
+        .nth(1)
+        .expect("the report has a Memory Optimizer section");
+    for column in [
+        "Configs",
+        "Freq",
+        "Max Saving(Bytes)",
+        "Saving Symbolic(Bytes)",
+        "Extra FLOPs",
+        "Peak after",
+    ] {
+        assert!(section.contains(column), "{section}");
+    }
+    let plan = section
+        .lines()
+        .find(|l| l.starts_with(" - Plan 1 "))
+        .expect("a first plan");
+    assert!(plan.contains(":  OFF"), "{plan}");
+    assert!(
+        section.contains("batch") && section.contains("seq"),
+        "formulas in the model's dims: {section}"
+    );
+    let config = plan
+        .split_whitespace()
+        .find(|w| w.ends_with(":1:-1"))
+        .expect("a config string")
+        .to_string();
+    let applied = report(&["--recompute", &config]);
+    let plan = applied
+        .lines()
+        .find(|l| l.contains(&config))
+        .expect("the plan is listed again");
+    assert!(plan.contains(":  ON"), "{plan}");
+    assert!(applied.contains("memc: --recompute: arena"), "{applied}");
+}

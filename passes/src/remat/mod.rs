@@ -48,6 +48,8 @@ use std::time::{Duration, Instant};
 /// The most times selection runs again with a lower target because fragmentation kept the
 /// arena over the budget.
 pub const ROUNDS: usize = 4;
+/// The time selection may take over all rounds; it returns the best choice found by then.
+pub const TIME_LIMIT: Duration = Duration::from_millis(700);
 
 /// What to rematerialize.
 #[derive(Clone, Debug, Default)]
@@ -180,7 +182,8 @@ pub fn rematerialize(
         let mut target = budget.min(base_profile.load);
         let mut best: Option<(Vec<usize>, MemoryPlan, Function, bool, u64)> = None;
         for _ in 0..ROUNDS {
-            let selection = select::select(model, &cands, target, &forced);
+            let deadline = started + TIME_LIMIT;
+            let selection = select::select(model, &cands, target, &forced, deadline);
             let mut candidate_func = laid_out.clone();
             let origin = apply(&mut candidate_func, &built, &cands, &selection.chosen);
             let mapped =

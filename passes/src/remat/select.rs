@@ -11,14 +11,18 @@
 //!   down as far as it goes); then drop, most expensive first, every chosen candidate the
 //!   target no longer needs.
 //!
-//! At most one candidate per (buffer, gap): the variants of one gap exclude each other.
+//! At most one candidate per (buffer, gap): the variants of one gap exclude each other. Both
+//! searches stop at a deadline ([`super::TIME_LIMIT`] for the whole pass) with the best found.
 
 use super::model::{Candidate, Model, Profile};
+use std::time::Instant;
 
 /// The most relevant candidates for which the search is exact.
 pub const EXACT_LIMIT: usize = 24;
 /// How many of the best-estimated candidates each greedy step evaluates exactly.
 const SHORTLIST: usize = 6;
+/// The most plans one greedy step evaluates before it gives up on finding an improvement.
+const MAX_EVALUATIONS: usize = 96;
 /// The most subsets the exact search evaluates before it settles for the best found.
 const EXACT_EVALUATIONS: usize = 1 << 18;
 
@@ -58,8 +62,14 @@ fn covers(c: &Candidate, p: usize) -> bool {
 
 /// Chooses candidates so that the LOAD is at most `target`, starting from `forced` (always
 /// kept, e.g. the user's `--recompute` choices).
-pub fn select(model: &Model, cands: &[Candidate], target: u64, forced: &[usize]) -> Selection {
-    let greedy = greedy(model, cands, target, forced);
+pub fn select(
+    model: &Model,
+    cands: &[Candidate],
+    target: u64,
+    forced: &[usize],
+    deadline: Instant,
+) -> Selection {
+    let greedy = greedy(model, cands, target, forced, deadline);
     if !greedy.reached && greedy.profile.load <= target {
         return greedy;
     }
@@ -79,7 +89,7 @@ pub fn select(model: &Model, cands: &[Candidate], target: u64, forced: &[usize])
     if relevant.len() > EXACT_LIMIT || hot.is_empty() {
         return greedy;
     }
-    match exact(model, cands, target, forced, &relevant, &greedy) {
+    match exact(model, cands, target, forced, &relevant, &greedy, deadline) {
         Some(better) => better,
         None => greedy,
     }
@@ -87,9 +97,21 @@ pub fn select(model: &Model, cands: &[Candidate], target: u64, forced: &[usize])
 
 /// The better of two greedy runs: one weighing every step over the target, one aiming just
 /// under the current peak.
-fn greedy(model: &Model, cands: &[Candidate], target: u64, forced: &[usize]) -> Selection {
-    let wide = greedy_with(model, cands, target, forced, false);
-    let narrow = greedy_with(model, cands, target, forced, true);
+fn greedy(
+    model: &Model,
+    cands: &[Candidate],
+    target: u64,
+    forced: &[usize],
+    deadline: Instant,
+) -> Selection {
+    // The wide run first, with most of the time; the narrow one when that falls short.
+    let now = Instant::now();
+    let most = now + deadline.saturating_duration_since(now) * 2 / 3;
+    let wide = greedy_with(model, cands, target, forced, false, most);
+    if wide.reached {
+        return wide;
+    }
+    let narrow = greedy_with(model, cands, target, forced, true, deadline);
     let key = |s: &Selection| {
         if s.reached {
             (0, s.profile.extra_flops)
@@ -110,10 +132,11 @@ fn greedy_with(
     target: u64,
     forced: &[usize],
     peak_first: bool,
+    deadline: Instant,
 ) -> Selection {
     let mut chosen: Vec<usize> = forced.to_vec();
     let mut profile = eval(model, cands, &chosen);
-    while profile.load > target {
+    while profile.load > target && Instant::now() < deadline {
         let peak = profile
             .live
             .iter()
@@ -152,26 +175,54 @@ fn greedy_with(
             target
         };
         let before = excess(&profile, aim);
-        let mut best: Option<(f64, usize, Profile)> = None;
+        // Each option alone, and with every other candidate that keeps alive only what it
+        // keeps alive (the values a layer is recomputed from: a checkpoint, whose cost only
+        // pays off when the whole layer uses it).
+        let mut best: Option<(f64, Vec<usize>, Profile)> = None;
+        let mut evaluations = 0;
         for (tried, &i) in options.iter().enumerate() {
-            if tried >= SHORTLIST && best.is_some() {
+            if (tried >= SHORTLIST && best.is_some()) || evaluations >= MAX_EVALUATIONS {
                 break;
             }
-            chosen.push(i);
-            let trial = eval(model, cands, &chosen);
-            chosen.pop();
-            let after = excess(&trial, aim);
-            if after >= before {
-                continue;
+            let mut moves = vec![vec![i]];
+            if !cands[i].extends.is_empty() {
+                let mut group = vec![i];
+                for (j, c) in cands.iter().enumerate() {
+                    let free = !chosen
+                        .iter()
+                        .chain(&group)
+                        .any(|&k| k == j || excludes(&cands[k], c));
+                    if free
+                        && !c.extends.is_empty()
+                        && c.extends.iter().all(|v| cands[i].extends.contains(v))
+                    {
+                        group.push(j);
+                    }
+                }
+                if group.len() > 1 {
+                    moves.push(group);
+                }
             }
-            let gain = (before - after) as f64 / (cands[i].flops as f64 + 1.0);
-            if best.as_ref().is_none_or(|(g, _, _)| gain > *g) {
-                best = Some((gain, i, trial));
+            for m in moves {
+                evaluations += 1;
+                let len = chosen.len();
+                chosen.extend_from_slice(&m);
+                let trial = eval(model, cands, &chosen);
+                chosen.truncate(len);
+                let after = excess(&trial, aim);
+                if after >= before {
+                    continue;
+                }
+                let flops: u64 = m.iter().map(|&k| cands[k].flops).sum();
+                let gain = (before - after) as f64 / (flops as f64 + 1.0);
+                if best.as_ref().is_none_or(|(g, _, _)| gain > *g) {
+                    best = Some((gain, m, trial));
+                }
             }
         }
         match best {
-            Some((_, i, trial)) => {
-                chosen.push(i);
+            Some((_, m, trial)) => {
+                chosen.extend(m);
                 profile = trial;
             }
             None => break,
@@ -187,6 +238,9 @@ fn greedy_with(
             .collect();
         order.sort_by_key(|&i| std::cmp::Reverse(cands[i].flops));
         for i in order {
+            if Instant::now() >= deadline {
+                break;
+            }
             let without: Vec<usize> = chosen.iter().copied().filter(|&c| c != i).collect();
             let trial = eval(model, cands, &without);
             if trial.load <= target {
@@ -211,6 +265,7 @@ fn exact(
     forced: &[usize],
     relevant: &[usize],
     greedy: &Selection,
+    deadline: Instant,
 ) -> Option<Selection> {
     let mut order = relevant.to_vec();
     order.sort_by_key(|&i| (cands[i].flops, i));
@@ -227,11 +282,13 @@ fn exact(
         best: None,
         best_flops: greedy_flops,
         evaluations: 0,
+        deadline,
+        out_of_time: false,
     };
     let mut chosen = forced.to_vec();
     let forced_flops: u64 = forced.iter().map(|&i| cands[i].flops).sum();
     search.dfs(0, &mut chosen, forced_flops);
-    let finished = search.evaluations < EXACT_EVALUATIONS;
+    let finished = search.evaluations < EXACT_EVALUATIONS && !search.out_of_time;
     match search.best {
         Some((chosen, profile)) => Some(Selection {
             chosen,
@@ -258,11 +315,17 @@ struct Search<'a> {
     /// FLOPs of the best feasible choice so far: a subset must cost less to be worth a look.
     best_flops: Option<u64>,
     evaluations: usize,
+    deadline: Instant,
+    out_of_time: bool,
 }
 
 impl Search<'_> {
     fn dfs(&mut self, k: usize, chosen: &mut Vec<usize>, flops: u64) {
-        if self.evaluations >= EXACT_EVALUATIONS {
+        if self.evaluations >= EXACT_EVALUATIONS || self.out_of_time {
+            return;
+        }
+        if self.evaluations % 256 == 255 && Instant::now() >= self.deadline {
+            self.out_of_time = true;
             return;
         }
         if self.best_flops.is_some_and(|b| flops >= b) {

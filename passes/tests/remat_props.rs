@@ -129,3 +129,57 @@ proptest! {
         );
     }
 }
+
+/// A DAG whose values the e-graph merges (several `Relu(%arg0)`, `Mul(%18, %7)`): the
+/// rewritten function reads the newest copy everywhere, as the model does (a clone's operand
+/// that was itself a clone's result once kept its old copy).
+#[test]
+fn equal_values_read_the_newest_copy() {
+    let steps: Vec<Step> = vec![
+        (0, 0, 0, false),
+        (0, 2, 0, false),
+        (5, 20, 0, true),
+        (0, 0, 0, false),
+        (0, 20, 0, false),
+        (2, 3, 7, false),
+        (5, 3, 0, false),
+        (0, 2, 0, false),
+        (0, 0, 0, false),
+        (0, 0, 0, false),
+        (0, 3, 44, false),
+        (4, 60, 4, true),
+        (1, 9, 15, false),
+        (5, 20, 45, false),
+        (1, 43, 61, true),
+        (0, 20, 25, false),
+        (1, 31, 20, true),
+        (4, 34, 9, true),
+        (4, 40, 12, false),
+        (3, 14, 41, true),
+        (3, 16, 28, false),
+        (4, 22, 37, false),
+        (5, 6, 46, true),
+        (5, 10, 7, false),
+        (4, 39, 20, false),
+        (3, 11, 15, true),
+        (3, 14, 21, false),
+        (0, 22, 50, true),
+        (3, 41, 34, false),
+        (4, 53, 56, true),
+        (1, 22, 36, false),
+        (4, 59, 16, true),
+    ];
+    let module = build(&steps, 1);
+    let (_, original) = module.functions().next().unwrap();
+    let mut func = original.clone();
+    let scratch = |_: &Function, _: memc_ir::OpId| 0u64;
+    let (plan, report) = rematerialize(
+        &mut func,
+        &module.weights,
+        &scratch,
+        &options(Some(Budget::Percent(75.0))),
+    )
+    .unwrap();
+    assert!(report.cloned_ops > 0);
+    assert_eq!(report.model_load, plan.load_model_order);
+}

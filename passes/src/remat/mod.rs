@@ -655,6 +655,3 @@ fn why_not(func: &Function, weights: &WeightStore, plan: &MemoryPlan) -> String 
         live.join(", ")
     )
 }
-
-#[cfg(test)]
-mod tests;

@@ -70,9 +70,6 @@ pub fn select(
     deadline: Instant,
 ) -> Selection {
     let greedy = greedy(model, cands, target, forced, deadline);
-    if !greedy.reached && greedy.profile.load <= target {
-        return greedy;
-    }
     // The candidates that matter: those holding bytes across a step over the target.
     let base = eval(model, cands, forced);
     let hot: Vec<usize> = base

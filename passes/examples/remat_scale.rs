@@ -19,7 +19,7 @@ fn main() {
     let ty = |n: u64| Type::Tensor(TensorType::with_shape(ElemType::F32, &[64, n]));
     let mut func = Function::new("step", vec![ty(64)], Vec::new());
     let block = func.entry_block();
-    let mut op = |func: &mut Function, opcode: Opcode, operands: Vec<ValueId>, n: u64| {
+    let op = |func: &mut Function, opcode: Opcode, operands: Vec<ValueId>, n: u64| {
         let o = func.build_op(block, opcode, operands, vec![ty(n)], []);
         func.op(o).results[0]
     };

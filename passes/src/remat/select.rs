@@ -12,10 +12,11 @@
 //!   target no longer needs.
 //!
 //! At most one candidate per (buffer, gap): the variants of one gap exclude each other. Both
-//! searches stop at a deadline ([`super::TIME_LIMIT`] for the whole pass) with the best found.
+//! searches stop when a budget of work ([`Work`], [`super::WORK_LIMIT`] for the whole pass) is
+//! spent, with the best found: deterministic, whatever the machine's load.
 
 use super::model::{Candidate, Model, Profile};
-use std::time::Instant;
+use std::cell::Cell;
 
 /// The most relevant candidates for which the search is exact.
 pub const EXACT_LIMIT: usize = 24;
@@ -50,8 +51,30 @@ fn excludes(a: &Candidate, b: &Candidate) -> bool {
     a.target == b.target && a.gap_from == b.gap_from
 }
 
-fn eval(model: &Model, cands: &[Candidate], chosen: &[usize]) -> Profile {
+/// A budget of work for selection, counted in ops evaluated (each evaluation of a schedule
+/// costs its length), so that how far selection gets does not depend on the machine or its
+/// load: the same model and budget always give the same plan.
+pub struct Work(Cell<u64>);
+
+impl Work {
+    pub fn new(ops: u64) -> Work {
+        Work(Cell::new(ops))
+    }
+
+    /// Whether the budget is spent.
+    pub fn spent(&self) -> bool {
+        self.0.get() == 0
+    }
+
+    fn charge(&self, ops: u64) {
+        self.0.set(self.0.get().saturating_sub(ops));
+    }
+}
+
+fn eval(model: &Model, cands: &[Candidate], chosen: &[usize], work: &Work) -> Profile {
     let list: Vec<&Candidate> = chosen.iter().map(|&i| &cands[i]).collect();
+    let clones: usize = list.iter().map(|c| c.chain.len()).sum();
+    work.charge((model.ops.len() + clones) as u64);
     model.evaluate(&list)
 }
 
@@ -67,11 +90,11 @@ pub fn select(
     cands: &[Candidate],
     target: u64,
     forced: &[usize],
-    deadline: Instant,
+    work: &Work,
 ) -> Selection {
-    let greedy = greedy(model, cands, target, forced, deadline);
+    let greedy = greedy(model, cands, target, forced, work);
     // The candidates that matter: those holding bytes across a step over the target.
-    let base = eval(model, cands, forced);
+    let base = eval(model, cands, forced, work);
     let hot: Vec<usize> = base
         .live
         .iter()
@@ -86,7 +109,7 @@ pub fn select(
     if relevant.len() > EXACT_LIMIT || hot.is_empty() {
         return greedy;
     }
-    match exact(model, cands, target, forced, &relevant, &greedy, deadline) {
+    match exact(model, cands, target, forced, &relevant, &greedy, work) {
         Some(better) => better,
         None => greedy,
     }
@@ -99,16 +122,14 @@ fn greedy(
     cands: &[Candidate],
     target: u64,
     forced: &[usize],
-    deadline: Instant,
+    work: &Work,
 ) -> Selection {
-    // The wide run first, with most of the time; the narrow one when that falls short.
-    let now = Instant::now();
-    let most = now + deadline.saturating_duration_since(now) * 2 / 3;
-    let wide = greedy_with(model, cands, target, forced, false, most);
+    // The wide run first; the narrow one when that falls short.
+    let wide = greedy_with(model, cands, target, forced, false, work);
     if wide.reached {
         return wide;
     }
-    let narrow = greedy_with(model, cands, target, forced, true, deadline);
+    let narrow = greedy_with(model, cands, target, forced, true, work);
     let key = |s: &Selection| {
         if s.reached {
             (0, s.profile.extra_flops)
@@ -129,11 +150,11 @@ fn greedy_with(
     target: u64,
     forced: &[usize],
     peak_first: bool,
-    deadline: Instant,
+    work: &Work,
 ) -> Selection {
     let mut chosen: Vec<usize> = forced.to_vec();
-    let mut profile = eval(model, cands, &chosen);
-    while profile.load > target && Instant::now() < deadline {
+    let mut profile = eval(model, cands, &chosen, work);
+    while profile.load > target && !work.spent() {
         let peak = profile
             .live
             .iter()
@@ -204,7 +225,7 @@ fn greedy_with(
                 evaluations += 1;
                 let len = chosen.len();
                 chosen.extend_from_slice(&m);
-                let trial = eval(model, cands, &chosen);
+                let trial = eval(model, cands, &chosen, work);
                 chosen.truncate(len);
                 let after = excess(&trial, aim);
                 if after >= before {
@@ -235,11 +256,11 @@ fn greedy_with(
             .collect();
         order.sort_by_key(|&i| std::cmp::Reverse(cands[i].flops));
         for i in order {
-            if Instant::now() >= deadline {
+            if work.spent() {
                 break;
             }
             let without: Vec<usize> = chosen.iter().copied().filter(|&c| c != i).collect();
-            let trial = eval(model, cands, &without);
+            let trial = eval(model, cands, &without, work);
             if trial.load <= target {
                 chosen = without;
                 profile = trial;
@@ -262,7 +283,7 @@ fn exact(
     forced: &[usize],
     relevant: &[usize],
     greedy: &Selection,
-    deadline: Instant,
+    work: &Work,
 ) -> Option<Selection> {
     let mut order = relevant.to_vec();
     order.sort_by_key(|&i| (cands[i].flops, i));
@@ -279,7 +300,7 @@ fn exact(
         best: None,
         best_flops: greedy_flops,
         evaluations: 0,
-        deadline,
+        work,
         out_of_time: false,
     };
     let mut chosen = forced.to_vec();
@@ -312,7 +333,7 @@ struct Search<'a> {
     /// FLOPs of the best feasible choice so far: a subset must cost less to be worth a look.
     best_flops: Option<u64>,
     evaluations: usize,
-    deadline: Instant,
+    work: &'a Work,
     out_of_time: bool,
 }
 
@@ -321,7 +342,7 @@ impl Search<'_> {
         if self.evaluations >= EXACT_EVALUATIONS || self.out_of_time {
             return;
         }
-        if self.evaluations % 256 == 255 && Instant::now() >= self.deadline {
+        if self.work.spent() {
             self.out_of_time = true;
             return;
         }
@@ -329,7 +350,7 @@ impl Search<'_> {
             return;
         }
         self.evaluations += 1;
-        let profile = eval(self.model, self.cands, chosen);
+        let profile = eval(self.model, self.cands, chosen, self.work);
         if profile.load <= self.target {
             self.best_flops = Some(profile.extra_flops);
             self.best = Some((chosen.clone(), profile));

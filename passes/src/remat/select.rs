@@ -74,7 +74,8 @@ impl Work {
 fn eval(model: &Model, cands: &[Candidate], chosen: &[usize], work: &Work) -> Profile {
     let list: Vec<&Candidate> = chosen.iter().map(|&i| &cands[i]).collect();
     let clones: usize = list.iter().map(|c| c.chain.len()).sum();
-    work.charge((model.ops.len() + clones) as u64);
+    // Plus a fixed cost per evaluation: small schedules cost more than their length.
+    work.charge((model.ops.len() + clones) as u64 + 256);
     model.evaluate(&list)
 }
 

@@ -340,7 +340,7 @@ class RematMilp:
         self.computed = [i for i, n in enumerate(nodes) if not n.is_input]
         n = len(self.computed)
         self.n_stages = n + 1
-        stage_of = {v: s for s, v in enumerate(self.computed)}
+        self.stage_of = stage_of = {v: s for s, v in enumerate(self.computed)}
         consumers = {i: [] for i in range(len(nodes))}
         for k, node in enumerate(nodes):
             for u in node.deps:
@@ -439,6 +439,34 @@ class RematMilp:
         hazards = [(keep, 1)] + [(self._r(s, j), 1) for j in later]
         b.row([(free, 1), (self._r(s, k), -1)] + hazards, 0, math.inf)
         return free
+
+    def start_values(self, pairs):
+        """The R and S columns of the schedule with the (stage, node) recomputations `pairs`
+        (the tests fix them to check that the MILP counts memory as the simulation does):
+        S[s,v] = 1 where v's copy existing when stage s begins is read in
+        stage s or later, or is an output's last copy."""
+        tagged = _tagged_order(self.nodes, pairs)
+        final = len(self.nodes)
+        stage_index = {node: s for s, node in enumerate(self.computed)}
+        stage_index[final] = len(self.computed)
+        # The stage of each moment, and the first moment of each stage.
+        moment_stage = [stage_index[pair[0] if pair else v] for v, pair in tagged]
+        stage_start = [
+            next((m for m, st in enumerate(moment_stage) if st >= s), len(tagged))
+            for s in range(self.n_stages)
+        ]
+        values = {}
+        wanted = {(stage_index[stage], v) for stage, v in pairs}
+        for key, col in self.R.items():
+            values[col] = 1.0 if key in wanted else 0.0
+        held = set()
+        for v, first, last in _instances(self.nodes, [v for v, _ in tagged]):
+            for s, begin in enumerate(stage_start):
+                if first < begin <= last:
+                    held.add((s, v))
+        for key, col in self.S.items():
+            values[col] = 1.0 if key in held else 0.0
+        return values
 
     def recompute_pairs(self, values):
         """(stage, node) for every R[s,v] set in the solution `values`; the stage is named by
@@ -570,6 +598,8 @@ def solve_min_budget(nodes, time_limit=60.0):
             f"the MILP says {first.objective}"
         )
     remaining = time_limit - (time.perf_counter() - started)
+    # No MIP start from the first solve here: with one, HiGHS 1.16 returned on a presolved-away
+    # model the start's columns beside an objective of 0.
     second = _run(nodes, min_peak, remaining, minimize_peak=False)
     if second.pairs is None:
         # Out of time: the first solve's schedule meets min_peak.

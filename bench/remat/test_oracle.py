@@ -22,6 +22,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import highspy  # noqa: E402
 import oracle  # noqa: E402
 
 
@@ -358,6 +359,35 @@ class AgainstBruteForce(unittest.TestCase):
                 continue
             self.check(raw, prune=True)
             checked += 1
+
+    def test_the_milp_counts_memory_exactly(self):
+        # For random schedules, the MILP with R and S fixed to the schedule's values must meet
+        # a budget equal to the schedule's simulated peak, and not one byte less: its memory
+        # rows count neither more nor less than the simulation.
+        rng = random.Random(21)
+        for _ in range(40):
+            raw = random_dag(rng, rng.randint(3, 10))
+            nodes, _ = oracle.parse_problem({"nodes": raw, "budget": 0})
+            candidates = brute_candidates(raw, prune=False)
+            for _ in range(4):
+                chosen = [c for c in candidates if rng.random() < 0.3]
+                pairs = oracle.prune_unread(nodes, chosen)
+                peak = oracle.simulate(nodes, oracle.execution_order(nodes, pairs))
+                self.assertEqual(brute_peak(raw, pairs), peak)
+                flops = sum(raw[v]["flops"] for _, v in pairs)
+                for budget, feasible in ((peak, True), (peak - 1, False)):
+                    model = oracle.RematMilp(nodes, budget, 1, 1, minimize_peak=False)
+                    h = model.builder.to_highs(60)
+                    for col, value in model.start_values(pairs).items():
+                        h.changeColBounds(col, value, value)
+                    h.run()
+                    status = h.getModelStatus()
+                    where = f"pairs {pairs}, budget {budget}, graph {json.dumps(raw)}"
+                    if feasible:
+                        self.assertEqual(status, highspy.HighsModelStatus.kOptimal, where)
+                        self.assertAlmostEqual(h.getInfo().objective_function_value, flops)
+                    else:
+                        self.assertEqual(status, highspy.HighsModelStatus.kInfeasible, where)
 
     def test_chains(self):
         rng = random.Random(7)

@@ -33,13 +33,13 @@ The answer (JSON on stdout, one line):
      "flops_lower_bound": int | null,  # HiGHS's bound on extra_flops (== extra_flops if optimal)
      "graph_flops": int}          # the FLOPs of one computation of every computed node
 Exit status 0 with any of the three statuses; 2 for a malformed problem (message on stderr);
-3 if the solution fails the oracle's own check (a bug, message on stderr).
+3 if HiGHS fails or the solution fails the oracle's own check (message on stderr).
 
 The model (the schedule class the optimum is taken over) is Checkmate's with a fixed order:
 stage s runs, in the given order, the recomputations chosen for it and then node s itself; a
-final stage after the last node may recompute what outputs need; a
-value is read from its latest computation; every value is freed right after its last read (an
-output's last computation is kept to the end). The memory while a node runs is the sum of the
+final stage after the last node may recompute what outputs need; a value is read from its
+latest computation; every value is freed right after its last read (an output's last
+computation is kept to the end). The memory while a node runs is the sum of the
 sizes of the values held plus that node's scratch. Recomputations run in the given topological
 order inside a stage, at most once per stage: schedules that interleave recomputation chains
 differently are outside the class, so another remat pass can beat this "optimum".
@@ -528,7 +528,8 @@ def _run(nodes, budget, time_limit, minimize_peak):
         return _Solve(name, None, None, info.mip_dual_bound * unit, seconds)
     values = list(h.getSolution().col_value)
     pairs = model.recompute_pairs(values)
-    return _Solve(name, pairs, info.objective_function_value * unit, info.mip_dual_bound * unit, seconds)
+    objective = info.objective_function_value * unit
+    return _Solve(name, pairs, objective, info.mip_dual_bound * unit, seconds)
 
 
 class SelfCheckError(Exception):
@@ -592,7 +593,7 @@ def solve_min_budget(nodes, time_limit=60.0):
         return answer
     pairs = prune_unread(nodes, first.pairs)
     min_peak = simulate(nodes, execution_order(nodes, pairs))
-    if first.status == "optimal" and min_peak > math.ceil(first.objective - 1e-6):
+    if first.status == "optimal" and abs(min_peak - first.objective) > 0.5:
         raise SelfCheckError(
             f"the peak-minimizing schedule peaks at {min_peak} by simulation, "
             f"the MILP says {first.objective}"
@@ -601,6 +602,8 @@ def solve_min_budget(nodes, time_limit=60.0):
     # No MIP start from the first solve here: with one, HiGHS 1.16 returned on a presolved-away
     # model the start's columns beside an objective of 0.
     second = _run(nodes, min_peak, remaining, minimize_peak=False)
+    if second.status == "infeasible":
+        raise SelfCheckError(f"the MILP calls the peak {min_peak} of its own schedule infeasible")
     if second.pairs is None:
         # Out of time: the first solve's schedule meets min_peak.
         extra = sum(nodes[v].flops for _, v in pairs)
@@ -652,6 +655,9 @@ def main(argv=None):
             answer = solve(nodes, budget, args.time_limit)
     except SelfCheckError as e:
         print(f"oracle.py: self-check failed (an oracle bug): {e}", file=sys.stderr)
+        return 3
+    except RuntimeError as e:
+        print(f"oracle.py: {e}", file=sys.stderr)
         return 3
     out.write(json.dumps(answer) + "\n")
     out.flush()

@@ -3,7 +3,8 @@
 command line, and the MILP against a brute-force search on many random tiny DAGs.
 
 Run: .venv/bin/python bench/remat/test_oracle.py [-v]
-     .venv/bin/python bench/remat/test_oracle.py --timings [--seed 0]   (solve times, 20/30/40 nodes)
+     .venv/bin/python bench/remat/test_oracle.py --timings [--seed 0] [--kind random|training]
+         (solve times at 20/30/40 nodes)
 
 The brute force shares no code with the oracle: it has its own simulator and enumerates every
 set of (stage, node) recomputations, so it finds the optimum over the oracle's schedule class
@@ -81,7 +82,9 @@ def brute_peak(raw, pairs):
             copies[current[i]][2] = moments
     peak = 0
     for t in range(-1, moments + 1):
-        held = sum(raw[v]["size"] for v, born, last in copies if last is not None and born <= t <= last)
+        held = sum(
+            raw[v]["size"] for v, born, last in copies if last is not None and born <= t <= last
+        )
         running = raw[run[t]]["scratch"] if 0 <= t < moments else 0
         peak = max(peak, held + running)
     return peak
@@ -199,7 +202,9 @@ class HandExamples(unittest.TestCase):
 
     def test_a_budget_at_or_over_the_base_peak_needs_nothing(self):
         answer = solve(self.CHAIN, 30)
-        self.assertEqual((answer["status"], answer["extra_flops"], answer["peak"]), ("optimal", 0, 30))
+        self.assertEqual(
+            (answer["status"], answer["extra_flops"], answer["peak"]), ("optimal", 0, 30)
+        )
         self.assertEqual(answer["recompute"], [])
 
     def test_a_budget_under_the_smallest_peak_is_infeasible(self):
@@ -334,7 +339,8 @@ class AgainstBruteForce(unittest.TestCase):
             self.assertEqual(answer["status"], "optimal", where)
             self.assertEqual(answer["extra_flops"], want, where)
             self.assertLessEqual(answer["peak"], budget, where)
-            self.assertEqual(brute_peak(raw, [tuple(p) for p in answer["recompute"]]), answer["peak"])
+            schedule = [tuple(p) for p in answer["recompute"]]
+            self.assertEqual(brute_peak(raw, schedule), answer["peak"], where)
         least = oracle.solve_min_budget(nodes)
         self.assertEqual(least["budget"], peaks[0])
         self.assertEqual(least["extra_flops"], brute_min_flops(results, peaks[0]))
@@ -404,43 +410,52 @@ class AgainstBruteForce(unittest.TestCase):
 # ----------------------------------------------------------------------------------------------
 
 
-def timings(seed):
-    """Solve times of random DAGs of 20, 30 and 40 nodes at 90/70/50% of the base peak and at
-    the smallest reachable peak. Prints a Markdown table."""
+def timings(seed, kinds):
+    """Solve times on random DAGs and forward/backward graphs of about 20, 30 and 40 nodes, at
+    90/70/50% of the base peak and at the smallest reachable peak (--min-budget: both solves).
+    Prints a Markdown table."""
     rng = random.Random(seed)
-    print("| nodes | budget | status | extra flops / graph flops | solve s |")
-    print("|---|---|---|---|---|")
-    for n_nodes in (20, 30, 40):
-        for _ in range(2):
-            raw = random_dag(rng, n_nodes)
-            nodes, _ = oracle.parse_problem({"nodes": raw, "budget": 0})
-            base = oracle.base_peak(nodes)
-            started = time.perf_counter()
-            least = oracle.solve_min_budget(nodes, time_limit=120)
-            least_s = time.perf_counter() - started
-            rows = [("min", least, least_s)]
-            for frac in (0.9, 0.7, 0.5):
-                budget = int(base * frac)
-                if budget < least["budget"]:
-                    rows.append((f"{int(frac * 100)}%", {"status": "below min"}, 0.0))
-                    continue
+    makers = {
+        "random": lambda n: random_dag(rng, n),
+        "training": lambda n: training_dag(rng, (n - 2) // 2),
+    }
+    print("| graph | nodes | budget (bytes of base peak) | status | extra / graph flops "
+          "| solve s |")
+    print("|---|---|---|---|---|---|")
+    for kind in kinds:
+        for n_nodes in (20, 30, 40):
+            for _ in range(2):
+                raw = makers[kind](n_nodes)
+                nodes, _ = oracle.parse_problem({"nodes": raw, "budget": 0})
+                base = oracle.base_peak(nodes)
                 started = time.perf_counter()
-                rows.append((f"{int(frac * 100)}%", oracle.solve(nodes, budget, 120),
-                             time.perf_counter() - started))
-            for label, answer, seconds in rows:
-                if answer["status"] == "below min":
-                    print(f"| {n_nodes} | {label} | below the min peak | - | - |")
-                    continue
-                extra = answer["extra_flops"]
-                print(
-                    f"| {n_nodes} | {label} ({answer['budget']} of {base}) | {answer['status']} "
-                    f"| {extra} / {answer['graph_flops']} | {seconds:.2f} |"
-                )
+                least = oracle.solve_min_budget(nodes, time_limit=300)
+                rows = [("min", least, time.perf_counter() - started)]
+                for frac in (0.9, 0.7, 0.5):
+                    budget = int(base * frac)
+                    label = f"{int(frac * 100)}%"
+                    if budget < least["budget"]:
+                        rows.append((label, None, 0.0))
+                        continue
+                    started = time.perf_counter()
+                    answer = oracle.solve(nodes, budget, time_limit=300)
+                    rows.append((label, answer, time.perf_counter() - started))
+                for label, answer, seconds in rows:
+                    head = f"| {kind} | {len(raw)} | {label}"
+                    if answer is None:
+                        print(f"{head} | below the smallest peak | - | - |")
+                        continue
+                    print(
+                        f"{head} ({answer['budget']} of {base}) | {answer['status']} "
+                        f"| {answer['extra_flops']} / {answer['graph_flops']} | {seconds:.2f} |",
+                        flush=True,
+                    )
 
 
 if __name__ == "__main__":
     if "--timings" in sys.argv:
         seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 0
-        timings(seed)
+        kinds = sys.argv[sys.argv.index("--kind") + 1:][:1] if "--kind" in sys.argv else None
+        timings(seed, kinds or ["random", "training"])
     else:
         unittest.main()

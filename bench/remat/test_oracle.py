@@ -262,6 +262,27 @@ class HandExamples(unittest.TestCase):
         self.assertEqual(answer["base_peak"], 25)
         self.assertEqual(answer["peak"], 25)
 
+    def test_a_source_marked_not_input_runs_at_its_stage(self):
+        # A random op with no inputs (no deps, recompute false) reads as a graph input, held
+        # from the start; with "input": false it is computed at its stage instead.
+        raw = [
+            graph_input(1),
+            node(10, deps=[0]),
+            node(10, deps=[1]),
+            node(5, recompute=False),
+            node(1, deps=[2, 3], output=True),
+        ]
+        self.assertEqual(solve(raw, 1000)["base_peak"], 25)
+        raw[3]["input"] = False
+        self.assertEqual(solve(raw, 1000)["base_peak"], 20)
+
+    def test_a_graph_with_nothing_to_run(self):
+        raw = [graph_input(4), graph_input(3)]
+        raw[0]["output"] = True
+        self.assertEqual(solve(raw, 4)["peak"], 4)
+        self.assertEqual(solve(raw, 3)["status"], "infeasible")
+        self.assertEqual(solve([], 0)["peak"], 0)
+
     def test_the_cheapest_of_two_recomputations_is_chosen(self):
         # e reads a and b, both 10 bytes, recomputable from x; a costs 7 flops, b costs 3. One
         # of them must be recomputed to meet 31: b.

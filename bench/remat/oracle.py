@@ -31,7 +31,9 @@ The answer (JSON on stdout, one line):
      "solve_seconds": float,      # HiGHS time (both solves with --min-budget)
      "budget": int,               # the budget solved for (with --min-budget: the smallest peak)
      "flops_lower_bound": int | null,  # HiGHS's bound on extra_flops (== extra_flops if optimal)
-     "graph_flops": int}          # the FLOPs of one computation of every computed node
+     "graph_flops": int,          # the FLOPs of one computation of every computed node
+     "peak_lower_bound": int}     # --min-budget only: no schedule peaks lower (== budget
+                                  # when the status is optimal)
 Exit status 0 with any of the three statuses; 2 for a malformed problem (message on stderr);
 3 if HiGHS fails or the solution fails the oracle's own check (message on stderr).
 
@@ -592,11 +594,13 @@ def solve_min_budget(nodes, time_limit=60.0):
         return solve(nodes, base, time_limit)
     started = time.perf_counter()
     first = _run(nodes, None, time_limit, minimize_peak=True)
+    peak_bound = first.bound if first.bound is not None and math.isfinite(first.bound) else 0
+    peak_lower_bound = max(0, math.ceil(peak_bound - 1e-6))
     if first.pairs is None:
         # No schedule at all within the time limit (the problem always has one: no remat).
         result = _Solve(first.status, [], 0.0, None, first.seconds)
         answer = _answer(nodes, base, result, first.seconds, base)
-        answer["status"] = "time_limit"
+        answer.update(status="time_limit", peak_lower_bound=peak_lower_bound)
         return answer
     pairs = prune_unread(nodes, first.pairs)
     min_peak = simulate(nodes, execution_order(nodes, pairs))
@@ -618,6 +622,7 @@ def solve_min_budget(nodes, time_limit=60.0):
     answer = _answer(nodes, min_peak, second, first.seconds + second.seconds, base)
     if first.status != "optimal":
         answer["status"] = "time_limit"
+    answer["peak_lower_bound"] = min_peak if first.status == "optimal" else peak_lower_bound
     return answer
 
 

@@ -31,15 +31,17 @@ The answer (JSON on stdout, one line):
      "solve_seconds": float,      # HiGHS time (both solves with --min-budget)
      "budget": int,               # the budget solved for (with --min-budget: the smallest peak)
      "flops_lower_bound": int | null,  # HiGHS's bound on extra_flops (== extra_flops if optimal)
-     "graph_flops": int}          # the FLOPs of one computation of every computed node
+     "graph_flops": int,          # the FLOPs of one computation of every computed node
+     "peak_lower_bound": int}     # --min-budget only: no schedule peaks lower (== budget
+                                  # when the status is optimal)
 Exit status 0 with any of the three statuses; 2 for a malformed problem (message on stderr);
-3 if the solution fails the oracle's own check (a bug, message on stderr).
+3 if HiGHS fails or the solution fails the oracle's own check (message on stderr).
 
 The model (the schedule class the optimum is taken over) is Checkmate's with a fixed order:
 stage s runs, in the given order, the recomputations chosen for it and then node s itself; a
-final stage after the last node may recompute what outputs need; a
-value is read from its latest computation; every value is freed right after its last read (an
-output's last computation is kept to the end). The memory while a node runs is the sum of the
+final stage after the last node may recompute what outputs need; a value is read from its
+latest computation; every value is freed right after its last read (an output's last
+computation is kept to the end). The memory while a node runs is the sum of the
 sizes of the values held plus that node's scratch. Recomputations run in the given topological
 order inside a stage, at most once per stage: schedules that interleave recomputation chains
 differently are outside the class, so another remat pass can beat this "optimum".
@@ -340,7 +342,7 @@ class RematMilp:
         self.computed = [i for i, n in enumerate(nodes) if not n.is_input]
         n = len(self.computed)
         self.n_stages = n + 1
-        stage_of = {v: s for s, v in enumerate(self.computed)}
+        self.stage_of = stage_of = {v: s for s, v in enumerate(self.computed)}
         consumers = {i: [] for i in range(len(nodes))}
         for k, node in enumerate(nodes):
             for u in node.deps:
@@ -440,6 +442,34 @@ class RematMilp:
         b.row([(free, 1), (self._r(s, k), -1)] + hazards, 0, math.inf)
         return free
 
+    def start_values(self, pairs):
+        """The R and S columns of the schedule with the (stage, node) recomputations `pairs`
+        (the tests fix them to check that the MILP counts memory as the simulation does):
+        S[s,v] = 1 where v's copy existing when stage s begins is read in
+        stage s or later, or is an output's last copy."""
+        tagged = _tagged_order(self.nodes, pairs)
+        final = len(self.nodes)
+        stage_index = {node: s for s, node in enumerate(self.computed)}
+        stage_index[final] = len(self.computed)
+        # The stage of each moment, and the first moment of each stage.
+        moment_stage = [stage_index[pair[0] if pair else v] for v, pair in tagged]
+        stage_start = [
+            next((m for m, st in enumerate(moment_stage) if st >= s), len(tagged))
+            for s in range(self.n_stages)
+        ]
+        values = {}
+        wanted = {(stage_index[stage], v) for stage, v in pairs}
+        for key, col in self.R.items():
+            values[col] = 1.0 if key in wanted else 0.0
+        held = set()
+        for v, first, last in _instances(self.nodes, [v for v, _ in tagged]):
+            for s, begin in enumerate(stage_start):
+                if first < begin <= last:
+                    held.add((s, v))
+        for key, col in self.S.items():
+            values[col] = 1.0 if key in held else 0.0
+        return values
+
     def recompute_pairs(self, values):
         """(stage, node) for every R[s,v] set in the solution `values`; the stage is named by
         its own node's index, the final stage by len(nodes)."""
@@ -500,7 +530,8 @@ def _run(nodes, budget, time_limit, minimize_peak):
         return _Solve(name, None, None, info.mip_dual_bound * unit, seconds)
     values = list(h.getSolution().col_value)
     pairs = model.recompute_pairs(values)
-    return _Solve(name, pairs, info.objective_function_value * unit, info.mip_dual_bound * unit, seconds)
+    objective = info.objective_function_value * unit
+    return _Solve(name, pairs, objective, info.mip_dual_bound * unit, seconds)
 
 
 class SelfCheckError(Exception):
@@ -545,6 +576,11 @@ def solve(nodes, budget, time_limit=60.0):
     """The fewest extra FLOPs with a peak <= `budget` bytes: the answer dict described in the
     module doc. Raises SelfCheckError if the solution fails the simulation."""
     base = base_peak(nodes)
+    if all(n.is_input for n in nodes):
+        # Nothing runs: the inputs that are outputs are held from start to end; no MILP.
+        status = "optimal" if base <= budget else "infeasible"
+        result = _Solve(status, [] if base <= budget else None, 0.0, 0.0, 0.0)
+        return _answer(nodes, budget, result, 0.0, base)
     result = _run(nodes, budget, time_limit, minimize_peak=False)
     return _answer(nodes, budget, result, result.seconds, base)
 
@@ -554,23 +590,31 @@ def solve_min_budget(nodes, time_limit=60.0):
     fewest extra FLOPs at that peak. `budget` in the answer is that peak; the status is the worse
     of the two solves'."""
     base = base_peak(nodes)
+    if all(n.is_input for n in nodes):
+        return solve(nodes, base, time_limit)
     started = time.perf_counter()
     first = _run(nodes, None, time_limit, minimize_peak=True)
+    peak_bound = first.bound if first.bound is not None and math.isfinite(first.bound) else 0
+    peak_lower_bound = max(0, math.ceil(peak_bound - 1e-6))
     if first.pairs is None:
         # No schedule at all within the time limit (the problem always has one: no remat).
         result = _Solve(first.status, [], 0.0, None, first.seconds)
         answer = _answer(nodes, base, result, first.seconds, base)
-        answer["status"] = "time_limit"
+        answer.update(status="time_limit", peak_lower_bound=peak_lower_bound)
         return answer
     pairs = prune_unread(nodes, first.pairs)
     min_peak = simulate(nodes, execution_order(nodes, pairs))
-    if first.status == "optimal" and min_peak > math.ceil(first.objective - 1e-6):
+    if first.status == "optimal" and abs(min_peak - first.objective) > 0.5:
         raise SelfCheckError(
             f"the peak-minimizing schedule peaks at {min_peak} by simulation, "
             f"the MILP says {first.objective}"
         )
     remaining = time_limit - (time.perf_counter() - started)
+    # No MIP start from the first solve here: with one, HiGHS 1.16 returned on a presolved-away
+    # model the start's columns beside an objective of 0.
     second = _run(nodes, min_peak, remaining, minimize_peak=False)
+    if second.status == "infeasible":
+        raise SelfCheckError(f"the MILP calls the peak {min_peak} of its own schedule infeasible")
     if second.pairs is None:
         # Out of time: the first solve's schedule meets min_peak.
         extra = sum(nodes[v].flops for _, v in pairs)
@@ -578,6 +622,7 @@ def solve_min_budget(nodes, time_limit=60.0):
     answer = _answer(nodes, min_peak, second, first.seconds + second.seconds, base)
     if first.status != "optimal":
         answer["status"] = "time_limit"
+    answer["peak_lower_bound"] = min_peak if first.status == "optimal" else peak_lower_bound
     return answer
 
 
@@ -585,7 +630,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(
         description="Exact rematerialization oracle (Checkmate-style MILP with HiGHS)."
     )
-    parser.add_argument("problem", help="problem JSON file, or - for stdin")
+    parser.add_argument(
+        "problem", nargs="?", default="-", help="problem JSON file, or - for stdin (the default)"
+    )
     parser.add_argument("--time-limit", type=float, default=60.0, metavar="SECONDS")
     parser.add_argument(
         "--min-budget",
@@ -622,6 +669,9 @@ def main(argv=None):
             answer = solve(nodes, budget, args.time_limit)
     except SelfCheckError as e:
         print(f"oracle.py: self-check failed (an oracle bug): {e}", file=sys.stderr)
+        return 3
+    except RuntimeError as e:
+        print(f"oracle.py: {e}", file=sys.stderr)
         return 3
     out.write(json.dumps(answer) + "\n")
     out.flush()

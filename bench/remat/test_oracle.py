@@ -3,12 +3,15 @@
 command line, and the MILP against a brute-force search on many random tiny DAGs.
 
 Run: .venv/bin/python bench/remat/test_oracle.py [-v]
-     .venv/bin/python bench/remat/test_oracle.py --timings [--seed 0]   (solve times, 20/30/40 nodes)
+     .venv/bin/python bench/remat/test_oracle.py --timings [--seed 0] [--kind random|training]
+         (solve times at 20/30/40 nodes)
 
 The brute force shares no code with the oracle: it has its own simulator and enumerates every
 set of (stage, node) recomputations, so it finds the optimum over the oracle's schedule class
 (recomputations run before a stage's own node, in node order, at most once per stage; a final
-stage after the last node) without the MILP or the oracle's variable pruning.
+stage after the last node) without the MILP. On the random DAGs it enumerates every pair, which
+also checks the oracle's pruning of useless variables; on the larger forward/backward graphs it
+drops the pairs that argument rules out (brute_candidates states it again).
 """
 
 import json
@@ -21,7 +24,9 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # no __pycache__ beside the sources
 
+import highspy  # noqa: E402
 import oracle  # noqa: E402
 
 
@@ -80,7 +85,9 @@ def brute_peak(raw, pairs):
             copies[current[i]][2] = moments
     peak = 0
     for t in range(-1, moments + 1):
-        held = sum(raw[v]["size"] for v, born, last in copies if last is not None and born <= t <= last)
+        held = sum(
+            raw[v]["size"] for v, born, last in copies if last is not None and born <= t <= last
+        )
         running = raw[run[t]]["scratch"] if 0 <= t < moments else 0
         peak = max(peak, held + running)
     return peak
@@ -129,8 +136,8 @@ def brute_min_flops(results, budget):
 
 
 def random_dag(rng, n_nodes):
-    """A random DAG in schedule order: one or two graph inputs first or scattered, the rest
-    computed nodes reading one to three earlier values."""
+    """A random DAG in schedule order: a graph input first and up to two more anywhere, the
+    rest computed nodes reading one to three earlier values (sometimes one twice)."""
     raw = []
     n_inputs = rng.randint(1, 2)
     input_at = set(rng.sample(range(n_nodes - 1), n_inputs)) | {0}
@@ -198,7 +205,9 @@ class HandExamples(unittest.TestCase):
 
     def test_a_budget_at_or_over_the_base_peak_needs_nothing(self):
         answer = solve(self.CHAIN, 30)
-        self.assertEqual((answer["status"], answer["extra_flops"], answer["peak"]), ("optimal", 0, 30))
+        self.assertEqual(
+            (answer["status"], answer["extra_flops"], answer["peak"]), ("optimal", 0, 30)
+        )
         self.assertEqual(answer["recompute"], [])
 
     def test_a_budget_under_the_smallest_peak_is_infeasible(self):
@@ -256,6 +265,27 @@ class HandExamples(unittest.TestCase):
         self.assertEqual(answer["base_peak"], 25)
         self.assertEqual(answer["peak"], 25)
 
+    def test_a_source_marked_not_input_runs_at_its_stage(self):
+        # A random op with no inputs (no deps, recompute false) reads as a graph input, held
+        # from the start; with "input": false it is computed at its stage instead.
+        raw = [
+            graph_input(1),
+            node(10, deps=[0]),
+            node(10, deps=[1]),
+            node(5, recompute=False),
+            node(1, deps=[2, 3], output=True),
+        ]
+        self.assertEqual(solve(raw, 1000)["base_peak"], 25)
+        raw[3]["input"] = False
+        self.assertEqual(solve(raw, 1000)["base_peak"], 20)
+
+    def test_a_graph_with_nothing_to_run(self):
+        raw = [graph_input(4), graph_input(3)]
+        raw[0]["output"] = True
+        self.assertEqual(solve(raw, 4)["peak"], 4)
+        self.assertEqual(solve(raw, 3)["status"], "infeasible")
+        self.assertEqual(solve([], 0)["peak"], 0)
+
     def test_the_cheapest_of_two_recomputations_is_chosen(self):
         # e reads a and b, both 10 bytes, recomputable from x; a costs 7 flops, b costs 3. One
         # of them must be recomputed to meet 31: b.
@@ -298,6 +328,25 @@ class CommandLine(unittest.TestCase):
         self.assertEqual(done.returncode, 0, done.stderr)
         answer = json.loads(done.stdout)
         self.assertEqual((answer["budget"], answer["peak"], answer["extra_flops"]), (21, 21, 1))
+        self.assertEqual(answer["peak_lower_bound"], 21)
+
+    def test_a_time_limited_answer_is_consistent(self):
+        # A 30-node forward/backward graph at a tight budget: a second is rarely enough to
+        # prove the optimum. Whichever status comes back, the fields must agree with it.
+        raw = training_dag(random.Random(3), 14)
+        nodes, _ = oracle.parse_problem({"nodes": raw, "budget": 0})
+        budget = oracle.base_peak(nodes) * 2 // 5
+        done = self.run_oracle(json.dumps({"nodes": raw, "budget": budget}), "--time-limit", "1")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        answer = json.loads(done.stdout)
+        self.assertIn(answer["status"], ("optimal", "infeasible", "time_limit"))
+        if answer["extra_flops"] is not None:
+            self.assertLessEqual(answer["peak"], budget)
+            self.assertEqual(answer["peak"], brute_peak(raw, [tuple(p) for p in answer["recompute"]]))
+            if answer["flops_lower_bound"] is not None:
+                self.assertLessEqual(answer["flops_lower_bound"], answer["extra_flops"])
+        if answer["status"] == "optimal":
+            self.assertEqual(answer["flops_lower_bound"], answer["extra_flops"])
 
     def test_malformed_problems_are_refused_with_the_node_named(self):
         cases = [
@@ -333,7 +382,8 @@ class AgainstBruteForce(unittest.TestCase):
             self.assertEqual(answer["status"], "optimal", where)
             self.assertEqual(answer["extra_flops"], want, where)
             self.assertLessEqual(answer["peak"], budget, where)
-            self.assertEqual(brute_peak(raw, [tuple(p) for p in answer["recompute"]]), answer["peak"])
+            schedule = [tuple(p) for p in answer["recompute"]]
+            self.assertEqual(brute_peak(raw, schedule), answer["peak"], where)
         least = oracle.solve_min_budget(nodes)
         self.assertEqual(least["budget"], peaks[0])
         self.assertEqual(least["extra_flops"], brute_min_flops(results, peaks[0]))
@@ -359,6 +409,35 @@ class AgainstBruteForce(unittest.TestCase):
             self.check(raw, prune=True)
             checked += 1
 
+    def test_the_milp_counts_memory_exactly(self):
+        # For random schedules, the MILP with R and S fixed to the schedule's values must meet
+        # a budget equal to the schedule's simulated peak, and not one byte less: its memory
+        # rows count neither more nor less than the simulation.
+        rng = random.Random(21)
+        for _ in range(40):
+            raw = random_dag(rng, rng.randint(3, 10))
+            nodes, _ = oracle.parse_problem({"nodes": raw, "budget": 0})
+            candidates = brute_candidates(raw, prune=False)
+            for _ in range(4):
+                chosen = [c for c in candidates if rng.random() < 0.3]
+                pairs = oracle.prune_unread(nodes, chosen)
+                peak = oracle.simulate(nodes, oracle.execution_order(nodes, pairs))
+                self.assertEqual(brute_peak(raw, pairs), peak)
+                flops = sum(raw[v]["flops"] for _, v in pairs)
+                for budget, feasible in ((peak, True), (peak - 1, False)):
+                    model = oracle.RematMilp(nodes, budget, 1, 1, minimize_peak=False)
+                    h = model.builder.to_highs(60)
+                    for col, value in model.start_values(pairs).items():
+                        h.changeColBounds(col, value, value)
+                    h.run()
+                    status = h.getModelStatus()
+                    where = f"pairs {pairs}, budget {budget}, graph {json.dumps(raw)}"
+                    if feasible:
+                        self.assertEqual(status, highspy.HighsModelStatus.kOptimal, where)
+                        self.assertAlmostEqual(h.getInfo().objective_function_value, flops)
+                    else:
+                        self.assertEqual(status, highspy.HighsModelStatus.kInfeasible, where)
+
     def test_chains(self):
         rng = random.Random(7)
         for length in range(2, 6):
@@ -374,43 +453,61 @@ class AgainstBruteForce(unittest.TestCase):
 # ----------------------------------------------------------------------------------------------
 
 
-def timings(seed):
-    """Solve times of random DAGs of 20, 30 and 40 nodes at 90/70/50% of the base peak and at
-    the smallest reachable peak. Prints a Markdown table."""
-    rng = random.Random(seed)
-    print("| nodes | budget | status | extra flops / graph flops | solve s |")
-    print("|---|---|---|---|---|")
-    for n_nodes in (20, 30, 40):
-        for _ in range(2):
-            raw = random_dag(rng, n_nodes)
-            nodes, _ = oracle.parse_problem({"nodes": raw, "budget": 0})
-            base = oracle.base_peak(nodes)
-            started = time.perf_counter()
-            least = oracle.solve_min_budget(nodes, time_limit=120)
-            least_s = time.perf_counter() - started
-            rows = [("min", least, least_s)]
-            for frac in (0.9, 0.7, 0.5):
-                budget = int(base * frac)
-                if budget < least["budget"]:
-                    rows.append((f"{int(frac * 100)}%", {"status": "below min"}, 0.0))
-                    continue
+LIMIT = 120  # seconds per oracle call in the timings
+
+
+def timings(seed, kinds):
+    """Solve times on random DAGs and forward/backward graphs of about 20, 30 and 40 nodes, at
+    90/70/50% of the base peak and at the smallest reachable peak (--min-budget: both solves),
+    each call limited to LIMIT seconds. Prints a Markdown table."""
+    makers = {
+        "random": lambda rng, n: random_dag(rng, n),
+        "training": lambda rng, n: training_dag(rng, (n - 2) // 2),
+    }
+    print("| graph | nodes | budget (bytes of base peak) | status | extra (bound) / graph flops "
+          "| seconds |")
+    print("|---|---|---|---|---|---|")
+    for kind in kinds:
+        rng = random.Random(seed)  # each kind's graphs alike whether run alone or not
+        for n_nodes in (20, 30, 40):
+            for _ in range(2):
+                raw = makers[kind](rng, n_nodes)
+                nodes, _ = oracle.parse_problem({"nodes": raw, "budget": 0})
+                base = oracle.base_peak(nodes)
                 started = time.perf_counter()
-                rows.append((f"{int(frac * 100)}%", oracle.solve(nodes, budget, 120),
-                             time.perf_counter() - started))
-            for label, answer, seconds in rows:
-                if answer["status"] == "below min":
-                    print(f"| {n_nodes} | {label} | below the min peak | - | - |")
-                    continue
-                extra = answer["extra_flops"]
-                print(
-                    f"| {n_nodes} | {label} ({answer['budget']} of {base}) | {answer['status']} "
-                    f"| {extra} / {answer['graph_flops']} | {seconds:.2f} |"
-                )
+                least = oracle.solve_min_budget(nodes, time_limit=LIMIT)
+                rows = [("min", least, time.perf_counter() - started)]
+                for frac in (0.9, 0.7, 0.5):
+                    budget = int(base * frac)
+                    label = f"{int(frac * 100)}%"
+                    if budget < least["budget"]:
+                        rows.append((label, None, 0.0))
+                        continue
+                    started = time.perf_counter()
+                    answer = oracle.solve(nodes, budget, time_limit=LIMIT)
+                    rows.append((label, answer, time.perf_counter() - started))
+                for label, answer, seconds in rows:
+                    head = f"| {kind} | {len(raw)} | {label}"
+                    if answer is None:
+                        print(f"{head} | below the smallest peak | - | - |")
+                        continue
+                    extra = answer["extra_flops"]
+                    if answer["status"] != "optimal":
+                        extra = f"{extra} ({answer['flops_lower_bound']})"
+                    budget = f"{answer['budget']} of {base}"
+                    if label == "min" and answer["peak_lower_bound"] != answer["budget"]:
+                        budget += f", the least >= {answer['peak_lower_bound']}"
+                    print(
+                        f"{head} ({budget}) | {answer['status']} "
+                        f"| {extra} / {answer['graph_flops']} | {seconds:.2f} |",
+                        flush=True,
+                    )
 
 
 if __name__ == "__main__":
     if "--timings" in sys.argv:
         seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 0
-        timings(seed)
+        kinds = sys.argv[sys.argv.index("--kind") + 1:][:1] if "--kind" in sys.argv else None
+        timings(seed, kinds or ["random", "training"])
     else:
         unittest.main()

@@ -65,8 +65,9 @@ impl RematSection {
             .opportunities
             .iter()
             .map(|o| {
+                // Each occurrence's size in the model's dims; its bytes when it has no
+                // formula (a sub-byte type, or a value the symbolic function lacks).
                 let mut total = Dim::Static(0);
-                let mut exact = true;
                 for (&v, &bytes) in o.targets.iter().zip(&o.bytes) {
                     let formula = symbolic
                         .filter(|f| f.is_valid_value(v))
@@ -79,13 +80,9 @@ impl RematSection {
                         });
                     match formula {
                         Some(f) => total = total.add(&f),
-                        None => {
-                            exact = false;
-                            total = total.add(&Dim::Static(bytes));
-                        }
+                        None => total = total.add(&Dim::Static(bytes)),
                     }
                 }
-                let _ = exact;
                 RematPlan {
                     config: o.config(),
                     freq: o.targets.len(),

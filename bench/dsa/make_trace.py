@@ -3,6 +3,7 @@
 
 Usage:
   make_trace.py transformer [--layers 96] [--seed 1]   > transformer96.csv
+  make_trace.py random [--buffers 60000] [--steps 20000] [--seed 1] > rand60k.csv
   make_trace.py concat FILE[@SHIFT]...                  > concat.csv
 
 Both write the CSV format of `../shared/bench/dsa` (`id,lower,upper,size`) to standard output.
@@ -17,6 +18,10 @@ two layers. Every step also allocates short-lived temporaries (cuBLAS workspaces
 partials, shapes and scalars: 4 B to 32 MiB, most living one step). Sizes range from 4 bytes to
 256 MiB (attention scores). The randomness is SplitMix64 with integer arithmetic only, and
 `passes/src/plan/assign/trace.rs` generates the same trace in the tests.
+
+`random`: buffers starting at uniform random steps, 90% living 1-5 steps and 10% up to 2,000,
+sizes log-uniform from 64 B to 4 MiB (no structure: the window search and lowest floor first
+meet thousands of buffers in every tight stretch).
 
 `concat`: the given traces one after the other in time: each starts where the previous one
 ended, or at step SHIFT when given as `FILE@SHIFT` (SHIFT may be negative, relative to the
@@ -182,6 +187,18 @@ def transformer(layers, seed):
     return rows
 
 
+def random_trace(buffers, steps, seed):
+    rng = Rng(seed)
+    rows = []
+    for _ in range(buffers):
+        start = rng.range(0, steps)
+        life = rng.range(1, 6) if rng.range(0, 10) < 9 else rng.range(1, 2001)
+        size = 1 << rng.range(6, 22)  # 64 B .. 2 MiB, then up to twice that
+        size += rng.range(0, size)
+        rows.append((start, start + life, size))
+    return rows
+
+
 def read_csv(path):
     rows = []
     with open(path) as f:
@@ -209,17 +226,24 @@ def concat(specs):
 
 def main():
     args = sys.argv[1:]
-    if not args or args[0] not in ("transformer", "concat"):
+    if not args or args[0] not in ("transformer", "random", "concat"):
         sys.exit(__doc__)
-    if args[0] == "transformer":
-        opts = {"--layers": 96, "--seed": 1}
+
+    def options(opts):
         rest = args[1:]
         while rest:
             if len(rest) < 2 or rest[0] not in opts:
                 sys.exit(__doc__)
             opts[rest[0]] = int(rest[1])
             rest = rest[2:]
+        return opts
+
+    if args[0] == "transformer":
+        opts = options({"--layers": 96, "--seed": 1})
         rows = transformer(opts["--layers"], opts["--seed"])
+    elif args[0] == "random":
+        opts = options({"--buffers": 60000, "--steps": 20000, "--seed": 1})
+        rows = random_trace(opts["--buffers"], opts["--steps"], opts["--seed"])
     else:
         if len(args) < 2:
             sys.exit(__doc__)

@@ -311,8 +311,10 @@ impl Run<'_> {
         if memberships > SEARCH_MAX_MEMBERSHIPS {
             return false;
         }
-        let Some(conflicts) = search::conflict_graph(p, SEARCH_MAX_PAIRS) else {
-            return false;
+        let stop = || self.cancel.load(Ordering::Relaxed);
+        let Some(conflicts) = search::conflict_graph(p, SEARCH_MAX_PAIRS, &stop) else {
+            // Too many pairs, unless it was cancelled (then nothing is left to do).
+            return stop();
         };
         if self.done() {
             return true;

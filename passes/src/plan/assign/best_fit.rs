@@ -18,12 +18,16 @@
 //! skipping (by galloping) the blocks that end below the walk's top. A buffer live for a few
 //! sections meets one to three nodes, whose blocks are about the gaps there.
 //!
-//! Cost: a query or an insertion visits `O(log sections)` nodes; the blocks merged and pushed
-//! down are bounded by the placements times the depth, but in practice grow with the gaps,
-//! not with the overlapping pairs: on the 63,530-buffer transformer trace of `bench/dsa.md`
-//! (54 million overlapping pairs) best fit does about 3 million basic operations (blocks
-//! walked, inserted or pushed down, nodes visited: [`Scratch::ops`]); on S_1 (28,526 buffers,
-//! 43 million pairs) about 9 million. The test `best_fit_work_grows_near_linearly` keeps it so.
+//! The queries to come are known (the buffers of the order): a node no query will visit again
+//! is neither kept up to date nor kept, which bounds the memory by what is still needed.
+//!
+//! Cost: a query or an insertion visits `O(log sections)` nodes. The blocks walked and pushed
+//! down have no useful worst-case bound (a long buffer's block may reach every node below its
+//! canonical ones), but in practice they grow with the gaps, not with the pairs of buffers
+//! live together: on the 63,530-buffer transformer trace of `bench/dsa.md` (54 million such
+//! pairs) best fit does about 3 million basic operations (nodes visited, blocks walked or
+//! pushed down: [`Scratch::ops`]); on S_1 (28,526 buffers, 43 million pairs) about 9 million.
+//! The test `best_fit_work_grows_near_linearly` keeps it so.
 
 use super::problem::{align_up, Problem};
 
@@ -44,6 +48,10 @@ pub(crate) struct Scratch {
     /// For each inner node, blocks of buffers that cover its whole span and are not yet in
     /// its descendants' `occupied`.
     pending: Vec<Vec<Block>>,
+    /// For each node, how many of the queries still to come visit it (on a boundary path or
+    /// as a canonical node). A node no query will visit again, nor then any node below it, is
+    /// neither kept up to date nor kept: its lists are freed.
+    visits: Vec<u32>,
     /// The canonical nodes of the current query.
     canonical: Vec<u32>,
     /// Basic operations so far: nodes visited, blocks walked and blocks pushed down.
@@ -57,14 +65,46 @@ impl Scratch {
             size,
             occupied: vec![Vec::new(); 2 * size],
             pending: vec![Vec::new(); size],
+            visits: vec![0; 2 * size],
             canonical: Vec::new(),
             ops: 0,
         }
     }
 
-    fn reset(&mut self) {
+    /// Empties the index and counts the visits of the queries for the buffers of `order`.
+    fn reset(&mut self, p: &Problem, order: &[u32]) {
         for blocks in self.occupied.iter_mut().chain(self.pending.iter_mut()) {
             blocks.clear();
+        }
+        self.visits.fill(0);
+        for &b in order {
+            let b = b as usize;
+            self.count_visits(1, 0, self.size, p.lo[b] as usize, p.hi[b] as usize);
+        }
+    }
+
+    fn count_visits(&mut self, node: usize, nl: usize, nr: usize, lo: usize, hi: usize) {
+        self.visits[node] += 1;
+        if lo <= nl && nr <= hi {
+            return;
+        }
+        let mid = (nl + nr) / 2;
+        if lo < mid {
+            self.count_visits(2 * node, nl, mid, lo, hi);
+        }
+        if mid < hi {
+            self.count_visits(2 * node + 1, mid, nr, lo, hi);
+        }
+    }
+
+    /// Counts one visit of `node` done; frees its lists after the last.
+    fn visited(&mut self, node: usize) {
+        self.visits[node] -= 1;
+        if self.visits[node] == 0 {
+            self.occupied[node] = Vec::new();
+            if node < self.size {
+                self.pending[node] = Vec::new();
+            }
         }
     }
 
@@ -74,6 +114,9 @@ impl Scratch {
     }
 
     fn insert(&mut self, node: usize, nl: usize, nr: usize, lo: usize, hi: usize, block: Block) {
+        if self.visits[node] == 0 {
+            return;
+        }
         self.ops += 1;
         insert_block(&mut self.occupied[node], block);
         if lo <= nl && nr <= hi {
@@ -96,10 +139,12 @@ impl Scratch {
     fn collect(&mut self, node: usize, nl: usize, nr: usize, lo: usize, hi: usize) {
         self.ops += 1;
         if lo <= nl && nr <= hi {
+            // Counted done once the walk has read it.
             self.canonical.push(node as u32);
             return;
         }
         self.push_down(node);
+        self.visited(node);
         let mid = (nl + nr) / 2;
         if lo < mid {
             self.collect(2 * node, nl, mid, lo, hi);
@@ -117,6 +162,9 @@ impl Scratch {
         let pending = std::mem::take(&mut self.pending[node]);
         self.ops += 2 * pending.len() as u64;
         for child in [2 * node, 2 * node + 1] {
+            if self.visits[child] == 0 {
+                continue;
+            }
             union_into(&mut self.occupied[child], &pending);
             if child < self.size {
                 union_into(&mut self.pending[child], &pending);
@@ -136,8 +184,16 @@ impl Scratch {
             for &(start, end) in blocks {
                 walk.visit(start, end);
             }
-            return;
+        } else {
+            self.merge_canonical(walk);
         }
+        for k in 0..self.canonical.len() {
+            self.visited(self.canonical[k] as usize);
+        }
+    }
+
+    /// Walks the blocks of several canonical nodes.
+    fn merge_canonical(&mut self, walk: &mut GapWalk) {
         // A merge of the canonical nodes' blocks in offset order that skips, by galloping,
         // the blocks that end below the walk's top: they change nothing.
         let mut heads: [&[Block]; MAX_CANONICAL] = [&[]; MAX_CANONICAL];
@@ -265,7 +321,7 @@ pub(crate) fn complete(
     scratch: &mut Scratch,
     stop: &dyn Fn() -> bool,
 ) -> bool {
-    scratch.reset();
+    scratch.reset(p, order);
     for (b, &off) in offsets.iter().enumerate() {
         if off != UNPLACED {
             scratch.record(p.lo[b], p.hi[b], off, off + p.size[b]);

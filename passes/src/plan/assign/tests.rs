@@ -313,7 +313,7 @@ fn the_search_decides_perfect_packings() {
     let intervals = perfect_packing(&mut rng, 14, 30, 500);
     let p = Problem::new(&intervals);
     let keys = Keys::new(&p);
-    let conflicts = conflict_graph(&p, usize::MAX).expect("no pair limit");
+    let conflicts = conflict_graph(&p, usize::MAX, &|| false).expect("no pair limit");
     let sections = section_members(&p);
     let cancel = AtomicBool::new(false);
     let mut searches = Searches::new(&p, &conflicts, &sections, &keys, &["WAT", "TAW"], &cancel);

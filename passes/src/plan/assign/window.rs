@@ -21,7 +21,7 @@ use super::order::Keys;
 use super::problem::Problem;
 use super::search::{conflict_graph_of, section_members, Csr, Probe, Searches};
 use super::Interval;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// A section is tight when its live total is at least this percentage of the target.
@@ -95,7 +95,9 @@ pub(crate) fn peak_window(
     );
     let member_lo: Vec<u32> = members.iter().map(|&b| p.lo[b]).collect();
     let member_hi: Vec<u32> = members.iter().map(|&b| p.hi[b]).collect();
-    let conflicts = conflict_graph_of(&member_lo, &member_hi, usize::MAX)?;
+    let conflicts = conflict_graph_of(&member_lo, &member_hi, usize::MAX, &|| {
+        cancel.load(Ordering::Relaxed) || Instant::now() >= deadline
+    })?;
     let cross = pairs_beyond_sections(&sub, &conflicts);
     let sections = section_members(&sub);
     let sub_keys = Keys::new(&sub);

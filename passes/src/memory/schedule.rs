@@ -7,7 +7,8 @@
 
 use super::{static_bytes, ScratchFn, EXACT_LIMIT};
 use memc_ir::{Function, OpId, ValueId};
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 
 /// The schedulable ops of a function and what the schedulers need to know about them.
 pub(super) struct Graph {
@@ -121,6 +122,11 @@ fn root_uses(
 }
 
 /// Runs the ready op that frees the most bytes net of what it allocates (ties: model order).
+///
+/// An op's score (what it frees less what it allocates) only grows as other ops run: a value
+/// is freed by its last reader, and once all readers but one have run, that one's score rises
+/// by the value's size. So the ready ops wait in a max-heap of (score, earlier op), and an
+/// entry whose score has grown since is skipped: `O((ops + reads) log ops)`.
 fn greedy_order(func: &Function, graph: &Graph, root: &HashMap<ValueId, ValueId>) -> Vec<usize> {
     let n = graph.ops.len();
     let (mut uses, reads) = root_uses(func, graph, root);
@@ -131,34 +137,53 @@ fn greedy_order(func: &Function, graph: &Graph, root: &HashMap<ValueId, ValueId>
             succs[j].push(i);
         }
     }
+    let mut readers: HashMap<ValueId, Vec<usize>> = HashMap::new();
+    for (i, r) in reads.iter().enumerate() {
+        for &v in r {
+            readers.entry(v).or_default().push(i);
+        }
+    }
     let size_of = |v: ValueId| static_bytes(func, v).ok().flatten().unwrap_or(0) as i128;
-    let mut ready: Vec<usize> = (0..n).filter(|&i| n_preds[i] == 0).collect();
-    let mut order = Vec::with_capacity(n);
-    while !ready.is_empty() {
-        let score = |i: usize, uses: &HashMap<ValueId, usize>| -> i128 {
+    let mut score: Vec<i128> = (0..n)
+        .map(|i| {
             let freed: i128 = reads[i]
                 .iter()
                 .filter(|v| uses.get(v) == Some(&1))
                 .map(|&v| size_of(v))
                 .sum();
             freed - i128::from(graph.alloc[i])
-        };
-        let (pos, _) = ready
-            .iter()
-            .enumerate()
-            .max_by_key(|&(_, &i)| (score(i, &uses), std::cmp::Reverse(i)))
-            .expect("ready is not empty");
-        let i = ready.swap_remove(pos);
+        })
+        .collect();
+    let mut done = vec![false; n];
+    let mut ready: BinaryHeap<(i128, Reverse<usize>)> = (0..n)
+        .filter(|&i| n_preds[i] == 0)
+        .map(|i| (score[i], Reverse(i)))
+        .collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some((s, Reverse(i))) = ready.pop() {
+        if s != score[i] {
+            continue; // its score grew: a newer entry is in the heap
+        }
+        done[i] = true;
         order.push(i);
         for v in &reads[i] {
-            if let Some(u) = uses.get_mut(v) {
-                *u -= 1;
+            let Some(u) = uses.get_mut(v) else { continue };
+            *u -= 1;
+            if *u == 1 {
+                // One reader is left (outputs never get here): it now frees the value.
+                let last = readers[v].iter().copied().find(|&j| !done[j]);
+                if let Some(j) = last {
+                    score[j] += size_of(*v);
+                    if n_preds[j] == 0 {
+                        ready.push((score[j], Reverse(j)));
+                    }
+                }
             }
         }
         for &s in &succs[i] {
             n_preds[s] -= 1;
             if n_preds[s] == 0 {
-                ready.push(s);
+                ready.push((score[s], Reverse(s)));
             }
         }
     }
@@ -258,4 +283,149 @@ fn exact_order(
     }
     order.reverse();
     Some(order)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::bufferize::root_values;
+    use memc_ir::{Attribute, ElemType, Module, Opcode, TensorType, Type, WeightBytes};
+    use std::sync::Arc;
+
+    /// The greedy order as first written: every step scores every ready op (`O(ops x ready)`).
+    fn greedy_order_reference(
+        func: &Function,
+        graph: &Graph,
+        root: &HashMap<ValueId, ValueId>,
+    ) -> Vec<usize> {
+        let n = graph.ops.len();
+        let (mut uses, reads) = root_uses(func, graph, root);
+        let mut n_preds: Vec<usize> = graph.preds.iter().map(Vec::len).collect();
+        let mut succs: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, p) in graph.preds.iter().enumerate() {
+            for &j in p {
+                succs[j].push(i);
+            }
+        }
+        let size_of = |v: ValueId| static_bytes(func, v).ok().flatten().unwrap_or(0) as i128;
+        let mut ready: Vec<usize> = (0..n).filter(|&i| n_preds[i] == 0).collect();
+        let mut order = Vec::with_capacity(n);
+        while !ready.is_empty() {
+            let score = |i: usize, uses: &HashMap<ValueId, usize>| -> i128 {
+                let freed: i128 = reads[i]
+                    .iter()
+                    .filter(|v| uses.get(v) == Some(&1))
+                    .map(|&v| size_of(v))
+                    .sum();
+                freed - i128::from(graph.alloc[i])
+            };
+            let (pos, _) = ready
+                .iter()
+                .enumerate()
+                .max_by_key(|&(_, &i)| (score(i, &uses), Reverse(i)))
+                .expect("ready is not empty");
+            let i = ready.swap_remove(pos);
+            order.push(i);
+            for v in &reads[i] {
+                if let Some(u) = uses.get_mut(v) {
+                    *u -= 1;
+                }
+            }
+            for &s in &succs[i] {
+                n_preds[s] -= 1;
+                if n_preds[s] == 0 {
+                    ready.push(s);
+                }
+            }
+        }
+        order
+    }
+
+    /// A random function: elementwise ops on vectors of a few lengths (so that what an op
+    /// frees differs), views, values read by many ops, many ops ready at once, several
+    /// outputs.
+    fn random_module(seed: u64, n_ops: usize) -> Module {
+        let mut rng = crate::plan::assign::trace::Rng(seed);
+        let mut module = Module::new();
+        let ty = |len: u64| Type::Tensor(TensorType::with_shape(ElemType::F32, &[len]));
+        let lens = [16u64, 64, 256];
+        let mut func = Function::new("random", lens.iter().map(|&l| ty(l)).collect(), Vec::new());
+        let block = func.entry_block();
+        // Values by length, available as operands.
+        let mut pool: Vec<Vec<ValueId>> = func.args().iter().map(|&a| vec![a]).collect();
+        let shape_weights: Vec<ValueId> = lens
+            .iter()
+            .map(|&l| {
+                let bytes: Vec<u8> = (l as i64).to_le_bytes().to_vec();
+                let w = module
+                    .weights
+                    .insert(
+                        &format!("shape{l}"),
+                        TensorType::with_shape(ElemType::I64, &[1]),
+                        WeightBytes::Owned(Arc::from(bytes)),
+                    )
+                    .expect("a fresh name");
+                let op = func.build_op(
+                    block,
+                    Opcode::Weight,
+                    vec![],
+                    vec![Type::Tensor(TensorType::with_shape(ElemType::I64, &[1]))],
+                    [("value", Attribute::Weight(w))],
+                );
+                func.op(op).results[0]
+            })
+            .collect();
+        for _ in 0..n_ops {
+            let k = rng.range(0, lens.len() as u64) as usize;
+            let values = &pool[k];
+            // Mostly recent values, sometimes old ones (long lives, many readers).
+            let pick = |rng: &mut crate::plan::assign::trace::Rng| {
+                let back = if rng.range(0, 4) == 0 {
+                    rng.range(0, values.len() as u64)
+                } else {
+                    rng.range(0, values.len().min(3) as u64)
+                };
+                values[values.len() - 1 - back as usize]
+            };
+            let (x, y) = (pick(&mut rng), pick(&mut rng));
+            let (opcode, operands) = match rng.range(0, 6) {
+                0 => (Opcode::Relu, vec![x]),
+                1 => (Opcode::Exp, vec![x]),
+                2 => (Opcode::Add, vec![x, y]),
+                3 => (Opcode::Mul, vec![x, y]),
+                4 => (Opcode::Reshape, vec![x, shape_weights[k]]),
+                _ => (Opcode::Identity, vec![x]),
+            };
+            let attrs: Vec<(&'static str, Attribute)> = Vec::new();
+            let op = func.build_op(block, opcode, operands, vec![ty(lens[k])], attrs);
+            pool[k].push(func.op(op).results[0]);
+        }
+        let outputs: Vec<ValueId> = pool.iter().filter_map(|v| v.last().copied()).collect();
+        let types: Vec<Type> = outputs
+            .iter()
+            .map(|&v| func.value_type(v).clone())
+            .collect();
+        func.build_op(block, Opcode::Return, outputs, vec![], []);
+        for t in types {
+            func.push_result_type(t);
+        }
+        module.add_function(func);
+        module
+    }
+
+    #[test]
+    fn greedy_order_matches_the_reference() {
+        for seed in 0..60 {
+            let module = random_module(seed, 5 + 7 * seed as usize);
+            let (_, func) = module.functions().next().expect("one function");
+            let (ops, ret) = crate::memory::schedulable_ops(func).expect("plannable");
+            let root = root_values(func, &module.weights, &ops);
+            let graph = Graph::new(func, ops, ret, &root, &|_, _| 0);
+            assert_eq!(
+                greedy_order(func, &graph, &root),
+                greedy_order_reference(func, &graph, &root),
+                "seed {seed}"
+            );
+        }
+    }
 }

@@ -1,198 +1,353 @@
 //! Best fit in a given order (the TFLite / XLA greedy).
 //!
-//! Buffers are placed one at a time in the given order. For each, the already placed buffers
-//! that are live at a common step are gathered and sorted by offset; the gaps between them are
-//! candidate places, and the smallest gap that fits the buffer (at its alignment) wins, the
-//! lowest such gap on ties; with no gap that fits, the buffer goes on top of them.
+//! Buffers are placed one at a time in the given order. For each, the gaps of the memory
+//! occupied by the placed buffers that are live at a common step are the candidate places,
+//! and the smallest gap that fits the buffer (at its alignment) wins, the lowest such gap on
+//! ties; with no gap that fits, the buffer goes on top of them. (A gap is a maximal free
+//! stretch below the highest of those buffers; touching buffers leave none between them.)
 //!
-//! Cost: the placed buffers sit in the nodes of a centered interval tree ([`TreeShape`]), each
-//! node's list ordered by first and by last section, so the `k` that overlap a buffer are
-//! found in `O(log n + k)`; they are then bucket-sorted by offset (offsets spread over the
-//! arena). A buffer that meets a quarter of all buffers instead walks every placed buffer in
-//! offset order (a list kept sorted, recent placements merged in batches), `O(placed)`. The
-//! whole is `O(n log n + P)` for `P` overlapping pairs, about half a second on a 30k-buffer
-//! training trace with 43 million pairs.
+//! The gap index, [`Scratch`], makes a placement cost about the number of gaps rather than
+//! the number of placed buffers live beside it. It is a segment tree over the sections in
+//! which every node keeps the memory occupied, at some step of its span, by the placed
+//! buffers: the union of their `[offset, offset + size)`, as sorted disjoint blocks (buffers
+//! that touch make one block). A placed buffer is added to the nodes of the canonical
+//! decomposition of its sections and to their ancestors; the nodes below a canonical node
+//! get it lazily: the canonical node keeps a *pending* list, merged into its children when a
+//! query passes through it. A query for sections `[lo, hi)` pushes the pending blocks down
+//! the two boundary paths and merges the blocks of the canonical nodes in offset order,
+//! skipping (by galloping) the blocks that end below the walk's top. A buffer live for a few
+//! sections meets one to three nodes, whose blocks are about the gaps there.
+//!
+//! The queries to come are known (the buffers of the order): a node no query will visit again
+//! is neither kept up to date nor kept, which bounds the memory by what is still needed.
+//!
+//! Cost: a query or an insertion visits `O(log sections)` nodes. The blocks walked and pushed
+//! down have no useful worst-case bound (a long buffer's block may reach every node below its
+//! canonical ones), but in practice they grow with the gaps, not with the pairs of buffers
+//! live together: on the 63,530-buffer transformer trace of `bench/dsa.md` (54 million such
+//! pairs) best fit does about 3 million basic operations (nodes visited, blocks walked or
+//! pushed down: [`Scratch::ops`]); on S_1 (28,526 buffers, 43 million pairs) about 9 million.
+//! The test `best_fit_work_grows_near_linearly` keeps it so.
 
-use super::problem::{align_up, Problem, TreeShape, NO_NODE};
+use super::problem::{align_up, Problem};
 
 /// The offset of an unplaced buffer.
 pub(crate) const UNPLACED: u64 = u64::MAX;
 
-/// A placed buffer, as the lists below keep it.
-#[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Placed {
-    offset: u64,
-    end: u64,
-    lo: u32,
-    hi: u32,
-}
+/// A block `[start, end)` of occupied memory.
+type Block = (u64, u64);
 
-/// The placed buffers of one tree node.
-#[derive(Default, Clone)]
-struct NodeLists {
-    /// By ascending first section.
-    by_lo: Vec<Placed>,
-    /// By descending end section.
-    by_hi: Vec<Placed>,
-}
-
-/// The placed buffers, indexed for best fit, and reusable buffers.
+/// The gap index over the placed buffers, and reusable buffers.
 pub(crate) struct Scratch {
-    lists: Vec<NodeLists>,
-    /// `(offset << 64 | end)` of the gathered neighbors.
-    neighbors: Vec<u128>,
-    sorted: Vec<u128>,
-    counts: Vec<u32>,
-    /// Placed buffers by offset.
-    by_offset: Vec<Placed>,
-    /// Placed buffers not yet merged into `by_offset`.
-    pending: Vec<Placed>,
-    merged: Vec<Placed>,
+    /// Leaves of the segment tree: a power of two at least the number of sections.
+    size: usize,
+    /// For each node (1 is the root, `2k` and `2k + 1` the children of `k`), the memory
+    /// occupied at some step of its sections by the buffers placed so far, except for those
+    /// still pending at an ancestor: sorted, disjoint and never touching.
+    occupied: Vec<Vec<Block>>,
+    /// For each inner node, blocks of buffers that cover its whole span and are not yet in
+    /// its descendants' `occupied`.
+    pending: Vec<Vec<Block>>,
+    /// For each node, how many of the queries still to come visit it (on a boundary path or
+    /// as a canonical node). A node no query will visit again, nor then any node below it, is
+    /// neither kept up to date nor kept: its lists are freed.
+    visits: Vec<u32>,
+    /// The canonical nodes of the current query.
+    canonical: Vec<u32>,
+    /// Basic operations so far: nodes visited, blocks walked and blocks pushed down.
+    pub ops: u64,
 }
 
 impl Scratch {
-    pub fn new(shape: &TreeShape) -> Scratch {
+    pub fn new(p: &Problem) -> Scratch {
+        let size = p.n_sections.max(1).next_power_of_two();
         Scratch {
-            lists: vec![NodeLists::default(); shape.nodes.len()],
-            neighbors: Vec::new(),
-            sorted: Vec::new(),
-            counts: Vec::new(),
-            by_offset: Vec::new(),
-            pending: Vec::new(),
-            merged: Vec::new(),
+            size,
+            occupied: vec![Vec::new(); 2 * size],
+            pending: vec![Vec::new(); size],
+            visits: vec![0; 2 * size],
+            canonical: Vec::new(),
+            ops: 0,
         }
     }
 
-    fn reset(&mut self) {
-        for lists in &mut self.lists {
-            lists.by_lo.clear();
-            lists.by_hi.clear();
+    /// Empties the index and counts the visits of the queries for the buffers of `order`.
+    fn reset(&mut self, p: &Problem, order: &[u32]) {
+        for blocks in self.occupied.iter_mut().chain(self.pending.iter_mut()) {
+            blocks.clear();
         }
-        self.by_offset.clear();
-        self.pending.clear();
-    }
-
-    fn record(&mut self, shape: &TreeShape, p: &Problem, b: usize, offset: u64) {
-        let placed = Placed {
-            offset,
-            end: offset + p.size[b],
-            lo: p.lo[b],
-            hi: p.hi[b],
-        };
-        let lists = &mut self.lists[shape.node_of[b] as usize];
-        let at = lists.by_lo.partition_point(|x| x.lo <= placed.lo);
-        lists.by_lo.insert(at, placed);
-        let at = lists.by_hi.partition_point(|x| x.hi >= placed.hi);
-        lists.by_hi.insert(at, placed);
-        self.pending.push(placed);
-    }
-
-    /// Merges the pending placements into `by_offset`.
-    fn merge_pending(&mut self) {
-        self.pending.sort_unstable();
-        self.merged.clear();
-        self.merged
-            .reserve(self.by_offset.len() + self.pending.len());
-        let (mut i, mut j) = (0, 0);
-        while i < self.by_offset.len() && j < self.pending.len() {
-            if self.by_offset[i] <= self.pending[j] {
-                self.merged.push(self.by_offset[i]);
-                i += 1;
-            } else {
-                self.merged.push(self.pending[j]);
-                j += 1;
-            }
+        self.visits.fill(0);
+        for &b in order {
+            let b = b as usize;
+            self.count_visits(1, 0, self.size, p.lo[b] as usize, p.hi[b] as usize);
         }
-        self.merged.extend_from_slice(&self.by_offset[i..]);
-        self.merged.extend_from_slice(&self.pending[j..]);
-        std::mem::swap(&mut self.by_offset, &mut self.merged);
-        self.pending.clear();
     }
 
-    fn placed(&self) -> usize {
-        self.by_offset.len() + self.pending.len()
-    }
-
-    /// Gathers `(offset << 64 | end)` of the placed buffers live in sections `[s, e)`.
-    fn gather(&mut self, shape: &TreeShape, s: u32, e: u32) {
-        self.neighbors.clear();
-        if shape.nodes.is_empty() {
+    fn count_visits(&mut self, node: usize, nl: usize, nr: usize, lo: usize, hi: usize) {
+        self.visits[node] += 1;
+        if lo <= nl && nr <= hi {
             return;
         }
-        let key = |x: &Placed| (u128::from(x.offset) << 64) | u128::from(x.end);
-        let mut stack = [0u32; 64];
-        let mut depth = 1;
-        while depth > 0 {
-            depth -= 1;
-            let node_idx = stack[depth] as usize;
-            let node = &shape.nodes[node_idx];
-            let lists = &self.lists[node_idx];
-            let mut push = |child: u32| {
-                if child != NO_NODE {
-                    stack[depth] = child;
-                    depth += 1;
-                }
-            };
-            if node.center < s {
-                // Every buffer here covers the center, so it is live in `[s, e)` when it
-                // ends after `s`.
-                for x in &lists.by_hi {
-                    if x.hi <= s {
-                        break;
-                    }
-                    self.neighbors.push(key(x));
-                }
-                push(node.right);
-            } else if node.center >= e {
-                for x in &lists.by_lo {
-                    if x.lo >= e {
-                        break;
-                    }
-                    self.neighbors.push(key(x));
-                }
-                push(node.left);
-            } else {
-                self.neighbors.extend(lists.by_lo.iter().map(key));
-                push(node.left);
-                push(node.right);
+        let mid = (nl + nr) / 2;
+        if lo < mid {
+            self.count_visits(2 * node, nl, mid, lo, hi);
+        }
+        if mid < hi {
+            self.count_visits(2 * node + 1, mid, nr, lo, hi);
+        }
+    }
+
+    /// Counts one visit of `node` done; frees its lists after the last.
+    fn visited(&mut self, node: usize) {
+        self.visits[node] -= 1;
+        if self.visits[node] == 0 {
+            self.occupied[node] = Vec::new();
+            if node < self.size {
+                self.pending[node] = Vec::new();
             }
         }
     }
+
+    /// Records a placed buffer: sections `[lo, hi)`, memory `[start, end)`.
+    fn record(&mut self, lo: u32, hi: u32, start: u64, end: u64) {
+        self.insert(1, 0, self.size, lo as usize, hi as usize, (start, end));
+    }
+
+    fn insert(&mut self, node: usize, nl: usize, nr: usize, lo: usize, hi: usize, block: Block) {
+        if self.visits[node] == 0 {
+            return;
+        }
+        self.ops += 1;
+        insert_block(&mut self.occupied[node], block);
+        if lo <= nl && nr <= hi {
+            if nr - nl > 1 {
+                insert_block(&mut self.pending[node], block);
+            }
+            return;
+        }
+        let mid = (nl + nr) / 2;
+        if lo < mid {
+            self.insert(2 * node, nl, mid, lo, hi, block);
+        }
+        if mid < hi {
+            self.insert(2 * node + 1, mid, nr, lo, hi, block);
+        }
+    }
+
+    /// Collects the canonical nodes of `[lo, hi)` in `canonical`, pushing pending blocks
+    /// down on the way so that their `occupied` is complete.
+    fn collect(&mut self, node: usize, nl: usize, nr: usize, lo: usize, hi: usize) {
+        self.ops += 1;
+        if lo <= nl && nr <= hi {
+            // Counted done once the walk has read it.
+            self.canonical.push(node as u32);
+            return;
+        }
+        self.push_down(node);
+        self.visited(node);
+        let mid = (nl + nr) / 2;
+        if lo < mid {
+            self.collect(2 * node, nl, mid, lo, hi);
+        }
+        if mid < hi {
+            self.collect(2 * node + 1, mid, nr, lo, hi);
+        }
+    }
+
+    /// Merges the pending blocks of inner node `node` into its children.
+    fn push_down(&mut self, node: usize) {
+        if self.pending[node].is_empty() {
+            return;
+        }
+        let pending = std::mem::take(&mut self.pending[node]);
+        self.ops += 2 * pending.len() as u64;
+        for child in [2 * node, 2 * node + 1] {
+            if self.visits[child] == 0 {
+                continue;
+            }
+            union_into(&mut self.occupied[child], &pending);
+            if child < self.size {
+                union_into(&mut self.pending[child], &pending);
+            }
+        }
+        self.pending[node] = pending;
+        self.pending[node].clear();
+    }
+
+    /// Walks the gaps of the memory occupied at some step of sections `[lo, hi)`.
+    fn walk(&mut self, lo: u32, hi: u32, walk: &mut GapWalk) {
+        self.canonical.clear();
+        self.collect(1, 0, self.size, lo as usize, hi as usize);
+        if let [node] = self.canonical[..] {
+            let blocks = &self.occupied[node as usize];
+            self.ops += blocks.len() as u64;
+            for &(start, end) in blocks {
+                walk.visit(start, end);
+            }
+        } else {
+            self.merge_canonical(walk);
+        }
+        for k in 0..self.canonical.len() {
+            self.visited(self.canonical[k] as usize);
+        }
+    }
+
+    /// Walks the blocks of several canonical nodes.
+    fn merge_canonical(&mut self, walk: &mut GapWalk) {
+        // A merge of the canonical nodes' blocks in offset order that skips, by galloping,
+        // the blocks that end below the walk's top: they change nothing.
+        let mut heads: [&[Block]; MAX_CANONICAL] = [&[]; MAX_CANONICAL];
+        let n_heads = self.canonical.len();
+        for (head, &node) in heads.iter_mut().zip(&self.canonical) {
+            *head = &self.occupied[node as usize];
+        }
+        let heads = &mut heads[..n_heads];
+        let mut visited = 0u64;
+        loop {
+            let mut next: Option<(u64, usize)> = None;
+            for (i, head) in heads.iter_mut().enumerate() {
+                if head.first().is_some_and(|b| b.1 <= walk.top) {
+                    *head = &head[skip_below(head, walk.top)..];
+                }
+                if let Some(&(start, _)) = head.first() {
+                    if next.is_none_or(|(s, _)| start < s) {
+                        next = Some((start, i));
+                    }
+                }
+            }
+            let Some((_, i)) = next else { break };
+            let (start, end) = heads[i][0];
+            heads[i] = &heads[i][1..];
+            walk.visit(start, end);
+            visited += 1;
+        }
+        self.ops += visited + n_heads as u64;
+    }
 }
 
-/// Places the buffers of `order` (a permutation of the core) by best fit; returns the offsets.
+/// The canonical nodes of a range: at most two per level of the tree.
+const MAX_CANONICAL: usize = 2 * 33;
+
+/// The number of leading blocks of `blocks` that end at or below `top` (a galloping search:
+/// cheap when few are skipped).
+fn skip_below(blocks: &[Block], top: u64) -> usize {
+    let mut hi = 1;
+    while hi < blocks.len() && blocks[hi].1 <= top {
+        hi *= 2;
+    }
+    let lo = hi / 2;
+    let hi = hi.min(blocks.len());
+    lo + blocks[lo..hi].partition_point(|b| b.1 <= top)
+}
+
+/// Adds `block` to the sorted, disjoint, non-touching blocks of `blocks`.
+fn insert_block(blocks: &mut Vec<Block>, (start, end): Block) {
+    // The first block that ends at or after `start`, and past the last that starts at or
+    // before `end`: those merge with the new one.
+    let i = blocks.partition_point(|b| b.1 < start);
+    let mut j = i;
+    while j < blocks.len() && blocks[j].0 <= end {
+        j += 1;
+    }
+    if i == j {
+        blocks.insert(i, (start, end));
+    } else {
+        blocks[i] = (start.min(blocks[i].0), end.max(blocks[j - 1].1));
+        blocks.drain(i + 1..j);
+    }
+}
+
+/// `dst = dst ∪ src`, both sorted, disjoint and non-touching.
+fn union_into(dst: &mut Vec<Block>, src: &[Block]) {
+    if dst.is_empty() {
+        dst.extend_from_slice(src);
+        return;
+    }
+    if src.len() * 8 <= dst.len() {
+        for &block in src {
+            insert_block(dst, block);
+        }
+        return;
+    }
+    // Merge from the back into the grown vector (the blocks that end before the first new one
+    // stay where they are), then join the blocks that overlap or touch.
+    let Some(&(first_start, _)) = src.first() else {
+        return;
+    };
+    let keep = dst.partition_point(|b| b.1 < first_start);
+    let (n, m) = (dst.len(), src.len());
+    dst.resize(n + m, (0, 0));
+    let (mut i, mut j) = (n, m);
+    while j > 0 {
+        if i > keep && dst[i - 1].0 > src[j - 1].0 {
+            dst[i + j - 1] = dst[i - 1];
+            i -= 1;
+        } else {
+            dst[i + j - 1] = src[j - 1];
+            j -= 1;
+        }
+    }
+    let mut len = keep;
+    for r in keep..n + m {
+        let block = dst[r];
+        if len > keep && block.0 <= dst[len - 1].1 {
+            dst[len - 1].1 = dst[len - 1].1.max(block.1);
+        } else {
+            dst[len] = block;
+            len += 1;
+        }
+    }
+    dst.truncate(len);
+}
+
+/// Places the buffers of `order` (a permutation of the core) by best fit; returns the
+/// offsets, or `None` when `stop` says so (it is asked every few hundred buffers).
 pub(crate) fn best_fit(
     p: &Problem,
-    shape: &TreeShape,
     order: &[u32],
     scratch: &mut Scratch,
-) -> Vec<u64> {
+    stop: &dyn Fn() -> bool,
+) -> Option<Vec<u64>> {
     let mut offsets = vec![UNPLACED; p.len()];
-    complete(p, shape, &mut offsets, order, scratch);
-    offsets
+    complete(p, &mut offsets, order, scratch, stop).then_some(offsets)
 }
 
-/// Places the buffers of `order` by best fit around those already placed in `offsets`.
+/// Places the buffers of `order` by best fit around those already placed in `offsets`;
+/// returns `false` when `stop` said so before the end.
 pub(crate) fn complete(
     p: &Problem,
-    shape: &TreeShape,
     offsets: &mut [u64],
     order: &[u32],
     scratch: &mut Scratch,
-) {
-    scratch.reset();
+    stop: &dyn Fn() -> bool,
+) -> bool {
+    scratch.reset(p, order);
     for (b, &off) in offsets.iter().enumerate() {
         if off != UNPLACED {
-            scratch.record(shape, p, b, off);
+            scratch.record(p.lo[b], p.hi[b], off, off + p.size[b]);
         }
     }
-    for &b in order {
+    for (k, &b) in order.iter().enumerate() {
+        if k % STOP_CHECK_INTERVAL == STOP_CHECK_INTERVAL - 1 && stop() {
+            return false;
+        }
         let b = b as usize;
-        let at = best_fit_offset(p, shape, b, scratch);
+        let mut walk = GapWalk {
+            size: p.size[b],
+            align: p.align[b],
+            top: 0,
+            best: None,
+        };
+        scratch.walk(p.lo[b], p.hi[b], &mut walk);
+        let at = walk.offset();
         offsets[b] = at;
-        scratch.record(shape, p, b, at);
+        scratch.record(p.lo[b], p.hi[b], at, at + p.size[b]);
     }
+    true
 }
+
+/// How many buffers are placed between two questions to `stop`.
+const STOP_CHECK_INTERVAL: usize = 256;
 
 /// Tracks the smallest gap that fits while walking occupied ranges in offset order.
 struct GapWalk {
@@ -223,109 +378,5 @@ impl GapWalk {
             Some((_, at)) => at,
             None => align_up(self.top, self.align),
         }
-    }
-}
-
-/// The best-fit offset for buffer `b` among the placed buffers.
-fn best_fit_offset(p: &Problem, shape: &TreeShape, b: usize, scratch: &mut Scratch) -> u64 {
-    let (lo, hi) = (p.lo[b], p.hi[b]);
-    let mut walk = GapWalk {
-        size: p.size[b],
-        align: p.align[b],
-        top: 0,
-        best: None,
-    };
-    if shape.overlaps[b] as usize * 4 > p.len() && scratch.placed() > 64 {
-        // This buffer meets a quarter of all buffers: walk the placed ones in offset order
-        // rather than gathering and sorting. Recent placements are merged in on the fly, and
-        // for good once they are many.
-        if scratch.pending.len() * 8 > scratch.by_offset.len() {
-            scratch.merge_pending();
-        } else {
-            scratch.pending.sort_unstable();
-        }
-        let (sorted, pending) = (&scratch.by_offset, &scratch.pending);
-        let (mut i, mut j) = (0, 0);
-        while i < sorted.len() || j < pending.len() {
-            let x = if j == pending.len() || (i < sorted.len() && sorted[i] <= pending[j]) {
-                i += 1;
-                &sorted[i - 1]
-            } else {
-                j += 1;
-                &pending[j - 1]
-            };
-            if x.lo < hi && lo < x.hi {
-                walk.visit(x.offset, x.end);
-            }
-        }
-    } else {
-        scratch.gather(shape, lo, hi);
-        sort_keys(
-            &mut scratch.neighbors,
-            &mut scratch.sorted,
-            &mut scratch.counts,
-        );
-        for &key in scratch.sorted.iter() {
-            walk.visit((key >> 64) as u64, key as u64);
-        }
-    }
-    walk.offset()
-}
-
-/// Sorts `keys` into `out`: a bucket sort on the high 64 bits (offsets spread over the arena),
-/// finished by sorting each bucket.
-fn sort_keys(keys: &mut [u128], out: &mut Vec<u128>, counts: &mut Vec<u32>) {
-    out.clear();
-    let k = keys.len();
-    if k < 64 {
-        keys.sort_unstable();
-        out.extend_from_slice(keys);
-        return;
-    }
-    let max = keys
-        .iter()
-        .map(|&key| (key >> 64) as u64)
-        .max()
-        .unwrap_or(0);
-    let bits = 64 - max.leading_zeros();
-    let bucket_bits = (usize::BITS - k.leading_zeros()).min(bits);
-    let shift = bits - bucket_bits;
-    let n_buckets = 1usize << bucket_bits;
-    counts.clear();
-    counts.resize(n_buckets + 1, 0);
-    for &key in keys.iter() {
-        counts[(((key >> 64) as u64) >> shift) as usize + 1] += 1;
-    }
-    for i in 0..n_buckets {
-        counts[i + 1] += counts[i];
-    }
-    out.resize(k, 0);
-    for &key in keys.iter() {
-        let bucket = (((key >> 64) as u64) >> shift) as usize;
-        out[counts[bucket] as usize] = key;
-        counts[bucket] += 1;
-    }
-    // `counts[i]` is now the end of bucket `i`; buckets hold a few keys each.
-    let mut start = 0;
-    for &end in &counts[..n_buckets] {
-        let bucket = &mut out[start..end as usize];
-        if bucket.len() > 16 {
-            bucket.sort_unstable();
-        } else {
-            insertion_sort(bucket);
-        }
-        start = end as usize;
-    }
-}
-
-fn insertion_sort(keys: &mut [u128]) {
-    for i in 1..keys.len() {
-        let key = keys[i];
-        let mut j = i;
-        while j > 0 && keys[j - 1] > key {
-            keys[j] = keys[j - 1];
-            j -= 1;
-        }
-        keys[j] = key;
     }
 }

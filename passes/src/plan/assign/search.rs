@@ -46,14 +46,23 @@ impl Csr {
 }
 
 /// The conflict graph (pairs of buffers live at a common step), or `None` when it would have
-/// more than `max_pairs` pairs.
-pub(crate) fn conflict_graph(p: &Problem, max_pairs: usize) -> Option<Csr> {
-    conflict_graph_of(&p.lo, &p.hi, max_pairs)
+/// more than `max_pairs` pairs or `stop` said so (it is asked every few hundred buffers).
+pub(crate) fn conflict_graph(
+    p: &Problem,
+    max_pairs: usize,
+    stop: &dyn Fn() -> bool,
+) -> Option<Csr> {
+    conflict_graph_of(&p.lo, &p.hi, max_pairs, stop)
 }
 
 /// The conflict graph of the section ranges `[lo[b], hi[b])`, or `None` when it would have
-/// more than `max_pairs` pairs.
-pub(crate) fn conflict_graph_of(lo: &[u32], hi: &[u32], max_pairs: usize) -> Option<Csr> {
+/// more than `max_pairs` pairs or `stop` said so.
+pub(crate) fn conflict_graph_of(
+    lo: &[u32],
+    hi: &[u32],
+    max_pairs: usize,
+    stop: &dyn Fn() -> bool,
+) -> Option<Csr> {
     let n = lo.len();
     // Count pairs with a sweep in start order.
     let mut by_lo: Vec<u32> = (0..n as u32).collect();
@@ -71,7 +80,10 @@ pub(crate) fn conflict_graph_of(lo: &[u32], hi: &[u32], max_pairs: usize) -> Opt
     }
     let mut lists: Vec<Vec<u32>> = vec![Vec::new(); n];
     let mut active: Vec<u32> = Vec::new();
-    for &b in &by_lo {
+    for (k, &b) in by_lo.iter().enumerate() {
+        if k % 256 == 255 && stop() {
+            return None;
+        }
         let start = lo[b as usize];
         active.retain(|&a| hi[a as usize] > start);
         for &a in &active {

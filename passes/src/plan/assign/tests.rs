@@ -1,12 +1,15 @@
 //! Tests of offset assignment: hand instances with known optima, edge cases, and seeded
 //! random instances checked by a plain quadratic overlap check.
 
+use super::best_fit::{self, UNPLACED};
 use super::order::Keys;
 use super::problem::Problem;
 use super::search::{conflict_graph, section_members, Probe, Searches};
-use super::{assign_offsets, best_fit_largest_first, Assignment, Interval};
+use super::{assign_offsets, best_fit_largest_first, reference, skyline, trace};
+use super::{order_largest_first, Assignment, Interval};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
+use trace::Rng;
 
 fn iv(size: u64, start: u64, end: u64) -> Interval {
     Interval {
@@ -51,24 +54,6 @@ fn load(intervals: &[Interval]) -> u64 {
     super::super::load(intervals)
 }
 
-/// A deterministic generator (SplitMix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[lo, hi)`.
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo)
-    }
-}
-
 /// Random intervals: sizes over two orders of magnitude, short and long lives, some aligned.
 fn random_instance(rng: &mut Rng, n: usize, steps: u64) -> Vec<Interval> {
     (0..n)
@@ -88,6 +73,70 @@ fn random_instance(rng: &mut Rng, n: usize, steps: u64) -> Vec<Interval> {
             }
         })
         .collect()
+}
+
+/// Random intervals where ties are the rule: few sizes, few steps, many identical ranges,
+/// alignments that are and are not powers of two, and some intervals that meet nothing.
+fn tie_heavy_instance(rng: &mut Rng, n: usize) -> Vec<Interval> {
+    (0..n)
+        .map(|_| {
+            let start = rng.range(0, 6);
+            let end = if rng.range(0, 12) == 0 {
+                start
+            } else {
+                start + rng.range(1, 4)
+            };
+            Interval {
+                size: [0, 8, 16, 24, 64][rng.range(0, 5) as usize],
+                start,
+                end,
+                align: [0, 1, 1, 8, 16, 3, 6][rng.range(0, 7) as usize],
+            }
+        })
+        .collect()
+}
+
+/// Shuffles `items` (Fisher-Yates).
+fn shuffle<T>(rng: &mut Rng, items: &mut [T]) {
+    for i in (1..items.len()).rev() {
+        let j = rng.range(0, i as u64 + 1) as usize;
+        items.swap(i, j);
+    }
+}
+
+/// Two intervals live at a common step that overlap in memory, if any: a sweep over steps
+/// with the live intervals kept by offset, so that a new one is compared with its two
+/// neighbours only (`O(n log n)`, for the large traces).
+fn find_overlap(intervals: &[Interval], offsets: &[u64]) -> Option<(usize, usize)> {
+    let mut events: Vec<(u64, bool, usize)> = Vec::new();
+    for (i, x) in intervals.iter().enumerate() {
+        if x.size > 0 && x.start < x.end {
+            events.push((x.start, true, i));
+            events.push((x.end, false, i));
+        }
+    }
+    // Ends (`false`) sort before starts at the same step.
+    events.sort_unstable();
+    let mut live = std::collections::BTreeMap::new();
+    for (_, is_start, i) in events {
+        let (offset, end) = (offsets[i], offsets[i] + intervals[i].size);
+        if !is_start {
+            live.remove(&(offset, i));
+            continue;
+        }
+        if let Some((&(_, below), &below_end)) = live.range(..(offset, i)).next_back() {
+            if below_end > offset {
+                return Some((below, i));
+            }
+        }
+        if let Some((&(above_offset, above), _)) = live.range((offset, i)..).next() {
+            if above_offset < end {
+                return Some((above, i));
+            }
+        }
+        live.insert((offset, i), end);
+    }
+    None
 }
 
 /// A perfect packing: a `steps` x `height` rectangle cut into `pieces` rectangles by
@@ -264,7 +313,7 @@ fn the_search_decides_perfect_packings() {
     let intervals = perfect_packing(&mut rng, 14, 30, 500);
     let p = Problem::new(&intervals);
     let keys = Keys::new(&p);
-    let conflicts = conflict_graph(&p, usize::MAX).expect("no pair limit");
+    let conflicts = conflict_graph(&p, usize::MAX, &|| false).expect("no pair limit");
     let sections = section_members(&p);
     let cancel = AtomicBool::new(false);
     let mut searches = Searches::new(&p, &conflicts, &sections, &keys, &["WAT", "TAW"], &cancel);
@@ -332,13 +381,12 @@ fn peak_windows_keep_conflicts_outside_the_tight_sections() {
     }
     let p = Problem::new(&intervals);
     assert_eq!(p.load, 1000);
-    let shape = super::problem::TreeShape::new(&p);
     let keys = Keys::new(&p);
     let cancel = AtomicBool::new(false);
-    let mut scratch = super::best_fit::Scratch::new(&shape);
+    let mut scratch = super::best_fit::Scratch::new(&p);
     let deadline = Instant::now() + Duration::from_secs(20);
     let offsets =
-        super::window::peak_window(&p, &shape, &keys, 1000, deadline, &cancel, &mut scratch)
+        super::window::peak_window(&p, &keys, 1000, deadline, &cancel, &mut scratch, &|| false)
             .expect("A below B and C, D above E and F");
     let a = Assignment {
         arena_size: p.arena(&offsets),
@@ -347,4 +395,152 @@ fn peak_windows_keep_conflicts_outside_the_tight_sections() {
     };
     check(&intervals, &a);
     assert_eq!(a.arena_size, 1000);
+}
+
+#[test]
+fn best_fit_matches_the_reference_on_random_instances() {
+    // Random orders, alignments, ties, and (every third round) part of the buffers placed
+    // beforehand, as the peak windows do.
+    let mut rng = Rng(31);
+    for round in 0..400 {
+        let n = 1 + round % 70;
+        let intervals = if round % 2 == 0 {
+            random_instance(&mut rng, n, 12 + round as u64 % 30)
+        } else {
+            tie_heavy_instance(&mut rng, n)
+        };
+        let p = Problem::new(&intervals);
+        let mut order: Vec<u32> = (0..p.len() as u32).collect();
+        shuffle(&mut rng, &mut order);
+        let fixed = if round % 3 == 0 {
+            rng.range(0, p.len() as u64 + 1) as usize
+        } else {
+            0
+        };
+        let original = |core: &[u32]| -> Vec<usize> {
+            core.iter()
+                .map(|&b| p.original[b as usize] as usize)
+                .collect()
+        };
+        let mut expected = vec![None; intervals.len()];
+        reference::best_fit(&intervals, &original(&order[..fixed]), &mut expected);
+        let mut offsets = vec![UNPLACED; p.len()];
+        for &b in &order[..fixed] {
+            offsets[b as usize] = expected[p.original[b as usize] as usize].expect("placed");
+        }
+        let mut scratch = best_fit::Scratch::new(&p);
+        let finished =
+            best_fit::complete(&p, &mut offsets, &order[fixed..], &mut scratch, &|| false);
+        assert!(finished);
+        reference::best_fit(&intervals, &original(&order[fixed..]), &mut expected);
+        for b in 0..p.len() {
+            assert_eq!(
+                Some(offsets[b]),
+                expected[p.original[b] as usize],
+                "round {round}, core buffer {b}"
+            );
+        }
+        // The baseline, through the public entry point: every interval, the others at 0.
+        let mut by_size: Vec<usize> = (0..intervals.len()).collect();
+        by_size.sort_by_key(|&i| (std::cmp::Reverse(intervals[i].size), intervals[i].start, i));
+        let mut expected = vec![None; intervals.len()];
+        reference::best_fit(&intervals, &by_size, &mut expected);
+        let expected: Vec<u64> = expected.into_iter().map(|o| o.expect("placed")).collect();
+        let baseline = best_fit_largest_first(&intervals);
+        assert_eq!(baseline.offsets, expected, "round {round}");
+        check(&intervals, &baseline);
+    }
+}
+
+#[test]
+fn lowest_floor_first_matches_the_reference_on_random_instances() {
+    let mut rng = Rng(32);
+    for round in 0..300 {
+        let n = 1 + round % 50;
+        let intervals = if round % 2 == 0 {
+            random_instance(&mut rng, n, 10 + round as u64 % 20)
+        } else {
+            tie_heavy_instance(&mut rng, n)
+        };
+        let mut priority: Vec<u32> = (0..n as u32).collect();
+        shuffle(&mut rng, &mut priority);
+        let expected = reference::lowest_floor_first(&intervals, &priority);
+        let p = Problem::new(&intervals);
+        let core_priority: Vec<u32> = p.original.iter().map(|&i| priority[i as usize]).collect();
+        let mut sky = skyline::Skyline::new(p.n_sections);
+        let core = skyline::lowest_floor_first(&p, &core_priority, &mut sky, &|| false)
+            .expect("never stopped");
+        assert_eq!(p.expand(n, &core), expected, "round {round}");
+    }
+}
+
+#[test]
+fn strategies_stop_when_asked() {
+    let mut rng = Rng(33);
+    let intervals = random_instance(&mut rng, 2000, 300);
+    let p = Problem::new(&intervals);
+    let mut scratch = best_fit::Scratch::new(&p);
+    let order = order_largest_first(&p);
+    assert!(best_fit::best_fit(&p, &order, &mut scratch, &|| true).is_none());
+    let mut sky = skyline::Skyline::new(p.n_sections);
+    let priority: Vec<u32> = (0..p.len() as u32).collect();
+    assert!(skyline::lowest_floor_first(&p, &priority, &mut sky, &|| true).is_none());
+}
+
+#[test]
+fn best_fit_work_grows_near_linearly() {
+    // The transformer training trace of `bench/dsa/make_trace.py` at 6 to 48 layers (4,120
+    // to 31,630 buffers). Activations saved for the backward pass live long, so the pairs of
+    // buffers live together grow with the square of the layers; best fit's basic operations
+    // (nodes visited, blocks walked or pushed down) must not.
+    let mut per_buffer = Vec::new();
+    for layers in [6, 12, 24, 48] {
+        let intervals = trace::transformer(layers, 1);
+        let p = Problem::new(&intervals);
+        let mut scratch = best_fit::Scratch::new(&p);
+        let core = best_fit::best_fit(&p, &order_largest_first(&p), &mut scratch, &|| false)
+            .expect("never stopped");
+        let offsets = p.expand(intervals.len(), &core);
+        assert_eq!(find_overlap(&intervals, &offsets), None, "{layers} layers");
+        // Best fit packs this trace perfectly (it is what makes the planner stop early).
+        assert_eq!(p.arena(&core), p.load, "{layers} layers");
+        let n = p.len() as f64;
+        per_buffer.push((scratch.ops as f64 / n, live_pairs(&p) as f64 / n));
+    }
+    let (first, last) = (per_buffer[0], per_buffer[per_buffer.len() - 1]);
+    assert!(
+        last.1 > 4.0 * first.1,
+        "the trace gets denser with the layers: {per_buffer:?}"
+    );
+    assert!(
+        last.0 < 1.3 * first.0,
+        "best fit's work per buffer grows more than logarithmically: {per_buffer:?}"
+    );
+}
+
+/// The number of pairs of core buffers live at a common step.
+fn live_pairs(p: &Problem) -> u64 {
+    let mut starts = p.lo.clone();
+    starts.sort_unstable();
+    // Each buffer meets those that start before its end, less those that ended by its start
+    // and itself; every pair is counted twice.
+    let mut ends = p.hi.clone();
+    ends.sort_unstable();
+    let twice: u64 = (0..p.len())
+        .map(|b| {
+            let started = starts.partition_point(|&s| s < p.hi[b]);
+            let ended = ends.partition_point(|&e| e <= p.lo[b]);
+            (started - ended - 1) as u64
+        })
+        .sum();
+    twice / 2
+}
+
+#[test]
+fn the_planner_packs_a_large_training_trace() {
+    // 31,630 buffers; best fit reaches LOAD, which ends the search at once.
+    let intervals = trace::transformer(48, 1);
+    let a = assign_offsets(&intervals, Duration::from_secs(1));
+    assert_eq!(find_overlap(&intervals, &a.offsets), None);
+    assert_eq!(a.arena_size, load(&intervals));
 }

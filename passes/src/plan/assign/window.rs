@@ -18,10 +18,10 @@
 
 use super::best_fit::{self, UNPLACED};
 use super::order::Keys;
-use super::problem::{Problem, TreeShape};
+use super::problem::Problem;
 use super::search::{conflict_graph_of, section_members, Csr, Probe, Searches};
 use super::Interval;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// A section is tight when its live total is at least this percentage of the target.
@@ -36,15 +36,15 @@ pub(crate) const MAX_WINDOW_BUFFERS: usize = 3000;
 /// Solves the buffers live in tight sections (within 3% of `cap`) by the exact search at
 /// `cap`, then places the rest by best fit. Returns the core offsets, or `None` when the
 /// window holds too many buffers or its search finds no placement within its node limit or
-/// before `deadline` (or `cancel`).
+/// before `deadline` (or `cancel`), or when `stop` interrupts the best fit that completes it.
 pub(crate) fn peak_window(
     p: &Problem,
-    shape: &TreeShape,
     keys: &Keys,
     cap: u64,
     deadline: Instant,
     cancel: &AtomicBool,
     scratch: &mut best_fit::Scratch,
+    stop: &dyn Fn() -> bool,
 ) -> Option<Vec<u64>> {
     let threshold = cap / 100 * TIGHT_PERCENT;
     let tight = |s: usize| p.section_load[s] >= threshold;
@@ -95,7 +95,9 @@ pub(crate) fn peak_window(
     );
     let member_lo: Vec<u32> = members.iter().map(|&b| p.lo[b]).collect();
     let member_hi: Vec<u32> = members.iter().map(|&b| p.hi[b]).collect();
-    let conflicts = conflict_graph_of(&member_lo, &member_hi, usize::MAX)?;
+    let conflicts = conflict_graph_of(&member_lo, &member_hi, usize::MAX, &|| {
+        cancel.load(Ordering::Relaxed) || Instant::now() >= deadline
+    })?;
     let cross = pairs_beyond_sections(&sub, &conflicts);
     let sections = section_members(&sub);
     let sub_keys = Keys::new(&sub);
@@ -124,8 +126,7 @@ pub(crate) fn peak_window(
         let b = b as usize;
         (std::cmp::Reverse((keys.fullest[b], p.size[b])), b)
     });
-    best_fit::complete(p, shape, &mut offsets, &rest, scratch);
-    Some(offsets)
+    best_fit::complete(p, &mut offsets, &rest, scratch, stop).then_some(offsets)
 }
 
 /// The pairs of `conflicts` that share no section of `sub`, one list per buffer.

@@ -53,6 +53,9 @@ mod liveness;
 mod schedule;
 
 use crate::plan::{BufferSpec, PlanOptions};
+/// For the schedulers' tests (a sibling may not import bufferization: it imports them).
+#[cfg(test)]
+use bufferize::root_values;
 use bufferize::BufferInfo;
 use memc_ir::{Diagnostic, Function, Module, OpId, Opcode, TensorType, ValueId, WeightStore};
 use std::time::{Duration, Instant};

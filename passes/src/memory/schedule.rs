@@ -288,7 +288,7 @@ fn exact_order(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::bufferize::root_values;
+    use crate::memory::root_values;
     use memc_ir::{Attribute, ElemType, Module, Opcode, TensorType, Type, WeightBytes};
     use std::sync::Arc;
 

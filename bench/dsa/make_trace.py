@@ -6,15 +6,15 @@ Usage:
   make_trace.py random [--buffers 60000] [--steps 20000] [--seed 1] > rand60k.csv
   make_trace.py concat FILE[@SHIFT]...                  > concat.csv
 
-Both write the CSV format of `../shared/bench/dsa` (`id,lower,upper,size`) to standard output.
+Each writes the CSV format of `../shared/bench/dsa` (`id,lower,upper,size`) to standard output.
 
 `transformer`: one training step of a decoder-only transformer (4,096 tokens, hidden 4,096,
-32 heads, bf16; 96 layers by default, 62,173 buffers on 4,997 steps). Each forward op is a step
+32 heads, bf16; 96 layers by default: 63,530 buffers, 4,953 ops). Each forward op is a step
 that writes its outputs; the activations the backward pass reads stay live until the backward
-op of their layer; the rest die at the next op. The backward pass walks the layers in reverse:
-one step per forward op writes the input gradient (read by the next backward step) and, for
-matmuls and layer norms, a weight gradient that lives until its bucket is all-reduced every
-two layers. Every step also allocates short-lived temporaries (cuBLAS workspaces, reduction
+op of their layer; the rest die at the next op. The backward pass walks the layers in reverse,
+two steps per forward op: the first writes the input gradient (read by the next backward op),
+the second, for matmuls and layer norms, a weight gradient that lives until its bucket is
+all-reduced every two layers. Every step also allocates short-lived temporaries (cuBLAS workspaces, reduction
 partials, shapes and scalars: 4 B to 32 MiB, most living one step). Sizes range from 4 bytes to
 256 MiB (attention scores). The randomness is SplitMix64 with integer arithmetic only, and
 `passes/src/plan/assign/trace.rs` generates the same trace in the tests.
@@ -25,7 +25,7 @@ meet thousands of buffers in every tight stretch).
 
 `concat`: the given traces one after the other in time: each starts where the previous one
 ended, or at step SHIFT when given as `FILE@SHIFT` (SHIFT may be negative, relative to the
-previous trace's end, so traces can overlap). For example the 75,910-buffer trace of
+previous trace's end, so traces can overlap). For example the 75,744-buffer trace of
 `bench/dsa.md`:
   make_trace.py concat S_1.csv pangu_2.6B.csv S_1.csv@-20000
 """

@@ -18,16 +18,20 @@
 //! skipping (by galloping) the blocks that end below the walk's top. A buffer live for a few
 //! sections meets one to three nodes, whose blocks are about the gaps there.
 //!
-//! The queries to come are known (the buffers of the order): a node no query will visit again
-//! is neither kept up to date nor kept, which bounds the memory by what is still needed.
+//! The queries to come are known (the buffers of the order), so a node keeps its `occupied`
+//! blocks only while a query to come will read them (it is one of its canonical nodes) and its
+//! pending blocks only while a query will pass through it: the nodes high above short buffers
+//! are never canonical, and nothing is kept past its last use.
 //!
 //! Cost: a query or an insertion visits `O(log sections)` nodes. The blocks walked and pushed
 //! down have no useful worst-case bound (a long buffer's block may reach every node below its
 //! canonical ones), but in practice they grow with the gaps, not with the pairs of buffers
 //! live together: on the 63,530-buffer transformer trace of `bench/dsa.md` (54 million such
-//! pairs) best fit does about 3 million basic operations (nodes visited, blocks walked or
-//! pushed down: [`Scratch::ops`]); on S_1 (28,526 buffers, 43 million pairs) about 9 million.
-//! The test `best_fit_work_grows_near_linearly` keeps it so.
+//! pairs) best fit does about 3.2 million basic operations (nodes visited, blocks walked or
+//! merged into a list: [`Scratch::ops`]); on S_1 (28,526 buffers, 43 million pairs) 9.7
+//! million (the test `best_fit_work_grows_near_linearly` keeps it so). On a random trace
+//! without structure (memory fragmented, many gaps everywhere) it does about as much work as
+//! walking the buffers live together would.
 
 use super::problem::{align_up, Problem};
 
@@ -48,13 +52,15 @@ pub(crate) struct Scratch {
     /// For each inner node, blocks of buffers that cover its whole span and are not yet in
     /// its descendants' `occupied`.
     pending: Vec<Vec<Block>>,
-    /// For each node, how many of the queries still to come visit it (on a boundary path or
-    /// as a canonical node). A node no query will visit again, nor then any node below it, is
-    /// neither kept up to date nor kept: its lists are freed.
-    visits: Vec<u32>,
+    /// For each node, how many of the queries still to come read its `occupied` (it is one of
+    /// their canonical nodes): at 0 the list is neither kept up to date nor kept.
+    as_canonical: Vec<u32>,
+    /// For each inner node, how many of the queries still to come pass through it to nodes
+    /// below: at 0 its `pending` list is neither kept up to date nor kept.
+    passing: Vec<u32>,
     /// The canonical nodes of the current query.
     canonical: Vec<u32>,
-    /// Basic operations so far: nodes visited, blocks walked and blocks pushed down.
+    /// Basic operations so far: nodes visited, blocks walked, blocks merged into a list.
     pub ops: u64,
 }
 
@@ -65,7 +71,8 @@ impl Scratch {
             size,
             occupied: vec![Vec::new(); 2 * size],
             pending: vec![Vec::new(); size],
-            visits: vec![0; 2 * size],
+            as_canonical: vec![0; 2 * size],
+            passing: vec![0; size],
             canonical: Vec::new(),
             ops: 0,
         }
@@ -76,7 +83,8 @@ impl Scratch {
         for blocks in self.occupied.iter_mut().chain(self.pending.iter_mut()) {
             blocks.clear();
         }
-        self.visits.fill(0);
+        self.as_canonical.fill(0);
+        self.passing.fill(0);
         for &b in order {
             let b = b as usize;
             self.count_visits(1, 0, self.size, p.lo[b] as usize, p.hi[b] as usize);
@@ -84,10 +92,11 @@ impl Scratch {
     }
 
     fn count_visits(&mut self, node: usize, nl: usize, nr: usize, lo: usize, hi: usize) {
-        self.visits[node] += 1;
         if lo <= nl && nr <= hi {
+            self.as_canonical[node] += 1;
             return;
         }
+        self.passing[node] += 1;
         let mid = (nl + nr) / 2;
         if lo < mid {
             self.count_visits(2 * node, nl, mid, lo, hi);
@@ -97,15 +106,14 @@ impl Scratch {
         }
     }
 
-    /// Counts one visit of `node` done; frees its lists after the last.
-    fn visited(&mut self, node: usize) {
-        self.visits[node] -= 1;
-        if self.visits[node] == 0 {
-            self.occupied[node] = Vec::new();
-            if node < self.size {
-                self.pending[node] = Vec::new();
-            }
-        }
+    /// Whether a query to come will read `node`'s `occupied`.
+    fn read_later(&self, node: usize) -> bool {
+        self.as_canonical[node] > 0
+    }
+
+    /// Whether a query to come will pass through `node` (so push its pending blocks down).
+    fn passed_later(&self, node: usize) -> bool {
+        node < self.size && self.passing[node] > 0
     }
 
     /// Records a placed buffer: sections `[lo, hi)`, memory `[start, end)`.
@@ -114,13 +122,16 @@ impl Scratch {
     }
 
     fn insert(&mut self, node: usize, nl: usize, nr: usize, lo: usize, hi: usize, block: Block) {
-        if self.visits[node] == 0 {
-            return;
+        let passed = self.passed_later(node);
+        if !passed && !self.read_later(node) {
+            return; // no query will visit this node again, nor any below it
         }
         self.ops += 1;
-        insert_block(&mut self.occupied[node], block);
+        if self.read_later(node) {
+            insert_block(&mut self.occupied[node], block);
+        }
         if lo <= nl && nr <= hi {
-            if nr - nl > 1 {
+            if passed {
                 insert_block(&mut self.pending[node], block);
             }
             return;
@@ -144,7 +155,10 @@ impl Scratch {
             return;
         }
         self.push_down(node);
-        self.visited(node);
+        self.passing[node] -= 1;
+        if self.passing[node] == 0 {
+            self.pending[node] = Vec::new();
+        }
         let mid = (nl + nr) / 2;
         if lo < mid {
             self.collect(2 * node, nl, mid, lo, hi);
@@ -154,19 +168,20 @@ impl Scratch {
         }
     }
 
-    /// Merges the pending blocks of inner node `node` into its children.
+    /// Merges the pending blocks of inner node `node` into its children, where a query to
+    /// come needs them.
     fn push_down(&mut self, node: usize) {
         if self.pending[node].is_empty() {
             return;
         }
         let pending = std::mem::take(&mut self.pending[node]);
-        self.ops += 2 * pending.len() as u64;
         for child in [2 * node, 2 * node + 1] {
-            if self.visits[child] == 0 {
-                continue;
+            if self.read_later(child) {
+                self.ops += pending.len() as u64;
+                union_into(&mut self.occupied[child], &pending);
             }
-            union_into(&mut self.occupied[child], &pending);
-            if child < self.size {
+            if self.passed_later(child) {
+                self.ops += pending.len() as u64;
                 union_into(&mut self.pending[child], &pending);
             }
         }
@@ -187,8 +202,12 @@ impl Scratch {
         } else {
             self.merge_canonical(walk);
         }
-        for k in 0..self.canonical.len() {
-            self.visited(self.canonical[k] as usize);
+        for &node in &self.canonical {
+            let node = node as usize;
+            self.as_canonical[node] -= 1;
+            if self.as_canonical[node] == 0 {
+                self.occupied[node] = Vec::new();
+            }
         }
     }
 

@@ -385,7 +385,7 @@ impl<'a> Dfs<'a> {
     /// Whether the deadline has passed; looks at the clock once every 64 calls.
     fn past_deadline(&mut self) -> bool {
         self.clock_ticks += 1;
-        if self.clock_ticks % 64 == 0
+        if self.clock_ticks.is_multiple_of(64)
             && (Instant::now() >= self.limits.deadline || self.cancel.load(Ordering::Relaxed))
         {
             self.timed_out = true;

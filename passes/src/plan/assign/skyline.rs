@@ -9,8 +9,8 @@
 //! buffer whose floor rose since it was queued goes back in when it reaches the front.
 //! Buffers with the same sections and alignment always share their floor, so only the first
 //! of each such group (in priority order) waits in the queue. That is `O(n log n)` plus
-//! `O(log n)` per requeue, at most one per overlapping pair: 1.7 million requeues and about
-//! 0.15 s on S_1 (28,526 buffers, 43 million pairs), 5.3 million and 0.6 s on the 63k-buffer
+//! `O(log n)` per requeue, at most one per overlapping pair: 1.7 million requeues and 0.25 s
+//! on S_1 (28,526 buffers, 43 million pairs), 5.3 million and 0.65 s on the 63k-buffer
 //! transformer trace of `bench/dsa.md` in area order.
 
 use super::problem::{align_up, Problem};

@@ -161,8 +161,10 @@ fn greedy_order(func: &Function, graph: &Graph, root: &HashMap<ValueId, ValueId>
         .collect();
     let mut order = Vec::with_capacity(n);
     while let Some((s, Reverse(i))) = ready.pop() {
-        if s != score[i] {
-            continue; // its score grew: a newer entry is in the heap
+        if done[i] || s != score[i] {
+            // Run already (an empty value's reader is pushed again with the same score), or
+            // its score grew: a newer entry is in the heap.
+            continue;
         }
         done[i] = true;
         order.push(i);

@@ -248,11 +248,7 @@ pub fn compile_module(module: Module, options: &CompileOptions) -> Result<Compil
     // also lists every recompute opportunity for the report).
     let mut remat = None;
     let plan = if plans_memory {
-        let unbound = memc_ir::infer::unbound_symbols(&module);
-        if !unbound.is_empty() {
-            // The planner's own message names the dims to bind.
-            memc_passes::memory::plan_module(&module, &memc_passes::plan::PlanOptions::default())?;
-        }
+        memc_passes::memory::require_static_dims(&module)?;
         let remat_options = memc_passes::remat::RematOptions {
             budget: options.memory_budget,
             recompute: options.recompute.clone(),
@@ -328,19 +324,12 @@ pub fn compile_module(module: Module, options: &CompileOptions) -> Result<Compil
 
 /// One line on what rematerialization did, for `--time-passes`.
 fn remat_note(report: &memc_passes::remat::RematReport) -> String {
-    let pct = |a: u64, b: u64| {
-        if b == 0 {
-            0.0
-        } else {
-            100.0 * a as f64 / b as f64
-        }
-    };
     format!(
         "remat: {} candidates in {} subgraphs; {} ops recomputed (+{:.2}% FLOPs); arena {} -> {} bytes{}",
         report.candidates,
         report.opportunities.len(),
         report.cloned_ops,
-        pct(report.extra_flops, report.base_flops),
+        crate::report::remat::percent_of(report.extra_flops, report.base_flops).unwrap_or(0.0),
         report.base_arena,
         report.arena,
         report

@@ -512,14 +512,8 @@ impl CompileRequest {
 /// What `--memory-budget` and `--recompute` did, on standard error.
 fn say_remat(r: &memc::passes::remat::RematReport) {
     use memc::report::human_bytes;
-    let flops = if r.base_flops == 0 {
-        String::new()
-    } else {
-        format!(
-            ", +{:.2}% FLOPs",
-            100.0 * r.extra_flops as f64 / r.base_flops as f64
-        )
-    };
+    let flops = memc::report::remat::percent_of(r.extra_flops, r.base_flops)
+        .map_or_else(String::new, |p| format!(", +{p:.2}% FLOPs"));
     match r.budget {
         Some(budget) if r.met => eprintln!(
             "memc: memory budget {} met: arena {} -> {} ({} ops recomputed{flops})",

@@ -140,12 +140,13 @@ pub fn human_flops(flops: u64) -> String {
     }
 }
 
+/// `a` as a percentage of `b` (extra FLOPs of the step's), `None` when `b` is 0.
+pub fn percent_of(a: u64, b: u64) -> Option<f64> {
+    (b != 0).then(|| 100.0 * a as f64 / b as f64)
+}
+
 fn percent(a: u64, b: u64) -> String {
-    if b == 0 {
-        "-".to_string()
-    } else {
-        format!("{:.2}%", 100.0 * a as f64 / b as f64)
-    }
+    percent_of(a, b).map_or_else(|| "-".to_string(), |p| format!("{p:.2}%"))
 }
 
 /// The section's text (always shown when memory was planned: the opportunities are worth

@@ -154,16 +154,23 @@ pub fn plan_module_with_scratch(
     let (_, func) = funcs
         .next()
         .ok_or_else(|| Diagnostic::error("the module has no function"))?;
-    let unbound = memc_ir::infer::unbound_symbols(module);
-    if !unbound.is_empty() {
-        let flags: Vec<String> = unbound.iter().map(|n| format!("--dim {n}=N")).collect();
-        return Err(Diagnostic::error(format!(
-            "cannot plan memory: the model has unbound symbolic dims: {}",
-            unbound.join(", ")
-        ))
-        .with_note(format!("bind every one, e.g. {}", flags.join(" "))));
-    }
+    require_static_dims(module)?;
     plan_function_with_scratch(func, &module.weights, options, scratch)
+}
+
+/// An error naming the dims to bind when `module` has unbound symbolic dims (memory is
+/// planned only for static sizes).
+pub fn require_static_dims(module: &Module) -> Result<(), Diagnostic> {
+    let unbound = memc_ir::infer::unbound_symbols(module);
+    if unbound.is_empty() {
+        return Ok(());
+    }
+    let flags: Vec<String> = unbound.iter().map(|n| format!("--dim {n}=N")).collect();
+    Err(Diagnostic::error(format!(
+        "cannot plan memory: the model has unbound symbolic dims: {}",
+        unbound.join(", ")
+    ))
+    .with_note(format!("bind every one, e.g. {}", flags.join(" "))))
 }
 
 /// Plans one function, without scratch memory.

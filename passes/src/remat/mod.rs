@@ -454,9 +454,7 @@ fn forced(cands: &[Candidate], entries: &[ConfigEntry]) -> (Vec<usize>, Vec<Stri
             if entry.count.is_some_and(|n| taken >= n) {
                 break;
             }
-            let clash = chosen.iter().any(|&c| {
-                cands[c].target == cands[i].target && cands[c].gap_from == cands[i].gap_from
-            });
+            let clash = chosen.iter().any(|&c| cands[c].same_gap(&cands[i]));
             if !clash {
                 chosen.push(i);
                 taken += 1;
@@ -479,13 +477,7 @@ fn apply(
         return origin;
     }
     let n = built.ops.len();
-    let mut at: Vec<Vec<&Candidate>> = vec![Vec::new(); n + 1];
-    for &i in chosen {
-        at[cands[i].at].push(&cands[i]);
-    }
-    for list in &mut at {
-        list.sort_by_key(|c| (c.chain.last().copied(), c.target));
-    }
+    let at = model::insertions(n, chosen.iter().map(|&i| &cands[i]));
     let entry = func.entry_block();
     let block = func.layout().block_ops(entry).to_vec();
     let ret = *block
@@ -586,10 +578,7 @@ fn opportunities(built: &Built, cands: &[Candidate], chosen: &[usize]) -> Vec<Op
             order.push(cands[i].label.clone());
         }
         // One occurrence per buffer and gap.
-        if !list
-            .iter()
-            .any(|&j| cands[j].target == cands[i].target && cands[j].gap_from == cands[i].gap_from)
-        {
+        if !list.iter().any(|&j| cands[j].same_gap(&cands[i])) {
             list.push(i);
         }
     }

@@ -79,6 +79,30 @@ pub struct Candidate {
     pub label: String,
 }
 
+impl Candidate {
+    /// Whether `other` frees the same buffer over the same gap (the variants of one gap
+    /// exclude each other).
+    pub fn same_gap(&self, other: &Candidate) -> bool {
+        self.target == other.target && self.gap_from == other.gap_from
+    }
+}
+
+/// The chosen candidates by the base position they run before (`n + 1` lists for `n` ops),
+/// each list in the one order both the model and the IR rewrite insert clones in.
+pub fn insertions<'c>(
+    n: usize,
+    chosen: impl IntoIterator<Item = &'c Candidate>,
+) -> Vec<Vec<&'c Candidate>> {
+    let mut at: Vec<Vec<&Candidate>> = vec![Vec::new(); n + 1];
+    for c in chosen {
+        at[c.at].push(c);
+    }
+    for list in &mut at {
+        list.sort_by_key(|c| (c.chain.last().copied(), c.target));
+    }
+    at
+}
+
 /// The profile of a schedule with some candidates applied.
 #[derive(Clone, Debug)]
 pub struct Profile {
@@ -133,14 +157,7 @@ impl Model {
     /// them, and the extended schedule's bookkeeping.
     fn buffers(&self, chosen: &[&Candidate]) -> Buffers {
         let n = self.ops.len();
-        // Insertions per base position, in a fixed order.
-        let mut at: Vec<Vec<&Candidate>> = vec![Vec::new(); n + 1];
-        for c in chosen {
-            at[c.at].push(c);
-        }
-        for list in &mut at {
-            list.sort_by_key(|c| (c.chain.last().copied(), c.target));
-        }
+        let at = insertions(n, chosen.iter().copied());
         let mut copies: Vec<Copy> = Vec::with_capacity(self.values.len());
         let mut latest: Vec<Option<usize>> = vec![None; self.values.len()];
         for (v, value) in self.values.iter().enumerate() {

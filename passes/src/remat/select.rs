@@ -47,10 +47,6 @@ fn excess(profile: &Profile, target: u64) -> u128 {
         .sum()
 }
 
-fn excludes(a: &Candidate, b: &Candidate) -> bool {
-    a.target == b.target && a.gap_from == b.gap_from
-}
-
 /// A budget of work for selection, counted in ops evaluated (each evaluation of a schedule
 /// costs its length), so that how far selection gets does not depend on the machine or its
 /// load: the same model and budget always give the same plan.
@@ -167,7 +163,7 @@ fn greedy_with(
             .filter(|&i| {
                 !chosen
                     .iter()
-                    .any(|&c| c == i || excludes(&cands[c], &cands[i]))
+                    .any(|&c| c == i || cands[c].same_gap(&cands[i]))
             })
             .filter(|&i| covers(&cands[i], p))
             .collect();
@@ -210,7 +206,7 @@ fn greedy_with(
                     let free = !chosen
                         .iter()
                         .chain(&group)
-                        .any(|&k| k == j || excludes(&cands[k], c));
+                        .any(|&k| k == j || cands[k].same_gap(c));
                     if free
                         && !c.extends.is_empty()
                         && c.extends.iter().all(|v| cands[i].extends.contains(v))
@@ -361,7 +357,7 @@ impl Search<'_> {
             let i = self.order[j];
             if chosen
                 .iter()
-                .any(|&c| excludes(&self.cands[c], &self.cands[i]))
+                .any(|&c| self.cands[c].same_gap(&self.cands[i]))
             {
                 continue;
             }

@@ -183,3 +183,59 @@ fn equal_values_read_the_newest_copy() {
     assert!(report.cloned_ops > 0);
     assert_eq!(report.model_load, plan.load_model_order);
 }
+
+/// A value made long before its first read: the candidate over that gap moves its producer
+/// to the read (the original no longer runs, no FLOPs are added) rather than repeating it.
+#[test]
+fn a_move_stops_the_original_and_costs_nothing() {
+    use memc_passes::remat::candidates::{candidates, Base};
+    use memc_passes::remat::model::{Model, Op, Value};
+    let value = |size: u64, producer: Option<usize>| Value {
+        size,
+        elem_bytes: 4,
+        view_of: None,
+        ty: 0,
+        input: producer.is_none(),
+        output: producer == Some(3),
+        producer,
+    };
+    let op = |operands: Vec<usize>, result: usize| Op {
+        results: vec![result],
+        operands,
+        flops: 1000,
+        scratch: 0,
+        in_place: false,
+        recompute: true,
+        kind: "MatMul".into(),
+    };
+    // a (input, 1 KiB); x = f(a) (1 KiB); y = g(a), z = h(y) (4 KiB each); out = k(x, z, a).
+    let model = Model {
+        values: vec![
+            value(1024, None),
+            value(1024, Some(0)),
+            value(4096, Some(1)),
+            value(4096, Some(2)),
+            value(1024, Some(3)),
+        ],
+        ops: vec![
+            op(vec![0], 1),
+            op(vec![0], 2),
+            op(vec![2], 3),
+            op(vec![1, 3, 0], 4),
+        ],
+    };
+    let base = Base::new(&model);
+    let cands = candidates(&model, &base);
+    let moves: Vec<_> = cands.iter().filter(|c| c.moves).collect();
+    assert_eq!(moves.len(), 1, "one move: x to its read");
+    let m = moves[0];
+    assert_eq!((m.target, m.gap_from, m.at, m.flops), (1, 0, 3, 0));
+    assert!(m.extends.is_empty(), "a is live at the read anyway");
+    let before = model.evaluate(&[]);
+    let after = model.evaluate(&[m]);
+    assert_eq!(after.removed, vec![0]);
+    assert_eq!(after.extra_flops, 0);
+    // While z is made: a, x, y, z before; a, y, z after.
+    assert_eq!(before.load, 10 * 1024);
+    assert_eq!(after.load, 9 * 1024);
+}

@@ -1,21 +1,28 @@
-//! Recompute candidates: for every buffer held across a gap between two reads, the chains of
-//! ops that can derive it again right before the later read from what is live there.
+//! Recompute candidates: for every buffer held across a gap, the chains of ops that can derive
+//! it again right before the later read from what is live there.
 //!
-//! A buffer (a value that owns its bytes, with the views of it) read at base positions
-//! `r_1 < r_2 < ...` is held over each gap `(r_j, r_{j+1})` only to be read again. A candidate
-//! recomputes, right before `r_{j+1}`, the buffer's producer and the views of it that are read
-//! from there on. Each operand of a cloned op is either live at that point anyway (free), or
-//! recomputed in turn (its producer joins the chain, up to a number of ops, [`DEPTHS`]), or kept
-//! alive longer (`extends`: graph inputs, random ops, anything that may not run again). Two
-//! variants per gap when they differ: the shallow one (clone only the buffer's own ops, extend
-//! the rest) and the deep one (recompute every operand that can be, up to the depth).
+//! A buffer (a value that owns its bytes, with the views of it) made at base position `p` and
+//! read at `r_1 < r_2 < ...` is held over each gap `(r_j, r_{j+1})` only to be read again, and
+//! over `(p, r_1)` before it is read at all. A candidate recomputes, right before the gap's
+//! end, the buffer's producer and the views of it that are read from there on. Over the first
+//! gap it is a move (`Candidate::moves`): the original then has no reader and no longer runs,
+//! so only the rest of the chain costs FLOPs.
+//!
+//! Each operand of a cloned op is either live at that point anyway (free), or recomputed in
+//! turn (its producer joins the chain, up to a number of ops, [`DEPTHS`]), or kept alive longer
+//! (`extends`: graph inputs, random ops, anything that may not run again, or what the depth
+//! leaves out). The variants of one gap: each depth, each with two answers to "live anyway":
+//! everything live there, or only what is live for a reason of its own (read at that point,
+//! or not recomputable), so that a value merely held across a gap of its own is recomputed
+//! too and several buffers can be derived again from one kept value (a checkpoint).
 //! Selection ([`super::select`]) weighs their FLOPs against what they free.
 
 use super::model::{Candidate, Model};
 
 /// How many ops each variant's chain may recompute behind the buffer's own ops: the shallow
-/// one none, then short chains, then whole layers (checkpointing from the residual stream).
-pub const DEPTHS: [usize; 3] = [0, 4, 32];
+/// one none, then one (an operand's producer), short chains, and whole layers (checkpointing
+/// from the residual stream).
+pub const DEPTHS: [usize; 4] = [0, 1, 4, 32];
 
 /// Facts about the base schedule the candidates are drawn from.
 pub struct Base {
@@ -24,7 +31,7 @@ pub struct Base {
     /// For each root, the base positions that read it or a view of it (sorted, unique;
     /// `ops.len()` for the return).
     pub reads: Vec<Vec<usize>>,
-    /// For each root, the position of its producer (`None` for inputs).
+    /// For each root, the position of its first producer (`None` for inputs).
     pub produced: Vec<Option<usize>>,
 }
 
@@ -55,10 +62,12 @@ impl Base {
             r.sort_unstable();
             r.dedup();
         }
+        // The first producer: a value the e-graph proves equal to an earlier one has two, and
+        // every reader comes after the first, so chains in position order stay topological.
         let mut produced = vec![None; model.values.len()];
         for (p, op) in model.ops.iter().enumerate() {
             for &r in &op.results {
-                produced[r] = Some(p);
+                produced[r].get_or_insert(p);
             }
         }
         Base {
@@ -73,6 +82,17 @@ impl Base {
     pub fn live_at(&self, value: usize, at: usize) -> bool {
         let r = self.root[value];
         self.produced[r].is_none_or(|p| p < at) && self.reads[r].last().is_some_and(|&l| l >= at)
+    }
+}
+
+impl Base {
+    /// Whether `value`'s buffer is live at `at` for a reason other than a gap of its own that
+    /// a candidate could drop: it is read at `at`, or it may not be made again.
+    fn kept_at(&self, model: &Model, value: usize, at: usize) -> bool {
+        let r = self.root[value];
+        self.reads[r].binary_search(&at).is_ok()
+            || self.produced[r].is_none_or(|p| !model.ops[p].recompute)
+            || model.values[r].input
     }
 }
 
@@ -107,9 +127,13 @@ pub fn candidates(model: &Model, base: &Base) -> Vec<Candidate> {
         if !model.ops[producer].recompute {
             continue;
         }
+        // The gaps: from the producer to the first read (a chain there moves the computation
+        // later: the original no longer runs), and between consecutive reads.
         let reads = &base.reads[root];
-        for pair in reads.windows(2) {
-            let (from, at) = (pair[0], pair[1]);
+        let gaps = std::iter::once(producer)
+            .chain(reads.iter().copied())
+            .zip(reads.iter().copied());
+        for (from, at) in gaps {
             if at < from + 2 {
                 continue; // no op runs in between: nothing to gain
             }
@@ -135,28 +159,58 @@ pub fn candidates(model: &Model, base: &Base) -> Vec<Candidate> {
             }
             own.sort_unstable();
             own.dedup();
+            // Moving the buffer's own ops: their originals stop running (a lower bound of
+            // the saving: an op with another result read earlier still runs).
+            // A move when the gap starts at the producer and the chain's own ops make nothing
+            // but this buffer (an op with another result read earlier keeps running).
+            let moves = from == producer
+                && own
+                    .iter()
+                    .all(|&o| model.ops[o].results.iter().all(|&r| base.root[r] == root));
+            let moved: u64 = if moves {
+                own.iter()
+                    .fold(0u64, |a, &o| a.saturating_add(model.ops[o].flops))
+            } else {
+                0
+            };
             let make = |(chain, extends): (Vec<usize>, Vec<usize>)| Candidate {
                 target: root,
                 at,
                 flops: chain
                     .iter()
-                    .fold(0u64, |a, &o| a.saturating_add(model.ops[o].flops)),
+                    .fold(0u64, |a, &o| a.saturating_add(model.ops[o].flops))
+                    .saturating_sub(moved),
                 label: label(model, &chain),
                 chain,
+                moves,
                 gap_from: from,
                 extends,
             };
             let mut variants: Vec<Candidate> = Vec::new();
             for depth in DEPTHS {
-                let c = make(derive(model, base, &own, root, at, depth));
-                if !variants.iter().any(|v| v.chain == c.chain) {
-                    variants.push(c);
+                for reuse in [Reuse::Live, Reuse::Kept] {
+                    let c = make(derive(model, base, &own, root, at, depth, reuse));
+                    if !variants.iter().any(|v| v.chain == c.chain) {
+                        variants.push(c);
+                    }
                 }
             }
             out.extend(variants);
         }
     }
     out
+}
+
+/// Which operands live at the recompute point a chain reads instead of recomputing.
+#[derive(Clone, Copy, PartialEq)]
+enum Reuse {
+    /// Everything live there.
+    Live,
+    /// Only what is live there for a reason of its own: read by the op at that point, or not
+    /// recomputable. A value merely held across a gap of its own is recomputed too (up to the
+    /// depth), so that this candidate and the one dropping that value can be chosen together:
+    /// the checkpoint shape, where several values are derived again from one kept value.
+    Kept,
 }
 
 /// The chain that recomputes `own` (base op indices) before `at`, recomputing unavailable
@@ -168,6 +222,7 @@ fn derive(
     root: usize,
     at: usize,
     depth: usize,
+    reuse: Reuse,
 ) -> (Vec<usize>, Vec<usize>) {
     let mut chain: Vec<usize> = own.to_vec();
     let mut extends = Vec::new();
@@ -185,7 +240,7 @@ fn derive(
                 continue;
             }
             seen_values.push(x);
-            if base.live_at(x, at) {
+            if base.live_at(x, at) && (reuse == Reuse::Live || base.kept_at(model, x, at)) {
                 continue;
             }
             // Recompute x (its buffer's producer and the views down to x) if the depth allows

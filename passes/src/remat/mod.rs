@@ -9,8 +9,9 @@
 //!    model tracks, so values the e-graph proves equal count as one (a copy of either serves
 //!    every read); lay the function out in the base plan's schedule;
 //! 3. the [`model`] of that schedule, and the [`candidates`]: for each buffer held across a
-//!    gap between reads, the chains that derive it again before the later read from what is
-//!    live there (single ops and chains, views included). Never recomputed: ops with side
+//!    gap between reads (or between its producer and its first read: a move), the chains that
+//!    derive it again before the later read from what is live there (single ops and chains,
+//!    views included). Never recomputed: ops with side
 //!    effects (a gradient accumulator, anything writing persistent state), random ops
 //!    (`memc_ir::ops::is_random`: Dropout in training mode), ops with regions, graph inputs.
 //!    A recomputation reads only values that are still intact: SSA values are never
@@ -19,7 +20,8 @@
 //!    target (exact for small candidate sets, greedy with pruning otherwise), plus any the user
 //!    forced with onnxruntime config strings ([`config`]);
 //! 5. clone the chosen chains into the IR right before the reads they serve, point every later
-//!    read at the newest copy, and plan again with the full planner. If fragmentation leaves
+//!    read at the newest copy, erase the originals nothing reads any more (moves), and plan
+//!    again with the full planner. If fragmentation leaves
 //!    the arena over the budget while the LOAD is under it, the target is lowered by the
 //!    difference and selection runs again (at most [`ROUNDS`] times).
 //!
@@ -185,20 +187,26 @@ pub fn rematerialize(
         let work = select::Work::new(WORK_LIMIT);
         // Without forced configs, the plan without recomputation is the one to beat: the pass
         // never makes the arena larger.
-        let mut best: Option<(Vec<usize>, MemoryPlan, Function, bool, u64)> =
+        let mut best: Option<(Vec<usize>, MemoryPlan, Function, bool, model::Profile)> =
             forced.is_empty().then(|| {
                 (
                     Vec::new(),
                     base_plan.clone(),
                     func.clone(),
                     false,
-                    base_profile.load,
+                    base_profile.clone(),
                 )
             });
         for _ in 0..ROUNDS {
             let selection = select::select(model, &cands, target, &forced, &work);
             let mut candidate_func = laid_out.clone();
-            let origin = apply(&mut candidate_func, &built, &cands, &selection.chosen);
+            let origin = apply(
+                &mut candidate_func,
+                &built,
+                &cands,
+                &selection.chosen,
+                &selection.profile.removed,
+            );
             let mapped =
                 |f: &Function, op: OpId| scratch(f, origin.get(&op).copied().unwrap_or(op));
             let candidate_plan =
@@ -214,7 +222,7 @@ pub fn rematerialize(
                     candidate_plan,
                     candidate_func,
                     selection.exact,
-                    selection.profile.load,
+                    selection.profile.clone(),
                 ));
             }
             if fits || work.spent() {
@@ -223,7 +231,7 @@ pub fn rematerialize(
             // Over the budget. If the LOAD fit, fragmentation: aim under the LOAD by the
             // difference. Otherwise (or when the difference is large) aim a little under the
             // best LOAD reached: a target near the peak gets further than an impossible one.
-            let best_load = best.as_ref().map_or(selection.profile.load, |b| b.4);
+            let best_load = best.as_ref().map_or(selection.profile.load, |b| b.4.load);
             let over = arena - budget;
             let next = if selection.reached && over < selection.profile.load / 8 {
                 selection
@@ -238,9 +246,10 @@ pub fn rematerialize(
             }
             target = next;
         }
-        if let Some((c, p, f, exact, model_load)) = best {
+        if let Some((c, p, f, exact, profile)) = best {
             chosen = c;
-            report.model_load = model_load;
+            report.model_load = profile.load;
+            report.extra_flops = profile.extra_flops;
             report.exact = exact;
             plan = p;
             *func = f;
@@ -249,7 +258,6 @@ pub fn rematerialize(
         report.arena = plan.arena_size;
         report.load = plan.load;
         let list: Vec<&Candidate> = chosen.iter().map(|&i| &cands[i]).collect();
-        report.extra_flops = list.iter().map(|c| c.flops).sum();
         report.cloned_ops = list.iter().map(|c| c.chain.len()).sum();
         if !report.met {
             report.reason = Some(why_not(func, weights, &plan));
@@ -439,7 +447,7 @@ fn forced(cands: &[Candidate], entries: &[ConfigEntry]) -> (Vec<usize>, Vec<Stri
     let mut unmatched = Vec::new();
     for entry in entries {
         let mut matching: Vec<usize> = (0..cands.len())
-            .filter(|&i| cands[i].label == entry.subgraph)
+            .filter(|&i| cands[i].label == entry.subgraph && !cands[i].moves)
             .collect();
         if matching.is_empty() {
             unmatched.push(entry.to_string());
@@ -471,6 +479,7 @@ fn apply(
     built: &Built,
     cands: &[Candidate],
     chosen: &[usize],
+    removed: &[usize],
 ) -> HashMap<OpId, OpId> {
     let mut origin = HashMap::new();
     if chosen.is_empty() {
@@ -552,7 +561,7 @@ fn apply(
                 order.push(clone);
             }
         }
-        if p < n {
+        if p < n && !removed.contains(&p) {
             let op = built.ops[p];
             redirect(func, op, &latest, &model_of);
             record(func, op, &mut latest, &mut model_of, op);
@@ -561,16 +570,24 @@ fn apply(
     }
     redirect(func, ret, &latest, &model_of);
     order.push(ret);
+    // The originals whose every read now goes to a clone (the model found the same ones).
+    for &p in removed {
+        func.erase_op(built.ops[p]);
+    }
     let placed = func.layout_mut().reorder_block(entry, order);
     debug_assert!(placed, "the new order holds every op of the block once");
     origin
 }
 
-/// The opportunities, grouped by subgraph string, in order of first occurrence.
+/// The opportunities, grouped by subgraph string, in order of first occurrence. Moves (a
+/// computation run later, not again) are listed only when chosen: they are a reordering, not
+/// the recomputation onnxruntime's table lists.
 fn opportunities(built: &Built, cands: &[Candidate], chosen: &[usize]) -> Vec<Opportunity> {
     let mut order: Vec<String> = Vec::new();
     let mut by_label: HashMap<String, Vec<usize>> = HashMap::new();
-    let mut sorted: Vec<usize> = (0..cands.len()).collect();
+    let mut sorted: Vec<usize> = (0..cands.len())
+        .filter(|i| !cands[*i].moves || chosen.contains(i))
+        .collect();
     sorted.sort_by_key(|&i| (cands[i].chain.last().copied(), cands[i].at));
     for i in sorted {
         let list = by_label.entry(cands[i].label.clone()).or_default();

@@ -10,7 +10,8 @@
 //! alive, in-place results may share an operand that dies at them, scratch for one step) and
 //! measures them with the planner core's own grouping (`crate::plan::group_intervals`), so
 //! the LOAD here is the LOAD the planner computes for that schedule: a test checks it on every
-//! applied plan.
+//! applied plan. An original op none of whose results is read any more (every read went to a
+//! clone: a move) no longer runs; the IR rewrite erases the same ops.
 
 use crate::plan::{group_intervals, BufferSpec, Constraint};
 
@@ -77,6 +78,9 @@ pub struct Candidate {
     pub extends: Vec<usize>,
     /// onnxruntime's subgraph string: the chain's op types, each followed by `+`.
     pub label: String,
+    /// The gap runs from the producer to the first read: the chain moves the computation
+    /// later (its originals stop running) rather than repeating it.
+    pub moves: bool,
 }
 
 impl Candidate {
@@ -115,8 +119,10 @@ pub struct Profile {
     pub base_at: Vec<usize>,
     /// Each step's op: `None` for step 0 (the inputs) and the return.
     pub op_at: Vec<Option<usize>>,
-    /// Extra FLOPs of the clones.
+    /// Extra FLOPs of the clones, less those of the originals that no longer run.
     pub extra_flops: u64,
+    /// Base ops that no longer run: every read of their results goes to a clone.
+    pub removed: Vec<usize>,
 }
 
 /// An op of the extended schedule: a base op, or a clone of one.
@@ -129,6 +135,9 @@ struct Exec {
 
 /// The buffers of an extended schedule.
 struct Buffers {
+    /// Base ops of the chains that ran and whose results nothing used: every read went to a
+    /// clone (a chain that moves a computation later rather than repeating it).
+    dead: Vec<usize>,
     specs: Vec<BufferSpec>,
     last_step: u64,
     base_at: Vec<usize>,
@@ -155,7 +164,7 @@ impl Model {
 
     /// The buffers of the schedule with `chosen` candidates applied, as bufferization makes
     /// them, and the extended schedule's bookkeeping.
-    fn buffers(&self, chosen: &[&Candidate]) -> Buffers {
+    fn buffers(&self, chosen: &[&Candidate], removed: &[bool]) -> Buffers {
         let n = self.ops.len();
         let at = insertions(n, chosen.iter().copied());
         let mut copies: Vec<Copy> = Vec::with_capacity(self.values.len());
@@ -209,7 +218,7 @@ impl Model {
                     extra_flops = extra_flops.saturating_add(self.ops[o].flops);
                 }
             }
-            if p < n {
+            if p < n && !removed[p] {
                 run(p, p, &mut copies, &mut latest, &mut execs);
             }
         }
@@ -268,7 +277,35 @@ impl Model {
             }
         }
         specs.extend(scratch_specs);
+        // A copy is used if it is read, returned, or a used view's bytes.
+        let mut used: Vec<bool> = (0..copies.len())
+            .map(|i| is_output[i] || copies[i].last_read > 0)
+            .collect();
+        for i in (0..copies.len()).rev() {
+            if let (true, Some(b)) = (used[i], copies[i].view_of) {
+                used[b] = true;
+            }
+        }
+        let mut dead: Vec<usize> = chosen
+            .iter()
+            .flat_map(|c| c.chain.iter().copied())
+            .filter(|&o| !removed[o] && self.ops[o].recompute)
+            .collect();
+        dead.sort_unstable();
+        dead.dedup();
+        let mut original_used = vec![false; n];
+        for (i, copy) in copies.iter().enumerate() {
+            if let Some(e) = copy.writer {
+                // A clone runs before a later op than its original (`pos > base`).
+                let exec = &execs[e];
+                if exec.pos == exec.base && used[i] {
+                    original_used[exec.base] = true;
+                }
+            }
+        }
+        dead.retain(|&o| !original_used[o]);
         Buffers {
+            dead,
             specs,
             last_step,
             base_at: std::iter::once(0)
@@ -312,13 +349,29 @@ impl Model {
 
     /// The live profile of the schedule with `chosen` applied.
     pub fn evaluate(&self, chosen: &[&Candidate]) -> Profile {
+        // Originals whose every read went to a clone do not run: drop them and look again
+        // (dropping one may leave another chain op's original unread).
+        let mut removed = vec![false; self.ops.len()];
+        let mut buffers = self.buffers(chosen, &removed);
+        while !buffers.dead.is_empty() {
+            for &o in &buffers.dead {
+                removed[o] = true;
+            }
+            buffers = self.buffers(chosen, &removed);
+        }
         let Buffers {
             specs,
             last_step,
             base_at,
             op_at,
             extra_flops,
-        } = self.buffers(chosen);
+            ..
+        } = buffers;
+        let saved = (0..self.ops.len())
+            .filter(|&o| removed[o])
+            .fold(0u64, |a, o| a.saturating_add(self.ops[o].flops));
+        let extra_flops = extra_flops.saturating_sub(saved);
+        let removed: Vec<usize> = (0..self.ops.len()).filter(|&o| removed[o]).collect();
         let n_steps = last_step as usize + 1;
         let mut delta = vec![0i128; n_steps + 1];
         let intervals = group_intervals(&specs).unwrap_or_default();
@@ -343,6 +396,7 @@ impl Model {
             base_at,
             op_at,
             extra_flops,
+            removed,
         }
     }
 }

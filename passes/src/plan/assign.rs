@@ -98,8 +98,8 @@ fn order_largest_first(p: &Problem) -> Vec<u32> {
 /// Places every interval; no two intervals live at a common step overlap in memory.
 ///
 /// `budget` bounds the improvement search; best fit, largest first always runs, so a tiny
-/// budget still returns that (a constructive strategy started within the budget may finish
-/// after it). A zero-size interval, or one with `start >= end`, meets nothing and gets offset
+/// budget still returns that; every other strategy gives up at the deadline (the baseline
+/// may outlast a budget shorter than itself). A zero-size interval, or one with `start >= end`, meets nothing and gets offset
 /// 0. Alignments are powers of two (0 counts as 1), and the sizes and alignments must be small
 /// enough that stacking every interval fits in a `u64`.
 pub fn assign_offsets(intervals: &[Interval], budget: Duration) -> Assignment {
@@ -277,7 +277,8 @@ impl Run<'_> {
             {
                 return;
             }
-            let stop = || self.interrupted();
+            // Past the deadline a strategy gives up too: the baseline already stands.
+            let stop = || self.interrupted() || Instant::now() >= self.deadline;
             let found = match construct {
                 Construct::BestFit(order_keys) => {
                     best_fit::best_fit(p, &self.keys.order(p, order_keys), &mut scratch, &stop)

@@ -184,19 +184,24 @@ pub fn rematerialize(
     if needed || !forced.is_empty() {
         let budget = budget.unwrap_or(u64::MAX);
         let mut target = budget.min(base_profile.load);
+        // The highest target selection did not reach (0: none yet).
+        let mut missed = 0u64;
         let work = select::Work::new(WORK_LIMIT);
         // Without forced configs, the plan without recomputation is the one to beat: the pass
         // never makes the arena larger.
-        let mut best: Option<(Vec<usize>, MemoryPlan, Function, bool, model::Profile)> =
-            forced.is_empty().then(|| {
-                (
-                    Vec::new(),
-                    base_plan.clone(),
-                    func.clone(),
-                    false,
-                    base_profile.clone(),
-                )
-            });
+        let mut best: Option<Attempt> = forced.is_empty().then(|| Attempt {
+            chosen: Vec::new(),
+            plan: base_plan.clone(),
+            func: func.clone(),
+            exact: false,
+            profile: base_profile.clone(),
+            origin: None,
+        });
+        // Rounds plan with a quarter of the planner's budget; the one kept is planned again
+        // with all of it.
+        let round_options = PlanOptions {
+            budget: options.plan.budget / 4,
+        };
         for _ in 0..ROUNDS {
             let selection = select::select(model, &cands, target, &forced, &work);
             let mut candidate_func = laid_out.clone();
@@ -210,34 +215,41 @@ pub fn rematerialize(
             let mapped =
                 |f: &Function, op: OpId| scratch(f, origin.get(&op).copied().unwrap_or(op));
             let candidate_plan =
-                plan_function_with_scratch(&candidate_func, weights, &options.plan, &mapped)?;
+                plan_function_with_scratch(&candidate_func, weights, &round_options, &mapped)?;
             let arena = candidate_plan.arena_size;
-            let better = best
-                .as_ref()
-                .is_none_or(|(_, p, _, _, _)| arena < p.arena_size);
+            let better = best.as_ref().is_none_or(|b| arena < b.plan.arena_size);
             let fits = arena <= budget;
             if better || fits {
-                best = Some((
-                    selection.chosen.clone(),
-                    candidate_plan,
-                    candidate_func,
-                    selection.exact,
-                    selection.profile.clone(),
-                ));
+                best = Some(Attempt {
+                    chosen: selection.chosen.clone(),
+                    plan: candidate_plan,
+                    func: candidate_func,
+                    exact: selection.exact,
+                    profile: selection.profile.clone(),
+                    origin: Some(origin),
+                });
             }
             if fits || work.spent() {
                 break;
             }
             // Over the budget. If the LOAD fit, fragmentation: aim under the LOAD by the
-            // difference. Otherwise (or when the difference is large) aim a little under the
-            // best LOAD reached: a target near the peak gets further than an impossible one.
-            let best_load = best.as_ref().map_or(selection.profile.load, |b| b.4.load);
+            // difference. Otherwise (or when the difference is large) bisect between the
+            // highest target selection missed and the best LOAD reached: a reachable target
+            // gets further than an impossible one.
+            let best_load = best
+                .as_ref()
+                .map_or(selection.profile.load, |b| b.profile.load);
+            if !selection.reached {
+                missed = missed.max(target);
+            }
             let over = arena - budget;
             let next = if selection.reached && over < selection.profile.load / 8 {
                 selection
                     .profile
                     .load
                     .saturating_sub(over.max(crate::memory::ALIGN))
+            } else if missed > 0 && missed < best_load {
+                missed + (best_load - missed) / 2
             } else {
                 best_load - best_load / 16
             };
@@ -246,13 +258,21 @@ pub fn rematerialize(
             }
             target = next;
         }
-        if let Some((c, p, f, exact, profile)) = best {
-            chosen = c;
-            report.model_load = profile.load;
-            report.extra_flops = profile.extra_flops;
-            report.exact = exact;
-            plan = p;
-            *func = f;
+        if let Some(mut kept) = best {
+            if let Some(origin) = &kept.origin {
+                let mapped =
+                    |f: &Function, op: OpId| scratch(f, origin.get(&op).copied().unwrap_or(op));
+                let full = plan_function_with_scratch(&kept.func, weights, &options.plan, &mapped)?;
+                if full.arena_size <= kept.plan.arena_size {
+                    kept.plan = full;
+                }
+            }
+            chosen = kept.chosen;
+            report.model_load = kept.profile.load;
+            report.extra_flops = kept.profile.extra_flops;
+            report.exact = kept.exact;
+            plan = kept.plan;
+            *func = kept.func;
         }
         report.met = plan.arena_size <= budget;
         report.arena = plan.arena_size;
@@ -266,6 +286,17 @@ pub fn rematerialize(
     report.opportunities = opportunities(&built, &cands, &chosen);
     report.time = started.elapsed();
     Ok((plan, report))
+}
+
+/// A selection applied and planned.
+struct Attempt {
+    chosen: Vec<usize>,
+    plan: MemoryPlan,
+    func: Function,
+    exact: bool,
+    profile: model::Profile,
+    /// Each clone's original op (`None` for the function as it was given).
+    origin: Option<HashMap<OpId, OpId>>,
 }
 
 /// Lays the entry block out in `schedule` (ops outside it first, in their order; the

@@ -55,7 +55,7 @@ if [ -n "${ORT:-}" ]; then
     # shellcheck disable=SC2046
     dims=$(meta "$d" '" ".join(f"--dim {k}={v}" for k, v in m["dims"].items())')
     # shellcheck disable=SC2086
-    configs=$("$memc" compile "$d/training_model.onnx" $dims --report -o "$tmp/r.plan" 2>&1 |
+    configs=$("$memc" compile "$d/training_model.onnx" $dims --report --report-svg "$tmp/r.svg" -o "$tmp/r.plan" 2>&1 |
       grep -oE ":  [A-Za-z+]+:1:-1" | sed 's/^:  //')
     all=$(echo "$configs" | paste -sd, -)
     single=$(echo "$configs" | grep -E '^[A-Za-z]+\+:1:-1$' | paste -sd, -)

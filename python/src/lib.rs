@@ -95,9 +95,7 @@ fn parse_dims(dims: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(String, u64)>> {
 }
 
 /// `memory_budget`: what `--memory-budget` accepts (`"512MiB"`, `"60%"`), or an int of bytes.
-fn parse_budget(
-    budget: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Option<memc_core::remat::Budget>> {
+fn parse_budget(budget: Option<&Bound<'_, PyAny>>) -> PyResult<Option<memc_core::remat::Budget>> {
     let Some(budget) = budget.filter(|b| !b.is_none()) else {
         return Ok(None);
     };
@@ -196,8 +194,8 @@ fn compile(
 #[pyfunction]
 fn load(py: Python<'_>, path: PathBuf) -> PyResult<Plan> {
     let file = py
-        .detach(|| memc_core::runtime::PlanFile::open(&path))
-        .map_err(|e| memc_error(e.to_string()))?;
+        .detach(|| memc_core::runtime::PlanFile::open(&path).map_err(|e| e.to_string()))
+        .map_err(memc_error)?;
     Ok(Plan::new(file, None))
 }
 

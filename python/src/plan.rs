@@ -9,7 +9,7 @@
 
 use crate::tensors::{bytes_to_fill, empty_array, input_array};
 use crate::{memc_error, type_name};
-use memc_core::runtime::{PlanFile, RuntimeError, Session, TensorRef};
+use memc_core::runtime::{PlanFile, Session, TensorRef};
 use numpy::PyUntypedArray;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -190,9 +190,12 @@ fn run_session(
     let session = guard.as_mut().expect("the session was made above");
     let refs: Vec<(&str, TensorRef<'_>)> = inputs
         .iter()
-        .map(|&(name, elem, shape, data)| Ok((name, TensorRef::new(elem, shape, data)?)))
-        .collect::<Result<_, RuntimeError>>()
-        .map_err(|e| e.to_string())?;
+        .map(|&(name, elem, shape, data)| {
+            TensorRef::new(elem, shape, data)
+                .map(|tensor| (name, tensor))
+                .map_err(|e| e.to_string())
+        })
+        .collect::<Result<_, String>>()?;
     let results = session.run_in_place(&refs).map_err(|e| e.to_string())?;
     for ((name, tensor), out) in results.iter().zip(outputs.iter_mut()) {
         let data = tensor.data();
@@ -253,8 +256,10 @@ impl Plan {
                 .collect();
             // SAFETY: the arrays are fresh from `empty_array`, no one else has seen them, and
             // `outputs` outlives these slices (dropped at the end of this block).
-            let mut buffers: Vec<&mut [u8]> =
-                outputs.iter().map(|a| unsafe { bytes_to_fill(a) }).collect();
+            let mut buffers: Vec<&mut [u8]> = outputs
+                .iter()
+                .map(|a| unsafe { bytes_to_fill(a) })
+                .collect();
             let file = &self.file;
             let session = &self.session;
             py.detach(|| run_session(file, session, &inputs, &mut buffers))

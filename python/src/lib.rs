@@ -24,30 +24,17 @@
 //! The GIL is released while a model compiles, while a plan's kernels compile (on its first
 //! run) and while it runs, so other Python threads go on; one plan runs one call at a time.
 
+mod error;
 mod plan;
 mod tensors;
 
+use error::{memc_error, type_name, Error};
 use plan::Plan;
-use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyString};
 use std::collections::HashMap;
 use std::path::PathBuf;
-
-create_exception!(
-    memc,
-    Error,
-    PyException,
-    "An error memc reports: a model it cannot compile (the diagnostic `memc compile` prints), \
-     a file that is not a plan, or a run the runtime refuses (unknown, missing or mistyped \
-     inputs). `str(e)` is the message."
-);
-
-/// Raises [`Error`] with `message`.
-pub(crate) fn memc_error(message: impl Into<String>) -> PyErr {
-    Error::new_err(message.into())
-}
 
 /// The symbolic dims to bind: a dict of names to positive ints, or `None` for none.
 fn parse_dims(dims: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(String, u64)>> {
@@ -136,13 +123,6 @@ fn parse_target(target: &str) -> PyResult<memc_core::codegen::Target> {
             names.join(", ")
         ))
     })
-}
-
-pub(crate) fn type_name(value: &Bound<'_, PyAny>) -> String {
-    value
-        .get_type()
-        .name()
-        .map_or_else(|_| "?".to_string(), |n| n.to_string())
 }
 
 /// compile(path, dims=None, memory_budget=None, target="cpu", plan_budget_ms=200)

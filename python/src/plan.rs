@@ -7,8 +7,8 @@
 //! `run`, so a plan for a backend this machine lacks (`cuda` without a GPU) still compiles,
 //! saves and reports.
 
+use crate::error::{memc_error, type_name};
 use crate::tensors::{bytes_to_fill, empty_array, input_array};
-use crate::{memc_error, type_name};
 use memc_core::runtime::{PlanFile, Session, TensorRef};
 use numpy::PyUntypedArray;
 use pyo3::exceptions::PyTypeError;

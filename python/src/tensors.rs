@@ -92,7 +92,7 @@ pub fn input_array<'py>(name: &str, value: &Bound<'py, PyAny>) -> PyResult<Input
     let array = value.cast::<PyUntypedArray>().map_err(|_| {
         PyTypeError::new_err(format!(
             "input `{name}`: expected a numpy.ndarray, got {}",
-            crate::type_name(value)
+            crate::error::type_name(value)
         ))
     })?;
     let dtype = array.dtype();
@@ -100,7 +100,7 @@ pub fn input_array<'py>(name: &str, value: &Bound<'py, PyAny>) -> PyResult<Input
         let shown = dtype
             .repr()
             .map_or_else(|_| "?".to_string(), |r| r.to_string());
-        crate::memc_error(format!(
+        crate::error::memc_error(format!(
             "input `{name}`: numpy {shown} is not an element type memc computes with \
              (bool, int8..int64, uint8..uint64, float16, float32, float64, native byte order)"
         ))

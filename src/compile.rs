@@ -167,6 +167,34 @@ pub fn compile_text(source: &str, options: &CompileOptions) -> Result<Compiled, 
     compile_module(module, options).map_err(|d| vec![d])
 }
 
+/// The metadata of the plan file `memc compile -o` writes for a compiled model (`model` is
+/// its path; only the file name is kept): the program, the dims bound (in the order given),
+/// the target, the PTX module, the planner's figures and the memory report that `memc report`
+/// prints. `None` when the model was not lowered to kernels ([`CompileOptions::lower`]).
+pub fn plan_meta(
+    model: &Path,
+    dims: Vec<(String, u64)>,
+    target: memc_codegen::Target,
+    compiled: &Compiled,
+) -> Option<memc_runtime::plan::PlanMeta> {
+    let program = compiled.program.clone()?;
+    let model_name = model
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let mut meta = memc_runtime::plan::PlanMeta::new(model_name, target.name(), program);
+    meta.dims = dims;
+    meta.ptx = compiled.ptx.clone();
+    meta.planner = compiled
+        .plan
+        .as_ref()
+        .map(memc_runtime::plan::PlannerSummary::from_plan);
+    meta.memory_report = compiled
+        .memory_report()
+        .as_ref()
+        .map(crate::report::MemoryReport::to_value);
+    Some(meta)
+}
+
 /// The text `emit` writes for a compiled model (`None` for the plan file, which the CLI
 /// writes with the weights).
 pub fn emitted_text(compiled: &Compiled, emit: Emit) -> Option<String> {

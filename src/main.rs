@@ -468,18 +468,12 @@ fn compile(model: &std::path::Path, request: CompileRequest) -> ExitCode {
             memc::report::table(&report, Some(&svg_path.display().to_string()))
         );
     }
-    if let (Emit::Plan, Some(program), Some(output)) =
-        (emit, compiled.program.clone(), request.output.as_deref())
-    {
-        return write_plan_file(
-            model,
-            output,
-            dims,
-            request.target,
-            &compiled,
-            program,
-            request.time_passes,
-        );
+    if let (Emit::Plan, Some(meta), Some(output)) = (
+        emit,
+        memc::compile::plan_meta(model, dims, request.target, &compiled),
+        request.output.as_deref(),
+    ) {
+        return write_plan_file(output, &compiled, &meta, request.time_passes);
     }
     if let (Emit::Ptx, Some(program), Some(ptx), Some(dir)) = (
         emit,
@@ -610,33 +604,15 @@ fn compile_text(model: &std::path::Path, split: bool, request: CompileRequest) -
 
 /// Writes the plan file of a compiled model and says what it holds.
 fn write_plan_file(
-    model: &std::path::Path,
     output: &std::path::Path,
-    dims: Vec<(String, u64)>,
-    target: memc::codegen::Target,
     compiled: &memc::compile::Compiled,
-    program: memc::codegen::Program,
+    meta: &memc::runtime::plan::PlanMeta,
     time_passes: bool,
 ) -> ExitCode {
-    let model_name = model
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let n_kernels = program.n_kernels();
-    let arena = program.arena_size;
-    let mut meta = memc::runtime::plan::PlanMeta::new(model_name, target.name(), program);
-    meta.dims = dims;
-    meta.ptx = compiled.ptx.clone();
-    meta.planner = compiled
-        .plan
-        .as_ref()
-        .map(memc::runtime::plan::PlannerSummary::from_plan);
-    // What `memc report` prints from the plan alone.
-    meta.memory_report = compiled
-        .memory_report()
-        .as_ref()
-        .map(memc::report::MemoryReport::to_value);
+    let n_kernels = meta.program.n_kernels();
+    let arena = meta.program.arena_size;
     let started = std::time::Instant::now();
-    match memc::runtime::plan::write_plan(output, &meta, &compiled.module.weights) {
+    match memc::runtime::plan::write_plan(output, meta, &compiled.module.weights) {
         Ok(stats) => {
             if time_passes {
                 eprintln!(

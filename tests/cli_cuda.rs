@@ -12,38 +12,21 @@
 //! - `memc run` of a cuda plan where no CUDA driver is installed exits 1 with a message that
 //!   names the driver (run only where `/proc/driver/nvidia` and `libcuda.so.1` are absent).
 
+mod common;
+
+use common::{memc_in, path_str, Out};
 use memc::codegen::Program;
 use memc::runtime::plan::PlanMeta;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
 
 fn memc(args: &[&str]) -> Out {
-    let output = Command::new(env!("CARGO_BIN_EXE_memc"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("the memc binary runs");
-    Out {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    memc_in(common::root(), args)
 }
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("memc-cli-cuda-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir is writable");
     dir
-}
-
-fn path_str(path: &Path) -> &str {
-    path.to_str().expect("scratch paths are UTF-8")
 }
 
 /// Compiles the example for cuda into `dir` and returns the plan's path.

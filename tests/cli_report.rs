@@ -8,33 +8,15 @@
 //! report or with a damaged one, and an SVG path that cannot be written; each an error message
 //! (insta snapshots, scratch paths replaced by `<tmp>`) and exit code 1, never a panic.
 
+mod common;
+
+use common::{mask_numbers, memc_in, path_str, Out};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs memc in `cwd`.
-fn memc_in(cwd: &Path, args: &[&str]) -> Out {
-    let output = Command::new(env!("CARGO_BIN_EXE_memc"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("the memc binary runs");
-    Out {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
 
 /// Runs memc from the workspace root.
 fn memc(args: &[&str]) -> Out {
-    memc_in(Path::new(env!("CARGO_MANIFEST_DIR")), args)
+    memc_in(common::root(), args)
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -42,10 +24,6 @@ fn scratch(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir is writable");
     dir
-}
-
-fn path_str(path: &Path) -> &str {
-    path.to_str().expect("utf-8 scratch path")
 }
 
 /// Compiles the bundled example into `dir/classifier.plan` with `--report`, its timeline at
@@ -206,24 +184,6 @@ fn rewritten(bytes: &[u8], version: u32, edit: impl FnOnce(&mut Value)) -> Vec<u
     file.resize(new_weights_offset as usize, 0);
     file.extend_from_slice(weights);
     file
-}
-
-/// `text` with every decimal digit, and every hex digit after `0x`, replaced by `#`.
-fn mask_numbers(text: &str) -> String {
-    let mut pieces = text.split("0x");
-    let mut out = pieces.next().unwrap_or("").to_string();
-    for piece in pieces {
-        let hex = piece.len()
-            - piece
-                .trim_start_matches(|c: char| c.is_ascii_hexdigit())
-                .len();
-        out.push_str("0x");
-        out.push_str(&"#".repeat(hex));
-        out.push_str(&piece[hex..]);
-    }
-    out.chars()
-        .map(|c| if c.is_ascii_digit() { '#' } else { c })
-        .collect()
 }
 
 #[test]

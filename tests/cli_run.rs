@@ -5,6 +5,9 @@
 //! foreign plan file — answered with a clear message and a non-zero exit. Messages are insta
 //! snapshots, with scratch paths replaced by `<tmp>`.
 
+mod common;
+
+use common::mask_numbers;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -182,24 +185,6 @@ fn run_input_mistakes() {
         insta::assert_snapshot!(name, out.text);
     }
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// `text` with every decimal digit, and every hex digit after `0x`, replaced by `#`.
-fn mask_numbers(text: &str) -> String {
-    let mut pieces = text.split("0x");
-    let mut out = pieces.next().unwrap_or("").to_string();
-    for piece in pieces {
-        let hex = piece.len()
-            - piece
-                .trim_start_matches(|c: char| c.is_ascii_hexdigit())
-                .len();
-        out.push_str("0x");
-        out.push_str(&"#".repeat(hex));
-        out.push_str(&piece[hex..]);
-    }
-    out.chars()
-        .map(|c| if c.is_ascii_digit() { '#' } else { c })
-        .collect()
 }
 
 #[test]

@@ -108,3 +108,52 @@ pub fn to_f64(t: &memc_runtime::Tensor) -> Vec<f64> {
         other => panic!("unexpected output type {}", other.name()),
     }
 }
+
+/// What a run of the memc binary printed, and its exit code.
+#[allow(dead_code)] // Only the CLI tests run the binary this way.
+pub struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs the memc binary with `args` in `cwd`.
+#[allow(dead_code)]
+pub fn memc_in(cwd: &Path, args: &[&str]) -> Out {
+    let output = Command::new(env!("CARGO_BIN_EXE_memc"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("the memc binary runs");
+    Out {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// A scratch path as the `&str` a command line takes.
+#[allow(dead_code)]
+pub fn path_str(path: &Path) -> &str {
+    path.to_str().expect("scratch paths are UTF-8")
+}
+
+/// `text` with every digit (and every hex digit after `0x`) as `#`: checksums, sizes and
+/// offsets that change with the build, masked for snapshots.
+#[allow(dead_code)]
+pub fn mask_numbers(text: &str) -> String {
+    let mut pieces = text.split("0x");
+    let mut out = pieces.next().unwrap_or("").to_string();
+    for piece in pieces {
+        let hex = piece.len()
+            - piece
+                .trim_start_matches(|c: char| c.is_ascii_hexdigit())
+                .len();
+        out.push_str("0x");
+        out.push_str(&"#".repeat(hex));
+        out.push_str(&piece[hex..]);
+    }
+    out.chars()
+        .map(|c| if c.is_ascii_digit() { '#' } else { c })
+        .collect()
+}

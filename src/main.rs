@@ -505,34 +505,9 @@ impl CompileRequest {
 
 /// What `--memory-budget` and `--recompute` did, on standard error.
 fn say_remat(r: &memc::passes::remat::RematReport) {
-    use memc::report::human_bytes;
-    let flops = memc::report::remat::percent_of(r.extra_flops, r.base_flops)
-        .map_or_else(String::new, |p| format!(", +{p:.2}% FLOPs"));
-    match r.budget {
-        Some(budget) if r.met => eprintln!(
-            "memc: memory budget {} met: arena {} -> {} ({} ops recomputed{flops})",
-            human_bytes(budget),
-            human_bytes(r.base_arena),
-            human_bytes(r.arena),
-            r.cloned_ops
-        ),
-        Some(budget) => eprintln!(
-            "warning: the memory budget {} ({budget} bytes) cannot be met: the smallest arena \
-             memc reached is {} ({} bytes, LOAD {}), down from {} ({} ops recomputed{flops}); {}",
-            human_bytes(budget),
-            human_bytes(r.arena),
-            r.arena,
-            r.load,
-            human_bytes(r.base_arena),
-            r.cloned_ops,
-            r.reason.as_deref().unwrap_or("no recomputation frees more")
-        ),
-        None if r.cloned_ops > 0 => eprintln!(
-            "memc: --recompute: arena {} -> {} ({} ops recomputed{flops})",
-            human_bytes(r.base_arena),
-            human_bytes(r.arena),
-            r.cloned_ops
-        ),
+    match memc::report::remat::summary(r) {
+        Some(Ok(done)) => eprintln!("memc: {done}"),
+        Some(Err(unmet)) => eprintln!("warning: {unmet}"),
         None => {}
     }
     for u in &r.unmatched {

@@ -82,25 +82,12 @@ pub fn compile_to_temporary(
     memc_core::runtime::plan::write_plan(&plan_path, &meta, &compiled.module.weights)
         .map_err(|e| e.to_string())?;
     let file = PlanFile::open(&plan_path).map_err(|e| e.to_string())?;
-    let warning = compiled.remat.as_ref().and_then(budget_warning);
+    let warning = compiled
+        .remat
+        .as_ref()
+        .and_then(memc_core::report::remat::summary)
+        .and_then(Result::err);
     Ok(CompiledPlan { file, dir, warning })
-}
-
-/// What the CLI warns about an unmet `--memory-budget`.
-fn budget_warning(r: &memc_core::passes::remat::RematReport) -> Option<String> {
-    use memc_core::report::human_bytes;
-    let budget = r.budget.filter(|_| !r.met)?;
-    Some(format!(
-        "the memory budget {} ({budget} bytes) cannot be met: the smallest arena memc reached \
-         is {} ({} bytes, LOAD {}), down from {} ({} ops recomputed); {}",
-        human_bytes(budget),
-        human_bytes(r.arena),
-        r.arena,
-        r.load,
-        human_bytes(r.base_arena),
-        r.cloned_ops,
-        r.reason.as_deref().unwrap_or("no recomputation frees more")
-    ))
 }
 
 /// A compiled model: run it on numpy arrays, save it, read its memory report.

@@ -145,6 +145,46 @@ pub fn percent_of(a: u64, b: u64) -> Option<f64> {
     (b != 0).then(|| 100.0 * a as f64 / b as f64)
 }
 
+/// `, +1.23% FLOPs`: the extra FLOPs of `r` as a share of the step's (empty when unknown).
+fn extra_flops(r: &RematReport) -> String {
+    percent_of(r.extra_flops, r.base_flops)
+        .map_or_else(String::new, |p| format!(", +{p:.2}% FLOPs"))
+}
+
+/// What `--memory-budget` or `--recompute` did, in one sentence: `Ok` when the budget was met
+/// (or none was asked), `Err` with the warning when it was not; `None` when nothing was asked
+/// and nothing recomputed. The CLI prints it, the Python package warns with it.
+pub fn summary(r: &RematReport) -> Option<Result<String, String>> {
+    let flops = extra_flops(r);
+    match r.budget {
+        Some(budget) if r.met => Some(Ok(format!(
+            "memory budget {} met: arena {} -> {} ({} ops recomputed{flops})",
+            human_bytes(budget),
+            human_bytes(r.base_arena),
+            human_bytes(r.arena),
+            r.cloned_ops
+        ))),
+        Some(budget) => Some(Err(format!(
+            "the memory budget {} ({budget} bytes) cannot be met: the smallest arena memc \
+             reached is {} ({} bytes, LOAD {}), down from {} ({} ops recomputed{flops}); {}",
+            human_bytes(budget),
+            human_bytes(r.arena),
+            r.arena,
+            r.load,
+            human_bytes(r.base_arena),
+            r.cloned_ops,
+            r.reason.as_deref().unwrap_or("no recomputation frees more")
+        ))),
+        None if r.cloned_ops > 0 => Some(Ok(format!(
+            "--recompute: arena {} -> {} ({} ops recomputed{flops})",
+            human_bytes(r.base_arena),
+            human_bytes(r.arena),
+            r.cloned_ops
+        ))),
+        None => None,
+    }
+}
+
 fn percent(a: u64, b: u64) -> String {
     percent_of(a, b).map_or_else(|| "-".to_string(), |p| format!("{p:.2}%"))
 }

@@ -159,27 +159,22 @@ pub fn candidates(model: &Model, base: &Base) -> Vec<Candidate> {
             }
             own.sort_unstable();
             own.dedup();
-            // Moving the buffer's own ops: their originals stop running (a lower bound of
-            // the saving: an op with another result read earlier still runs).
             // A move when the gap starts at the producer and the chain's own ops make nothing
-            // but this buffer (an op with another result read earlier keeps running).
+            // but this buffer (an op with another result read earlier keeps running): their
+            // originals stop running, so they cost nothing.
             let moves = from == producer
                 && own
                     .iter()
                     .all(|&o| model.ops[o].results.iter().all(|&r| base.root[r] == root));
-            let moved: u64 = if moves {
-                own.iter()
+            let flops = |ops: &[usize]| {
+                ops.iter()
                     .fold(0u64, |a, &o| a.saturating_add(model.ops[o].flops))
-            } else {
-                0
             };
+            let moved = if moves { flops(&own) } else { 0 };
             let make = |(chain, extends): (Vec<usize>, Vec<usize>)| Candidate {
                 target: root,
                 at,
-                flops: chain
-                    .iter()
-                    .fold(0u64, |a, &o| a.saturating_add(model.ops[o].flops))
-                    .saturating_sub(moved),
+                flops: flops(&chain).saturating_sub(moved),
                 label: label(model, &chain),
                 chain,
                 moves,

@@ -75,14 +75,13 @@ impl Work {
         self.0.set(self.0.get().saturating_sub(ops));
     }
 
-    /// A budget of `1/share` of what is left, charged to this one by [`Work::settle`].
-    fn part(&self, share: u64) -> Work {
-        Work::new(self.0.get() / share.max(1))
-    }
-
-    /// Charges what `part` (made by [`Work::part`] with `given`) spent.
-    fn settle(&self, part: &Work, given: u64) {
-        self.charge(given.saturating_sub(part.0.get()));
+    /// Runs `f` with half of what is left, and charges what it spent.
+    fn with_half<T>(&self, f: impl FnOnce(&Work) -> T) -> T {
+        let given = self.0.get() / 2;
+        let half = Work::new(given);
+        let result = f(&half);
+        self.charge(given - half.0.get());
+        result
     }
 }
 
@@ -134,18 +133,16 @@ pub fn select(
     }
     // The exact search may spend half of what is left: rounds after this one (a lower target
     // when fragmentation keeps the arena over the budget) need some too.
-    let part = work.part(2);
-    let given = part.0.get();
-    let found = exact(model, cands, target, forced, &relevant, &greedy, &part);
-    work.settle(&part, given);
+    let found =
+        work.with_half(|half| exact(model, cands, target, forced, &relevant, &greedy, half));
     match found {
         Some(better) => better,
         None => greedy,
     }
 }
 
-/// The better of two greedy runs: one weighing every step over the target, one aiming just
-/// under the current peak.
+/// The best of two greedy runs (one weighing every step over the target, one aiming just
+/// under the current peak) and, when the first falls short, the checkpoints.
 fn greedy(
     model: &Model,
     cands: &[Candidate],
@@ -310,11 +307,10 @@ fn repaired(
             .copied()
             .filter(|&i| !banned[i])
             .collect();
-        let trial = greedy_with(model, cands, target, &kept, peak_first, &banned, work);
+        let mut trial = greedy_with(model, cands, target, &kept, peak_first, &banned, work);
         if !trial.reached {
             break;
         }
-        let mut trial = trial;
         prune(model, cands, target, forced, &mut trial, work);
         if trial.profile.extra_flops < best.profile.extra_flops {
             best = trial;

@@ -407,28 +407,14 @@ pub(super) fn div_grad(ctx: &OpCtx) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::test_util::{build, f32_of};
     use crate::{Attribute, Dim, ElemType, Opcode, Type, ValueId};
-
-    fn f32_of(shape: &[u64]) -> Type {
-        Type::from(TensorType::with_shape(ElemType::F32, shape))
-    }
 
     /// A function whose arguments have the given shapes (f32).
     fn func_with(shapes: &[&[u64]]) -> (Function, Vec<ValueId>) {
         let func = Function::new("f", shapes.iter().map(|s| f32_of(s)).collect(), Vec::new());
         let args = func.args().to_vec();
         (func, args)
-    }
-
-    fn build(
-        func: &mut Function,
-        opcode: Opcode,
-        operands: Vec<ValueId>,
-        results: Vec<Type>,
-        attrs: Vec<(&'static str, Attribute)>,
-    ) -> OpId {
-        let entry = func.entry_block();
-        func.build_op(entry, opcode, operands, results, attrs)
     }
 
     /// The FLOPs of one `opcode` op over arguments of `shapes`, with results of `results`.

@@ -69,6 +69,8 @@ mod fold;
 mod random;
 mod shape;
 mod table;
+#[cfg(test)]
+mod test_util;
 mod value;
 mod verify;
 mod view;

@@ -97,12 +97,9 @@ pub(super) fn dropout(ctx: &ShapeCtx) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::test_util::{f32_of, weight};
     use crate::{Attribute, ElemType, TensorType, Type, ValueId, WeightBytes};
     use std::sync::Arc;
-
-    fn f32_of(shape: &[u64]) -> Type {
-        Type::from(TensorType::with_shape(ElemType::F32, shape))
-    }
 
     fn bool_of(shape: &[u64]) -> Type {
         Type::from(TensorType::with_shape(ElemType::Bool, shape))
@@ -125,19 +122,7 @@ mod tests {
     ) -> ValueId {
         let ty = TensorType::with_shape(elem, &[]);
         let data = bytes.map_or(WeightBytes::Absent, |b| WeightBytes::Owned(Arc::from(b)));
-        let name = format!("w{}", weights.len());
-        let id = weights
-            .insert(&name, ty.clone(), data)
-            .expect("test weight names are unique and sizes match");
-        let entry = func.entry_block();
-        let op = func.build_op(
-            entry,
-            Opcode::Weight,
-            vec![],
-            vec![Type::from(ty)],
-            [("value", Attribute::Weight(id))],
-        );
-        func.op(op).results[0]
+        weight(func, weights, ty, data)
     }
 
     fn flag(func: &mut Function, weights: &mut WeightStore, value: bool) -> ValueId {

@@ -151,12 +151,9 @@ fn contiguous_slice(func: &Function, weights: &WeightStore, op: OpId) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::test_util::{build, f32_of, weight};
     use crate::{Attribute, TensorType, Type, WeightBytes};
     use std::sync::Arc;
-
-    fn f32_of(shape: &[u64]) -> Type {
-        Type::from(TensorType::with_shape(ElemType::F32, shape))
-    }
 
     /// A function with one f32 argument of `shape`.
     fn func_with(shape: &[u64]) -> (Function, ValueId) {
@@ -169,30 +166,7 @@ mod tests {
     fn ints(func: &mut Function, weights: &mut WeightStore, values: &[i64]) -> ValueId {
         let ty = TensorType::with_shape(ElemType::I64, &[values.len() as u64]);
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let name = format!("w{}", weights.len());
-        let id = weights
-            .insert(&name, ty.clone(), WeightBytes::Owned(Arc::from(bytes)))
-            .expect("test weight names are unique and sizes match");
-        let entry = func.entry_block();
-        let op = func.build_op(
-            entry,
-            Opcode::Weight,
-            vec![],
-            vec![Type::from(ty)],
-            [("value", Attribute::Weight(id))],
-        );
-        func.op(op).results[0]
-    }
-
-    fn build(
-        func: &mut Function,
-        opcode: Opcode,
-        operands: Vec<ValueId>,
-        results: Vec<Type>,
-        attrs: Vec<(&'static str, Attribute)>,
-    ) -> OpId {
-        let entry = func.entry_block();
-        func.build_op(entry, opcode, operands, results, attrs)
+        weight(func, weights, ty, WeightBytes::Owned(Arc::from(bytes)))
     }
 
     #[test]

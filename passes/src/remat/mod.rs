@@ -197,6 +197,12 @@ pub fn rematerialize(
             profile: base_profile.clone(),
             origin: None,
         });
+        // A rewritten function's clones have their originals' scratch.
+        let plan_rewritten = |f: &Function, origin: &HashMap<OpId, OpId>, plan: &PlanOptions| {
+            let mapped =
+                |g: &Function, op: OpId| scratch(g, origin.get(&op).copied().unwrap_or(op));
+            plan_function_with_scratch(f, weights, plan, &mapped)
+        };
         // Rounds plan with a quarter of the planner's budget; the one kept is planned again
         // with all of it.
         let round_options = PlanOptions {
@@ -212,10 +218,7 @@ pub fn rematerialize(
                 &selection.chosen,
                 &selection.profile.removed,
             );
-            let mapped =
-                |f: &Function, op: OpId| scratch(f, origin.get(&op).copied().unwrap_or(op));
-            let candidate_plan =
-                plan_function_with_scratch(&candidate_func, weights, &round_options, &mapped)?;
+            let candidate_plan = plan_rewritten(&candidate_func, &origin, &round_options)?;
             let arena = candidate_plan.arena_size;
             let better = best.as_ref().is_none_or(|b| arena < b.plan.arena_size);
             let fits = arena <= budget;
@@ -260,9 +263,7 @@ pub fn rematerialize(
         }
         if let Some(mut kept) = best {
             if let Some(origin) = &kept.origin {
-                let mapped =
-                    |f: &Function, op: OpId| scratch(f, origin.get(&op).copied().unwrap_or(op));
-                let full = plan_function_with_scratch(&kept.func, weights, &options.plan, &mapped)?;
+                let full = plan_rewritten(&kept.func, origin, &options.plan)?;
                 if full.arena_size <= kept.plan.arena_size {
                     kept.plan = full;
                 }

@@ -121,6 +121,11 @@ fn onnx_backend_node_tests() {
         "  {} of the passing tests also ran through the reference backend (the others' programs cost more than {REFERENCE_COST_BOUND})",
         by_reference.load(Ordering::Relaxed)
     );
+    #[cfg(feature = "mlir")]
+    println!(
+        "  {} programs also ran as MLIR through MLIR's ExecutionEngine",
+        node_harness::MLIR_CHECKED.load(Ordering::Relaxed)
+    );
     for (name, status) in &results {
         if let Status::Fail(reason) = status {
             println!("  fail {name}: {reason}");

@@ -34,6 +34,8 @@ pub mod cpu;
 pub mod cuda;
 pub mod kernel;
 pub mod lower;
+#[cfg(feature = "mlir")]
+pub mod mlir;
 pub mod nbits;
 pub mod program;
 pub mod ptx;

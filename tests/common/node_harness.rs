@@ -280,6 +280,13 @@ pub fn run_cpu_and_reference(dir: &Path, scratch: &Path, tol: Tolerance) -> Resu
     sets.sort();
     let run_reference = target == memc_codegen::Target::Cpu
         && memc_codegen::reference::cost(session.program()) <= REFERENCE_COST_BOUND;
+    // With the `mlir` feature, every CPU plan also runs as the MLIR module memc emits, lowered
+    // and run by MLIR's ExecutionEngine: the independent oracle must agree too.
+    #[cfg(feature = "mlir")]
+    let mlir = match target {
+        memc_codegen::Target::Cpu => Some(compile_mlir(session.program(), compiled.plan.as_ref())?),
+        _ => None,
+    };
     for set in sets {
         let mut inputs = Vec::new();
         for i in 0..input_names.len() {
@@ -315,6 +322,10 @@ pub fn run_cpu_and_reference(dir: &Path, scratch: &Path, tol: Tolerance) -> Resu
             }
             expected.push(want);
         }
+        #[cfg(feature = "mlir")]
+        if let Some(jit) = &mlir {
+            check_mlir(jit, session.plan().weights(), &inputs, &expected, tol)?;
+        }
         if run_reference {
             let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 check_reference(
@@ -333,4 +344,48 @@ pub fn run_cpu_and_reference(dir: &Path, scratch: &Path, tol: Tolerance) -> Resu
         }
     }
     Ok(run_reference)
+}
+
+/// The program as MLIR, JIT-compiled by MLIR's ExecutionEngine (feature `mlir`).
+#[cfg(feature = "mlir")]
+pub fn compile_mlir(
+    program: &memc_codegen::Program,
+    plan: Option<&memc_passes::memory::MemoryPlan>,
+) -> Result<memc_codegen::mlir::Jit, Status> {
+    let options = memc_codegen::mlir::EmitOptions { plan };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        memc_codegen::mlir::Jit::compile(program, &options)
+    })) {
+        Ok(Ok(jit)) => {
+            MLIR_CHECKED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(jit)
+        }
+        Ok(Err(e)) => Err(Status::Fail(format!("mlir: {}", one_line(&e.to_string())))),
+        Err(_) => Err(Status::Fail("mlir: the emitter panicked".into())),
+    }
+}
+
+/// How many programs went through MLIR's ExecutionEngine.
+#[cfg(feature = "mlir")]
+pub static MLIR_CHECKED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Runs one data set through the MLIR module and compares with `expected`.
+#[cfg(feature = "mlir")]
+pub fn check_mlir(
+    jit: &memc_codegen::mlir::Jit,
+    weights: &[u8],
+    inputs: &[TestTensor],
+    expected: &[TestTensor],
+    tol: Tolerance,
+) -> Result<(), Status> {
+    let bytes: Vec<&[u8]> = inputs.iter().map(|t| t.data.as_slice()).collect();
+    let outputs = jit
+        .run(weights, &bytes)
+        .map_err(|e| Status::Fail(format!("mlir: {}", one_line(&e.to_string()))))?;
+    for ((io, got), want) in jit.program().outputs.iter().zip(&outputs).zip(expected) {
+        if let Some(diff) = compare(&io.name, want, io.elem, &io.shape, got, tol) {
+            return Err(Status::Fail(format!("mlir: {}", one_line(&diff))));
+        }
+    }
+    Ok(())
 }

@@ -43,12 +43,18 @@ pub enum Emit {
     /// The program's PTX module and its launch list (`--target cuda`), written into a
     /// directory as `<model stem>.ptx` and `<model stem>.launches.json`.
     Ptx,
+    /// The planned, lowered program as a module of upstream MLIR dialects (`memc_codegen::mlir`;
+    /// cargo feature `mlir`): see [`mlir_plan`].
+    MlirPlan,
 }
 
 impl Emit {
     /// Whether this output needs the program of kernels ([`CompileOptions::lower`]).
     pub fn needs_kernels(self) -> bool {
-        matches!(self, Emit::Plan | Emit::Kernels | Emit::Ptx)
+        matches!(
+            self,
+            Emit::Plan | Emit::Kernels | Emit::Ptx | Emit::MlirPlan
+        )
     }
 }
 
@@ -207,7 +213,36 @@ pub fn emitted_text(compiled: &Compiled, emit: Emit) -> Option<String> {
                 .to_string(),
         ),
         (Emit::Ptx, _, _) => compiled.ptx.as_ref().map(|m| m.text.clone()),
-        (Emit::PlanJson | Emit::Kernels | Emit::Plan, _, _) => None,
+        (Emit::PlanJson | Emit::Kernels | Emit::Plan | Emit::MlirPlan, _, _) => None,
+    }
+}
+
+/// Why `--emit mlir-plan` is not there in a build without the `mlir` feature.
+pub const NO_MLIR: &str = "this memc was built without the `mlir` feature, which `--emit mlir-plan` needs (it links LLVM/MLIR 22: install Debian's libmlir-22-dev llvm-22-dev libclang-22-dev and build with `cargo build --release --features mlir`)";
+
+/// The compiled model's planned program as MLIR (`--emit mlir-plan`): upstream dialects only,
+/// built in-process with melior and verified by MLIR's verifier; every planned buffer a
+/// `memref.view` of the arena at its offset (`memc_codegen::mlir`). Errors: the build has no
+/// `mlir` feature ([`NO_MLIR`]), the model was not lowered, or MLIR refused the module (a memc
+/// bug, with MLIR's diagnostics).
+pub fn mlir_plan(compiled: &Compiled) -> Result<String, String> {
+    let Some(program) = &compiled.program else {
+        return Err(
+            "the model was not lowered to kernels (a memc bug: `--emit mlir-plan` lowers it)"
+                .into(),
+        );
+    };
+    #[cfg(feature = "mlir")]
+    {
+        let options = memc_codegen::mlir::EmitOptions {
+            plan: compiled.plan.as_ref(),
+        };
+        memc_codegen::mlir::emit_text(program, &options).map_err(|e| format!("memc bug: {e}"))
+    }
+    #[cfg(not(feature = "mlir"))]
+    {
+        let _ = program;
+        Err(NO_MLIR.to_string())
     }
 }
 

@@ -30,6 +30,7 @@ enum EmitArg {
     Plan,
     Kernels,
     Ptx,
+    MlirPlan,
 }
 
 /// `--target`: the backend the kernels are compiled for.
@@ -84,7 +85,9 @@ enum Command {
         /// `plan-json` (the memory plan), `kernels` (the lowered program as text) or `ptx`
         /// (implies `--target cuda`: with `-o DIR`, writes DIR/<model stem>.ptx, the PTX
         /// module, and DIR/<model stem>.launches.json, each entry's step, op, kernel, grid,
-        /// block and shared bytes; a `.mlir` input prints the module).
+        /// block and shared bytes; a `.mlir` input prints the module) or `mlir-plan` (the
+        /// planned program as upstream MLIR: func, memref, scf, arith, math, linalg; needs a
+        /// build with the `mlir` feature).
         #[arg(long, value_enum, default_value_t = EmitArg::Plan)]
         emit: EmitArg,
         /// The backend to compile for: `cpu` (the Cranelift JIT) or `cuda` (PTX for NVIDIA
@@ -264,7 +267,12 @@ fn run(cli: Cli) -> ExitCode {
                 EmitArg::Plan => memc::compile::Emit::Plan,
                 EmitArg::Kernels => memc::compile::Emit::Kernels,
                 EmitArg::Ptx => memc::compile::Emit::Ptx,
+                EmitArg::MlirPlan => memc::compile::Emit::MlirPlan,
             };
+            if matches!(emit, memc::compile::Emit::MlirPlan) && !cfg!(feature = "mlir") {
+                eprintln!("error: {}", memc::compile::NO_MLIR);
+                return ExitCode::from(2);
+            }
             // PTX exists only for the cuda target, so asking for it chooses that target.
             let target = match (target, emit) {
                 (Some(TargetArg::Cpu), memc::compile::Emit::Ptx) => {
@@ -483,6 +491,15 @@ fn compile(model: &std::path::Path, request: CompileRequest) -> ExitCode {
     ) {
         return write_ptx_files(model, dir, program, ptx);
     }
+    if emit == Emit::MlirPlan {
+        return match memc::compile::mlir_plan(&compiled) {
+            Ok(text) => write_output(request.output.as_deref(), &text),
+            Err(message) => {
+                eprintln!("error: {message}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let text = memc::compile::emitted_text(&compiled, emit)
         .unwrap_or_else(|| memc::ir::print_module(&compiled.module));
     write_output(request.output.as_deref(), &text)
@@ -555,6 +572,17 @@ fn compile_text(model: &std::path::Path, split: bool, request: CompileRequest) -
             Ok(compiled) => {
                 if request.time_passes {
                     print_times(&compiled);
+                }
+                if request.emit == Emit::MlirPlan {
+                    match memc::compile::mlir_plan(&compiled) {
+                        Ok(text) => outputs.push(text),
+                        Err(message) => {
+                            eprintln!("error: {message}");
+                            success = false;
+                            outputs.push(String::new());
+                        }
+                    }
+                    continue;
                 }
                 outputs
                     .push(memc::compile::emitted_text(&compiled, request.emit).unwrap_or_default());

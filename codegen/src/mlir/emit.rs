@@ -634,7 +634,11 @@ fn planned_buffers<'c>(
 
 fn emit_kernel<'c>(b: &Builder<'c>, f: &PlanFn<'c, '_>, kernel: &Kernel, op: &str) -> R<()> {
     // A marker before the kernel's ops: which kernel of which op follows.
-    let label = format!("{} of {op}", kernel.name);
+    let label = if kernel.name.starts_with(op) {
+        kernel.name.clone()
+    } else {
+        format!("{} of {op}", kernel.name)
+    };
     b.op(
         f.entry,
         "arith.constant",

@@ -47,7 +47,7 @@ pub use emit::EmitOptions;
 pub use jit::Jit;
 
 use melior::dialect::DialectRegistry;
-use melior::ir::operation::{OperationLike, OperationPrintingFlags};
+use melior::ir::operation::OperationLike;
 use melior::ir::Module;
 use melior::Context;
 use std::cell::RefCell;
@@ -138,16 +138,16 @@ pub fn emit_text(program: &Program, options: &EmitOptions) -> Result<String, Mli
 }
 
 /// memc's IR text through MLIR's own parser (unregistered dialects allowed, as memc's ops are
-/// not an MLIR dialect) and printed back in the generic form, which memc's parser reads.
-/// Errors: the text does not parse in MLIR, with MLIR's diagnostic.
+/// not an MLIR dialect), verified, and printed back by MLIR (func.func in its custom form, memc's
+/// ops in the generic form), which memc's parser reads. Errors: the text does not parse or
+/// verify in MLIR, with MLIR's diagnostic.
 pub fn round_trip(text: &str) -> Result<String, MlirError> {
     let session = Session::new();
     session.context.set_allow_unregistered_dialects(true);
     let module = Module::parse(&session.context, text)
         .ok_or_else(|| MlirError::Parse(session.diagnostics.take("no diagnostic")))?;
-    let flags = OperationPrintingFlags::new().print_generic_operation_form();
-    module
-        .as_operation()
-        .to_string_with_flags(flags)
-        .map_err(|e| MlirError::Parse(e.to_string()))
+    if !module.as_operation().verify() {
+        return Err(MlirError::Verify(session.diagnostics.take("no diagnostic")));
+    }
+    Ok(module.as_operation().to_string())
 }

@@ -2,6 +2,7 @@
 //! pipeline, plus the flags `memc opt` offers. Outputs are
 //! insta snapshots (`cargo insta review` to accept a change).
 
+mod common;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -239,4 +240,35 @@ fn an_unmet_budget_says_how_close_and_why() {
     );
     let stderr = out.split("----- stderr -----\n").nth(1).unwrap_or_default();
     insta::assert_snapshot!(stderr);
+}
+
+/// `--emit mlir-plan` on the bundled classifier: upstream MLIR with the feature, a plain error
+/// (exit 2, nothing written) without it.
+#[test]
+fn emit_mlir_plan_follows_the_mlir_feature() {
+    let model = common::root().join("examples/classifier.onnx");
+    let out = common::memc_in(
+        common::root(),
+        &[
+            "compile",
+            common::path_str(&model),
+            "--emit",
+            "mlir-plan",
+        ],
+    );
+    if cfg!(feature = "mlir") {
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert!(out.stdout.contains("func.func @memc_plan("), "{}", out.stdout);
+        assert!(out.stdout.contains("memref.view"), "{}", out.stdout);
+        assert!(out.stdout.contains("func.func @main("), "{}", out.stdout);
+    } else {
+        assert_eq!(out.code, 2, "{}", out.stderr);
+        assert!(out.stdout.is_empty());
+        assert!(
+            out.stderr
+                .contains("built without the `mlir` feature, which `--emit mlir-plan` needs"),
+            "{}",
+            out.stderr
+        );
+    }
 }

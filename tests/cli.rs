@@ -249,16 +249,15 @@ fn emit_mlir_plan_follows_the_mlir_feature() {
     let model = common::root().join("examples/classifier.onnx");
     let out = common::memc_in(
         common::root(),
-        &[
-            "compile",
-            common::path_str(&model),
-            "--emit",
-            "mlir-plan",
-        ],
+        &["compile", common::path_str(&model), "--emit", "mlir-plan"],
     );
     if cfg!(feature = "mlir") {
         assert_eq!(out.code, 0, "{}", out.stderr);
-        assert!(out.stdout.contains("func.func @memc_plan("), "{}", out.stdout);
+        assert!(
+            out.stdout.contains("func.func @memc_plan("),
+            "{}",
+            out.stdout
+        );
         assert!(out.stdout.contains("memref.view"), "{}", out.stdout);
         assert!(out.stdout.contains("func.func @main("), "{}", out.stdout);
     } else {

@@ -35,6 +35,13 @@ const DYNAMIC: i64 = i64::MIN;
 /// Values are handles into the context; see [`own`].
 type V<'c> = Value<'c, 'c>;
 type R<T> = Result<T, MlirError>;
+/// A loop body: the block, the induction variable (index) and the carried values in; the values
+/// to carry on out.
+type LoopBody<'f, 'c> = dyn FnMut(&Block<'c>, V<'c>, &[V<'c>]) -> R<Vec<V<'c>>> + 'f;
+/// A loop nest's body: the block, the loop indices (i64) and the carried values.
+type NestBody<'f, 'c> = dyn FnMut(&Block<'c>, &[V<'c>], &[V<'c>]) -> R<Vec<V<'c>>> + 'f;
+/// A branch of an `scf.if`: its block in, the values it yields out.
+type Branch<'f, 'c> = dyn FnMut(&Block<'c>) -> R<Vec<V<'c>>> + 'f;
 
 /// Builds `program` as a module in `session`'s context and verifies it.
 pub(crate) fn emit_module<'c>(
@@ -306,7 +313,7 @@ impl<'c> Builder<'c> {
         blk: &Block<'c>,
         extent: u64,
         inits: &[V<'c>],
-        body: &mut dyn FnMut(&Block<'c>, V<'c>, &[V<'c>]) -> R<Vec<V<'c>>>,
+        body: &mut LoopBody<'_, 'c>,
     ) -> R<Vec<V<'c>>> {
         let (lo, hi, one) = (
             self.idx(blk, 0)?,
@@ -342,7 +349,7 @@ impl<'c> Builder<'c> {
         extents: &[u64],
         prefix: &[V<'c>],
         inits: &[V<'c>],
-        body: &mut dyn FnMut(&Block<'c>, &[V<'c>], &[V<'c>]) -> R<Vec<V<'c>>>,
+        body: &mut NestBody<'_, 'c>,
     ) -> R<Vec<V<'c>>> {
         let Some((&first_extent, rest)) = extents.split_first() else {
             return body(blk, prefix, inits);
@@ -360,11 +367,11 @@ impl<'c> Builder<'c> {
         blk: &Block<'c>,
         cond: V<'c>,
         types: &[Type<'c>],
-        then: &mut dyn FnMut(&Block<'c>) -> R<Vec<V<'c>>>,
-        else_: &mut dyn FnMut(&Block<'c>) -> R<Vec<V<'c>>>,
+        then: &mut Branch<'_, 'c>,
+        else_: &mut Branch<'_, 'c>,
     ) -> R<Vec<V<'c>>> {
         let mut regions = Vec::new();
-        let branches: [&mut dyn FnMut(&Block<'c>) -> R<Vec<V<'c>>>; 2] = [then, else_];
+        let branches: [&mut Branch<'_, 'c>; 2] = [then, else_];
         for branch in branches {
             let inner = Block::new(&[]);
             let values = branch(&inner)?;
@@ -1572,7 +1579,7 @@ fn emit_nbits<'c>(b: &Builder<'c>, f: &PlanFn<'c, '_>, q: &NBitsMatMul) -> R<()>
     if q.rows() == 0 || q.n == 0 {
         return Ok(());
     }
-    if q.scales % 4 != 0 {
+    if !q.scales.is_multiple_of(4) {
         return Err(malformed("scales that are not 4-byte aligned"));
     }
     let f32t = Type::float32(b.ctx);

@@ -189,6 +189,10 @@ pub fn plan_op(func: &Function, _weights: &WeightStore, target: &TargetInfo, op:
         O::GlobalAveragePool => OpPlan::kernels(|ctx, op| pool::global_pool(ctx, op, false)),
         O::GlobalMaxPool => OpPlan::kernels(|ctx, op| pool::global_pool(ctx, op, true)),
 
+        // Attention: the scores live in planned scratch.
+        O::Attention => super::attention::plan(func, op),
+        O::RotaryEmbedding => OpPlan::kernels(super::attention::rotary_embedding),
+
         // Reductions.
         O::ReduceMean => OpPlan::kernels(|ctx, op| reduce::reduce(ctx, op, R::Mean)),
         O::ReduceSum => OpPlan::kernels(|ctx, op| reduce::reduce(ctx, op, R::Sum)),

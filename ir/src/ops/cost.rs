@@ -70,8 +70,15 @@
 //! - **Structure**: 0. func.return, onnx.Yield, memc.none, memc.weight; onnx.If itself (the
 //!   ops of its regions are ops of the function, counted each where it is).
 //!
-//! The table has no Einsum, Attention or other contraction beyond those above.
+//! - **Attention**: the two products, `2 * scores * (head_size + v_head_size)` with `scores =
+//!   batch * q_heads * q_seq * total_seq`, plus per score 5 (the softmax), 3 more with a
+//!   softcap (divide, tanh, multiply) and 1 for each bias term given (the mask, `is_causal`,
+//!   `nonpad_kv_seqlen`). RotaryEmbedding: 3 per rotated element (two multiplies and an add);
+//!   the elements past `rotary_embedding_dim` are copied (0).
+//!
+//! The table has no Einsum or other contraction beyond those above.
 
+use super::attention::{AttentionDims, RotaryDims};
 use super::{fused_matmul_perm, normalize_axis, OpCtx};
 use crate::{Function, OpId, TensorType};
 
@@ -220,6 +227,40 @@ pub(super) fn fused_matmul(ctx: &OpCtx) -> Option<u64> {
     let perm = fused_matmul_perm(a.rank(), trans, trans_batch);
     let k = a.dims.get(*perm.last()?)?.as_static()?;
     Some(product(&[2, result_elements(ctx, 0)?, k]))
+}
+
+/// `onnx.Attention`: the products and the per-score work (see the module doc).
+pub(super) fn attention(ctx: &OpCtx) -> Option<u64> {
+    let d = AttentionDims::resolve(ctx).ok()?;
+    let scores = product(&[
+        d.batch.as_static()?,
+        d.q_heads.as_static()?,
+        d.q_seq.as_static()?,
+        d.total_seq.as_static()?,
+    ]);
+    let head = d
+        .head_size
+        .as_static()?
+        .saturating_add(d.v_head_size.as_static()?);
+    let softcap = ctx.float_attr("softcap").is_some_and(|c| c > 0.0);
+    let per_score = 5
+        + if softcap { 3 } else { 0 }
+        + u64::from(given(ctx, AttentionDims::MASK))
+        + u64::from(ctx.int_attr("is_causal").is_some_and(|c| c != 0))
+        + u64::from(given(ctx, AttentionDims::NONPAD_KV_SEQLEN));
+    Some(product(&[2, scores, head]).saturating_add(product(&[scores, per_score])))
+}
+
+/// `onnx.RotaryEmbedding`: 3 per rotated element.
+pub(super) fn rotary_embedding(ctx: &OpCtx) -> Option<u64> {
+    let d = RotaryDims::resolve(ctx).ok()?;
+    Some(product(&[
+        3,
+        d.batch.as_static()?,
+        d.seq.as_static()?,
+        d.heads.as_static()?,
+        d.rotary_dim.as_static()?,
+    ]))
 }
 
 /// `onnx.Gemm`: `2*M*N*K`, `+ M*N` with C.

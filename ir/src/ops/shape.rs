@@ -14,6 +14,7 @@
 //! entry is taken to be non-zero, as ONNX's own shape inference does. A `Slice` end of
 //! `i32::MAX` or more reads to the end of the axis.
 
+use super::attention::{AttentionDims, RotaryDims};
 use super::value::{KnownValue, SymInt, MAX_KNOWN_ELEMENTS};
 use super::verify::transpose_perm;
 use super::window::{AutoPad, WindowAttrs};
@@ -1892,4 +1893,28 @@ mod fused_matmul_tests {
         assert_eq!(fused_matmul_perm(2, true, true), [1, 0]);
         assert_eq!(fused_matmul_perm(1, true, true), [0]);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attention.
+
+/// `Attention`: Y, present_key, present_value and qk_matmul_output from the dims
+/// [`AttentionDims`] resolves (which checks every rule between operands and attributes).
+pub fn attention(ctx: &ShapeCtx) -> ShapeResult {
+    let dims = AttentionDims::resolve(ctx)?;
+    let q = operand(ctx, AttentionDims::Q)?;
+    let v = operand(ctx, AttentionDims::V)?;
+    Ok(Some(vec![
+        TensorType::new(q.elem, dims.y_dims()),
+        TensorType::new(q.elem, dims.present_key_dims()),
+        TensorType::new(v.elem, dims.present_value_dims()),
+        TensorType::new(q.elem, dims.scores_dims()),
+    ]))
+}
+
+/// `RotaryEmbedding`: the result has X's type ([`RotaryDims`] checks the caches and position
+/// ids against it).
+pub fn rotary_embedding(ctx: &ShapeCtx) -> ShapeResult {
+    RotaryDims::resolve(ctx)?;
+    one(operand(ctx, 0)?.clone())
 }

@@ -255,6 +255,11 @@ define_ops! {
     GlobalAveragePool = op("onnx.GlobalAveragePool", "mean over all spatial dims").ins(X_T).outs(Y_T).vars(T_FLOAT).shape(s::global_pool).flops(c::reduce::<1>);
     GlobalMaxPool = op("onnx.GlobalMaxPool", "max over all spatial dims").ins(X_T).outs(Y_T).vars(T_FLOAT).shape(s::global_pool).flops(c::reduce::<1>);
 
+    // Attention (opsets 23 and 24; `memc_ir::ops::AttentionDims` resolves the layouts, head
+    // groups and sequence lengths) and rotary position embeddings (opset 23).
+    Attention = op("onnx.Attention", "softmax(scale * Q K^T (softcapped) + mask) V with grouped-query heads and a key-value cache").ins(&[req("Q", var("T1")), req("K", var("T1")), req("V", var("T2")), opt("attn_mask", var("U")), opt("past_key", var("T1")), opt("past_value", var("T2")), opt("nonpad_kv_seqlen", var("I"))]).outs(&[req("Y", var("T1")), opt("present_key", var("T1")), opt("present_value", var("T2")), opt("qk_matmul_output", var("T1"))]).vars(&[("T1", FLOAT), ("T2", FLOAT), ("U", NUMERIC_BOOL), ("I", I64_ONLY)]).attrs(&[int_attr("is_causal", 0), attr("kv_num_heads", Int), attr("q_num_heads", Int), int_attr("qk_matmul_output_mode", 0), attr("scale", Float), float_attr("softcap", 0.0), attr("softmax_precision", Int)]).shape(s::attention).flops(c::attention);
+    RotaryEmbedding = op("onnx.RotaryEmbedding", "rotates pairs of each head's first `rotary_embedding_dim` elements by the cached angles").ins(&[req("X", var("T")), req("cos_cache", var("T")), req("sin_cache", var("T")), opt("position_ids", var("M"))]).outs(&[req("Y", var("T"))]).vars(&[("T", FLOAT), ("M", I64_ONLY)]).attrs(&[int_attr("interleaved", 0), attr("num_heads", Int), int_attr("rotary_embedding_dim", 0)]).shape(s::rotary_embedding).flops(c::rotary_embedding);
+
     // Reductions.
     ReduceMean = op("onnx.ReduceMean", "mean over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).traits(REDUCTION).shape(s::reduce);
     ReduceSum = op("onnx.ReduceSum", "sum over `axes`").ins(DATA_AXES).outs(&[req("reduced", var("T"))]).vars(T_NUMERIC_I64).attrs(REDUCE_ATTRS).traits(REDUCTION).shape(s::reduce).fold(f::reduce_sum);

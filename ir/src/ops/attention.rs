@@ -251,7 +251,7 @@ impl AttentionDims {
                     if let (Dim::Static(m), Dim::Static(t)) = (dim, want) {
                         if *m != 1 && m != t {
                             return Err(format!(
-                                "`attn_mask` has type {mask}, which does not broadcast to (batch, q_heads, q_sequence, total_sequence) = ({batch}, {q_heads}, {q_seq}, {total_seq}): dim {i} is {m}"
+                                "`attn_mask` has type {mask}, which does not broadcast to (batch, q_heads, q_sequence, total_sequence) = ({batch}, {q_heads}, {q_seq}, {total_seq}): its dim {i} ({m}) is neither 1 nor {t}"
                             ));
                         }
                     }

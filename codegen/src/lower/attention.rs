@@ -524,14 +524,12 @@ pub(super) fn rotary_embedding(ctx: &LowerCtx, op: OpId) -> LowerResult {
         &dims.head_size,
         &dims.rotary_dim,
     ]
-    .map(|d| static_dim(d));
-    let (batch, seq, heads, head_size, rotary) = (
-        batch.map_err(unsupported)?,
-        seq.map_err(unsupported)?,
-        heads.map_err(unsupported)?,
-        head_size.map_err(unsupported)?,
-        rotary.map_err(unsupported)?,
-    );
+    .map(|d| d.as_static());
+    let (Some(batch), Some(seq), Some(heads), Some(head_size), Some(rotary)) =
+        (batch, seq, heads, head_size, rotary)
+    else {
+        return Err(unsupported("a shape is not static"));
+    };
     let x = ctx.input(op, RotaryDims::X)?;
     let cos = ctx.input(op, RotaryDims::COS)?;
     let sin = ctx.input(op, RotaryDims::SIN)?;

@@ -933,4 +933,34 @@ mod tests {
         );
         assert_eq!(product, u64::MAX);
     }
+
+    #[test]
+    fn attention_counts_both_products_and_the_work_per_score() {
+        // 4 query heads over 2 key-value heads, 2 queries, 3 keys: 24 scores. Causal adds one
+        // operation per score to the softmax's 5; a softcap 3 more.
+        let shapes: &[&[u64]] = &[&[1, 4, 2, 8], &[1, 2, 3, 8], &[1, 2, 3, 16]];
+        let products = 2 * 24 * (8 + 16);
+        let causal = vec![("is_causal", Attribute::Int(1))];
+        assert_eq!(
+            count(Opcode::Attention, shapes, &[&[1, 4, 2, 16]], causal),
+            products + 24 * 6
+        );
+        let capped = vec![("softcap", Attribute::Float(2.0))];
+        assert_eq!(
+            count(Opcode::Attention, shapes, &[&[1, 4, 2, 16]], capped),
+            products + 24 * 8
+        );
+    }
+
+    #[test]
+    fn rotary_embedding_counts_the_rotated_elements() {
+        // [batch 2, heads 3, seq 4, head 8], half of each head rotated: 2*4*3*4 elements.
+        let n = count(
+            Opcode::RotaryEmbedding,
+            &[&[2, 3, 4, 8], &[2, 4, 2], &[2, 4, 2]],
+            &[&[2, 3, 4, 8]],
+            vec![("rotary_embedding_dim", Attribute::Int(4))],
+        );
+        assert_eq!(n, 3 * 2 * 4 * 3 * 4);
+    }
 }

@@ -1878,23 +1878,6 @@ pub fn gather_elements_grad(ctx: &ShapeCtx) -> ShapeResult {
     one(TensorType::new(dy.elem, dims))
 }
 
-#[cfg(test)]
-mod fused_matmul_tests {
-    use super::fused_matmul_perm;
-
-    #[test]
-    fn fused_matmul_reads_batch_then_transposes() {
-        // Plain, transposed, batch-moved, and both, for a rank-4 operand.
-        assert_eq!(fused_matmul_perm(4, false, false), [0, 1, 2, 3]);
-        assert_eq!(fused_matmul_perm(4, true, false), [0, 1, 3, 2]);
-        assert_eq!(fused_matmul_perm(4, false, true), [1, 2, 0, 3]);
-        assert_eq!(fused_matmul_perm(4, true, true), [1, 2, 3, 0]);
-        // A matrix has no batch dim to move; a vector is never transposed.
-        assert_eq!(fused_matmul_perm(2, true, true), [1, 0]);
-        assert_eq!(fused_matmul_perm(1, true, true), [0]);
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Attention.
 
@@ -1917,4 +1900,21 @@ pub fn attention(ctx: &ShapeCtx) -> ShapeResult {
 pub fn rotary_embedding(ctx: &ShapeCtx) -> ShapeResult {
     RotaryDims::resolve(ctx)?;
     one(operand(ctx, 0)?.clone())
+}
+
+#[cfg(test)]
+mod fused_matmul_tests {
+    use super::fused_matmul_perm;
+
+    #[test]
+    fn fused_matmul_reads_batch_then_transposes() {
+        // Plain, transposed, batch-moved, and both, for a rank-4 operand.
+        assert_eq!(fused_matmul_perm(4, false, false), [0, 1, 2, 3]);
+        assert_eq!(fused_matmul_perm(4, true, false), [0, 1, 3, 2]);
+        assert_eq!(fused_matmul_perm(4, false, true), [1, 2, 0, 3]);
+        assert_eq!(fused_matmul_perm(4, true, true), [1, 2, 3, 0]);
+        // A matrix has no batch dim to move; a vector is never transposed.
+        assert_eq!(fused_matmul_perm(2, true, true), [1, 0]);
+        assert_eq!(fused_matmul_perm(1, true, true), [0]);
+    }
 }

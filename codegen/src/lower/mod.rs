@@ -24,7 +24,9 @@
 //! - `linalg`: MatMul, Gemm, convolutions, pooling, (de)quantization, `memc.matmul_nbits`;
 //! - `quant4`: DequantizeLinear of 4-bit tensors;
 //! - `attention`: Attention (products, bias and softmax over planned scratch) and
-//!   RotaryEmbedding.
+//!   RotaryEmbedding;
+//! - `recurrent`: LinearAttention (its recurrence unrolled over the tokens, the state in
+//!   planned scratch) and CausalConvWithState.
 //!
 //! What the target computes and prefers (element types, contraction types, im2col policy, the
 //! low-bit product's rows and tiles, the longest fused chain) is read from its
@@ -42,6 +44,7 @@ mod loss;
 mod movement;
 mod plan;
 mod quant4;
+mod recurrent;
 mod reduce;
 mod state;
 

@@ -1,7 +1,8 @@
-//! The shapes of the attention ops, resolved once from operand types and attributes:
-//! [`AttentionDims`] for `Attention` (opsets 23 and 24) and [`RotaryDims`] for
-//! `RotaryEmbedding` (opset 23). Shape inference, the FLOP counts and lowering all read them,
-//! so they cannot disagree about a head count or a sequence length.
+//! The shapes of the attention ops and their recurrent relatives, resolved once from operand
+//! types and attributes: [`AttentionDims`] for `Attention` (opsets 23 and 24), [`RotaryDims`]
+//! for `RotaryEmbedding` (opset 23), [`LinearAttentionDims`] for `LinearAttention` and
+//! [`CausalConvDims`] for `CausalConvWithState` (opset 27). Shape inference, the FLOP counts and
+//! lowering all read them, so they cannot disagree about a head count or a sequence length.
 //!
 //! `Attention` reads its operands in one logical layout, whatever their rank: Q as
 //! `[batch, q_heads, q_seq, head_size]`, K as `[batch, kv_heads, kv_seq, head_size]`, V as
@@ -512,5 +513,304 @@ impl RotaryDims {
             rotary_dim,
             interleaved: ctx.int_or_default("interleaved") != 0,
         })
+    }
+}
+
+/// The recurrence `LinearAttention` runs (`update_rule`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct UpdateRule {
+    /// The state decays by `exp(decay)` before each token (`gated`, `gated_delta`).
+    pub gated: bool,
+    /// The value written is corrected by what the state already holds (`delta`,
+    /// `gated_delta`).
+    pub delta: bool,
+}
+
+/// The dims of one `LinearAttention` op. Query, key, value, decay and beta are 3-d, heads packed
+/// in the last dim: query `[batch, seq, q_heads * key_size]`, key `[batch, seq, kv_heads *
+/// key_size]`, value `[batch, seq, kv_heads * value_size]`, decay `[batch, seq, kv_heads *
+/// key_size]` (per key element) or `[batch, seq, kv_heads]` (per head), beta `[batch, seq,
+/// kv_heads]` or `[batch, seq, 1]`. The state is `[batch, kv_heads, key_size, value_size]`;
+/// query head `h` reads the state of key-value head `h / (q_heads / kv_heads)`.
+#[derive(Clone, Debug)]
+pub struct LinearAttentionDims {
+    pub batch: Dim,
+    pub seq: Dim,
+    pub q_heads: u64,
+    pub kv_heads: u64,
+    pub key_size: Dim,
+    pub value_size: Dim,
+    pub rule: UpdateRule,
+    /// Whether the decay has one value per key element (else one per head).
+    pub decay_per_element: bool,
+    /// Whether beta has one value per head (else one for all heads).
+    pub beta_per_head: bool,
+}
+
+impl LinearAttentionDims {
+    /// Operand positions.
+    pub const QUERY: usize = 0;
+    pub const KEY: usize = 1;
+    pub const VALUE: usize = 2;
+    pub const PAST_STATE: usize = 3;
+    pub const DECAY: usize = 4;
+    pub const BETA: usize = 5;
+
+    /// The dims of `LinearAttention` op `ctx`, checking every rule between its operands and
+    /// attributes.
+    pub fn resolve(ctx: &OpCtx) -> Result<LinearAttentionDims, String> {
+        let q = operand(ctx, Self::QUERY, "query")?;
+        let k = operand(ctx, Self::KEY, "key")?;
+        let v = operand(ctx, Self::VALUE, "value")?;
+        for (t, name) in [(q, "query"), (k, "key"), (v, "value")] {
+            if t.rank() != 3 {
+                return Err(format!(
+                    "`{name}` has type {t}; it must be 3-d (batch, sequence, heads * size)"
+                ));
+            }
+        }
+        let (Some(q_heads), Some(kv_heads)) = (
+            heads_attr(ctx, "q_num_heads")?,
+            heads_attr(ctx, "kv_num_heads")?,
+        ) else {
+            return Err(
+                "LinearAttention needs the `q_num_heads` and `kv_num_heads` attributes".to_string(),
+            );
+        };
+        if q_heads % kv_heads != 0 {
+            return Err(format!(
+                "`q_num_heads` {q_heads} is not a multiple of `kv_num_heads` {kv_heads}"
+            ));
+        }
+        let rule = match ctx.str_attr("update_rule") {
+            Some("linear") => UpdateRule { gated: false, delta: false },
+            Some("gated") => UpdateRule { gated: true, delta: false },
+            Some("delta") => UpdateRule { gated: false, delta: true },
+            Some("gated_delta") | None => UpdateRule { gated: true, delta: true },
+            Some(other) => {
+                return Err(format!(
+                    "`update_rule` \"{other}\" is not one of \"linear\", \"gated\", \"delta\", \"gated_delta\""
+                ))
+            }
+        };
+        let key_size = split_hidden(&q.dims[2], q_heads, "query", "q_num_heads")?;
+        let k_size = split_hidden(&k.dims[2], kv_heads, "key", "kv_num_heads")?;
+        let key_size = same(&key_size, &k_size, "the key sizes of query and key")?;
+        let value_size = split_hidden(&v.dims[2], kv_heads, "value", "kv_num_heads")?;
+        let mut batch = same(&q.dims[0], &k.dims[0], "the batch sizes of query and key")?;
+        batch = same(&batch, &v.dims[0], "the batch sizes of query and value")?;
+        let mut seq = same(
+            &q.dims[1],
+            &k.dims[1],
+            "the sequence lengths of query and key",
+        )?;
+        seq = same(&seq, &v.dims[1], "the sequence lengths of query and value")?;
+
+        let rule_name = ctx.str_attr("update_rule").unwrap_or("gated_delta");
+        let decay = ctx.operand_type(Self::DECAY);
+        let beta = ctx.operand_type(Self::BETA);
+        match (rule.gated, decay.is_some()) {
+            (true, false) => {
+                return Err(format!(
+                    "`update_rule` \"{rule_name}\" needs the `decay` input"
+                ))
+            }
+            (false, true) => {
+                return Err(format!(
+                    "`update_rule` \"{rule_name}\" takes no `decay` input"
+                ))
+            }
+            _ => {}
+        }
+        match (rule.delta, beta.is_some()) {
+            (true, false) => {
+                return Err(format!(
+                    "`update_rule` \"{rule_name}\" needs the `beta` input"
+                ))
+            }
+            (false, true) => {
+                return Err(format!(
+                    "`update_rule` \"{rule_name}\" takes no `beta` input"
+                ))
+            }
+            _ => {}
+        }
+        let mut decay_per_element = false;
+        if let Some(g) = decay {
+            if g.rank() != 3 {
+                return Err(format!("`decay` has type {g}; it must be 3-d"));
+            }
+            batch = same(&batch, &g.dims[0], "the batch sizes of query and decay")?;
+            seq = same(&seq, &g.dims[1], "the sequence lengths of query and decay")?;
+            let per_element = Dim::Static(kv_heads).mul(&key_size);
+            decay_per_element = match &g.dims[2] {
+                Dim::Static(n) if *n == kv_heads => false,
+                d if d.provably_equal(&per_element) => true,
+                d => {
+                    return Err(format!(
+                        "`decay`'s last dim {d} is neither `kv_num_heads` ({kv_heads}) nor `kv_num_heads` times the key size ({per_element})"
+                    ))
+                }
+            };
+        }
+        let mut beta_per_head = false;
+        if let Some(b) = beta {
+            if b.rank() != 3 {
+                return Err(format!("`beta` has type {b}; it must be 3-d"));
+            }
+            batch = same(&batch, &b.dims[0], "the batch sizes of query and beta")?;
+            seq = same(&seq, &b.dims[1], "the sequence lengths of query and beta")?;
+            beta_per_head = match &b.dims[2] {
+                Dim::Static(n) if *n == kv_heads => true,
+                Dim::Static(1) => false,
+                d => {
+                    return Err(format!(
+                        "`beta`'s last dim {d} is neither `kv_num_heads` ({kv_heads}) nor 1"
+                    ))
+                }
+            };
+        }
+        let dims = LinearAttentionDims {
+            batch,
+            seq,
+            q_heads,
+            kv_heads,
+            key_size,
+            value_size,
+            rule,
+            decay_per_element,
+            beta_per_head,
+        };
+        if let Some(past) = ctx.operand_type(Self::PAST_STATE) {
+            let want = dims.state_dims();
+            let agree = past.rank() == 4
+                && past
+                    .dims
+                    .iter()
+                    .zip(&want)
+                    .all(|(a, b)| same(a, b, "").is_ok());
+            if !agree {
+                return Err(format!(
+                    "`past_state` has type {past}; it must be (batch, kv_num_heads, key size, value size) = ({})",
+                    want.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+        Ok(dims)
+    }
+
+    /// The output: `[batch, seq, q_heads * value_size]`.
+    pub fn output_dims(&self) -> Vec<Dim> {
+        vec![
+            self.batch.clone(),
+            self.seq.clone(),
+            Dim::Static(self.q_heads).mul(&self.value_size),
+        ]
+    }
+
+    /// The state: `[batch, kv_heads, key_size, value_size]`.
+    pub fn state_dims(&self) -> Vec<Dim> {
+        vec![
+            self.batch.clone(),
+            Dim::Static(self.kv_heads),
+            self.key_size.clone(),
+            self.value_size.clone(),
+        ]
+    }
+}
+
+/// The dims of one `CausalConvWithState` op: input `[batch, channels, length]`, a depthwise
+/// weight `[channels, 1, kernel]`, optional bias `[channels]` and past state `[batch,
+/// channels, kernel - 1]`; the output is like the input, the present state like the past.
+#[derive(Clone, Debug)]
+pub struct CausalConvDims {
+    pub batch: Dim,
+    pub channels: Dim,
+    pub length: Dim,
+    pub kernel: Dim,
+    /// The fused SiLU (`activation` "silu" or "swish").
+    pub silu: bool,
+}
+
+impl CausalConvDims {
+    /// Operand positions.
+    pub const INPUT: usize = 0;
+    pub const WEIGHT: usize = 1;
+    pub const BIAS: usize = 2;
+    pub const PAST_STATE: usize = 3;
+
+    /// The dims of `CausalConvWithState` op `ctx`, checking the weight, bias and state against
+    /// the input.
+    pub fn resolve(ctx: &OpCtx) -> Result<CausalConvDims, String> {
+        let x = operand(ctx, Self::INPUT, "input")?;
+        let w = operand(ctx, Self::WEIGHT, "weight")?;
+        if x.rank() != 3 {
+            return Err(format!(
+                "`input` has type {x}; it must be 3-d (batch, channels, length)"
+            ));
+        }
+        if w.rank() != 3 || !matches!(w.dims[1], Dim::Static(1) | Dim::Unknown) {
+            return Err(format!(
+                "`weight` has type {w}; it must be (channels, 1, kernel size)"
+            ));
+        }
+        let channels = same(&x.dims[1], &w.dims[0], "the channels of input and weight")?;
+        let kernel = w.dims[2].clone();
+        if kernel == Dim::Static(0) {
+            return Err("the kernel size (weight dim 2) is 0".to_string());
+        }
+        if let Some(b) = ctx.operand_type(Self::BIAS) {
+            if b.rank() != 1 || same(&b.dims[0], &channels, "").is_err() {
+                return Err(format!(
+                    "`bias` has type {b}; it must be 1-d with one value per channel ({channels})"
+                ));
+            }
+        }
+        let mut batch = x.dims[0].clone();
+        let state = match &kernel {
+            Dim::Static(k) => Dim::Static(k - 1),
+            other => other.sub(&Dim::Static(1)),
+        };
+        if let Some(p) = ctx.operand_type(Self::PAST_STATE) {
+            let agree = p.rank() == 3
+                && same(&p.dims[1], &channels, "").is_ok()
+                && same(&p.dims[2], &state, "").is_ok();
+            if !agree {
+                return Err(format!(
+                    "`past_state` has type {p}; it must be (batch, channels, kernel size - 1) = ({}, {channels}, {state})",
+                    x.dims[0]
+                ));
+            }
+            batch = same(
+                &batch,
+                &p.dims[0],
+                "the batch sizes of input and past_state",
+            )?;
+        }
+        let silu = match ctx.str_attr("activation") {
+            Some("silu" | "swish") => true,
+            Some("none") | None => false,
+            Some(other) => {
+                return Err(format!(
+                    "`activation` \"{other}\" is not one of \"none\", \"silu\", \"swish\""
+                ))
+            }
+        };
+        Ok(CausalConvDims {
+            batch,
+            channels,
+            length: x.dims[2].clone(),
+            kernel,
+            silu,
+        })
+    }
+
+    /// The state: `[batch, channels, kernel - 1]`.
+    pub fn state_dims(&self) -> Vec<Dim> {
+        let state = match &self.kernel {
+            Dim::Static(k) => Dim::Static(k - 1),
+            other => other.sub(&Dim::Static(1)),
+        };
+        vec![self.batch.clone(), self.channels.clone(), state]
     }
 }

@@ -74,11 +74,15 @@
 //!   batch * q_heads * q_seq * total_seq`, plus per score 5 (the softmax), 3 more with a
 //!   softcap (divide, tanh, multiply) and 1 for each bias term given (the mask, `is_causal`,
 //!   `nonpad_kv_seqlen`). RotaryEmbedding: 3 per rotated element (two multiplies and an add);
-//!   the elements past `rotary_embedding_dim` are copied (0).
+//!   the elements past `rotary_embedding_dim` are copied (0). LinearAttention, per token and
+//!   state element (`batch * kv_heads * key_size * value_size`): 2 for the write, 1 with the
+//!   decay, 2 with the delta correction, and 2 per query head reading it (`q_heads / kv_heads`).
+//!   CausalConvWithState: `2 * elements(output) * kernel`, `+ elements(output)` with a bias,
+//!   `+ 5 * elements(output)` with the SiLU (`Swish`'s count).
 //!
 //! The table has no Einsum or other contraction beyond those above.
 
-use super::attention::{AttentionDims, RotaryDims};
+use super::attention::{AttentionDims, CausalConvDims, LinearAttentionDims, RotaryDims};
 use super::{fused_matmul_perm, normalize_axis, OpCtx};
 use crate::{Function, OpId, TensorType};
 
@@ -261,6 +265,32 @@ pub(super) fn rotary_embedding(ctx: &OpCtx) -> Option<u64> {
         d.heads.as_static()?,
         d.rotary_dim.as_static()?,
     ]))
+}
+
+/// `onnx.LinearAttention`: the state updates and reads per token (see the module doc).
+pub(super) fn linear_attention(ctx: &OpCtx) -> Option<u64> {
+    let d = LinearAttentionDims::resolve(ctx).ok()?;
+    let state = product(&[
+        d.batch.as_static()?,
+        d.kv_heads,
+        d.key_size.as_static()?,
+        d.value_size.as_static()?,
+    ]);
+    let per_state = 2
+        + u64::from(d.rule.gated)
+        + 2 * u64::from(d.rule.delta)
+        + 2 * (d.q_heads / d.kv_heads.max(1));
+    Some(product(&[d.seq.as_static()?, state, per_state]))
+}
+
+/// `onnx.CausalConvWithState`: the depthwise taps, the bias and the SiLU (module doc).
+pub(super) fn causal_conv_with_state(ctx: &OpCtx) -> Option<u64> {
+    let d = CausalConvDims::resolve(ctx).ok()?;
+    let y = result_elements(ctx, 0)?;
+    let per_output = 2 * d.kernel.as_static()?
+        + u64::from(given(ctx, CausalConvDims::BIAS))
+        + if d.silu { SIGMOID + 1 } else { 0 };
+    Some(product(&[y, per_output]))
 }
 
 /// `onnx.Gemm`: `2*M*N*K`, `+ M*N` with C.

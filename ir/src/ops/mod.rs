@@ -77,7 +77,9 @@ mod verify;
 mod view;
 mod window;
 
-pub use attention::{AttentionDims, QkOutputMode, RotaryDims};
+pub use attention::{
+    AttentionDims, CausalConvDims, LinearAttentionDims, QkOutputMode, RotaryDims, UpdateRule,
+};
 pub use cost::flops;
 pub use random::is_random;
 pub use shape::{broadcast_dim, broadcast_dims, elem_from_onnx_dtype, fused_matmul_perm};

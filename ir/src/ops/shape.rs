@@ -14,7 +14,7 @@
 //! entry is taken to be non-zero, as ONNX's own shape inference does. A `Slice` end of
 //! `i32::MAX` or more reads to the end of the axis.
 
-use super::attention::{AttentionDims, RotaryDims};
+use super::attention::{AttentionDims, CausalConvDims, LinearAttentionDims, RotaryDims};
 use super::value::{KnownValue, SymInt, MAX_KNOWN_ELEMENTS};
 use super::verify::transpose_perm;
 use super::window::{AutoPad, WindowAttrs};
@@ -1900,6 +1900,31 @@ pub fn attention(ctx: &ShapeCtx) -> ShapeResult {
 pub fn rotary_embedding(ctx: &ShapeCtx) -> ShapeResult {
     RotaryDims::resolve(ctx)?;
     one(operand(ctx, 0)?.clone())
+}
+
+/// `LinearAttention`: the output and the present state ([`LinearAttentionDims`]); the state
+/// keeps the past state's element type, else the query's.
+pub fn linear_attention(ctx: &ShapeCtx) -> ShapeResult {
+    let dims = LinearAttentionDims::resolve(ctx)?;
+    let q = operand(ctx, LinearAttentionDims::QUERY)?;
+    let state_elem = ctx
+        .operand_type(LinearAttentionDims::PAST_STATE)
+        .map_or(q.elem, |p| p.elem);
+    Ok(Some(vec![
+        TensorType::new(q.elem, dims.output_dims()),
+        TensorType::new(state_elem, dims.state_dims()),
+    ]))
+}
+
+/// `CausalConvWithState`: the output like the input, the present state `[batch, channels,
+/// kernel - 1]` ([`CausalConvDims`]).
+pub fn causal_conv_with_state(ctx: &ShapeCtx) -> ShapeResult {
+    let dims = CausalConvDims::resolve(ctx)?;
+    let x = operand(ctx, CausalConvDims::INPUT)?;
+    Ok(Some(vec![
+        x.clone(),
+        TensorType::new(x.elem, dims.state_dims()),
+    ]))
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 // RUN: memc compile %s --emit kernels --split-input-file
-// Attention lowers to contractions into the op's scratch (the scores), one row kernel for the
+// The attention family's kernels. Attention lowers to contractions into the op's scratch (the scores), one row kernel for the
 // bias and softmax, and contractions into Y; grouped query heads share their key head through
 // a zero batch stride. RotaryEmbedding is one map kernel (and a copy of the unrotated part).
 
@@ -26,6 +26,24 @@ func.func @three_d_mask(%q: tensor<2x3x16xf32>, %k: tensor<2x4x16xf32>, %v: tens
 func.func @rotary(%x: tensor<1x2x3x8xf32>, %cos: tensor<10x2xf32>, %sin: tensor<10x2xf32>, %ids: tensor<1x3xi64>) -> tensor<1x2x3x8xf32> {
   %0 = "onnx.RotaryEmbedding"(%x, %cos, %sin, %ids) {interleaved = 1, rotary_embedding_dim = 4} : (tensor<1x2x3x8xf32>, tensor<10x2xf32>, tensor<10x2xf32>, tensor<1x3xi64>) -> tensor<1x2x3x8xf32>
   return %0 : tensor<1x2x3x8xf32>
+}
+
+// -----
+// LinearAttention, gated delta rule with a per-head decay, 2 query heads sharing 1 key-value
+// head, 2 tokens: one kernel runs the recurrence token by token (decay, retrieve, write,
+// read) over each row's state column in scratch; the present state is the first head's copy.
+func.func @linear_attention(%q: tensor<1x2x4xf32>, %k: tensor<1x2x2xf32>, %v: tensor<1x2x2xf32>, %decay: tensor<1x2x1xf32>, %beta: tensor<1x2x1xf32>) -> (tensor<1x2x4xf32>, tensor<1x1x2x2xf32>) {
+  %none = "memc.none"() : () -> none
+  %0:2 = "onnx.LinearAttention"(%q, %k, %v, %none, %decay, %beta) {q_num_heads = 2, kv_num_heads = 1} : (tensor<1x2x4xf32>, tensor<1x2x2xf32>, tensor<1x2x2xf32>, none, tensor<1x2x1xf32>, tensor<1x2x1xf32>) -> (tensor<1x2x4xf32>, tensor<1x1x2x2xf32>)
+  return %0#0, %0#1 : tensor<1x2x4xf32>, tensor<1x1x2x2xf32>
+}
+
+// -----
+// CausalConvWithState with a past state, a bias and the SiLU: the past and the input are
+// read through guarded views at position l + j, nothing is concatenated.
+func.func @causal_conv(%x: tensor<1x2x5xf32>, %w: tensor<2x1x3xf32>, %b: tensor<2xf32>, %past: tensor<1x2x2xf32>) -> (tensor<1x2x5xf32>, tensor<1x2x2xf32>) {
+  %0:2 = "onnx.CausalConvWithState"(%x, %w, %b, %past) {activation = "silu"} : (tensor<1x2x5xf32>, tensor<2x1x3xf32>, tensor<2xf32>, tensor<1x2x2xf32>) -> (tensor<1x2x5xf32>, tensor<1x2x2xf32>)
+  return %0#0, %0#1 : tensor<1x2x5xf32>, tensor<1x2x2xf32>
 }
 
 // -----

@@ -22,3 +22,18 @@ func.func @rotary(%x: tensor<?x?x64xf32, #memc.dims<["batch", "seq"]>>, %cos: te
   %0 = "onnx.RotaryEmbedding"(%x, %cos, %sin, %ids) {num_heads = 4, rotary_embedding_dim = 8, interleaved = 1} : (tensor<?x?x64xf32, #memc.dims<["batch", "seq"]>>, tensor<128x4xf32>, tensor<128x4xf32>, tensor<?x?xi64, #memc.dims<["batch", "seq"]>>) -> tensor<?x?x?xf32>
   return %0 : tensor<?x?x?xf32>
 }
+
+// -----
+// LinearAttention: the output packs 8 query heads of value size 4; the state is per key-value
+// head, [batch, 2, 8, 4], in the past state's type.
+func.func @linear_attention(%q: tensor<?x?x64xf32, #memc.dims<["batch", "seq"]>>, %k: tensor<?x?x16xf32, #memc.dims<["batch", "seq"]>>, %v: tensor<?x?x8xf32, #memc.dims<["batch", "seq"]>>, %past: tensor<?x2x8x4xf32, #memc.dims<["batch"]>>, %decay: tensor<?x?x2xf32, #memc.dims<["batch", "seq"]>>, %beta: tensor<?x?x1xf32, #memc.dims<["batch", "seq"]>>) -> (tensor<?x?x?xf32>, tensor<?x?x?x?xf32>) {
+  %0:2 = "onnx.LinearAttention"(%q, %k, %v, %past, %decay, %beta) {q_num_heads = 8, kv_num_heads = 2} : (tensor<?x?x64xf32, #memc.dims<["batch", "seq"]>>, tensor<?x?x16xf32, #memc.dims<["batch", "seq"]>>, tensor<?x?x8xf32, #memc.dims<["batch", "seq"]>>, tensor<?x2x8x4xf32, #memc.dims<["batch"]>>, tensor<?x?x2xf32, #memc.dims<["batch", "seq"]>>, tensor<?x?x1xf32, #memc.dims<["batch", "seq"]>>) -> (tensor<?x?x?xf32>, tensor<?x?x?x?xf32>)
+  return %0#0, %0#1 : tensor<?x?x?xf32>, tensor<?x?x?x?xf32>
+}
+
+// -----
+// CausalConvWithState: the output like the input, the state the last kernel - 1 = 3 positions.
+func.func @causal_conv(%x: tensor<?x16x?xf32, #memc.dims<["batch", "seq"]>>, %w: tensor<16x1x4xf32>) -> (tensor<?x?x?xf32>, tensor<?x?x?xf32>) {
+  %0:2 = "onnx.CausalConvWithState"(%x, %w) {activation = "silu"} : (tensor<?x16x?xf32, #memc.dims<["batch", "seq"]>>, tensor<16x1x4xf32>) -> (tensor<?x?x?xf32>, tensor<?x?x?xf32>)
+  return %0#0, %0#1 : tensor<?x?x?xf32>, tensor<?x?x?xf32>
+}

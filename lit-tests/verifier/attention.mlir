@@ -92,3 +92,34 @@ func.func @rotary_heads(%x: tensor<2x3x32xf32>, %cos: tensor<2x3x4xf32>, %sin: t
   %0 = "onnx.RotaryEmbedding"(%x, %cos, %sin) : (tensor<2x3x32xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x32xf32>
   return %0 : tensor<2x3x32xf32>
 }
+
+// -----
+// LinearAttention: the gated delta rule (the default) without its beta.
+func.func @linear_attention_beta(%q: tensor<2x4x32xf32>, %k: tensor<2x4x32xf32>, %v: tensor<2x4x32xf32>, %decay: tensor<2x4x4xf32>) -> (tensor<2x4x32xf32>, tensor<2x4x8x8xf32>) {
+  %none = "memc.none"() : () -> none
+  %0:2 = "onnx.LinearAttention"(%q, %k, %v, %none, %decay) {q_num_heads = 4, kv_num_heads = 4} : (tensor<2x4x32xf32>, tensor<2x4x32xf32>, tensor<2x4x32xf32>, none, tensor<2x4x4xf32>) -> (tensor<2x4x32xf32>, tensor<2x4x8x8xf32>)
+  return %0#0, %0#1 : tensor<2x4x32xf32>, tensor<2x4x8x8xf32>
+}
+
+// -----
+// LinearAttention: a decay whose last dim is neither per head nor per key element.
+func.func @linear_attention_decay(%q: tensor<2x4x32xf32>, %k: tensor<2x4x32xf32>, %v: tensor<2x4x32xf32>, %decay: tensor<2x4x6xf32>) -> (tensor<2x4x32xf32>, tensor<2x4x8x8xf32>) {
+  %none = "memc.none"() : () -> none
+  %0:2 = "onnx.LinearAttention"(%q, %k, %v, %none, %decay) {q_num_heads = 4, kv_num_heads = 4, update_rule = "gated"} : (tensor<2x4x32xf32>, tensor<2x4x32xf32>, tensor<2x4x32xf32>, none, tensor<2x4x6xf32>) -> (tensor<2x4x32xf32>, tensor<2x4x8x8xf32>)
+  return %0#0, %0#1 : tensor<2x4x32xf32>, tensor<2x4x8x8xf32>
+}
+
+// -----
+// CausalConvWithState: a past state of 2 positions for a kernel of 4.
+func.func @causal_conv_state(%x: tensor<2x4x8xf32>, %w: tensor<4x1x4xf32>, %past: tensor<2x4x2xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x3xf32>) {
+  %none = "memc.none"() : () -> none
+  %0:2 = "onnx.CausalConvWithState"(%x, %w, %none, %past) : (tensor<2x4x8xf32>, tensor<4x1x4xf32>, none, tensor<2x4x2xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x3xf32>)
+  return %0#0, %0#1 : tensor<2x4x8xf32>, tensor<2x4x3xf32>
+}
+
+// -----
+// CausalConvWithState: an unknown activation.
+func.func @causal_conv_activation(%x: tensor<2x4x8xf32>, %w: tensor<4x1x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x3xf32>) {
+  %0:2 = "onnx.CausalConvWithState"(%x, %w) {activation = "gelu"} : (tensor<2x4x8xf32>, tensor<4x1x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x3xf32>)
+  return %0#0, %0#1 : tensor<2x4x8xf32>, tensor<2x4x3xf32>
+}

@@ -582,12 +582,13 @@ impl LinearAttentionDims {
                 "`q_num_heads` {q_heads} is not a multiple of `kv_num_heads` {kv_heads}"
             ));
         }
-        let rule = match ctx.str_attr("update_rule") {
-            Some("linear") => UpdateRule { gated: false, delta: false },
-            Some("gated") => UpdateRule { gated: true, delta: false },
-            Some("delta") => UpdateRule { gated: false, delta: true },
-            Some("gated_delta") | None => UpdateRule { gated: true, delta: true },
-            Some(other) => {
+        let rule_name = ctx.str_attr("update_rule").unwrap_or_default();
+        let rule = match rule_name {
+            "linear" => UpdateRule { gated: false, delta: false },
+            "gated" => UpdateRule { gated: true, delta: false },
+            "delta" => UpdateRule { gated: false, delta: true },
+            "gated_delta" => UpdateRule { gated: true, delta: true },
+            other => {
                 return Err(format!(
                     "`update_rule` \"{other}\" is not one of \"linear\", \"gated\", \"delta\", \"gated_delta\""
                 ))
@@ -606,7 +607,6 @@ impl LinearAttentionDims {
         )?;
         seq = same(&seq, &v.dims[1], "the sequence lengths of query and value")?;
 
-        let rule_name = ctx.str_attr("update_rule").unwrap_or("gated_delta");
         let decay = ctx.operand_type(Self::DECAY);
         let beta = ctx.operand_type(Self::BETA);
         match (rule.gated, decay.is_some()) {

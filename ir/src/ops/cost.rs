@@ -993,4 +993,16 @@ mod tests {
         );
         assert_eq!(n, 3 * 2 * 4 * 3 * 4);
     }
+
+    #[test]
+    fn causal_conv_counts_taps_bias_and_silu() {
+        // [1, 2, 5] input, kernel 3: 10 outputs of 2 * 3 taps; the SiLU adds 5 each.
+        let n = count(
+            Opcode::CausalConvWithState,
+            &[&[1, 2, 5], &[2, 1, 3]],
+            &[&[1, 2, 5], &[1, 2, 2]],
+            vec![("activation", Attribute::String("silu".into()))],
+        );
+        assert_eq!(n, 10 * (6 + 5));
+    }
 }

@@ -22,7 +22,11 @@
 //! - `movement`: transpose, concat, split, slice, gathers, expand, tile, pad, resize, trilu,
 //!   range, shape ops, copies for view ops the planner could not alias, TopK;
 //! - `linalg`: MatMul, Gemm, convolutions, pooling, (de)quantization, `memc.matmul_nbits`;
-//! - `quant4`: DequantizeLinear of 4-bit tensors.
+//! - `quant4`: DequantizeLinear of 4-bit tensors;
+//! - `attention`: Attention (products, bias and softmax over planned scratch) and
+//!   RotaryEmbedding;
+//! - `recurrent`: LinearAttention (its recurrence unrolled over the tokens, the state in
+//!   planned scratch) and CausalConvWithState.
 //!
 //! What the target computes and prefers (element types, contraction types, im2col policy, the
 //! low-bit product's rows and tiles, the longest fused chain) is read from its
@@ -32,6 +36,7 @@
 //! planner's offsets and passes [`Kernel::validate`] (checked here, a failure is a memc bug);
 //! an op it cannot lower is reported with its name and the reason, all such ops at once.
 
+mod attention;
 pub mod build;
 mod elementwise;
 mod linalg;
@@ -39,6 +44,7 @@ mod loss;
 mod movement;
 mod plan;
 mod quant4;
+mod recurrent;
 mod reduce;
 mod state;
 

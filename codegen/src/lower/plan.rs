@@ -189,6 +189,12 @@ pub fn plan_op(func: &Function, _weights: &WeightStore, target: &TargetInfo, op:
         O::GlobalAveragePool => OpPlan::kernels(|ctx, op| pool::global_pool(ctx, op, false)),
         O::GlobalMaxPool => OpPlan::kernels(|ctx, op| pool::global_pool(ctx, op, true)),
 
+        // Attention: the scores live in planned scratch.
+        O::Attention => super::attention::plan(func, op),
+        O::RotaryEmbedding => OpPlan::kernels(super::attention::rotary_embedding),
+        O::LinearAttention => super::recurrent::plan_linear_attention(func, op),
+        O::CausalConvWithState => OpPlan::kernels(super::recurrent::causal_conv_with_state),
+
         // Reductions.
         O::ReduceMean => OpPlan::kernels(|ctx, op| reduce::reduce(ctx, op, R::Mean)),
         O::ReduceSum => OpPlan::kernels(|ctx, op| reduce::reduce(ctx, op, R::Sum)),

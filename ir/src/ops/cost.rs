@@ -70,8 +70,19 @@
 //! - **Structure**: 0. func.return, onnx.Yield, memc.none, memc.weight; onnx.If itself (the
 //!   ops of its regions are ops of the function, counted each where it is).
 //!
-//! The table has no Einsum, Attention or other contraction beyond those above.
+//! - **Attention**: the two products, `2 * scores * (head_size + v_head_size)` with `scores =
+//!   batch * q_heads * q_seq * total_seq`, plus per score 5 (the softmax), 3 more with a
+//!   softcap (divide, tanh, multiply) and 1 for each bias term given (the mask, `is_causal`,
+//!   `nonpad_kv_seqlen`). RotaryEmbedding: 3 per rotated element (two multiplies and an add);
+//!   the elements past `rotary_embedding_dim` are copied (0). LinearAttention, per token and
+//!   state element (`batch * kv_heads * key_size * value_size`): 2 for the write, 1 with the
+//!   decay, 2 with the delta correction, and 2 per query head reading it (`q_heads / kv_heads`).
+//!   CausalConvWithState: `2 * elements(output) * kernel`, `+ elements(output)` with a bias,
+//!   `+ 5 * elements(output)` with the SiLU (`Swish`'s count).
+//!
+//! The table has no Einsum or other contraction beyond those above.
 
+use super::attention::{AttentionDims, CausalConvDims, LinearAttentionDims, RotaryDims};
 use super::{fused_matmul_perm, normalize_axis, OpCtx};
 use crate::{Function, OpId, TensorType};
 
@@ -220,6 +231,66 @@ pub(super) fn fused_matmul(ctx: &OpCtx) -> Option<u64> {
     let perm = fused_matmul_perm(a.rank(), trans, trans_batch);
     let k = a.dims.get(*perm.last()?)?.as_static()?;
     Some(product(&[2, result_elements(ctx, 0)?, k]))
+}
+
+/// `onnx.Attention`: the products and the per-score work (see the module doc).
+pub(super) fn attention(ctx: &OpCtx) -> Option<u64> {
+    let d = AttentionDims::resolve(ctx).ok()?;
+    let scores = product(&[
+        d.batch.as_static()?,
+        d.q_heads.as_static()?,
+        d.q_seq.as_static()?,
+        d.total_seq.as_static()?,
+    ]);
+    let head = d
+        .head_size
+        .as_static()?
+        .saturating_add(d.v_head_size.as_static()?);
+    let softcap = ctx.float_attr("softcap").is_some_and(|c| c > 0.0);
+    let per_score = 5
+        + if softcap { 3 } else { 0 }
+        + u64::from(given(ctx, AttentionDims::MASK))
+        + u64::from(ctx.int_attr("is_causal").is_some_and(|c| c != 0))
+        + u64::from(given(ctx, AttentionDims::NONPAD_KV_SEQLEN));
+    Some(product(&[2, scores, head]).saturating_add(product(&[scores, per_score])))
+}
+
+/// `onnx.RotaryEmbedding`: 3 per rotated element.
+pub(super) fn rotary_embedding(ctx: &OpCtx) -> Option<u64> {
+    let d = RotaryDims::resolve(ctx).ok()?;
+    Some(product(&[
+        3,
+        d.batch.as_static()?,
+        d.seq.as_static()?,
+        d.heads.as_static()?,
+        d.rotary_dim.as_static()?,
+    ]))
+}
+
+/// `onnx.LinearAttention`: the state updates and reads per token (see the module doc).
+pub(super) fn linear_attention(ctx: &OpCtx) -> Option<u64> {
+    let d = LinearAttentionDims::resolve(ctx).ok()?;
+    let state = product(&[
+        d.batch.as_static()?,
+        d.kv_heads,
+        d.key_size.as_static()?,
+        d.value_size.as_static()?,
+    ]);
+    let per_state = 2
+        + u64::from(d.rule.gated)
+        + 2 * u64::from(d.rule.delta)
+        + 2 * (d.q_heads / d.kv_heads.max(1));
+    Some(product(&[d.seq.as_static()?, state, per_state]))
+}
+
+/// `onnx.CausalConvWithState`: the depthwise taps, the bias and the SiLU (module doc).
+pub(super) fn causal_conv_with_state(ctx: &OpCtx) -> Option<u64> {
+    let d = CausalConvDims::resolve(ctx).ok()?;
+    let y = result_elements(ctx, 0)?;
+    let per_output = 2 * d.kernel.as_static()?
+        + u64::from(given(ctx, CausalConvDims::BIAS))
+        + if d.silu { SIGMOID + 1 } else { 0 };
+    Some(product(&[y, per_output]))
 }
 
 /// `onnx.Gemm`: `2*M*N*K`, `+ M*N` with C.
@@ -891,5 +962,47 @@ mod tests {
             vec![],
         );
         assert_eq!(product, u64::MAX);
+    }
+
+    #[test]
+    fn attention_counts_both_products_and_the_work_per_score() {
+        // 4 query heads over 2 key-value heads, 2 queries, 3 keys: 24 scores. Causal adds one
+        // operation per score to the softmax's 5; a softcap 3 more.
+        let shapes: &[&[u64]] = &[&[1, 4, 2, 8], &[1, 2, 3, 8], &[1, 2, 3, 16]];
+        let products = 2 * 24 * (8 + 16);
+        let causal = vec![("is_causal", Attribute::Int(1))];
+        assert_eq!(
+            count(Opcode::Attention, shapes, &[&[1, 4, 2, 16]], causal),
+            products + 24 * 6
+        );
+        let capped = vec![("softcap", Attribute::Float(2.0))];
+        assert_eq!(
+            count(Opcode::Attention, shapes, &[&[1, 4, 2, 16]], capped),
+            products + 24 * 8
+        );
+    }
+
+    #[test]
+    fn rotary_embedding_counts_the_rotated_elements() {
+        // [batch 2, heads 3, seq 4, head 8], half of each head rotated: 2*4*3*4 elements.
+        let n = count(
+            Opcode::RotaryEmbedding,
+            &[&[2, 3, 4, 8], &[2, 4, 2], &[2, 4, 2]],
+            &[&[2, 3, 4, 8]],
+            vec![("rotary_embedding_dim", Attribute::Int(4))],
+        );
+        assert_eq!(n, 3 * 2 * 4 * 3 * 4);
+    }
+
+    #[test]
+    fn causal_conv_counts_taps_bias_and_silu() {
+        // [1, 2, 5] input, kernel 3: 10 outputs of 2 * 3 taps; the SiLU adds 5 each.
+        let n = count(
+            Opcode::CausalConvWithState,
+            &[&[1, 2, 5], &[2, 1, 3]],
+            &[&[1, 2, 5], &[1, 2, 2]],
+            vec![("activation", Attribute::String("silu".into()))],
+        );
+        assert_eq!(n, 10 * (6 + 5));
     }
 }

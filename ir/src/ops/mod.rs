@@ -64,6 +64,7 @@
 //!    `tests/node_tests.rs` runs through the CPU and the reference backends (record the new
 //!    statuses with `MEMC_UPDATE_NODE_TESTS=1`).
 
+mod attention;
 mod cost;
 mod fold;
 mod random;
@@ -76,6 +77,9 @@ mod verify;
 mod view;
 mod window;
 
+pub use attention::{
+    AttentionDims, CausalConvDims, LinearAttentionDims, QkOutputMode, RotaryDims, UpdateRule,
+};
 pub use cost::flops;
 pub use random::is_random;
 pub use shape::{broadcast_dim, broadcast_dims, elem_from_onnx_dtype, fused_matmul_perm};

@@ -14,6 +14,7 @@
 //! entry is taken to be non-zero, as ONNX's own shape inference does. A `Slice` end of
 //! `i32::MAX` or more reads to the end of the axis.
 
+use super::attention::{AttentionDims, CausalConvDims, LinearAttentionDims, RotaryDims};
 use super::value::{KnownValue, SymInt, MAX_KNOWN_ELEMENTS};
 use super::verify::transpose_perm;
 use super::window::{AutoPad, WindowAttrs};
@@ -1875,6 +1876,55 @@ pub fn gather_elements_grad(ctx: &ShapeCtx) -> ShapeResult {
     }
     axis_index(ctx.int_or_default("axis"), dims.len())?;
     one(TensorType::new(dy.elem, dims))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attention.
+
+/// `Attention`: Y, present_key, present_value and qk_matmul_output from the dims
+/// [`AttentionDims`] resolves (which checks every rule between operands and attributes).
+pub fn attention(ctx: &ShapeCtx) -> ShapeResult {
+    let dims = AttentionDims::resolve(ctx)?;
+    let q = operand(ctx, AttentionDims::Q)?;
+    let v = operand(ctx, AttentionDims::V)?;
+    Ok(Some(vec![
+        TensorType::new(q.elem, dims.y_dims()),
+        TensorType::new(q.elem, dims.present_key_dims()),
+        TensorType::new(v.elem, dims.present_value_dims()),
+        TensorType::new(q.elem, dims.scores_dims()),
+    ]))
+}
+
+/// `RotaryEmbedding`: the result has X's type ([`RotaryDims`] checks the caches and position
+/// ids against it).
+pub fn rotary_embedding(ctx: &ShapeCtx) -> ShapeResult {
+    RotaryDims::resolve(ctx)?;
+    one(operand(ctx, 0)?.clone())
+}
+
+/// `LinearAttention`: the output and the present state ([`LinearAttentionDims`]); the state
+/// keeps the past state's element type, else the query's.
+pub fn linear_attention(ctx: &ShapeCtx) -> ShapeResult {
+    let dims = LinearAttentionDims::resolve(ctx)?;
+    let q = operand(ctx, LinearAttentionDims::QUERY)?;
+    let state_elem = ctx
+        .operand_type(LinearAttentionDims::PAST_STATE)
+        .map_or(q.elem, |p| p.elem);
+    Ok(Some(vec![
+        TensorType::new(q.elem, dims.output_dims()),
+        TensorType::new(state_elem, dims.state_dims()),
+    ]))
+}
+
+/// `CausalConvWithState`: the output like the input, the present state `[batch, channels,
+/// kernel - 1]` ([`CausalConvDims`]).
+pub fn causal_conv_with_state(ctx: &ShapeCtx) -> ShapeResult {
+    let dims = CausalConvDims::resolve(ctx)?;
+    let x = operand(ctx, CausalConvDims::INPUT)?;
+    Ok(Some(vec![
+        x.clone(),
+        TensorType::new(x.elem, dims.state_dims()),
+    ]))
 }
 
 #[cfg(test)]

@@ -439,6 +439,54 @@ def write_bad():
                 inits=[w], name="raw_data_size_mismatch"),
          os.path.join(BAD, "raw_data_size_mismatch.onnx"))
     write_bad_training()
+    write_bad_opsets()
+
+
+def write_bad_opsets():
+    """Older-opset forms memc cannot read, each named with its node."""
+    x4 = [vi("x", TensorProto.FLOAT, [1, 1, 4, 4])]
+    # Add of opset 6 broadcast with `broadcast`/`axis` attributes; memc reads Add from opset 7.
+    save(model([helper.make_node("Add", ["x", "b"], ["y"], name="add_old", broadcast=1, axis=0)],
+               [vi("x", TensorProto.FLOAT, [2, 2])], [vi("y", TensorProto.FLOAT, [2, 2])],
+               [numpy_helper.from_array(np.ones([2], np.float32), "b")], opset=6, name="opset6_broadcast"),
+         os.path.join(BAD, "opset6_broadcast.onnx"))
+    # BatchNormalization of opset 9 asking for its saved statistics (dropped in opset 14).
+    bn_inits = [numpy_helper.from_array(np.ones([2], np.float32), n) for n in ["s", "b", "m", "v"]]
+    save(model([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv", "sm", "sv"],
+                                 name="bn_train")],
+               [vi("x", TensorProto.FLOAT, [2, 2])],
+               [vi("y", TensorProto.FLOAT, [2, 2]), *[vi(n, TensorProto.FLOAT, [2]) for n in ["rm", "rv", "sm", "sv"]]],
+               bn_inits, opset=9, name="batchnorm_saved_stats"),
+         os.path.join(BAD, "batchnorm_saved_stats.onnx"))
+    # Resize of opset 10 that up-samples one axis and down-samples another (nearest pixels
+    # round down on one, up on the other).
+    save(model([helper.make_node("Resize", ["x", "scales"], ["y"], name="resize_mixed")], x4,
+               [vi("y", TensorProto.FLOAT, [1, 1, 8, 2])],
+               [numpy_helper.from_array(np.array([1, 1, 2, 0.5], np.float32), "scales")], opset=10,
+               name="resize10_mixed_scales"),
+         os.path.join(BAD, "resize10_mixed_scales.onnx"))
+    # Upsample in opset 10, which removed it.
+    save(model([helper.make_node("Upsample", ["x", "scales"], ["y"], name="upsample10")], x4,
+               [vi("y", TensorProto.FLOAT, [1, 1, 8, 8])],
+               [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")], opset=10,
+               name="upsample_opset10"),
+         os.path.join(BAD, "upsample_opset10.onnx"))
+    # Softmax of opset 11 with an axis beyond the input's rank: found while the node is built.
+    save(model([helper.make_node("Softmax", ["x"], ["y"], name="softmax_axis3", axis=3)],
+               [vi("x", TensorProto.FLOAT, [2, 2])], [vi("y", TensorProto.FLOAT, [2, 2])], opset=11,
+               name="softmax_axis_out_of_range"),
+         os.path.join(BAD, "softmax_axis_out_of_range.onnx"))
+    # An optimizer of ai.onnx.preview.training, in a model that imports no default domain.
+    g = helper.make_graph(
+        [helper.make_node("Adagrad", ["r", "t", "x", "g", "h"], ["x_new", "h_new"], name="adagrad",
+                          domain="ai.onnx.preview.training")],
+        "preview_training",
+        [vi("r", TensorProto.FLOAT, []), vi("t", TensorProto.INT64, []), vi("x", TensorProto.FLOAT, [2]),
+         vi("g", TensorProto.FLOAT, [2]), vi("h", TensorProto.FLOAT, [2])],
+        [vi("x_new", TensorProto.FLOAT, [2]), vi("h_new", TensorProto.FLOAT, [2])])
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("ai.onnx.preview.training", 1)], ir_version=IR,
+                           producer_name=PRODUCER),
+         os.path.join(BAD, "preview_training.onnx"))
 
 
 def accumulator_model(nodes, value_shape, name):
@@ -469,6 +517,19 @@ def write_bad_training():
     save(m, os.path.join(BAD, "training_buffer_read_twice.onnx"))
 
 
+def legacy_opset9():
+    """Opset 9 forms memc normalizes at import: Upsample (scales input) -> Slice (attributes)
+    -> Softmax (2-D coercion at the default axis 1)."""
+    nodes = [
+        helper.make_node("Upsample", ["x", "scales"], ["up"], name="upsample"),
+        helper.make_node("Slice", ["up"], ["cut"], name="slice", starts=[1], ends=[7], axes=[3]),
+        helper.make_node("Softmax", ["cut"], ["y"], name="softmax"),
+    ]
+    inits = [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")]
+    return model(nodes, [vi("x", TensorProto.FLOAT, [1, 2, 2, 4])], [vi("y", TensorProto.FLOAT, [1, 2, 4, 6])],
+                 inits, opset=9, name="legacy_opset9")
+
+
 def write_valid():
     os.makedirs(FIX, exist_ok=True)
     for name, fn in [
@@ -482,6 +543,7 @@ def write_valid():
         ("subgraph_if", subgraph_if),
         ("optional_inputs", optional_inputs),
         ("unsupported_ops", unsupported_ops),
+        ("legacy_opset9", legacy_opset9),
     ]:
         save(fn(), os.path.join(FIX, f"{name}.onnx"))
     save(external(os.path.join(FIX, "external")), os.path.join(FIX, "external", "model.onnx"))
@@ -509,6 +571,8 @@ def check():
     ok = True
     for path in files:
         rel = os.path.relpath(path, HERE)
+        if rel.startswith("opsets"):
+            continue  # make_opset_cases.py checks those against onnxruntime itself
         valid = rel.startswith("fixtures")
         try:
             onnx.checker.check_model(path, full_check=not rel.endswith("unsupported_ops.onnx"))

@@ -3,9 +3,12 @@
 //! - The model file is memory-mapped and decoded with prost straight from the map; initializer
 //!   payloads stay slices of it, and external data files are mapped too ([`external`]). Import
 //!   copies no weight byte, except small tensors written as typed values ([`tensor`]).
-//! - Opsets: the default domain at versions 13 to 21. Ops whose form changed inside that range
-//!   keep the form they were written in; the op table declares both (Reduce* `axes` as an
-//!   attribute or an operand). `com.microsoft` nodes (onnxruntime's contrib and training ops,
+//! - Opsets: the default domain at versions 7 to 27, and older models whose ops kept their
+//!   form since ([`legacy::oldest_opset`]). Forms older than opset 13 are normalized to the
+//!   current ones as nodes are imported ([`legacy`], the one place that knows which opset
+//!   changed what); ops whose form changed after 13 keep the form they were written in, and the
+//!   op table declares both (Reduce* `axes` as an attribute or an operand). A model that uses
+//!   no default-domain op need not import the default domain. `com.microsoft` nodes (onnxruntime's contrib and training ops,
 //!   as its training artifacts write them) import as `ms.*` ops, where the table has them.
 //! - Every unsupported op (or attribute) of the whole model, subgraphs included, is reported in
 //!   one error with node names, op types, domains, opsets and counts per op type.
@@ -19,6 +22,7 @@
 //!   `memc.weight` op at the top of the function. `Constant` nodes become weights too.
 
 pub mod external;
+pub mod legacy;
 pub mod proto;
 #[cfg(unix)]
 pub mod reader;
@@ -35,18 +39,22 @@ use bytes::Bytes;
 use external::ExternalData;
 use prost::Message;
 use proto::{attribute_type as at, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
-/// The default-domain opsets memc imports.
-pub const SUPPORTED_OPSETS: std::ops::RangeInclusive<i64> = 13..=27;
+/// The default-domain opsets from which memc imports every op it has (older opsets: the ops
+/// [`legacy::oldest_opset`] names).
+pub const SUPPORTED_OPSETS: std::ops::RangeInclusive<i64> =
+    legacy::OLDEST_OPSET..=legacy::NEWEST_OPSET;
 
 /// A model after import.
 pub struct ImportedModel {
     pub module: Module,
-    /// The default-domain opset version.
-    pub opset: i64,
+    /// The default-domain opset version (`None`: the model imports none and uses no
+    /// default-domain op).
+    pub opset: Option<i64>,
     pub ir_version: i64,
     pub producer: String,
 }
@@ -105,6 +113,7 @@ fn import_model(model: &ModelProto, model_dir: Option<&Path>) -> Result<Imported
             .iter()
             .map(|o| (normalize_domain(&o.domain).to_string(), o.version))
             .collect(),
+        opset,
         infer: ShapeInference::new(),
         declared: HashMap::new(),
         scopes: Vec::new(),
@@ -152,25 +161,27 @@ fn domain_name(domain: &str) -> &str {
     }
 }
 
-fn default_opset(model: &ModelProto) -> Result<i64, Diagnostic> {
-    let version = model
+/// The default-domain opset the model imports, if any (a model whose nodes are all of other
+/// domains need not import it; a default-domain node in such a model is reported with the
+/// other unsupported nodes). Opsets 1 to 6 are read here and checked op by op.
+fn default_opset(model: &ModelProto) -> Result<Option<i64>, Diagnostic> {
+    let Some(version) = model
         .opset_import
         .iter()
         .find(|o| normalize_domain(&o.domain).is_empty())
         .map(|o| o.version)
-        .ok_or_else(|| {
-            Diagnostic::error("the model imports no opset for the default domain (ai.onnx)")
-                .with_note("ModelProto.opset_import must name the ai.onnx version the model uses")
-        })?;
-    if !SUPPORTED_OPSETS.contains(&version) {
+    else {
+        return Ok(None);
+    };
+    if !(1..=legacy::NEWEST_OPSET).contains(&version) {
         return Err(Diagnostic::error(format!(
-            "the model uses ai.onnx opset {version}; memc supports opsets {} to {}",
+            "the model uses ai.onnx opset {version}; memc supports opsets {} to {} (and older ones for the ops whose definition has not changed since)",
             SUPPORTED_OPSETS.start(),
             SUPPORTED_OPSETS.end()
         ))
         .with_note("convert it with onnx.version_converter.convert_version(model, 21)"));
     }
-    Ok(version)
+    Ok(Some(version))
 }
 
 /// Where a node is, for messages: `node `name` (OpType, #index)`.
@@ -187,6 +198,8 @@ struct Importer {
     module: Module,
     external: ExternalData,
     opsets: HashMap<String, i64>,
+    /// The default-domain opset.
+    opset: Option<i64>,
     infer: ShapeInference,
     /// Types the model declares for values (graph inputs, outputs, value_info).
     declared: HashMap<String, TensorType>,
@@ -205,6 +218,7 @@ struct Importer {
 struct Unsupported {
     what: String,
     node: String,
+    domain: String,
 }
 
 impl Importer {
@@ -235,6 +249,16 @@ impl Importer {
                 names.join(", ")
             ));
         }
+        let domains: BTreeSet<&str> = found
+            .values()
+            .flatten()
+            .map(|u| u.domain.as_str())
+            .collect();
+        for domain in domains {
+            if let Some(note) = domain_note(domain) {
+                diag = diag.with_note(note);
+            }
+        }
         Err(diag)
     }
 
@@ -261,28 +285,35 @@ impl Importer {
                 node.op_type,
                 domain_name(domain)
             );
-            let opcode = onnx_opcode(node);
-            if opcode.is_none() && !(domain.is_empty() && node.op_type == "Constant") {
+            let mut report = |kind: String, what: String| {
                 found.entry(kind).or_default().push(Unsupported {
-                    what: String::new(),
-                    node: label,
+                    what,
+                    node: label.clone(),
+                    domain: domain_name(domain).to_string(),
                 });
-                continue;
-            }
-            if let Some(opcode) = opcode {
-                for attr in &node.attribute {
-                    if opcode.def().attr_def(&attr.name).is_none()
-                        && !self.normalized_attr(opcode, &attr.name)
-                    {
-                        found
-                            .entry(format!("{} attribute `{}`", node.op_type, attr.name))
-                            .or_default()
-                            .push(Unsupported {
-                                what: " (memc does not know this attribute)".to_string(),
-                                node: label.clone(),
-                            });
+            };
+            match self.current_forms(node) {
+                Ok(forms) => {
+                    for form in forms.iter() {
+                        let opcode = onnx_opcode(form);
+                        if opcode.is_none() && !is_constant(form) {
+                            report(kind.clone(), String::new());
+                            continue;
+                        }
+                        let Some(opcode) = opcode else { continue };
+                        for attr in &form.attribute {
+                            if opcode.def().attr_def(&attr.name).is_none()
+                                && !self.normalized_attr(opcode, &attr.name)
+                            {
+                                report(
+                                    format!("{} attribute `{}`", node.op_type, attr.name),
+                                    " (memc does not know this attribute)".to_string(),
+                                );
+                            }
+                        }
                     }
                 }
+                Err(why) => report(kind, format!(" ({why})")),
             }
             for attr in &node.attribute {
                 if let Some(g) = &attr.g {
@@ -290,6 +321,41 @@ impl Importer {
                 }
             }
         }
+    }
+
+    /// The nodes a node is read as before anything is built (`legacy::normalize` with nothing
+    /// known): itself, or its opset-13+ form; `Err` says why memc cannot read it at all.
+    fn current_forms<'n>(&self, node: &'n NodeProto) -> Result<Cow<'n, [NodeProto]>, String> {
+        let single = Cow::Borrowed(std::slice::from_ref(node));
+        if !normalize_domain(&node.domain).is_empty() {
+            return Ok(single);
+        }
+        let opset = self
+            .opset
+            .ok_or("the model imports no ai.onnx opset, which this node needs")?;
+        let current = legacy::current_op(&node.op_type, opset);
+        if current != "Constant" && opcode_for("", current).is_none() {
+            return Err(match legacy::removed_note(&node.op_type, opset) {
+                Some(note) => note,
+                None if current != node.op_type => {
+                    format!("read as {current}, which memc does not support")
+                }
+                None => "memc does not have this op".to_string(),
+            });
+        }
+        let oldest = legacy::oldest_opset(&node.op_type);
+        if opset < oldest {
+            return Err(format!(
+                "memc reads {} from opset {oldest} on, and its opset-{opset} form differs",
+                node.op_type
+            ));
+        }
+        Ok(
+            match legacy::normalize(node, opset, &legacy::Checking, &mut 0)? {
+                Some(nodes) => Cow::Owned(nodes),
+                None => single,
+            },
+        )
     }
 
     /// Attributes the importer consumes instead of copying: the branches of `If` become its
@@ -469,6 +535,7 @@ impl Importer {
         Ok(())
     }
 
+    /// Imports a node, in its opset-13+ form ([`legacy::normalize`]) when it is older.
     fn import_node(
         &mut self,
         func: &mut Function,
@@ -478,7 +545,42 @@ impl Importer {
     ) -> Result<(), Diagnostic> {
         let label = node_label(node, index);
         let err = |m: String| Diagnostic::error(format!("{label}: {m}"));
-        if node.op_type == "Constant" {
+        if let (true, Some(opset)) = (normalize_domain(&node.domain).is_empty(), self.opset) {
+            if legacy::changes(&node.op_type, opset) {
+                // The rewrite sees the types and known values of what the node reads.
+                for name in node.input.iter().filter(|n| !n.is_empty()) {
+                    if let (None, Some(&id)) = (self.lookup(name), self.initializers.get(name)) {
+                        self.weight_value(func, id);
+                    }
+                }
+                let mut counter = self.n_synthesized;
+                let facts = ImportFacts {
+                    importer: self,
+                    func,
+                };
+                let nodes = legacy::normalize(node, opset, &facts, &mut counter).map_err(err)?;
+                self.n_synthesized = counter;
+                for form in nodes.iter().flatten() {
+                    self.build_node(func, form, &label, block)?;
+                }
+                if nodes.is_some() {
+                    return Ok(());
+                }
+            }
+        }
+        self.build_node(func, node, &label, block)
+    }
+
+    /// Builds the op of a node in its current form; `label` names the model's node in errors.
+    fn build_node(
+        &mut self,
+        func: &mut Function,
+        node: &NodeProto,
+        label: &str,
+        block: BlockId,
+    ) -> Result<(), Diagnostic> {
+        let err = |m: String| Diagnostic::error(format!("{label}: {m}"));
+        if is_constant(node) {
             return self.import_constant(func, node).map_err(err);
         }
         let opcode = onnx_opcode(node).ok_or_else(|| err("unsupported op".to_string()))?;
@@ -764,16 +866,65 @@ impl Importer {
 /// `Foo` is `onnx.Foo`, a `com.microsoft` node `Foo` (onnxruntime's contrib and training ops)
 /// is `ms.Foo`; other domains are unsupported.
 fn onnx_opcode(node: &NodeProto) -> Option<Opcode> {
-    if matches!(node.op_type.as_str(), "Yield") {
+    opcode_for(&node.domain, &node.op_type)
+}
+
+fn opcode_for(domain: &str, op_type: &str) -> Option<Opcode> {
+    if op_type == "Yield" {
         return None;
     }
-    let dialect = match normalize_domain(&node.domain) {
+    let dialect = match normalize_domain(domain) {
         "" => "onnx",
         MS_DOMAIN => "ms",
         _ => return None,
     };
-    let opcode = Opcode::from_name(&format!("{dialect}.{}", node.op_type))?;
+    let opcode = Opcode::from_name(&format!("{dialect}.{op_type}"))?;
     (opcode.def().dialect() == dialect).then_some(opcode)
+}
+
+/// A default-domain `Constant`, which becomes a weight.
+fn is_constant(node: &NodeProto) -> bool {
+    normalize_domain(&node.domain).is_empty() && node.op_type == "Constant"
+}
+
+/// What a whole domain's unsupported nodes mean, for the combined report.
+fn domain_note(domain: &str) -> Option<&'static str> {
+    match domain {
+        "ai.onnx.preview.training" => Some(
+            "ai.onnx.preview.training (the optimizers Adagrad, Adam, Momentum) is not supported; memc runs training steps as onnxruntime-training writes them (com.microsoft ops, parameters as persistent state)",
+        ),
+        "ai.onnx.ml" => Some(
+            "ai.onnx.ml (classical machine learning: tree ensembles, label encoders, ...) is not supported",
+        ),
+        _ => None,
+    }
+}
+
+/// What the importer knows about a node's operands, for [`legacy::normalize`].
+struct ImportFacts<'a> {
+    importer: &'a Importer,
+    func: &'a Function,
+}
+
+impl ImportFacts<'_> {
+    fn value(&self, name: &str) -> Option<ValueId> {
+        self.importer.lookup(name).or_else(|| {
+            let id = self.importer.initializers.get(name)?;
+            self.importer.weight_values.get(id).copied()
+        })
+    }
+}
+
+impl legacy::Facts for ImportFacts<'_> {
+    fn tensor_type(&self, name: &str) -> Option<TensorType> {
+        self.func.value_type(self.value(name)?).tensor().cloned()
+    }
+    fn known_floats(&self, name: &str) -> Option<Vec<f64>> {
+        self.importer.infer.known_value(self.value(name)?)?.floats()
+    }
+    fn knows_values(&self) -> bool {
+        true
+    }
 }
 
 /// onnxruntime's contrib and training ops' domain; its ops are `ms.*` in memc.

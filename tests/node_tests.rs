@@ -122,8 +122,13 @@ fn onnx_backend_node_tests() {
         by_reference.load(Ordering::Relaxed)
     );
     for (name, status) in &results {
-        if let Status::Fail(reason) = status {
-            println!("  fail {name}: {reason}");
+        match status {
+            Status::Fail(reason) => println!("  fail {name}: {reason}"),
+            // A filtered run is for looking at a few tests: say why each is unsupported too.
+            Status::Unsupported(reason) if filter.is_some() => {
+                println!("  unsupported {name}: {reason}")
+            }
+            _ => {}
         }
     }
     if filter.is_some() {

@@ -218,7 +218,7 @@ pub fn plan(func: &Function, target: &TargetInfo, op: OpId) -> OpPlan {
         .results
         .first()
         .and_then(|&r| func.value_type(r).tensor())
-        .and_then(|t| Scalar::from_elem(t.elem));
+        .map(|t| Scalar::from_elem(t.elem));
     let (plan, bytes) = ConvPlan::choose(target, shape, window, elem, true);
     OpPlan::with_scratch(Form::Conv(Box::new(plan)), bytes)
 }
@@ -1205,7 +1205,7 @@ fn transposed_conv(
         value,
         op: ReduceOp::Sum,
         init: 0,
-        ty: out.elem,
+        ty: out.elem.compute(),
     };
     vec![loop_kernel(
         ctx.kernel_name(op, 0),

@@ -436,6 +436,8 @@ fn lower_reduce_runtime_axes(
 /// The stages of reduction `kind` of elements of type `t` (view 0 is the result): `Reduce`
 /// stages, then a `Once` stage storing the result.
 fn reduce_stages(kind: Reduction, t: Scalar, element: &ElementFn, count: &CountFn) -> Vec<Stage> {
+    // A storage type (f16, ...) reduces in its compute type.
+    let t = t.compute();
     // The element, or `identity` outside the row.
     let masked = |b: &mut Insts, value: InstId, mask: Option<InstId>, identity: u64| match mask {
         Some(mask) => {

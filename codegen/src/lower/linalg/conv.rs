@@ -1009,7 +1009,7 @@ fn direct_conv(
     if let Some(b) = bias {
         views.push(bias_view(b, s, &axes));
     }
-    let acc_ty = out.elem;
+    let acc_ty = out.elem.compute();
     let mut insts = Insts::new();
     let xv = insts.load(&views, 1);
     let wv = insts.load(&views, 2);

@@ -279,7 +279,7 @@ fn loop_product(
             s
         }),
     ];
-    let elem = c.t.elem;
+    let elem = c.t.elem.compute();
     let mut insts = Insts::new();
     let x = insts.load(&views, 1);
     let y = insts.load(&views, 2);

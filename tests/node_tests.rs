@@ -123,12 +123,18 @@ fn onnx_backend_node_tests() {
     );
     #[cfg(feature = "mlir")]
     println!(
-        "  {} programs also ran as MLIR through MLIR's ExecutionEngine",
-        node_harness::MLIR_CHECKED.load(Ordering::Relaxed)
+        "  {} programs also ran as MLIR through MLIR's ExecutionEngine ({} with float8/float4 codes not)",
+        node_harness::MLIR_CHECKED.load(Ordering::Relaxed),
+        node_harness::MLIR_SKIPPED.load(Ordering::Relaxed)
     );
     for (name, status) in &results {
-        if let Status::Fail(reason) = status {
-            println!("  fail {name}: {reason}");
+        match status {
+            Status::Fail(reason) => println!("  fail {name}: {reason}"),
+            // A filtered run is for looking at a few tests: say why each is unsupported too.
+            Status::Unsupported(reason) if filter.is_some() => {
+                println!("  unsupported {name}: {reason}")
+            }
+            _ => {}
         }
     }
     if filter.is_some() {

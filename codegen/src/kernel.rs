@@ -51,6 +51,21 @@
 //! contract a lowering must keep. Within a row, points run in loop order, so repeated indices
 //! accumulate in a fixed order and the result does not depend on the threads.
 //!
+//! # Element types
+//!
+//! Instructions compute in bool, the integers, F32 and F64 (the *compute types*). A view may
+//! also hold a *storage type* ([`Scalar::is_storage_only`]): f16, bf16, the float8 formats and
+//! float4 E2M1, which compute in F32, and the 4- and 2-bit integers, which compute in I8 or U8
+//! and take one byte per element (the code in the low bits, zero above; ONNX's packing two or
+//! four to a byte exists only in weights and `TensorProto`s, see `memc_ir::packing`). A load
+//! of such a view widens the element exactly to its compute type ([`Scalar::compute`]); a
+//! store takes a value of the compute type and narrows it ([`Scalar::narrow`]): floats to the
+//! nearest code, ties to even, out-of-range values as `memc_ir::minifloat` says (±inf for
+//! f16, bf16 and E5M2, NaN for the other float8 formats, ±6 for float4); integers wrap to their
+//! low bits. An accumulating store widens, adds in the compute type and narrows. A view's `pad`
+//! is the value a load of an element storing `pad` gives (narrowed, then widened). So an op on
+//! f16 tensors computes in f32 and rounds once per stored result.
+//!
 //! # Guarantees
 //!
 //! [`Kernel::validate`] checks a kernel read from an untrusted plan: instruction types and
@@ -62,7 +77,12 @@ use crate::nbits;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-/// Element types kernels compute in. Bool is one byte, 0 or 1.
+/// Element types of kernel views and instructions. Bool is one byte, 0 or 1.
+///
+/// Instructions compute in the *compute types* (bool, the integers, F32, F64). The other types
+/// are *storage types*: a view may hold them, a load widens an element to its compute type
+/// ([`Scalar::compute`]) and a store narrows a value of that type back (see the module doc's
+/// "Element types").
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Scalar {
     Bool,
@@ -74,42 +94,127 @@ pub enum Scalar {
     U16,
     U32,
     U64,
-    F16,
     F32,
     F64,
+    /// IEEE half precision; computes in F32.
+    F16,
+    /// bfloat16; computes in F32.
+    BF16,
+    /// The float8 formats and float4 E2M1 (`memc_ir::minifloat`); compute in F32.
+    F8E4M3FN,
+    F8E4M3FNUZ,
+    F8E5M2,
+    F8E5M2FNUZ,
+    F4E2M1,
+    /// 4- and 2-bit integers, one per byte (the code in the low bits, zero above); compute in
+    /// I8 (signed) or U8.
+    I4,
+    U4,
+    I2,
+    U2,
 }
 
 impl Scalar {
+    /// Every scalar type, compute types first.
+    pub const ALL: [Scalar; 22] = [
+        Scalar::Bool,
+        Scalar::I8,
+        Scalar::I16,
+        Scalar::I32,
+        Scalar::I64,
+        Scalar::U8,
+        Scalar::U16,
+        Scalar::U32,
+        Scalar::U64,
+        Scalar::F32,
+        Scalar::F64,
+        Scalar::F16,
+        Scalar::BF16,
+        Scalar::F8E4M3FN,
+        Scalar::F8E4M3FNUZ,
+        Scalar::F8E5M2,
+        Scalar::F8E5M2FNUZ,
+        Scalar::F4E2M1,
+        Scalar::I4,
+        Scalar::U4,
+        Scalar::I2,
+        Scalar::U2,
+    ];
+
+    /// Bytes of one element in memory (sub-byte integers and float4 take a whole byte).
     pub fn size(self) -> u64 {
         match self {
             Scalar::Bool | Scalar::I8 | Scalar::U8 => 1,
-            Scalar::I16 | Scalar::U16 | Scalar::F16 => 2,
+            Scalar::F8E4M3FN | Scalar::F8E4M3FNUZ | Scalar::F8E5M2 | Scalar::F8E5M2FNUZ => 1,
+            Scalar::F4E2M1 | Scalar::I4 | Scalar::U4 | Scalar::I2 | Scalar::U2 => 1,
+            Scalar::I16 | Scalar::U16 | Scalar::F16 | Scalar::BF16 => 2,
             Scalar::I32 | Scalar::U32 | Scalar::F32 => 4,
             Scalar::I64 | Scalar::U64 | Scalar::F64 => 8,
         }
     }
 
+    /// The type a load of this element type yields and a store of it takes: F32 for the narrow
+    /// floats, I8 or U8 for the sub-byte integers, the type itself for compute types.
+    pub fn compute(self) -> Scalar {
+        match self {
+            Scalar::F16
+            | Scalar::BF16
+            | Scalar::F8E4M3FN
+            | Scalar::F8E4M3FNUZ
+            | Scalar::F8E5M2
+            | Scalar::F8E5M2FNUZ
+            | Scalar::F4E2M1 => Scalar::F32,
+            Scalar::I4 | Scalar::I2 => Scalar::I8,
+            Scalar::U4 | Scalar::U2 => Scalar::U8,
+            other => other,
+        }
+    }
+
+    /// Whether instructions never have this type (views may): see [`Scalar::compute`].
+    pub fn is_storage_only(self) -> bool {
+        self.compute() != self
+    }
+
+    /// The narrow float format of a storage float type (`memc_ir::minifloat`).
+    pub fn float_format(self) -> Option<memc_ir::minifloat::Format> {
+        self.elem().minifloat_format()
+    }
+
+    /// The width in bits of a sub-byte integer type (4 or 2).
+    pub fn sub_byte_bits(self) -> Option<u32> {
+        match self {
+            Scalar::I4 | Scalar::U4 => Some(4),
+            Scalar::I2 | Scalar::U2 => Some(2),
+            _ => None,
+        }
+    }
+
     pub fn is_float(self) -> bool {
-        matches!(self, Scalar::F16 | Scalar::F32 | Scalar::F64)
+        self.compute() == Scalar::F32 || self == Scalar::F64
     }
 
     pub fn is_signed_int(self) -> bool {
-        matches!(self, Scalar::I8 | Scalar::I16 | Scalar::I32 | Scalar::I64)
+        matches!(
+            self,
+            Scalar::I8 | Scalar::I16 | Scalar::I32 | Scalar::I64 | Scalar::I4 | Scalar::I2
+        )
     }
 
     pub fn is_unsigned_int(self) -> bool {
-        matches!(self, Scalar::U8 | Scalar::U16 | Scalar::U32 | Scalar::U64)
+        matches!(
+            self,
+            Scalar::U8 | Scalar::U16 | Scalar::U32 | Scalar::U64 | Scalar::U4 | Scalar::U2
+        )
     }
 
     pub fn is_int(self) -> bool {
         self.is_signed_int() || self.is_unsigned_int()
     }
 
-    /// The kernel type of an IR element type; `None` for the sub-byte and bf16 types, which
-    /// kernels do not compute in.
-    pub fn from_elem(elem: memc_ir::ElemType) -> Option<Scalar> {
+    /// The kernel type of an IR element type (every one has one).
+    pub fn from_elem(elem: memc_ir::ElemType) -> Scalar {
         use memc_ir::ElemType as E;
-        Some(match elem {
+        match elem {
             E::Bool => Scalar::Bool,
             E::I8 => Scalar::I8,
             E::I16 => Scalar::I16,
@@ -122,8 +227,46 @@ impl Scalar {
             E::F16 => Scalar::F16,
             E::F32 => Scalar::F32,
             E::F64 => Scalar::F64,
-            E::BF16 | E::I4 | E::U4 => return None,
-        })
+            E::BF16 => Scalar::BF16,
+            E::F8E4M3FN => Scalar::F8E4M3FN,
+            E::F8E4M3FNUZ => Scalar::F8E4M3FNUZ,
+            E::F8E5M2 => Scalar::F8E5M2,
+            E::F8E5M2FNUZ => Scalar::F8E5M2FNUZ,
+            E::F4E2M1 => Scalar::F4E2M1,
+            E::I4 => Scalar::I4,
+            E::U4 => Scalar::U4,
+            E::I2 => Scalar::I2,
+            E::U2 => Scalar::U2,
+        }
+    }
+
+    /// The IR element type of a kernel type ([`Scalar::from_elem`]'s inverse).
+    pub fn elem(self) -> memc_ir::ElemType {
+        use memc_ir::ElemType as E;
+        match self {
+            Scalar::Bool => E::Bool,
+            Scalar::I8 => E::I8,
+            Scalar::I16 => E::I16,
+            Scalar::I32 => E::I32,
+            Scalar::I64 => E::I64,
+            Scalar::U8 => E::U8,
+            Scalar::U16 => E::U16,
+            Scalar::U32 => E::U32,
+            Scalar::U64 => E::U64,
+            Scalar::F16 => E::F16,
+            Scalar::F32 => E::F32,
+            Scalar::F64 => E::F64,
+            Scalar::BF16 => E::BF16,
+            Scalar::F8E4M3FN => E::F8E4M3FN,
+            Scalar::F8E4M3FNUZ => E::F8E4M3FNUZ,
+            Scalar::F8E5M2 => E::F8E5M2,
+            Scalar::F8E5M2FNUZ => E::F8E5M2FNUZ,
+            Scalar::F4E2M1 => E::F4E2M1,
+            Scalar::I4 => E::I4,
+            Scalar::U4 => E::U4,
+            Scalar::I2 => E::I2,
+            Scalar::U2 => E::U2,
+        }
     }
 
     pub fn name(self) -> &'static str {
@@ -140,6 +283,47 @@ impl Scalar {
             Scalar::F16 => "f16",
             Scalar::F32 => "f32",
             Scalar::F64 => "f64",
+            Scalar::BF16 => "bf16",
+            Scalar::F8E4M3FN => "f8e4m3fn",
+            Scalar::F8E4M3FNUZ => "f8e4m3fnuz",
+            Scalar::F8E5M2 => "f8e5m2",
+            Scalar::F8E5M2FNUZ => "f8e5m2fnuz",
+            Scalar::F4E2M1 => "f4e2m1",
+            Scalar::I4 => "i4",
+            Scalar::U4 => "u4",
+            Scalar::I2 => "i2",
+            Scalar::U2 => "u2",
+        }
+    }
+
+    /// For a storage type: the value a load of an element whose bytes (little-endian) are
+    /// `code` yields, as `f64` bits for the floats (an exact F32 value) and as an `i64` or
+    /// `u64` for the sub-byte integers (the low bits, sign- or zero-extended; bits above them
+    /// are ignored). Compute types return `code` unchanged.
+    pub fn widen(self, code: u64) -> u64 {
+        if let Some(format) = self.float_format() {
+            return f64::from(format.decode(code as u32)).to_bits();
+        }
+        match self.sub_byte_bits() {
+            Some(bits) if self.is_signed_int() => {
+                (((code << (64 - bits)) as i64) >> (64 - bits)) as u64
+            }
+            Some(bits) => code & ((1 << bits) - 1),
+            None => code,
+        }
+    }
+
+    /// For a storage type: the bytes (little-endian) a store of `value` writes, `value` being
+    /// of the compute type as [`Scalar::widen`] spells it: a float rounded to the nearest code
+    /// (`memc_ir::minifloat::Format::encode`), an integer wrapped to its low bits. Compute
+    /// types return `value` unchanged.
+    pub fn narrow(self, value: u64) -> u64 {
+        if let Some(format) = self.float_format() {
+            return u64::from(format.encode(f64::from_bits(value) as f32));
+        }
+        match self.sub_byte_bits() {
+            Some(bits) => value & ((1 << bits) - 1),
+            None => value,
         }
     }
 }
@@ -188,6 +372,29 @@ pub struct View {
     pub guards: Vec<Guard>,
     /// The value a load yields where a guard fails, as `f64` bits converted to `elem`.
     pub pad: u64,
+}
+
+impl View {
+    /// The value a load yields where a guard fails, as [`InstKind::Const`] bits of the view's
+    /// compute type: `pad` (an `f64`) converted as a saturating cast would, then, for a storage
+    /// type, narrowed and widened as a stored element would be.
+    pub fn pad_bits(&self) -> u64 {
+        let v = f64::from_bits(self.pad);
+        let bits = match self.elem.compute() {
+            Scalar::F32 => f64::from(v as f32).to_bits(),
+            Scalar::Bool => u64::from(v != 0.0),
+            Scalar::I8 => v as i8 as i64 as u64,
+            Scalar::I16 => v as i16 as i64 as u64,
+            Scalar::I32 => v as i32 as i64 as u64,
+            Scalar::I64 => v as i64 as u64,
+            Scalar::U8 => u64::from(v as u8),
+            Scalar::U16 => u64::from(v as u16),
+            Scalar::U32 => u64::from(v as u32),
+            Scalar::U64 => v as u64,
+            _ => v.to_bits(),
+        };
+        self.elem.widen(self.elem.narrow(bits))
+    }
 }
 
 /// The position of an instruction in its stage.
@@ -330,9 +537,17 @@ pub enum InstKind {
         else_: InstId,
     },
     /// Convert `arg` to `ty`: float to integer truncates toward zero and saturates (NaN gives
-    /// 0); to bool is `!= 0`; integer to integer wraps.
+    /// 0); to bool is `!= 0`; integer to integer wraps; F64 to F32 rounds to nearest even.
     Cast {
         arg: InstId,
+    },
+    /// `arg` rounded to storage type `to` and back: the value a store of `arg` into an element
+    /// of `to` and a load of it would give ([`Scalar::narrow`], then [`Scalar::widen`]). `ty`
+    /// and `arg`'s type are `to`'s compute type. A fused chain of ops uses it where an
+    /// intermediate result has a storage type (a Cast to f16 inside the chain still rounds).
+    Narrow {
+        arg: InstId,
+        to: Scalar,
     },
 }
 
@@ -852,7 +1067,7 @@ fn validate_loop(
                     "stage {stage_idx} stores into the read-only weights"
                 )));
             }
-            if value.ty != view.elem {
+            if value.ty != view.elem.compute() {
                 return Err(bad(format!(
                     "stage {stage_idx} stores a {} into a {} view",
                     value.ty.name(),
@@ -945,15 +1160,18 @@ fn check_inst(
             .get(v as usize)
             .ok_or_else(|| format!("missing view {v}"))
     };
+    if inst.ty.is_storage_only() {
+        return Err(format!("an instruction of storage type {}", inst.ty.name()));
+    }
     match &inst.kind {
         InstKind::Load { view: v } => {
-            if view(*v)?.elem != inst.ty {
-                return Err("load type differs from its view".into());
+            if view(*v)?.elem.compute() != inst.ty {
+                return Err("load type differs from its view's compute type".into());
             }
         }
         InstKind::LoadIndirect { view: v, indices } => {
-            if view(*v)?.elem != inst.ty {
-                return Err("load type differs from its view".into());
+            if view(*v)?.elem.compute() != inst.ty {
+                return Err("load type differs from its view's compute type".into());
             }
             for ix in indices {
                 if arg(ix.index)?.ty != Scalar::I64 {
@@ -1046,6 +1264,11 @@ fn check_inst(
         }
         InstKind::Cast { arg: a } => {
             arg(*a)?;
+        }
+        InstKind::Narrow { arg: a, to } => {
+            if !to.is_storage_only() || arg(*a)?.ty != to.compute() || inst.ty != to.compute() {
+                return Err(format!("a narrowing to {} of another type", to.name()));
+            }
         }
     }
     Ok(())

@@ -45,6 +45,12 @@ pub struct WeightSlot {
     /// rather than a copy of the weight `name`; `name` is then the packed slot's own name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pack: Option<crate::nbits::PackSpec>,
+    /// When set, the weight `name` has this sub-byte type (4- or 2-bit), which ONNX packs two
+    /// or four to a byte, and the slot holds it one element per byte, as kernels address such
+    /// elements (`memc_ir::packing::unpack`, done while the plan file is written); `byte_size`
+    /// is then its element count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unpacked: Option<Scalar>,
 }
 
 pub use memc_ir::state::StateKind;
@@ -170,6 +176,15 @@ impl Program {
                     "weight `{}` lies outside the weights section",
                     slot.name
                 )));
+            }
+            if let Some(elem) = slot.unpacked {
+                if !elem.elem().is_sub_byte() || slot.pack.is_some() {
+                    return Err(bad(format!(
+                        "weight `{}` is unpacked from {}, which is not a packed sub-byte type",
+                        slot.name,
+                        elem.name()
+                    )));
+                }
             }
             if let Some(spec) = &slot.pack {
                 spec.check_layout()

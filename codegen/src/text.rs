@@ -127,11 +127,14 @@ impl ReduceOp {
 /// A constant's bits as a value of `ty`: an `f64` for float types, a bool, or an integer
 /// (see [`InstKind::Const`]).
 fn constant(ty: Scalar, bits: u64) -> String {
-    match ty {
-        Scalar::F16 | Scalar::F32 | Scalar::F64 => format!("{:?}", f64::from_bits(bits)),
-        Scalar::Bool => (bits != 0).to_string(),
-        Scalar::I8 | Scalar::I16 | Scalar::I32 | Scalar::I64 => (bits as i64).to_string(),
-        Scalar::U8 | Scalar::U16 | Scalar::U32 | Scalar::U64 => bits.to_string(),
+    if ty.is_float() {
+        format!("{:?}", f64::from_bits(bits))
+    } else if ty == Scalar::Bool {
+        (bits != 0).to_string()
+    } else if ty.is_signed_int() {
+        (bits as i64).to_string()
+    } else {
+        bits.to_string()
     }
 }
 
@@ -252,6 +255,7 @@ fn write_inst(out: &mut dyn Write, pad: &str, id: usize, inst: &Inst) -> fmt::Re
         InstKind::Binary { op, lhs, rhs } => write!(out, "{} %{lhs}, %{rhs}", op.text_name())?,
         InstKind::Select { cond, then, else_ } => write!(out, "select %{cond}, %{then}, %{else_}")?,
         InstKind::Cast { arg } => write!(out, "cast %{arg}")?,
+        InstKind::Narrow { arg, to } => write!(out, "narrow.{} %{arg}", to.name())?,
     }
     writeln!(out, " : {ty}")
 }
@@ -583,6 +587,9 @@ impl Display for WeightSlot {
         )?;
         if let Some(spec) = &self.pack {
             write!(f, ", packed {spec}")?;
+        }
+        if let Some(elem) = self.unpacked {
+            write!(f, ", {} one per byte", elem.name())?;
         }
         Ok(())
     }

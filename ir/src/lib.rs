@@ -2,6 +2,8 @@
 //!
 //! - [`entity`]: typed `u32` handles (`OpId`, `ValueId`, ...) into per-function arenas.
 //! - [`types`], [`attr`]: ranked tensor types with named symbolic dims; attributes.
+//! - [`minifloat`], [`packing`]: the narrow float formats' conversions; ONNX's packing of
+//!   sub-byte elements.
 //! - [`ops`]: the op table, where every op is declared once.
 //! - [`function`] holds [`Function`] (data-flow graph plus a separate [`Layout`] for program order)
 //!   and [`Module`] (functions plus the [`WeightStore`]).
@@ -18,8 +20,10 @@ pub mod dim;
 pub mod entity;
 pub mod function;
 pub mod infer;
+pub mod minifloat;
 pub mod onnx;
 pub mod ops;
+pub mod packing;
 pub mod parser;
 pub mod printer;
 pub mod state;

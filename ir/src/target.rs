@@ -20,6 +20,9 @@ pub struct TargetInfo {
     pub name: &'static str,
     /// The element types its kernels compute in (load, store, and do arithmetic on).
     pub compute_types: &'static [ElemType],
+    /// The element types its kernels load and store but compute in another type (the narrow
+    /// floats in f32, the sub-byte integers in i8 or u8): loads widen, stores narrow.
+    pub storage_types: &'static [ElemType],
     /// The element types its matrix products (GEMM contractions) compute; a product in another
     /// type is a loop kernel.
     pub contraction_types: &'static [ElemType],
@@ -64,7 +67,7 @@ pub struct NBitsPolicy {
 }
 
 /// The element types a processor computes in natively: every type a kernel can address but the
-/// 16-bit floats and the sub-byte integers (those are stored, and converted to compute).
+/// 16-bit and narrower floats and the sub-byte integers (those are [`STORAGE_TYPES`]).
 pub const NATIVE_TYPES: &[ElemType] = &[
     ElemType::F64,
     ElemType::F32,
@@ -79,6 +82,23 @@ pub const NATIVE_TYPES: &[ElemType] = &[
     ElemType::Bool,
 ];
 
+/// The element types every memc backend stores and converts to a native type to compute: f16,
+/// bf16, the float8 formats and float4 in f32; int4, uint4, int2 and uint2 (one per byte) in
+/// i8 or u8.
+pub const STORAGE_TYPES: &[ElemType] = &[
+    ElemType::F16,
+    ElemType::BF16,
+    ElemType::F8E4M3FN,
+    ElemType::F8E4M3FNUZ,
+    ElemType::F8E5M2,
+    ElemType::F8E5M2FNUZ,
+    ElemType::F4E2M1,
+    ElemType::I4,
+    ElemType::U4,
+    ElemType::I2,
+    ElemType::U2,
+];
+
 impl TargetInfo {
     /// The target of target-independent tools (`memc opt`, which names no backend): what every
     /// memc backend computes, and no form that needs scratch memory. Its fused low-bit product
@@ -86,6 +106,7 @@ impl TargetInfo {
     pub const GENERIC: TargetInfo = TargetInfo {
         name: "generic",
         compute_types: NATIVE_TYPES,
+        storage_types: STORAGE_TYPES,
         contraction_types: &[],
         conv: ConvPolicy {
             im2col: false,
@@ -105,6 +126,11 @@ impl TargetInfo {
     /// Whether the backend's kernels compute in `elem`.
     pub fn computes(&self, elem: ElemType) -> bool {
         self.compute_types.contains(&elem)
+    }
+
+    /// Whether the backend's kernels load and store `elem`, computing in it or in a wider type.
+    pub fn addresses(&self, elem: ElemType) -> bool {
+        self.computes(elem) || self.storage_types.contains(&elem)
     }
 
     /// Whether the backend's matrix products are contractions in `elem`.

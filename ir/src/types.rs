@@ -17,6 +17,16 @@ pub enum ElemType {
     F32,
     F16,
     BF16,
+    /// 8-bit floats (OCP/ONNX): 4 exponent bits, no infinities, NaN `S.1111.111`.
+    F8E4M3FN,
+    /// 4 exponent bits, bias 8, no infinities or negative zero, NaN `0x80`.
+    F8E4M3FNUZ,
+    /// 5 exponent bits, IEEE-like (infinities and NaNs).
+    F8E5M2,
+    /// 5 exponent bits, bias 16, no infinities or negative zero, NaN `0x80`.
+    F8E5M2FNUZ,
+    /// 4-bit float: 2 exponent bits, 1 mantissa bit, no infinities or NaN (largest 6).
+    F4E2M1,
     I64,
     I32,
     I16,
@@ -27,6 +37,8 @@ pub enum ElemType {
     U8,
     I4,
     U4,
+    I2,
+    U2,
     Bool,
 }
 
@@ -37,6 +49,11 @@ impl ElemType {
         ElemType::F32,
         ElemType::F16,
         ElemType::BF16,
+        ElemType::F8E4M3FN,
+        ElemType::F8E4M3FNUZ,
+        ElemType::F8E5M2,
+        ElemType::F8E5M2FNUZ,
+        ElemType::F4E2M1,
         ElemType::I64,
         ElemType::I32,
         ElemType::I16,
@@ -47,6 +64,8 @@ impl ElemType {
         ElemType::U8,
         ElemType::I4,
         ElemType::U4,
+        ElemType::I2,
+        ElemType::U2,
         ElemType::Bool,
     ];
 
@@ -57,6 +76,11 @@ impl ElemType {
             ElemType::F32 => "f32",
             ElemType::F16 => "f16",
             ElemType::BF16 => "bf16",
+            ElemType::F8E4M3FN => "f8E4M3FN",
+            ElemType::F8E4M3FNUZ => "f8E4M3FNUZ",
+            ElemType::F8E5M2 => "f8E5M2",
+            ElemType::F8E5M2FNUZ => "f8E5M2FNUZ",
+            ElemType::F4E2M1 => "f4E2M1FN",
             ElemType::I64 => "i64",
             ElemType::I32 => "i32",
             ElemType::I16 => "i16",
@@ -67,6 +91,8 @@ impl ElemType {
             ElemType::U8 => "ui8",
             ElemType::I4 => "i4",
             ElemType::U4 => "ui4",
+            ElemType::I2 => "i2",
+            ElemType::U2 => "ui2",
             ElemType::Bool => "i1",
         }
     }
@@ -79,15 +105,33 @@ impl ElemType {
             .find(|e| e.mlir_name() == name)
     }
 
-    /// Storage width of one element in bits (4 for the packed int4 types).
+    /// Width of one element in bits as ONNX stores it (4 for the int4, uint4 and float4 types,
+    /// which ONNX packs two per byte; 2 for int2 and uint2, four per byte).
     pub fn bits(self) -> u32 {
         match self {
             ElemType::F64 | ElemType::I64 | ElemType::U64 => 64,
             ElemType::F32 | ElemType::I32 | ElemType::U32 => 32,
             ElemType::F16 | ElemType::BF16 | ElemType::I16 | ElemType::U16 => 16,
             ElemType::I8 | ElemType::U8 | ElemType::Bool => 8,
-            ElemType::I4 | ElemType::U4 => 4,
+            ElemType::F8E4M3FN | ElemType::F8E4M3FNUZ | ElemType::F8E5M2 | ElemType::F8E5M2FNUZ => {
+                8
+            }
+            ElemType::I4 | ElemType::U4 | ElemType::F4E2M1 => 4,
+            ElemType::I2 | ElemType::U2 => 2,
         }
+    }
+
+    /// Whether ONNX packs several elements into one byte (the 4- and 2-bit types). memc keeps
+    /// such elements one per byte in the arena and in the runtime's tensors, and packs them
+    /// only where ONNX does: model weights and `TensorProto`s ([`crate::packing`]).
+    pub fn is_sub_byte(self) -> bool {
+        self.bits() < 8
+    }
+
+    /// The bytes one element takes in the arena, in kernels and in the runtime's tensors:
+    /// its width rounded up to a whole byte (sub-byte elements are one per byte there).
+    pub fn arena_bytes(self) -> u64 {
+        u64::from(self.bits().div_ceil(8))
     }
 
     /// The element type for an ONNX `TensorProto.DataType` code, when memc has it.
@@ -106,17 +150,68 @@ impl ElemType {
             12 => ElemType::U32,
             13 => ElemType::U64,
             16 => ElemType::BF16,
+            17 => ElemType::F8E4M3FN,
+            18 => ElemType::F8E4M3FNUZ,
+            19 => ElemType::F8E5M2,
+            20 => ElemType::F8E5M2FNUZ,
             21 => ElemType::U4,
             22 => ElemType::I4,
+            23 => ElemType::F4E2M1,
+            25 => ElemType::U2,
+            26 => ElemType::I2,
             _ => return None,
         })
     }
 
+    /// The ONNX `TensorProto.DataType` code of this element type ([`ElemType::from_onnx`]'s
+    /// inverse).
+    pub fn onnx_code(self) -> i64 {
+        match self {
+            ElemType::F32 => 1,
+            ElemType::U8 => 2,
+            ElemType::I8 => 3,
+            ElemType::U16 => 4,
+            ElemType::I16 => 5,
+            ElemType::I32 => 6,
+            ElemType::I64 => 7,
+            ElemType::Bool => 9,
+            ElemType::F16 => 10,
+            ElemType::F64 => 11,
+            ElemType::U32 => 12,
+            ElemType::U64 => 13,
+            ElemType::BF16 => 16,
+            ElemType::F8E4M3FN => 17,
+            ElemType::F8E4M3FNUZ => 18,
+            ElemType::F8E5M2 => 19,
+            ElemType::F8E5M2FNUZ => 20,
+            ElemType::U4 => 21,
+            ElemType::I4 => 22,
+            ElemType::F4E2M1 => 23,
+            ElemType::U2 => 25,
+            ElemType::I2 => 26,
+        }
+    }
+
+    /// Every float type, the 8- and 4-bit ones included.
     pub fn is_float(self) -> bool {
         matches!(
             self,
-            ElemType::F64 | ElemType::F32 | ElemType::F16 | ElemType::BF16
+            ElemType::F64
+                | ElemType::F32
+                | ElemType::F16
+                | ElemType::BF16
+                | ElemType::F8E4M3FN
+                | ElemType::F8E4M3FNUZ
+                | ElemType::F8E5M2
+                | ElemType::F8E5M2FNUZ
+                | ElemType::F4E2M1
         )
+    }
+
+    /// The 8- and 4-bit floats, which ONNX only converts (Cast, CastLike, QuantizeLinear,
+    /// DequantizeLinear) and moves.
+    pub fn is_minifloat(self) -> bool {
+        self.is_float() && self.bits() <= 8
     }
 
     pub fn is_integer(self) -> bool {
@@ -166,13 +261,23 @@ impl TensorType {
             .try_fold(1u64, |acc, d| acc.checked_mul(d.as_static()?))
     }
 
-    /// Storage size in bytes when every dim is static (int4 packs two elements per byte,
-    /// rounding up); `None` on symbolic dims or overflow.
+    /// Size in bytes as ONNX stores the tensor (a weight, a `TensorProto`) when every dim is
+    /// static: the 4- and 2-bit types pack two or four elements per byte, rounding up; `None`
+    /// on symbolic dims or overflow.
     pub fn static_byte_size(&self) -> Option<u64> {
         let bits = self
             .static_num_elements()?
             .checked_mul(u64::from(self.elem.bits()))?;
         Some(bits.div_ceil(8))
+    }
+
+    /// Size in bytes in the arena (and in the runtime's tensors) when every dim is static:
+    /// [`ElemType::arena_bytes`] per element, so sub-byte elements take one byte each; `None`
+    /// on symbolic dims or overflow. Equals [`TensorType::static_byte_size`] for every type of
+    /// 8 bits or more.
+    pub fn static_arena_bytes(&self) -> Option<u64> {
+        self.static_num_elements()?
+            .checked_mul(self.elem.arena_bytes())
     }
 }
 

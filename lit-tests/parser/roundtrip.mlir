@@ -28,6 +28,16 @@ module {
 }
 
 // -----
+// The float8 and float4 types (MLIR's builtin spellings) and the 2-bit integers, as values
+// and as Cast's `to`.
+module {
+  func.func @narrow_elements(%arg0: tensor<2xf8E4M3FN>, %arg1: tensor<2xf8E4M3FNUZ>, %arg2: tensor<2xf8E5M2>, %arg3: tensor<2xf8E5M2FNUZ>, %arg4: tensor<2xf4E2M1FN>, %arg5: tensor<2xi2>, %arg6: tensor<2xui2>) -> tensor<2xf8E5M2FNUZ> {
+    %0 = "onnx.Cast"(%arg0) {saturate = 0, to = f8E5M2FNUZ} : (tensor<2xf8E4M3FN>) -> tensor<2xf8E5M2FNUZ>
+    return %0 : tensor<2xf8E5M2FNUZ>
+  }
+}
+
+// -----
 // Attributes of every kind; attribute dictionaries print sorted by name.
 module {
   func.func @attributes(%arg0: tensor<2x3xf32>) -> tensor<2x3xf16> {

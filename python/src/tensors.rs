@@ -6,7 +6,10 @@
 //! int8..int64, uint8..uint64, float16, float32 and float64 are memc's `bool`, `i8`..`i64`,
 //! `u8`..`u64`, `f16`, `f32` and `f64`; any other dtype (complex, strings, objects, non-native
 //! byte order) is refused by name. Outputs are fresh arrays that a run fills straight from the
-//! arena.
+//! arena; an output of a type numpy has no dtype for (bf16, float8, float4, the 4- and 2-bit
+//! integers) comes back as its codes, in the unsigned integers of its size, one element per
+//! array element (`out.view(ml_dtypes.bfloat16)` reads them; inputs of those types are not
+//! taken yet).
 
 use memc_core::codegen::Scalar;
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
@@ -46,6 +49,17 @@ pub fn descr(py: Python<'_>, elem: Scalar) -> Bound<'_, PyArrayDescr> {
         Scalar::F16 => dtype::<half::f16>(py),
         Scalar::F32 => dtype::<f32>(py),
         Scalar::F64 => dtype::<f64>(py),
+        // No numpy dtype: the codes (see the module doc).
+        Scalar::BF16 => dtype::<u16>(py),
+        Scalar::F8E4M3FN
+        | Scalar::F8E4M3FNUZ
+        | Scalar::F8E5M2
+        | Scalar::F8E5M2FNUZ
+        | Scalar::F4E2M1
+        | Scalar::I4
+        | Scalar::U4
+        | Scalar::I2
+        | Scalar::U2 => dtype::<u8>(py),
     }
 }
 

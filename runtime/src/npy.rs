@@ -5,6 +5,11 @@
 //! else, notably Fortran order, big-endian data, complex numbers, strings and structured
 //! dtypes, is rejected with an error naming the file and the dtype. Data bytes are copied as
 //! they are, never converted element by element; bool elements are normalized to 0 or 1.
+//!
+//! The types NumPy has no dtype for (bf16, the float8 formats, float4, the 4- and 2-bit
+//! integers, one element per byte) are written as raw bytes (`|V2`, `|V1`), which is what
+//! NumPy saves `ml_dtypes` arrays as (`np.load(f).view(ml_dtypes.bfloat16)` reads them back);
+//! raw-byte files name no element type, so they are not read as inputs.
 
 use crate::error::{Result, RuntimeError};
 use crate::tensor::{byte_len, Tensor, TensorRef};
@@ -39,6 +44,11 @@ fn scalar_of(dtype: &DType) -> Result<Scalar, String> {
         (TypeChar::Float, 2) => Some(Scalar::F16),
         (TypeChar::Float, 4) => Some(Scalar::F32),
         (TypeChar::Float, 8) => Some(Scalar::F64),
+        (TypeChar::RawData, _) => {
+            return Err(format!(
+                "dtype '{ty}' is raw bytes, which name no element type; memc reads {SUPPORTED}"
+            ))
+        }
         _ => None,
     };
     let scalar =
@@ -60,6 +70,8 @@ fn dtype_of(elem: Scalar) -> DType {
         Scalar::I16 | Scalar::I32 | Scalar::I64 => ('i', '<'),
         Scalar::U16 | Scalar::U32 | Scalar::U64 => ('u', '<'),
         Scalar::F16 | Scalar::F32 | Scalar::F64 => ('f', '<'),
+        // No NumPy dtype: raw bytes, as NumPy saves ml_dtypes arrays.
+        _ => ('V', '|'),
     };
     let text = format!("{endian}{kind}{}", elem.size());
     let ty: TypeStr = text

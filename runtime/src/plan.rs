@@ -395,6 +395,12 @@ pub fn write_plan(path: &Path, meta: &PlanMeta, weights: &WeightStore) -> Result
 enum SlotSource<'a> {
     /// A copy of a model weight; `mapped` when it lies in a file mapping.
     Copy { bytes: &'a [u8], mapped: bool },
+    /// A sub-byte model weight (ONNX's packing) written one element per byte.
+    Unpack {
+        bytes: &'a [u8],
+        elem: memc_ir::ElemType,
+        mapped: bool,
+    },
     /// Computed from model weights while writing (a packed low-bit weight).
     Pack {
         spec: &'a memc_codegen::nbits::PackSpec,
@@ -427,8 +433,26 @@ fn slot_bytes<'a>(
 ) -> Result<Vec<(&'a WeightSlot, SlotSource<'a>)>> {
     let mut slots = Vec::with_capacity(program.weights.len());
     for slot in &program.weights {
-        let source = match &slot.pack {
-            None => {
+        let source = match (&slot.pack, slot.unpacked) {
+            (None, Some(scalar)) => {
+                let (bytes, mapped) = weight_bytes(weights, &slot.name)?;
+                let elem = scalar.elem();
+                // `byte_size` elements, packed as ONNX packs them.
+                let packed = slot.byte_size.div_ceil(u64::from(8 / elem.bits()));
+                if bytes.len() as u64 != packed {
+                    return Err(RuntimeError::WeightSize {
+                        name: slot.name.clone(),
+                        slot: packed,
+                        actual: bytes.len() as u64,
+                    });
+                }
+                SlotSource::Unpack {
+                    bytes,
+                    elem,
+                    mapped,
+                }
+            }
+            (None, None) => {
                 let (bytes, mapped) = weight_bytes(weights, &slot.name)?;
                 if bytes.len() as u64 != slot.byte_size {
                     return Err(RuntimeError::WeightSize {
@@ -439,7 +463,8 @@ fn slot_bytes<'a>(
                 }
                 SlotSource::Copy { bytes, mapped }
             }
-            Some(spec) => {
+            // `Program::validate` refuses a packed slot that is also unpacked.
+            (Some(spec), _) => {
                 let (b, b_mapped) = weight_bytes(weights, &spec.b)?;
                 let (scales, s_mapped) = weight_bytes(weights, &spec.scales)?;
                 let zero_points = spec
@@ -544,6 +569,22 @@ fn write_file(
             &SlotSource::Copy { bytes, mapped } => {
                 for chunk in bytes.chunks(STREAM_CHUNK) {
                     out.write_all(chunk)?;
+                    if mapped {
+                        release_mapped_pages(chunk);
+                    }
+                }
+            }
+            &SlotSource::Unpack {
+                bytes,
+                elem,
+                mapped,
+            } => {
+                let per_byte = (8 / elem.bits()) as usize;
+                let mut left = slot.byte_size as usize;
+                for chunk in bytes.chunks(STREAM_CHUNK / per_byte) {
+                    let n = (chunk.len() * per_byte).min(left);
+                    out.write_all(&memc_ir::packing::unpack(elem, chunk, n))?;
+                    left -= n;
                     if mapped {
                         release_mapped_pages(chunk);
                     }

@@ -149,6 +149,7 @@ mod gpu {
                 byte_offset: 0,
                 byte_size: 16,
                 pack: None,
+                unpacked: None,
             }],
             state: vec![],
             steps: vec![Step {

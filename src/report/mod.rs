@@ -47,16 +47,12 @@ pub fn human_bytes(bytes: u64) -> String {
 /// The size of a value as a formula of the symbolic dims (`3072*batch*seq`), from its type
 /// before `--dim` bindings.
 pub fn size_formula(ty: &TensorType) -> String {
-    let bits = u64::from(ty.elem.bits());
-    let mut total = Dim::Static(1);
+    // Sub-byte elements take a byte each in the arena.
+    let mut total = Dim::Static(ty.elem.arena_bytes());
     for d in &ty.dims {
         total = total.mul(d);
     }
-    if bits % 8 == 0 {
-        total.mul(&Dim::Static(bits / 8)).to_string()
-    } else {
-        format!("({total})/2")
-    }
+    total.to_string()
 }
 
 /// A buffer's size formula: from its value's type in `symbolic` (the function before `--dim`

@@ -66,17 +66,16 @@ impl RematSection {
             .iter()
             .map(|o| {
                 // Each occurrence's size in the model's dims; its bytes when it has no
-                // formula (a sub-byte type, or a value the symbolic function lacks).
+                // formula (a value the symbolic function lacks).
                 let mut total = Dim::Static(0);
                 for (&v, &bytes) in o.targets.iter().zip(&o.bytes) {
                     let formula = symbolic
                         .filter(|f| f.is_valid_value(v))
                         .and_then(|f| f.value_type(v).tensor().cloned())
-                        .filter(|t| t.elem.bits() % 8 == 0)
                         .map(|t| {
                             t.dims
                                 .iter()
-                                .fold(Dim::Static(u64::from(t.elem.bits() / 8)), |a, d| a.mul(d))
+                                .fold(Dim::Static(t.elem.arena_bytes()), |a, d| a.mul(d))
                         });
                     match formula {
                         Some(f) => total = total.add(&f),

@@ -140,7 +140,7 @@ pub fn training_memory(
         let bytes = func
             .value_type(arg)
             .tensor()
-            .and_then(|t| t.static_byte_size())
+            .and_then(|t| t.static_arena_bytes())
             .unwrap_or(0);
         match state::arg_state(func, i) {
             Some(state::StateKind::Parameter) => {

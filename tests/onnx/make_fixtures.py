@@ -417,6 +417,11 @@ def write_bad():
     save(simple([helper.make_node("Identity", ["x"], ["y"], name="identity")],
                 inputs=[vi("x", 99, [2, 2])], outputs=[vi("y", 99, [2, 2])], name="unknown_elem_type"),
          os.path.join(BAD, "unknown_elem_type.onnx"))
+    # Cast to a type memc has no tensors of (strings): the node and its `to` are named.
+    save(simple([helper.make_node("Cast", ["x"], ["s"], name="to_string", to=TensorProto.STRING),
+                 helper.make_node("Cast", ["s"], ["y"], name="from_string", to=TensorProto.FLOAT)],
+                name="cast_to_string"),
+         os.path.join(BAD, "cast_to_string.onnx"))
 
     save(ext_model("/etc/passwd", name="external_absolute"), os.path.join(BAD, "external_absolute.onnx"))
     save(ext_model("../secret.bin", name="external_dotdot"), os.path.join(BAD, "external_dotdot.onnx"))

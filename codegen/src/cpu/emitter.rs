@@ -11,7 +11,7 @@
 //! the access; indirect indices are wrapped and clamped first); no emitted instruction traps.
 
 use super::error::CpuError;
-use super::func::FnCx;
+use super::func::{memory_type, FnCx};
 use crate::kernel::{
     BinaryOp, IndirectIndex, Inst, InstKind, LoopKernel, ReduceOp, Region, Scalar, Stage, Store,
     View,
@@ -276,13 +276,15 @@ impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
             let mut value = operand(&vals, store.value, self)?;
             // A scatter's indirect terms are wrapped and clamped like an indirect load's.
             let addr = self.address(store.view, point, &store.indices, &vals)?;
+            let elem = self.view(store.view)?.elem;
             if store.accumulate {
-                let elem = self.view(store.view)?.elem;
-                let ty = self.cx.ty(elem)?;
-                let old = self.cx.b.ins().load(ty, mem_flags(), addr, 0);
-                value = self.cx.binary(BinaryOp::Add, old, value, elem)?;
+                let mem = self.memory_ty(elem)?;
+                let raw = self.cx.b.ins().load(mem, mem_flags(), addr, 0);
+                let old = self.cx.widen(raw, elem)?;
+                value = self.cx.binary(BinaryOp::Add, old, value, elem.compute())?;
             }
-            self.cx.b.ins().store(mem_flags(), value, addr, 0);
+            let raw = self.cx.narrow(value, elem)?;
+            self.cx.b.ins().store(mem_flags(), raw, addr, 0);
         }
         Ok(())
     }
@@ -347,7 +349,17 @@ impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
                 let arg_ty = self.inst_ty(insts, *arg)?;
                 self.cx.cast(x, arg_ty, inst.ty)?
             }
+            InstKind::Narrow { arg, to } => {
+                let x = operand(vals, *arg, self)?;
+                let raw = self.cx.narrow(x, *to)?;
+                self.cx.widen(raw, *to)?
+            }
         })
+    }
+
+    /// The Cranelift type of an element of `elem` in memory.
+    fn memory_ty(&self, elem: Scalar) -> Result<cranelift_codegen::ir::Type, CpuError> {
+        memory_type(elem).ok_or_else(|| self.unsupported(format!("{} elements", elem.name())))
     }
 
     pub(crate) fn view(&self, view: u32) -> Result<&'k View, CpuError> {
@@ -433,13 +445,15 @@ impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
     ) -> Result<Value, CpuError> {
         let view = self.view(view_idx)?;
         let ty = self.cx.ty(view.elem)?;
+        let mem = self.memory_ty(view.elem)?;
         if view.guards.is_empty() {
             let addr = self.address(view_idx, point, indices, vals)?;
-            return Ok(self.cx.b.ins().load(ty, mem_flags(), addr, 0));
+            let raw = self.cx.b.ins().load(mem, mem_flags(), addr, 0);
+            return self.cx.widen(raw, view.elem);
         }
         // Guarded: branch around the access, which may be out of bounds where a guard fails.
         let ok = self.guards_hold(view, point);
-        let pad = self.cx.pad_value(view.elem, view.pad)?;
+        let pad = self.cx.pad_value(view)?;
         let in_bounds = self.cx.b.create_block();
         let merge = self.cx.b.create_block();
         let result = self.cx.b.append_block_param(merge, ty);
@@ -450,7 +464,8 @@ impl<'f, 'm, 'k> LoopEmitter<'f, 'm, 'k> {
         self.cx.b.switch_to_block(in_bounds);
         self.cx.b.seal_block(in_bounds);
         let addr = self.address(view_idx, point, indices, vals)?;
-        let loaded = self.cx.b.ins().load(ty, mem_flags(), addr, 0);
+        let raw = self.cx.b.ins().load(mem, mem_flags(), addr, 0);
+        let loaded = self.cx.widen(raw, view.elem)?;
         self.cx.b.ins().jump(merge, &[BlockArg::Value(loaded)]);
         self.cx.b.switch_to_block(merge);
         self.cx.b.seal_block(merge);

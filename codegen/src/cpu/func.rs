@@ -18,17 +18,29 @@ use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Linkage, Module};
 use std::collections::HashMap;
 
-/// The Cranelift type holding a kernel scalar; `None` for F16, which this backend does not
-/// compute in. Bool is a byte holding 0 or 1.
+/// The Cranelift type holding a value of kernel scalar `ty`: of its compute type, for a
+/// storage type (see [`memory_type`] for its bytes). Bool is a byte holding 0 or 1.
 pub(crate) fn clif_type(ty: Scalar) -> Option<Type> {
-    Some(match ty {
+    Some(match ty.compute() {
         Scalar::Bool | Scalar::I8 | Scalar::U8 => types::I8,
         Scalar::I16 | Scalar::U16 => types::I16,
         Scalar::I32 | Scalar::U32 => types::I32,
         Scalar::I64 | Scalar::U64 => types::I64,
         Scalar::F32 => types::F32,
         Scalar::F64 => types::F64,
-        Scalar::F16 => return None,
+        _ => return None,
+    })
+}
+
+/// The Cranelift type of an element's bytes in memory: the value type for compute types, an
+/// integer of the element's size for storage types.
+pub(crate) fn memory_type(ty: Scalar) -> Option<Type> {
+    if !ty.is_storage_only() {
+        return clif_type(ty);
+    }
+    Some(match ty.size() {
+        1 => types::I8,
+        _ => types::I16,
     })
 }
 
@@ -105,6 +117,14 @@ impl<'f, 'm> FnCx<'f, 'm> {
                     HelperSig::LanesX4 => {
                         let ptr = self.module.target_config().pointer_type();
                         sig.params.push(AbiParam::new(ptr));
+                    }
+                    HelperSig::Widen => {
+                        sig.params.push(AbiParam::new(types::I32));
+                        sig.returns.push(AbiParam::new(types::F32));
+                    }
+                    HelperSig::Narrow => {
+                        sig.params.push(AbiParam::new(types::F32));
+                        sig.returns.push(AbiParam::new(types::I32));
                     }
                 }
                 let id = self

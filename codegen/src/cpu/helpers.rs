@@ -1,5 +1,7 @@
 //! Run-time functions that JIT-compiled kernels call for operations without a machine
-//! instruction: the transcendentals, `pow`, `fmod` and integer powers.
+//! instruction: the transcendentals, `pow`, `fmod`, integer powers, and the conversions of
+//! f16, the float8 formats and float4 to and from f32 (`memc_ir::minifloat`, the one
+//! definition of them).
 //!
 //! Every function here is `extern "C"`, takes and returns scalars only, and never panics or
 //! traps, so calling it from generated code is always sound. [`symbols`] lists them for the
@@ -169,6 +171,30 @@ extern "C" fn memc_pow_u64(base: u64, exp: u64) -> u64 {
     result
 }
 
+/// Defines the widening (`fn(code: u32) -> f32`) and narrowing (`fn(f32) -> u32`) conversion
+/// of each listed narrow float format.
+macro_rules! minifloat {
+    ($($widen:ident, $narrow:ident, $format:ident;)*) => {
+        $(
+            extern "C" fn $widen(code: u32) -> f32 {
+                memc_ir::minifloat::$format.decode(code)
+            }
+            extern "C" fn $narrow(x: f32) -> u32 {
+                memc_ir::minifloat::$format.encode(x)
+            }
+        )*
+    };
+}
+
+minifloat! {
+    memc_widen_f16, memc_narrow_f16, F16;
+    memc_widen_f8e4m3fn, memc_narrow_f8e4m3fn, F8E4M3FN;
+    memc_widen_f8e4m3fnuz, memc_narrow_f8e4m3fnuz, F8E4M3FNUZ;
+    memc_widen_f8e5m2, memc_narrow_f8e5m2, F8E5M2;
+    memc_widen_f8e5m2fnuz, memc_narrow_f8e5m2fnuz, F8E5M2FNUZ;
+    memc_widen_f4e2m1, memc_narrow_f4e2m1, F4E2M1;
+}
+
 /// The shape of a helper's signature.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum HelperSig {
@@ -179,6 +205,10 @@ pub(crate) enum HelperSig {
     /// `fn(lanes: *mut f32)`: four (unary) or eight (binary) f32 in memory, the result written
     /// over the first four.
     LanesX4,
+    /// `fn(code: u32) -> f32`: an element of a narrow float type widened.
+    Widen,
+    /// `fn(f32) -> u32`: an f32 narrowed to the code of a narrow float type.
+    Narrow,
 }
 
 /// One run-time function: its symbol name and signature.
@@ -249,7 +279,43 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         memc_erf_f32x4,
         memc_pow_f32x4,
         memc_fmod_f32x4,
+        memc_widen_f16,
+        memc_narrow_f16,
+        memc_widen_f8e4m3fn,
+        memc_narrow_f8e4m3fn,
+        memc_widen_f8e4m3fnuz,
+        memc_narrow_f8e4m3fnuz,
+        memc_widen_f8e5m2,
+        memc_narrow_f8e5m2,
+        memc_widen_f8e5m2fnuz,
+        memc_narrow_f8e5m2fnuz,
+        memc_widen_f4e2m1,
+        memc_narrow_f4e2m1,
     ]
+}
+
+/// The helpers widening and narrowing storage type `ty`, for the narrow floats that have no
+/// inline form (f16, the float8 formats, float4).
+pub(crate) fn conversions(ty: Scalar) -> Option<(Helper, Helper)> {
+    let (widen, narrow) = match ty {
+        Scalar::F16 => ("memc_widen_f16", "memc_narrow_f16"),
+        Scalar::F8E4M3FN => ("memc_widen_f8e4m3fn", "memc_narrow_f8e4m3fn"),
+        Scalar::F8E4M3FNUZ => ("memc_widen_f8e4m3fnuz", "memc_narrow_f8e4m3fnuz"),
+        Scalar::F8E5M2 => ("memc_widen_f8e5m2", "memc_narrow_f8e5m2"),
+        Scalar::F8E5M2FNUZ => ("memc_widen_f8e5m2fnuz", "memc_narrow_f8e5m2fnuz"),
+        Scalar::F4E2M1 => ("memc_widen_f4e2m1", "memc_narrow_f4e2m1"),
+        _ => return None,
+    };
+    Some((
+        Helper {
+            name: widen,
+            sig: HelperSig::Widen,
+        },
+        Helper {
+            name: narrow,
+            sig: HelperSig::Narrow,
+        },
+    ))
 }
 
 /// The helper computing unary float op `name` (`"exp"`, `"erf"`, ...) in `ty` (F32 or F64).
@@ -369,7 +435,12 @@ mod tests {
                 .chain(&["pow", "fmod"])
                 .filter_map(|op| lanes_x4(op)),
         );
-        assert_eq!(named.len(), 2 * 17 + 2 + 17);
+        for ty in Scalar::ALL {
+            if let Some((widen, narrow)) = conversions(ty) {
+                named.extend([widen, narrow]);
+            }
+        }
+        assert_eq!(named.len(), 2 * 17 + 2 + 17 + 2 * 6);
         for helper in named {
             assert!(
                 registered.contains(&helper.name),
@@ -377,6 +448,6 @@ mod tests {
                 helper.name
             );
         }
-        assert_eq!(registered.len(), 2 * 17 + 2 + 17);
+        assert_eq!(registered.len(), 2 * 17 + 2 + 17 + 2 * 6);
     }
 }

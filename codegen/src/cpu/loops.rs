@@ -125,7 +125,8 @@ pub(crate) fn row_schedule(k: &LoopKernel) -> RowSchedule {
     }
 }
 
-/// Rejects the types this backend does not compute in (F16) before any code is emitted.
+/// Rejects, before any code is emitted, instructions typed with a storage type (which only
+/// views may have; [`Kernel::validate`] rejects them too) and any type without a Cranelift form.
 fn check_types(kernel: &Kernel, lk: &LoopKernel) -> Result<(), CpuError> {
     let unsupported = |what: String| CpuError::Unsupported {
         kernel: kernel.name.clone(),
@@ -141,14 +142,17 @@ fn check_types(kernel: &Kernel, lk: &LoopKernel) -> Result<(), CpuError> {
     }
     for (stage_idx, stage) in lk.stages.iter().enumerate() {
         let insts = stage_insts(stage);
-        if let Some(inst) = insts.iter().find(|i| clif_type(i.ty).is_none()) {
+        if let Some(inst) = insts
+            .iter()
+            .find(|i| i.ty.is_storage_only() || clif_type(i.ty).is_none())
+        {
             return Err(unsupported(format!(
                 "stage {stage_idx} computes in {}",
                 inst.ty.name()
             )));
         }
         if let Stage::Reduce { ty, .. } = stage {
-            if clif_type(*ty).is_none() {
+            if ty.is_storage_only() || clif_type(*ty).is_none() {
                 return Err(unsupported(format!(
                     "stage {stage_idx} reduces in {}",
                     ty.name()

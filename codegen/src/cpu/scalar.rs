@@ -8,11 +8,11 @@
 //! a type memc emits (arithmetic on bools) are reported as unsupported, never miscompiled.
 
 use super::error::CpuError;
-use super::func::{clif_type, FnCx};
+use super::func::{clif_type, memory_type, FnCx};
 use super::helpers;
 use crate::kernel::{BinaryOp, Scalar, UnaryOp};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{types, InstBuilder, Type, Value};
+use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type, Value};
 
 /// The bit width of an integer or bool type.
 fn bits(ty: Scalar) -> u32 {
@@ -46,22 +46,66 @@ impl FnCx<'_, '_> {
         })
     }
 
-    /// A view's pad value: `f64` bits converted to `ty` as a saturating cast would.
-    pub(crate) fn pad_value(&mut self, ty: Scalar, pad: u64) -> Result<Value, CpuError> {
-        let v = f64::from_bits(pad);
-        let int_bits = match ty {
-            Scalar::F32 | Scalar::F64 | Scalar::F16 => return self.const_bits(ty, pad),
-            Scalar::Bool => (v != 0.0) as u64,
-            Scalar::I8 => v as i8 as i64 as u64,
-            Scalar::I16 => v as i16 as i64 as u64,
-            Scalar::I32 => v as i32 as i64 as u64,
-            Scalar::I64 => v as i64 as u64,
-            Scalar::U8 => v as u8 as u64,
-            Scalar::U16 => v as u16 as u64,
-            Scalar::U32 => v as u32 as u64,
-            Scalar::U64 => v as u64,
-        };
-        self.const_bits(ty, int_bits)
+    /// A view's pad value, of its compute type ([`crate::kernel::View::pad_bits`]).
+    pub(crate) fn pad_value(&mut self, view: &crate::kernel::View) -> Result<Value, CpuError> {
+        self.const_bits(view.elem.compute(), view.pad_bits())
+    }
+
+    /// `raw`, an element of `ty` as loaded from memory ([`memory_type`]), widened to its
+    /// compute type (unchanged for compute types).
+    pub(crate) fn widen(&mut self, raw: Value, ty: Scalar) -> Result<Value, CpuError> {
+        if !ty.is_storage_only() {
+            return Ok(raw);
+        }
+        if let Some(bits) = ty.sub_byte_bits() {
+            let shift = i64::from(8 - bits);
+            return Ok(if ty.is_signed_int() {
+                let up = self.b.ins().ishl_imm_u(raw, shift);
+                self.b.ins().sshr_imm_u(up, shift)
+            } else {
+                self.b.ins().band_imm_u(raw, (1 << bits) - 1)
+            });
+        }
+        let code = self.b.ins().uextend(types::I32, raw);
+        if ty == Scalar::BF16 {
+            let bits = self.b.ins().ishl_imm_u(code, 16);
+            return Ok(self.b.ins().bitcast(types::F32, MemFlagsData::new(), bits));
+        }
+        let (widen, _) = helpers::conversions(ty)
+            .ok_or_else(|| self.unsupported(format!("loads of {}", ty.name())))?;
+        self.call_helper(widen, &[code])
+    }
+
+    /// `value`, of `ty`'s compute type, narrowed to the bytes a store of `ty` writes
+    /// ([`memory_type`]; unchanged for compute types): floats rounded to nearest even as
+    /// `memc_ir::minifloat` says, sub-byte integers cut to their low bits.
+    pub(crate) fn narrow(&mut self, value: Value, ty: Scalar) -> Result<Value, CpuError> {
+        if !ty.is_storage_only() {
+            return Ok(value);
+        }
+        if let Some(bits) = ty.sub_byte_bits() {
+            return Ok(self.b.ins().band_imm_u(value, (1 << bits) - 1));
+        }
+        if ty == Scalar::BF16 {
+            // Round the low 16 bits away, ties to even; a NaN becomes the quiet NaN of its sign.
+            let bits = self.b.ins().bitcast(types::I32, MemFlagsData::new(), value);
+            let high = self.b.ins().ushr_imm_u(bits, 16);
+            let lsb = self.b.ins().band_imm_u(high, 1);
+            let rounded = self.b.ins().iadd_imm_s(bits, 0x7fff);
+            let rounded = self.b.ins().iadd(rounded, lsb);
+            let rounded = self.b.ins().ushr_imm_u(rounded, 16);
+            let sign = self.b.ins().band_imm_u(high, 0x8000);
+            let quiet_nan = self.b.ins().bor_imm_u(sign, 0x7fc0);
+            let is_nan = self.b.ins().fcmp(FloatCC::Unordered, value, value);
+            let code = self.b.ins().select(is_nan, quiet_nan, rounded);
+            return Ok(self.b.ins().ireduce(types::I16, code));
+        }
+        let (_, narrow) = helpers::conversions(ty)
+            .ok_or_else(|| self.unsupported(format!("stores of {}", ty.name())))?;
+        let code = self.call_helper(narrow, &[value])?;
+        let mem =
+            memory_type(ty).ok_or_else(|| self.unsupported(format!("stores of {}", ty.name())))?;
+        Ok(self.b.ins().ireduce(mem, code))
     }
 
     fn float_const(&mut self, ty: Scalar, value: f64) -> Value {

@@ -138,6 +138,8 @@ fn classify(k: &LoopKernel, insts: &[Inst], axis: usize) -> Option<Vec<Lane>> {
                     }
                 }
             }
+            // Narrowing has no vector form.
+            InstKind::Narrow { .. } => return None,
             InstKind::Cast { arg } => {
                 let from = insts.get(*arg as usize)?.ty;
                 match (lane_of(*arg)?, from, inst.ty) {
@@ -544,6 +546,9 @@ impl VecState<'_> {
             }
             InstKind::Const { .. } | InstKind::Index { .. } | InstKind::Acc { .. } => {
                 return Err(em.unsupported("a uniform instruction in a vector body".into()))
+            }
+            InstKind::Narrow { .. } => {
+                return Err(em.unsupported("a narrowing in a vector body".into()))
             }
         })
     }

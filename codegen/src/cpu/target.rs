@@ -5,7 +5,7 @@
 //! so what the plan reserves and what the kernels use are one number. This file needs no cargo
 //! feature: it is data, compiled whether or not the Cranelift backend is.
 
-use memc_ir::target::{ConvPolicy, NBitsPolicy, TargetInfo, NATIVE_TYPES};
+use memc_ir::target::{ConvPolicy, NBitsPolicy, TargetInfo, NATIVE_TYPES, STORAGE_TYPES};
 use memc_ir::ElemType;
 
 /// Products with more rows than this dequantize tiles of `B` into scratch and multiply them
@@ -34,8 +34,9 @@ pub const MAX_FUSED_OPS: usize = 32;
 /// The CPU backend's description.
 pub static CPU: TargetInfo = TargetInfo {
     name: "cpu",
-    // Every element type a kernel can address except f16, which has no CPU arithmetic.
+    // The narrow floats compute in f32, the sub-byte integers in i8/u8.
     compute_types: NATIVE_TYPES,
+    storage_types: STORAGE_TYPES,
     // The GEMM crate runs f32 and f64 products; other types are loop kernels.
     contraction_types: &[ElemType::F64, ElemType::F32],
     conv: ConvPolicy {

@@ -99,7 +99,7 @@ pub(super) fn plan(func: &Function, op: OpId) -> OpPlan {
     let bytes = (|| {
         let (_, s) = resolve(func, op).ok()?;
         let q = *func.op(op).operands.first()?;
-        let elem = Scalar::from_elem(func.value_type(q).tensor()?.elem)?;
+        let elem = Scalar::from_elem(func.value_type(q).tensor()?.elem);
         s.scores().checked_mul(elem.size())
     })();
     OpPlan::with_scratch(Form::Kernels(attention), bytes.unwrap_or(0))

@@ -88,7 +88,10 @@ impl TensorRef {
     }
 }
 
-/// Builds one stage's instruction list.
+/// Builds one stage's instruction list. Every type given to it is taken as its compute type
+/// ([`Scalar::compute`]): a load of an f16 view is an F32 value, a constant or a cast "of f16"
+/// is one of F32, so lowerings name a tensor's element type and compute in what kernels compute
+/// in (the store narrows the result).
 #[derive(Default, Debug)]
 pub struct Insts {
     pub insts: Vec<Inst>,
@@ -100,7 +103,10 @@ impl Insts {
     }
 
     pub fn push(&mut self, ty: Scalar, kind: InstKind) -> InstId {
-        self.insts.push(Inst { ty, kind });
+        self.insts.push(Inst {
+            ty: ty.compute(),
+            kind,
+        });
         (self.insts.len() - 1) as InstId
     }
 
@@ -179,8 +185,9 @@ impl Insts {
         self.push(ty, InstKind::Select { cond, then, else_ })
     }
 
-    /// `arg` converted to `ty`; no instruction when it already has that type.
+    /// `arg` converted to `ty` (its compute type); no instruction when it already has that type.
     pub fn cast(&mut self, arg: InstId, ty: Scalar) -> InstId {
+        let ty = ty.compute();
         if self.ty(arg) == ty {
             return arg;
         }

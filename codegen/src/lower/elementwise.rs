@@ -4,8 +4,14 @@
 //! numpy-broadcast views, and scalar constants become `Const` instructions). The arithmetic of
 //! each op lives in [`emit`], which computes the op's result from its operands' values at the
 //! current loop point; a single op and a fused chain of ops share it, so fusing never changes
-//! what an op computes. Element types follow the ONNX reference implementation: every type a
-//! kernel computes in except f16 (rejected with "f16"). onnxruntime's `ms.*` activations and
+//! what an op computes. Element types follow the ONNX reference implementation; the storage
+//! types (f16, bf16, float8, float4, 4- and 2-bit integers) compute in their compute type
+//! (`kernel.rs`, "Element types"), rounded once when stored, and a fused chain rounds an
+//! intermediate of a storage type with `Narrow` (a Cast to f16 inside a chain still rounds).
+//! Cast follows ONNX's rules: `saturate` (default 1) clamps to the float8 types' largest
+//! finite value (infinities included, NaN kept); floats go to the 4- and 2-bit integers by
+//! truncation into i64 and wrapping to the width (as ml_dtypes does for values in range; ONNX
+//! leaves out-of-range values undefined). onnxruntime's `ms.*` activations and
 //! their gradients follow onnxruntime's CPU kernels (`ms.Scale` reads its scale as an f32).
 //!
 //! Identity and Dropout are copies here only when the planner could not make them views.
@@ -180,7 +186,19 @@ pub fn lower_chain(ctx: &LowerCtx, chain: &[OpId]) -> LowerResult {
     let mut prev: Option<(ValueId, InstId)> = None;
     for &op in chain {
         let args = kernel.operands(ctx, op, prev)?;
-        let value = emit_checked(ctx, op, &mut kernel.insts, &args)?;
+        let mut value = emit_checked(ctx, op, &mut kernel.insts, &args)?;
+        let elem = ctx.result(op, 0)?.elem;
+        if op != last && elem.is_storage_only() {
+            // The intermediate is never stored: round it as its store would.
+            let ty = elem.compute();
+            value = kernel.insts.push(
+                ty,
+                InstKind::Narrow {
+                    arg: value,
+                    to: elem,
+                },
+            );
+        }
         prev = Some((ctx.op(op).results[0], value));
     }
     let (_, value) = prev.ok_or_else(|| unsupported("an empty fused chain (a memc bug)"))?;
@@ -194,10 +212,9 @@ pub fn lower_chain(ctx: &LowerCtx, chain: &[OpId]) -> LowerResult {
     ))])
 }
 
-/// The result of `op` as a kernel output: not f16, of a rank kernels can loop over.
+/// The result of `op` as a kernel output, of a rank kernels can loop over.
 fn output(ctx: &LowerCtx, op: OpId) -> Result<TensorRef, LowerError> {
     let out = ctx.result(op, 0)?;
-    check_elem(out.elem)?;
     if out.rank() > MAX_AXES {
         return Err(unsupported(format!(
             "rank {} (kernels loop over at most {MAX_AXES} axes)",
@@ -205,14 +222,6 @@ fn output(ctx: &LowerCtx, op: OpId) -> Result<TensorRef, LowerError> {
         )));
     }
     Ok(out)
-}
-
-/// Rejects the element types kernels do not compute in.
-pub(super) fn check_elem(elem: Scalar) -> Result<(), LowerError> {
-    if elem == Scalar::F16 {
-        return Err(unsupported("f16"));
-    }
-    Ok(())
 }
 
 /// One elementwise op as one Map kernel.
@@ -346,7 +355,6 @@ impl KernelBuilder {
                 args.push(None);
                 continue;
             };
-            check_elem(t.elem)?;
             if !broadcasts_into(&t.shape, &self.out_shape) {
                 return Err(unsupported(format!(
                     "operand #{index} of shape {:?} does not broadcast to {:?}",
@@ -376,26 +384,28 @@ fn scalar_constant(ctx: &LowerCtx, op: OpId, index: usize, t: &TensorRef) -> Opt
 }
 
 /// The elements of operand `index` of `op` when it is a weight whose bytes are loaded (or has no
-/// elements), as `Const` bits of its element type: `f64` bits for floats, sign- or
-/// zero-extended integers, 0 or 1 for bools.
+/// elements), as `Const` bits of its element type's compute type: `f64` bits for floats (a
+/// narrow float widened), sign- or zero-extended integers, 0 or 1 for bools.
 pub(super) fn constant_bits(ctx: &LowerCtx, op: OpId, index: usize) -> Option<Vec<u64>> {
     let &value = ctx.op(op).operands.get(index)?;
     let t = ctx.func.value_type(value).tensor()?;
-    let elem = Scalar::from_elem(t.elem)?;
+    let elem = Scalar::from_elem(t.elem);
     let n = t.static_num_elements()?;
     if n == 0 {
         return Some(Vec::new());
     }
-    let (_, bytes) = ctx.weight_constant(op, index)?;
+    let (_, packed) = ctx.weight_constant(op, index)?;
+    // Sub-byte weights are packed as ONNX packs them; one per byte, like the arena.
+    let bytes = memc_ir::packing::unpack(t.elem, packed, usize::try_from(n).ok()?);
     let width = elem.size() as usize;
     if bytes.len() as u64 != n * width as u64 {
         return None;
     }
-    let decode = |chunk: &[u8]| -> Option<u64> {
+    let decode = |chunk: &[u8]| -> u64 {
         let mut raw = [0u8; 8];
         raw[..width].copy_from_slice(chunk);
         let bits = u64::from_le_bytes(raw);
-        Some(match elem {
+        match elem {
             Scalar::Bool => u64::from(bits != 0),
             Scalar::I8 => i64::from(bits as u8 as i8) as u64,
             Scalar::I16 => i64::from(bits as u16 as i16) as u64,
@@ -403,13 +413,13 @@ pub(super) fn constant_bits(ctx: &LowerCtx, op: OpId, index: usize) -> Option<Ve
             Scalar::I64 | Scalar::U8 | Scalar::U16 | Scalar::U32 | Scalar::U64 => bits,
             Scalar::F32 => f64::from(f32::from_bits(bits as u32)).to_bits(),
             Scalar::F64 => bits,
-            Scalar::F16 => return None,
-        })
+            storage => storage.widen(bits),
+        }
     };
-    bytes.chunks_exact(width).map(decode).collect()
+    Some(bytes.chunks_exact(width).map(decode).collect())
 }
 
-/// [`emit`], checking that the value has the result's element type.
+/// [`emit`], checking that the value has the result's element type (its compute type).
 fn emit_checked(
     ctx: &LowerCtx,
     op: OpId,
@@ -418,7 +428,7 @@ fn emit_checked(
 ) -> Result<InstId, LowerError> {
     let out = ctx.result(op, 0)?.elem;
     let value = emit(ctx, op, b, args, out)?;
-    if b.ty(value) != out {
+    if b.ty(value) != out.compute() {
         return Err(unsupported(format!(
             "computed a {} for a {} result (a memc bug)",
             b.ty(value).name(),
@@ -741,9 +751,34 @@ fn emit(
             let scale = b.cast(scale, t);
             b.binary(BinaryOp::Mul, x, scale)
         }
-        O::Cast | O::CastLike => b.cast(x, out),
+        O::Cast | O::CastLike => cast(b, x, out, ctx.attr_int(op, "saturate") != 0),
         _ => return Err(unsupported("not an elementwise op (a memc bug)")),
     })
+}
+
+/// Cast and CastLike of `x` to `to` (see the module doc).
+fn cast(b: &mut Insts, x: InstId, to: Scalar, saturate: bool) -> InstId {
+    let from = b.ty(x);
+    if from.is_float() && to.sub_byte_bits().is_some() {
+        let wide = b.cast(x, Scalar::I64);
+        return b.cast(wide, to);
+    }
+    let float8 = to.float_format().filter(|f| f.bits() == 8);
+    if let (true, Some(format)) = (saturate, float8) {
+        let v = if from.is_float() {
+            x
+        } else {
+            b.cast(x, Scalar::F32)
+        };
+        let t = b.ty(v);
+        let max = f64::from(format.max_finite());
+        let hi = b.constant(t, max);
+        let lo = b.constant(t, -max);
+        let v = b.binary(BinaryOp::Min, v, hi);
+        let v = b.binary(BinaryOp::Max, v, lo);
+        return b.cast(v, to);
+    }
+    b.cast(x, to)
 }
 
 /// `x > 0 ? x : otherwise` (NaN takes `otherwise`, as in the reference's `np.where(x > 0, ...)`).

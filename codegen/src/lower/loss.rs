@@ -21,7 +21,7 @@
 //! memory planning; planned without it, those forms say so instead of lowering.
 
 use super::build::{contiguous_strides, Insts, TensorRef};
-use super::elementwise::{check_elem, simplify_axes};
+use super::elementwise::simplify_axes;
 use super::movement::common::loop_kernel;
 use super::{unsupported, LowerCtx, LowerError, LowerResult};
 use crate::kernel::{
@@ -72,7 +72,6 @@ enum Ignore {
 /// The float type the loss computes in: f64 when any of `elems` is f64, else f32.
 fn compute_type(elems: &[Scalar]) -> Result<Scalar, LowerError> {
     for &e in elems {
-        check_elem(e)?;
         if !e.is_float() {
             return Err(unsupported(format!("a loss over {}", e.name())));
         }

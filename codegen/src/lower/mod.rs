@@ -79,20 +79,7 @@ pub type LowerResult = Result<Vec<Kernel>, LowerError>;
 
 /// The IR element type of a kernel scalar type (what a [`TargetInfo`] lists).
 pub(crate) fn elem_type(scalar: Scalar) -> ElemType {
-    match scalar {
-        Scalar::Bool => ElemType::Bool,
-        Scalar::I8 => ElemType::I8,
-        Scalar::I16 => ElemType::I16,
-        Scalar::I32 => ElemType::I32,
-        Scalar::I64 => ElemType::I64,
-        Scalar::U8 => ElemType::U8,
-        Scalar::U16 => ElemType::U16,
-        Scalar::U32 => ElemType::U32,
-        Scalar::U64 => ElemType::U64,
-        Scalar::F16 => ElemType::F16,
-        Scalar::F32 => ElemType::F32,
-        Scalar::F64 => ElemType::F64,
-    }
+    scalar.elem()
 }
 
 /// Shorthand for an unsupported-case error.
@@ -125,6 +112,8 @@ struct StateTensorPlace {
 #[derive(Default)]
 struct WeightSlots {
     by_weight: HashMap<WeightId, usize>,
+    /// Sub-byte weights one element per byte (the slots kernels address them in).
+    by_unpacked: HashMap<WeightId, usize>,
     by_pack: HashMap<crate::nbits::PackSpec, usize>,
     slots: Vec<WeightSlot>,
     size: u64,
@@ -159,7 +148,7 @@ impl<'a> LowerCtx<'a> {
             let bytes = func
                 .value_type(arg)
                 .tensor()
-                .and_then(TensorType::static_byte_size)
+                .and_then(TensorType::static_arena_bytes)
                 .unwrap_or(0);
             let byte_offset = state_size.div_ceil(STATE_ALIGN) * STATE_ALIGN;
             state_size = byte_offset + bytes;
@@ -214,19 +203,39 @@ impl<'a> LowerCtx<'a> {
         data.attrs.get("value").and_then(Attribute::as_weight)
     }
 
+    /// The weights-section offset of a copy of `weight` (its ONNX bytes: sub-byte elements
+    /// packed).
     fn weight_slot(&self, weight: WeightId) -> Result<u64, LowerError> {
-        let mut slots = self.slots.borrow_mut();
-        if let Some(&i) = slots.by_weight.get(&weight) {
-            return Ok(slots.slots[i].byte_offset);
-        }
+        self.weight_slot_as(weight, false)
+    }
+
+    /// The weights-section offset of `weight` as kernels address its elements: a copy, or for
+    /// a sub-byte type its elements one per byte (an unpacked slot).
+    fn element_slot(&self, weight: WeightId) -> Result<u64, LowerError> {
+        self.weight_slot_as(weight, true)
+    }
+
+    fn weight_slot_as(&self, weight: WeightId, elements: bool) -> Result<u64, LowerError> {
         let w = self
             .weights
             .get(weight)
             .ok_or_else(|| unsupported("a weight is missing from the weight store"))?;
-        let size = w
-            .ty()
-            .static_byte_size()
-            .ok_or_else(|| unsupported(format!("weight `{}` has no static size", w.name())))?;
+        let unpack = elements && w.ty().elem.is_sub_byte();
+        let mut slots = self.slots.borrow_mut();
+        let existing = if unpack {
+            slots.by_unpacked.get(&weight)
+        } else {
+            slots.by_weight.get(&weight)
+        };
+        if let Some(&i) = existing {
+            return Ok(slots.slots[i].byte_offset);
+        }
+        let size = if unpack {
+            w.ty().static_arena_bytes()
+        } else {
+            w.ty().static_byte_size()
+        }
+        .ok_or_else(|| unsupported(format!("weight `{}` has no static size", w.name())))?;
         let offset = slots.size.div_ceil(WEIGHT_ALIGN) * WEIGHT_ALIGN;
         slots.size = offset + size;
         let i = slots.slots.len();
@@ -235,8 +244,13 @@ impl<'a> LowerCtx<'a> {
             byte_offset: offset,
             byte_size: size,
             pack: None,
+            unpacked: unpack.then(|| Scalar::from_elem(w.ty().elem)),
         });
-        slots.by_weight.insert(weight, i);
+        if unpack {
+            slots.by_unpacked.insert(weight, i);
+        } else {
+            slots.by_weight.insert(weight, i);
+        }
         Ok(offset)
     }
 
@@ -256,6 +270,7 @@ impl<'a> LowerCtx<'a> {
             byte_offset: offset,
             byte_size: size,
             pack: Some(spec.clone()),
+            unpacked: None,
         });
         slots.by_pack.insert(spec, i);
         offset
@@ -268,17 +283,19 @@ impl<'a> LowerCtx<'a> {
             .value_type(value)
             .tensor()
             .ok_or_else(|| unsupported("an operand is not a tensor"))?;
-        let elem = Scalar::from_elem(ty.elem).ok_or_else(|| {
-            unsupported(format!(
-                "element type {} has no CPU kernels",
-                ty.elem.mlir_name()
-            ))
-        })?;
+        if !self.target.addresses(ty.elem) {
+            return Err(unsupported(format!(
+                "element type {} has no {} kernels",
+                ty.elem.mlir_name(),
+                self.target.name
+            )));
+        }
+        let elem = Scalar::from_elem(ty.elem);
         let shape = ty
             .static_shape()
             .ok_or_else(|| unsupported("a shape is not static"))?;
         if let Some(weight) = self.weight_of(value) {
-            let offset = self.weight_slot(weight)?;
+            let offset = self.element_slot(weight)?;
             return Ok(TensorRef {
                 region: Region::Weights,
                 byte_offset: offset as i64,
@@ -332,7 +349,9 @@ impl<'a> LowerCtx<'a> {
         })
     }
 
-    /// The bytes of a 4-bit tensor, as a 1-d u8 tensor (two elements per byte, rounded up).
+    /// The ONNX bytes of a 4-bit weight, as a 1-d u8 tensor (two elements per byte, rounded
+    /// up). Values in the arena hold sub-byte elements one per byte and are read with
+    /// [`LowerCtx::tensor`].
     pub fn packed_tensor(&self, value: ValueId) -> Result<TensorRef, LowerError> {
         let ty = self
             .func
@@ -343,23 +362,13 @@ impl<'a> LowerCtx<'a> {
             .static_num_elements()
             .ok_or_else(|| unsupported("a shape is not static"))?;
         let shape = vec![n.div_ceil(2)];
-        if let Some(weight) = self.weight_of(value) {
-            let offset = self.weight_slot(weight)?;
-            return Ok(TensorRef {
-                region: Region::Weights,
-                byte_offset: offset as i64,
-                elem: Scalar::U8,
-                shape,
-            });
-        }
-        let &buffer = self
-            .buffer_of
-            .get(&value)
-            .ok_or_else(|| unsupported("a value has no planned buffer"))?;
-        let offset = self.plan.buffers[buffer].offset as i64;
+        let weight = self.weight_of(value).ok_or_else(|| {
+            unsupported("packed 4-bit bytes of a value that is not a weight (a memc bug)")
+        })?;
+        let offset = self.weight_slot(weight)?;
         Ok(TensorRef {
-            region: Region::Arena,
-            byte_offset: offset,
+            region: Region::Weights,
+            byte_offset: offset as i64,
             elem: Scalar::U8,
             shape,
         })

@@ -596,11 +596,6 @@ pub(super) fn range(ctx: &LowerCtx, op: OpId) -> LowerResult {
         return Ok(Vec::new());
     };
     let ty = out.elem;
-    if ty == Scalar::F16 {
-        return Err(unsupported(
-            "Range in f16 (the CPU backend has no f16 arithmetic)",
-        ));
-    }
     let mut views = vec![dense(&out)];
     let mut insts = Insts::new();
     let mut operand = |index: usize, insts: &mut Insts| -> Result<u32, LowerError> {

@@ -237,10 +237,15 @@ pub fn plan_op(func: &Function, _weights: &WeightStore, target: &TargetInfo, op:
         O::ConstantOfShape => OpPlan::kernels(mv::constant_of_shape),
         O::Range => OpPlan::kernels(mv::range),
 
-        // Quantization: 4-bit inputs cannot be addressed as elements and have their own form.
+        // Quantization: 4-bit weights are read where they are, packed (`quant4`); every other
+        // input, sub-byte ones in the arena included, is read element by element.
         O::DequantizeLinear => match operand_elem(func, op, 0) {
-            Some(ElemType::I4) => OpPlan::kernels(|ctx, op| quant4::dequantize(ctx, op, true)),
-            Some(ElemType::U4) => OpPlan::kernels(|ctx, op| quant4::dequantize(ctx, op, false)),
+            Some(ElemType::I4) if packed_operands(func, op) => {
+                OpPlan::kernels(|ctx, op| quant4::dequantize(ctx, op, true))
+            }
+            Some(ElemType::U4) if packed_operands(func, op) => {
+                OpPlan::kernels(|ctx, op| quant4::dequantize(ctx, op, false))
+            }
             _ => OpPlan::kernels(quant::dequantize),
         },
         O::QuantizeLinear => OpPlan::kernels(quant::quantize),
@@ -299,6 +304,20 @@ pub fn plan_op(func: &Function, _weights: &WeightStore, target: &TargetInfo, op:
 fn operand_elem(func: &Function, op: OpId, index: usize) -> Option<ElemType> {
     let &value = func.op(op).operands.get(index)?;
     func.value_type(value).tensor().map(|t| t.elem)
+}
+
+/// Whether DequantizeLinear's input and zero point (when given) are weights, whose ONNX bytes
+/// (4-bit elements packed) `quant4` reads in place.
+fn packed_operands(func: &Function, op: OpId) -> bool {
+    let is_weight = |value| {
+        func.defining_op(value)
+            .is_some_and(|def| func.op(def).opcode == Opcode::Weight)
+    };
+    let operands = &func.op(op).operands;
+    operands.first().is_some_and(|&x| is_weight(x))
+        && operands
+            .get(2)
+            .is_none_or(|&zp| func.value_type(zp).is_none() || is_weight(zp))
 }
 
 /// Lowers one op that is not part of a fused chain, in the form `plan` chose.

@@ -1,6 +1,8 @@
-//! DequantizeLinear of 4-bit tensors (int4/uint4), which kernels cannot address as elements:
-//! the packed bytes are read as u8 and each element's nibble is picked out with integer
-//! arithmetic (ONNX packs two elements per byte, the first in the low four bits).
+//! DequantizeLinear of 4-bit weights (int4/uint4) read where they are, packed as ONNX packs
+//! them (two elements per byte, the first in the low four bits): the bytes are read as u8 and
+//! each element's nibble is picked out with integer arithmetic, so the plan file holds the
+//! weight at half a byte per element. (Kernels address sub-byte elements one per byte, which a
+//! value in the arena is; those take the general DequantizeLinear.)
 //!
 //! This is the general, unfused form: it materializes the float tensor. Issue 6's fused low-bit
 //! matmul replaces it where DQ feeds a MatMul; it stays for any other use.
@@ -124,7 +126,7 @@ pub(super) fn dequantize(ctx: &LowerCtx, op: OpId, signed: bool) -> LowerResult 
         .ok_or_else(|| unsupported("the input shape is not static"))?;
     let scale = ctx.input(op, 1)?;
     let y = ctx.result(op, 0)?;
-    if !y.elem.is_float() || y.elem == Scalar::F16 || scale.elem != y.elem {
+    if !y.elem.is_float() || scale.elem != y.elem {
         return Err(unsupported(format!(
             "4-bit dequantization to {}",
             y.elem.name()

@@ -12,10 +12,10 @@
 //! Numerics follow the ONNX reference implementation: sums accumulate in the element type (so
 //! integer sums wrap as numpy's `dtype=x.dtype` does; f32 sums are sequential f32 sums), and an
 //! empty reduction gives the reduction's identity (0, 1, -inf or the integer minimum for max,
-//! +inf or the integer maximum for min). f16 is rejected with "f16".
+//! +inf or the integer maximum for min). The storage types (f16, bf16, ...) compute in f32.
 
 use super::build::{contiguous_strides, Insts, TensorRef};
-use super::elementwise::{check_elem, simplify_axes};
+use super::elementwise::simplify_axes;
 use super::{unsupported, LowerCtx, LowerError, LowerResult};
 use crate::kernel::{
     BinaryOp, IndirectIndex, InstId, Kernel, KernelBody, LoopKernel, ReduceOp, Scalar, Stage,
@@ -168,7 +168,6 @@ fn float_fn(b: &mut Insts, op: UnaryOp, x: InstId) -> InstId {
 /// The float type a normalization computes in: f64 when any of `elems` is f64, else f32.
 fn compute_float(elems: &[Scalar]) -> Result<Scalar, LowerError> {
     for &e in elems {
-        check_elem(e)?;
         if !e.is_float() {
             return Err(unsupported(format!("a normalization of {}", e.name())));
         }
@@ -319,8 +318,6 @@ type CountFn<'a> = dyn Fn(&mut Insts, Scalar) -> InstId + 'a;
 pub(super) fn reduce(ctx: &LowerCtx, op: OpId, kind: Reduction) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let y = ctx.result(op, 0)?;
-    check_elem(x.elem)?;
-    check_elem(y.elem)?;
     if x.elem != y.elem {
         return Err(unsupported(
             "a reduction that changes the element type (a memc bug)",
@@ -439,6 +436,8 @@ fn lower_reduce_runtime_axes(
 /// The stages of reduction `kind` of elements of type `t` (view 0 is the result): `Reduce`
 /// stages, then a `Once` stage storing the result.
 fn reduce_stages(kind: Reduction, t: Scalar, element: &ElementFn, count: &CountFn) -> Vec<Stage> {
+    // A storage type (f16, ...) reduces in its compute type.
+    let t = t.compute();
     // The element, or `identity` outside the row.
     let masked = |b: &mut Insts, value: InstId, mask: Option<InstId>, identity: u64| match mask {
         Some(mask) => {
@@ -537,7 +536,6 @@ fn float_type(t: Scalar) -> Scalar {
 pub(super) fn arg_reduce(ctx: &LowerCtx, op: OpId, max: bool) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let y = ctx.result(op, 0)?;
-    check_elem(x.elem)?;
     let axis = axis_of(ctx.attr_int(op, "axis"), x.rank())?;
     let rows = Rows::new(&x.shape, &[axis])?;
     let views = vec![rows.row_view(&y), rows.view(&x, &x.shape)];
@@ -877,7 +875,6 @@ impl RowStats<'_> {
                 continue;
             }
             let out = ctx.result(op, index)?;
-            check_elem(out.elem)?;
             let value = if k == 0 {
                 row_mean(b, 0, self.t, self.n)
             } else {
@@ -1032,7 +1029,6 @@ fn layer_norm_param_grads(
     let mut stores = Vec::new();
     for index in used {
         let grad = ctx.result(op, index)?;
-        check_elem(grad.elem)?;
         if grad.numel() != row_positions {
             return Err(unsupported(
                 "LayerNormalizationGrad parameter gradients not of the normalized shape",
@@ -1210,7 +1206,6 @@ pub(super) fn batch_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
             continue;
         }
         let out = ctx.result(op, index)?;
-        check_elem(out.elem)?;
         let batch = row_mean(&mut b, stage, t, n);
         let running = b.load(&views, input_view);
         let running = b.cast(running, t);
@@ -1286,7 +1281,6 @@ pub(super) fn batch_norm_grad(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let mut stages = vec![dbias, dscale];
     if ctx.result_used(op, 0) {
         let dx = ctx.result(op, 0)?;
-        check_elem(dx.elem)?;
         let mut b = Insts::new();
         let xhat = normalized(&mut b);
         let dyv = load(&mut b, 0);
@@ -1316,7 +1310,6 @@ pub(super) fn batch_norm_grad(ctx: &LowerCtx, op: OpId) -> LowerResult {
             continue;
         }
         let out = ctx.result(op, index)?;
-        check_elem(out.elem)?;
         let acc = b.acc(stage, t);
         let value = b.cast(acc, out.elem);
         views.push(rows.row_view(&out));
@@ -1479,7 +1472,6 @@ pub(super) fn mean_variance_norm(ctx: &LowerCtx, op: OpId) -> LowerResult {
 pub(super) fn cumulative(ctx: &LowerCtx, op: OpId, fold: ReduceOp) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let y = ctx.result(op, 0)?;
-    check_elem(x.elem)?;
     let rank = x.rank();
     if rank + 1 > MAX_AXES {
         return Err(unsupported(format!(
@@ -1604,7 +1596,6 @@ pub(super) fn div_grad(ctx: &LowerCtx, op: OpId) -> LowerResult {
         if grad.numel() == 0 {
             continue;
         }
-        check_elem(grad.elem)?;
         let operand = if index == 0 { &a } else { &b };
         if operand.rank() > rank || grad.shape != operand.shape || grad.elem != dy.elem {
             return Err(unsupported(

@@ -103,24 +103,27 @@ impl<'c> Builder<'c> {
         MemRefType::new(elem, shape, Some(layout.into()), None).into()
     }
 
-    /// The register type of a kernel scalar.
+    /// The register type of a kernel scalar (a storage type's is its compute type's).
     fn scalar(&self, s: Scalar) -> Type<'c> {
-        match s {
+        match s.compute() {
             Scalar::Bool => self.i(1),
             Scalar::I8 | Scalar::U8 => self.i(8),
             Scalar::I16 | Scalar::U16 => self.i(16),
             Scalar::I32 | Scalar::U32 => self.i(32),
             Scalar::I64 | Scalar::U64 => self.i(64),
-            Scalar::F16 => Type::float16(self.ctx),
             Scalar::F32 => Type::float32(self.ctx),
             Scalar::F64 => Type::float64(self.ctx),
+            _ => Type::float32(self.ctx),
         }
     }
 
-    /// The memory type of a kernel scalar (bools are bytes).
+    /// The memory type of a kernel scalar: bools, the sub-byte integers and the float8 and
+    /// float4 codes are bytes; f16 and bf16 are MLIR's.
     fn stored(&self, s: Scalar) -> Type<'c> {
         match s {
-            Scalar::Bool => self.i(8),
+            Scalar::F16 => Type::float16(self.ctx),
+            Scalar::BF16 => Type::bfloat16(self.ctx),
+            _ if s.size() == 1 => self.i(8),
             _ => self.scalar(s),
         }
     }
@@ -590,7 +593,7 @@ fn planned_buffers<'c>(
         (
             buf.offset,
             buf.size,
-            Scalar::from_elem(buf.ty.elem),
+            Some(Scalar::from_elem(buf.ty.elem)),
             buf.ty.static_shape(),
             format!("{} ({})", buf.name, buf.producer),
         )
@@ -869,12 +872,53 @@ fn load_elem<'c>(
     elem: Scalar,
 ) -> R<V<'c>> {
     let at = b.to_index(blk, at)?;
+    no_float_codes(elem)?;
     let raw = b.load(blk, base.mem, at, b.stored(elem))?;
-    if elem == Scalar::Bool {
-        let zero = b.int(blk, b.i(8), 0)?;
-        return b.cmpi(blk, CmpiPredicate::Ne, raw, zero);
+    widen(b, blk, raw, elem)
+}
+
+/// The float8 and float4 formats are not MLIR arithmetic the LLVM lowering knows.
+fn no_float_codes(elem: Scalar) -> R<()> {
+    if elem.float_format().is_some() && !matches!(elem, Scalar::F16 | Scalar::BF16) {
+        return Err(MlirError::Unsupported(format!(
+            "the MLIR emitter does not convert {} codes",
+            elem.name()
+        )));
     }
-    Ok(raw)
+    Ok(())
+}
+
+/// A loaded element of `elem` (its memory type) as its compute type.
+fn widen<'c>(b: &Builder<'c>, blk: &Block<'c>, raw: V<'c>, elem: Scalar) -> R<V<'c>> {
+    match elem {
+        Scalar::Bool => {
+            let zero = b.int(blk, b.i(8), 0)?;
+            b.cmpi(blk, CmpiPredicate::Ne, raw, zero)
+        }
+        Scalar::F16 | Scalar::BF16 => b.cast(blk, "arith.extf", raw, Type::float32(b.ctx)),
+        Scalar::I4 | Scalar::I2 => {
+            let shift = b.int(blk, b.i(8), 8 - elem.sub_byte_bits().unwrap_or(8) as i64)?;
+            let up = b.bin(blk, "arith.shli", raw, shift)?;
+            b.bin(blk, "arith.shrsi", up, shift)
+        }
+        _ => Ok(raw),
+    }
+}
+
+/// A value of `elem`'s compute type as its memory type (rounded to nearest even for f16 and
+/// bf16, wrapped to the width for the sub-byte integers).
+fn narrow_to<'c>(b: &Builder<'c>, blk: &Block<'c>, v: V<'c>, elem: Scalar) -> R<V<'c>> {
+    no_float_codes(elem)?;
+    match elem {
+        Scalar::Bool => b.cast(blk, "arith.extui", v, b.i(8)),
+        Scalar::F16 | Scalar::BF16 => b.cast(blk, "arith.truncf", v, b.stored(elem)),
+        Scalar::I4 | Scalar::U4 | Scalar::I2 | Scalar::U2 => {
+            let mask = (1i64 << elem.sub_byte_bits().unwrap_or(8)) - 1;
+            let mask = b.int(blk, b.i(8), mask)?;
+            b.bin(blk, "arith.andi", v, mask)
+        }
+        _ => Ok(v),
+    }
 }
 
 fn store_elem<'c>(
@@ -886,11 +930,7 @@ fn store_elem<'c>(
     v: V<'c>,
 ) -> R<()> {
     let at = b.to_index(blk, at)?;
-    let v = if elem == Scalar::Bool {
-        b.cast(blk, "arith.extui", v, b.i(8))?
-    } else {
-        v
-    };
+    let v = narrow_to(b, blk, v, elem)?;
     b.store(blk, v, base.mem, at)
 }
 
@@ -948,6 +988,21 @@ fn load_view<'c>(
 
 /// A guard's pad value (an `f64`) converted to `elem` as the kernel contract converts.
 fn pad<'c>(b: &Builder<'c>, blk: &Block<'c>, elem: Scalar, x: f64) -> R<V<'c>> {
+    if let Some(format) = elem.float_format() {
+        // The value a load of an element holding the pad gives: narrowed, then widened.
+        let x = format.decode(format.encode(x as f32));
+        return b.float(blk, Type::float32(b.ctx), f64::from(x));
+    }
+    if let Some(bits) = elem.sub_byte_bits() {
+        let v = if x.is_nan() { 0 } else { x.trunc() as i64 };
+        let shift = 64 - bits;
+        let v = if elem.is_signed_int() {
+            (v << shift) >> shift
+        } else {
+            v & ((1 << bits) - 1)
+        };
+        return b.int(blk, b.i(8), v);
+    }
     if elem.is_float() {
         return b.float(blk, b.scalar(elem), x);
     }
@@ -1020,6 +1075,11 @@ fn eval<'c>(
             InstKind::Cast { arg } => {
                 let (x, from) = operand(*arg)?;
                 convert(b, blk, x, from, inst.ty)?
+            }
+            InstKind::Narrow { arg, to } => {
+                let (x, _) = operand(*arg)?;
+                let stored = narrow_to(b, blk, x, *to)?;
+                widen(b, blk, stored, *to)?
             }
         };
         vals.push(v);
@@ -1467,7 +1527,7 @@ fn emit_contract<'c>(b: &Builder<'c>, f: &PlanFn<'c, '_>, c: &Contract) -> R<()>
     let strides_ok = [&c.a, &c.b, &c.c]
         .iter()
         .all(|v| v.row_stride >= 0 && v.col_stride >= 0 && v.batch_strides.iter().all(|&s| s >= 0));
-    let unit = f64::from_bits(c.alpha) == 1.0;
+    let unit = f64::from_bits(c.alpha) == 1.0 && !c.elem.is_storage_only();
     let elem = c.elem;
     b.nest(f.entry, &c.batch, &[], &[], &mut |blk, bidx, _| {
         let at = |v: &MatView, base: Base<'c>| linear(b, blk, base.offset, &v.batch_strides, bidx);

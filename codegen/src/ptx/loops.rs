@@ -44,6 +44,7 @@
 //! Deterministic text; no panics; anything the emitter cannot express (a stride product that
 //! overflows i64, a malformed operand) is [`PtxError::Unsupported`] naming the kernel.
 
+mod convert;
 mod emit;
 mod math;
 
@@ -911,6 +912,14 @@ impl<'a> Gen<'a> {
                     let a = get(*arg)?;
                     self.em.cast(&a, ty)
                 }
+                InstKind::Narrow { arg, to } => {
+                    let a = get(*arg)?;
+                    if a.ty != to.compute() || !to.is_storage_only() {
+                        return Err("a narrowing of another type".into());
+                    }
+                    let raw = self.em.narrow(*to, &a.reg);
+                    self.em.widen(*to, &raw)
+                }
             };
             vals.push(Val { reg, ty });
         }
@@ -995,20 +1004,12 @@ impl<'a> Gen<'a> {
         }
         let pred = ok.as_ref().map(|p| format!("@{p} ")).unwrap_or_default();
         let c = cls(view.elem);
-        let dst = if view.elem == Scalar::F16 {
-            let h = em.imm(Cls::Rs, "0");
-            em.ins(format!("{pred}ld.global{nc}.b16 {h}, [{addr}]"));
-            em.op1(Cls::F, "cvt.f32.f16", &h)
-        } else {
-            let d = em.imm(c, &emit::zero_bits(c));
-            em.ins(format!(
-                "{pred}ld.global{nc}.{} {d}, [{addr}]",
-                mem_type(view.elem)
-            ));
-            d
-        };
+        let (mem, raw_cls) = convert::memory_form(view.elem);
+        let raw = em.imm(raw_cls, &emit::zero_bits(raw_cls));
+        em.ins(format!("{pred}ld.global{nc}.{mem} {raw}, [{addr}]"));
+        let dst = em.widen(view.elem, &raw);
         Ok(match ok {
-            Some(p) => em.selp(c, &dst, &pad_imm(view.elem, view.pad), &p),
+            Some(p) => em.selp(c, &dst, &pad_imm(&view), &p),
             None => dst,
         })
     }
@@ -1019,7 +1020,7 @@ impl<'a> Gen<'a> {
             .get(s.value as usize)
             .ok_or("a store of a missing instruction")?
             .clone();
-        if v.ty != view.elem {
+        if v.ty != view.elem.compute() {
             return Err("a store of a value of another type".into());
         }
         let extra = if s.indices.is_empty() {
@@ -1040,26 +1041,17 @@ impl<'a> Gen<'a> {
         let em = &mut self.em;
         let mut value = v.reg.clone();
         if s.accumulate {
-            let old = if view.elem == Scalar::F16 {
-                let h = em.reg(Cls::Rs);
-                em.ins(format!("ld.global.b16 {h}, [{addr}]"));
-                em.op1(Cls::F, "cvt.f32.f16", &h)
-            } else {
-                let d = em.reg(cls(view.elem));
-                em.ins(format!("ld.global.{} {d}, [{addr}]", mem_type(view.elem)));
-                d
-            };
-            value = em.binary(BinaryOp::Add, view.elem, &old, &value)?;
+            let (mem, raw_cls) = convert::memory_form(view.elem);
+            let raw = em.reg(raw_cls);
+            em.ins(format!("ld.global.{mem} {raw}, [{addr}]"));
+            let old = em.widen(view.elem, &raw);
+            value = em.binary(BinaryOp::Add, view.elem.compute(), &old, &value)?;
         }
-        if view.elem == Scalar::F16 {
-            let h = em.op1(Cls::Rs, "cvt.rn.f16.f32", &value);
-            em.ins(format!("st.global.b16 [{addr}], {h}"));
-        } else {
-            em.ins(format!(
-                "st.global.{} [{addr}], {value}",
-                store_type(view.elem)
-            ));
-        }
+        let raw = em.narrow(view.elem, &value);
+        em.ins(format!(
+            "st.global.{} [{addr}], {raw}",
+            convert::store_form(view.elem)
+        ));
         Ok(())
     }
 }
@@ -1091,34 +1083,6 @@ fn region_index(r: Region) -> usize {
         Region::Arena => 0,
         Region::Weights => 1,
         Region::State => 2,
-    }
-}
-
-/// The `ld` type of an element.
-fn mem_type(ty: Scalar) -> &'static str {
-    match ty {
-        Scalar::Bool | Scalar::U8 => "u8",
-        Scalar::I8 => "s8",
-        Scalar::I16 => "s16",
-        Scalar::U16 => "u16",
-        Scalar::I32 | Scalar::U32 => "u32",
-        Scalar::I64 | Scalar::U64 => "u64",
-        Scalar::F16 => "b16",
-        Scalar::F32 => "f32",
-        Scalar::F64 => "f64",
-    }
-}
-
-/// The `st` type of an element.
-fn store_type(ty: Scalar) -> &'static str {
-    match ty {
-        Scalar::Bool | Scalar::U8 | Scalar::I8 => "u8",
-        Scalar::I16 | Scalar::U16 => "u16",
-        Scalar::I32 | Scalar::U32 => "u32",
-        Scalar::I64 | Scalar::U64 => "u64",
-        Scalar::F16 => "b16",
-        Scalar::F32 => "f32",
-        Scalar::F64 => "f64",
     }
 }
 

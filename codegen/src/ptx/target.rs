@@ -5,7 +5,7 @@
 //! both targets except where a policy below differs; that is what lets the tests compare the
 //! two backends kernel for kernel. Data only: built with or without the `cuda` feature.
 
-use memc_ir::target::{ConvPolicy, NBitsPolicy, TargetInfo, NATIVE_TYPES};
+use memc_ir::target::{ConvPolicy, NBitsPolicy, TargetInfo, NATIVE_TYPES, STORAGE_TYPES};
 use memc_ir::ElemType;
 
 /// The id of the packed low-bit weight layout the GPU's nbits kernels read: the CPU's layout,
@@ -16,6 +16,7 @@ pub const NBITS_LAYOUT: &str = "nbits v2";
 pub static CUDA: TargetInfo = TargetInfo {
     name: "cuda",
     compute_types: NATIVE_TYPES,
+    storage_types: STORAGE_TYPES,
     contraction_types: &[ElemType::F64, ElemType::F32],
     conv: ConvPolicy {
         im2col: true,

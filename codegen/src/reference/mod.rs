@@ -23,8 +23,6 @@
 
 mod scalar;
 
-pub use scalar::{f16_bits_to_f64, f64_to_f16_bits};
-
 use crate::kernel::NBitsMatMul;
 use crate::kernel::{
     BinaryOp, Contract, IndirectIndex, Inst, InstKind, Kernel, KernelBody, LoopKernel, MatView,
@@ -306,11 +304,14 @@ fn load(mem: &Memory, view: &View, idx: &[i64], extra: i128) -> Result<V, Refere
     for g in &view.guards {
         let v = i128::from(g.offset) + dot(&g.coeffs, idx);
         if v < 0 || v >= i128::from(g.limit) {
-            return Ok(convert(
+            // The pad as a stored element would read: converted to the compute type, then
+            // narrowed and widened.
+            let pad = convert(
                 V::F(f64::from_bits(view.pad)),
                 Scalar::F64,
-                view.elem,
-            ));
+                view.elem.compute(),
+            );
+            return Ok(decode(view.elem, &encode(view.elem, pad)));
         }
     }
     mem.read(view.region, address(view, idx, extra), view.elem)
@@ -406,6 +407,10 @@ fn eval(
                 let (a, ty) = operand(*arg)?;
                 convert(a, ty, inst.ty)
             }
+            InstKind::Narrow { arg, to } => {
+                let (a, _) = operand(*arg)?;
+                decode(*to, &encode(*to, a))
+            }
         };
         vals.push(v);
     }
@@ -455,7 +460,7 @@ fn store_all(
         let at = address(view, idx, extra);
         if s.accumulate {
             let old = mem.read(view.region, at, view.elem)?;
-            v = binary(BinaryOp::Add, view.elem, old, v).ok_or_else(|| {
+            v = binary(BinaryOp::Add, view.elem.compute(), old, v).ok_or_else(|| {
                 mem.malformed(format!("an accumulating store of {}", view.elem.name()))
             })?;
         }

@@ -4,8 +4,10 @@
 //! A value is held wide: floats as `f64`, rounded to their kernel type after every operation;
 //! integers and bools as `i128`, wrapped to their kernel type after every operation. So a
 //! result is what the contract says the typed operation gives, without relying on host
-//! arithmetic of the narrow types. No function here panics, whatever the operands: an operation
-//! the contract does not define for the operands' kind is returned as `None`.
+//! arithmetic of the narrow types. Values only ever have compute types: elements of storage
+//! types are widened as they are decoded and narrowed as they are encoded
+//! ([`Scalar::widen`], [`Scalar::narrow`]). No function here panics, whatever the operands: an
+//! operation the contract does not define for the operands' kind is returned as `None`.
 
 use crate::kernel::{BinaryOp, Scalar, UnaryOp};
 
@@ -33,65 +35,18 @@ impl V {
     }
 }
 
-/// The value of IEEE half-precision bits.
-pub fn f16_bits_to_f64(bits: u16) -> f64 {
-    let sign = if bits & 0x8000 != 0 { -1.0 } else { 1.0 };
-    let exp = i32::from((bits >> 10) & 0x1f);
-    let frac = f64::from(bits & 0x3ff);
-    sign * match exp {
-        0 => frac * 2f64.powi(-24),
-        31 if frac == 0.0 => f64::INFINITY,
-        31 => f64::NAN,
-        _ => (1.0 + frac / 1024.0) * 2f64.powi(exp - 15),
-    }
-}
-
-/// `x` rounded to the nearest half-precision value (ties to even), as bits.
-pub fn f64_to_f16_bits(x: f64) -> u16 {
-    if x.is_nan() {
-        return 0x7e00;
-    }
-    let sign: u16 = if x.is_sign_negative() { 0x8000 } else { 0 };
-    let a = x.abs();
-    if a >= 65520.0 {
-        return sign | 0x7c00;
-    }
-    // Round to the nearest multiple of the spacing at this magnitude, ties to even.
-    let e = if a < 2f64.powi(-14) {
-        -14
-    } else {
-        a.log2().floor() as i32
-    };
-    let spacing = 2f64.powi(e - 10);
-    let q = a / spacing;
-    let mut r = q.round();
-    if (q - q.floor() - 0.5).abs() == 0.0 && r % 2.0 != 0.0 {
-        r -= 1.0;
-    }
-    let v = r * spacing;
-    if v == 0.0 {
-        return sign;
-    }
-    if v < 2f64.powi(-14) {
-        return sign | (v / 2f64.powi(-24)) as u16;
-    }
-    let e = v.log2().floor() as i32;
-    let frac = ((v / 2f64.powi(e) - 1.0) * 1024.0).round() as u16;
-    sign | (((e + 15) as u16) << 10) | frac
-}
-
 /// `x` rounded to float type `ty` (unchanged for F64 and non-float types).
 pub(crate) fn round_float(ty: Scalar, x: f64) -> f64 {
-    match ty {
+    match ty.compute() {
         Scalar::F32 => f64::from(x as f32),
-        Scalar::F16 => f16_bits_to_f64(f64_to_f16_bits(x)),
         _ => x,
     }
 }
 
-/// `i` wrapped to integer type `ty` (bools become 0 or 1).
+/// `i` wrapped to integer type `ty` (bools become 0 or 1; a storage type wraps to its compute
+/// type).
 pub(crate) fn wrap(ty: Scalar, i: i128) -> i128 {
-    match ty {
+    match ty.compute() {
         Scalar::Bool => i128::from(i != 0),
         Scalar::I8 => i128::from(i as i8),
         Scalar::I16 => i128::from(i as i16),
@@ -101,12 +56,12 @@ pub(crate) fn wrap(ty: Scalar, i: i128) -> i128 {
         Scalar::U16 => i128::from(i as u16),
         Scalar::U32 => i128::from(i as u32),
         Scalar::U64 => i128::from(i as u64),
-        Scalar::F16 | Scalar::F32 | Scalar::F64 => i,
+        _ => i,
     }
 }
 
 fn int_bounds(ty: Scalar) -> (i128, i128) {
-    match ty {
+    match ty.compute() {
         Scalar::Bool => (0, 1),
         Scalar::I8 => (i8::MIN.into(), i8::MAX.into()),
         Scalar::I16 => (i16::MIN.into(), i16::MAX.into()),
@@ -115,7 +70,7 @@ fn int_bounds(ty: Scalar) -> (i128, i128) {
         Scalar::U8 => (0, u8::MAX.into()),
         Scalar::U16 => (0, u16::MAX.into()),
         Scalar::U32 => (0, u32::MAX.into()),
-        Scalar::U64 | Scalar::F16 | Scalar::F32 | Scalar::F64 => (0, u64::MAX.into()),
+        _ => (0, u64::MAX.into()),
     }
 }
 
@@ -162,35 +117,52 @@ pub(crate) fn const_value(ty: Scalar, bits: u64) -> V {
     }
 }
 
-/// The element of type `ty` in the little-endian bytes `raw` (exactly `ty.size()` of them).
+/// The element of type `ty` in the little-endian bytes `raw` (exactly `ty.size()` of them), as
+/// a value of its compute type (a storage type's element widened).
 pub(crate) fn decode(ty: Scalar, raw: &[u8]) -> V {
     let mut b = [0u8; 8];
     let w = raw.len().min(8);
     b[..w].copy_from_slice(&raw[..w]);
     let [b0, b1, b2, b3, ..] = b;
+    let code = u64::from_le_bytes(b);
+    if ty.is_storage_only() {
+        let value = ty.widen(code);
+        return match ty.compute() {
+            Scalar::F32 => V::F(f64::from_bits(value)),
+            c if c.is_signed_int() => V::I(i128::from(value as i64)),
+            _ => V::I(i128::from(value)),
+        };
+    }
     match ty {
         Scalar::F32 => V::F(f64::from(f32::from_le_bytes([b0, b1, b2, b3]))),
         Scalar::F64 => V::F(f64::from_le_bytes(b)),
-        Scalar::F16 => V::F(f16_bits_to_f64(u16::from_le_bytes([b0, b1]))),
-        Scalar::Bool | Scalar::U8 | Scalar::U16 | Scalar::U32 | Scalar::U64 => {
-            V::I(i128::from(u64::from_le_bytes(b)))
-        }
         Scalar::I8 | Scalar::I16 | Scalar::I32 | Scalar::I64 => {
-            V::I(wrap(ty, i128::from(i64::from_le_bytes(b))))
+            V::I(wrap(ty, i128::from(code as i64)))
         }
+        _ => V::I(i128::from(code)),
     }
 }
 
-/// The little-endian bytes of `v` in type `ty` (the first `ty.size()` of the eight).
+/// The little-endian bytes of `v` (of `ty`'s compute type) in type `ty` (the first `ty.size()`
+/// of the eight): a storage type's value narrowed.
 pub(crate) fn encode(ty: Scalar, v: V) -> [u8; 8] {
-    let mut r = [0u8; 8];
-    match ty {
-        Scalar::F32 => r[..4].copy_from_slice(&(v.f() as f32).to_le_bytes()),
-        Scalar::F64 => r = v.f().to_le_bytes(),
-        Scalar::F16 => r[..2].copy_from_slice(&f64_to_f16_bits(v.f()).to_le_bytes()),
-        _ => r = (v.i() as i64).to_le_bytes(),
+    if ty.is_storage_only() {
+        let value = if ty.is_float() {
+            v.f().to_bits()
+        } else {
+            v.i() as i64 as u64
+        };
+        return ty.narrow(value).to_le_bytes();
     }
-    r
+    match ty {
+        Scalar::F32 => {
+            let mut r = [0u8; 8];
+            r[..4].copy_from_slice(&(v.f() as f32).to_le_bytes());
+            r
+        }
+        Scalar::F64 => v.f().to_le_bytes(),
+        _ => (v.i() as i64).to_le_bytes(),
+    }
 }
 
 /// The error function, to about 1e-13 (a Taylor series near 0, a continued fraction of erfc
@@ -427,10 +399,20 @@ mod tests {
     }
 
     #[test]
-    fn f16_round_trips_every_finite_value() {
-        for bits in 0u16..0x7c00 {
-            assert_eq!(f64_to_f16_bits(f16_bits_to_f64(bits)), bits);
-        }
+    fn storage_types_widen_on_decode_and_narrow_on_encode() {
+        // f16 1.0 is 0x3c00; 1 + 2^-11 is halfway to the next f16 and rounds to even (1.0).
+        assert_eq!(decode(Scalar::F16, &[0x00, 0x3c]), V::F(1.0));
+        assert_eq!(
+            encode(Scalar::F16, V::F(1.0 + 2f64.powi(-11)))[..2],
+            [0x00, 0x3c]
+        );
+        // int4 keeps the low four bits and sign-extends them.
+        assert_eq!(decode(Scalar::I4, &[0xf9]), V::I(-7));
+        assert_eq!(encode(Scalar::I4, V::I(-7))[0], 0x09);
+        assert_eq!(encode(Scalar::U2, V::I(7))[0], 0x03);
+        // E4M3FN overflows to NaN, E5M2 to infinity.
+        assert_eq!(encode(Scalar::F8E4M3FN, V::F(1e6))[0], 0x7f);
+        assert_eq!(encode(Scalar::F8E5M2, V::F(-1e6))[0], 0xfc);
     }
 
     #[test]

@@ -65,12 +65,14 @@ pub fn arena(elem: Scalar, byte_offset: i64, strides: &[i64]) -> View {
     view(Region::Arena, elem, byte_offset, strides)
 }
 
-/// Builds one stage's instruction list, tracking result types.
+/// Builds one stage's instruction list, tracking result types. A type is taken as its compute
+/// type (a load of an f16 view is an F32 value), as lowering's builder does.
 #[derive(Default)]
 pub struct Insts(pub Vec<Inst>);
 
 impl Insts {
     pub fn push(&mut self, ty: Scalar, kind: InstKind) -> InstId {
+        let ty = ty.compute();
         self.0.push(Inst { ty, kind });
         (self.0.len() - 1) as InstId
     }

@@ -174,7 +174,6 @@ pub fn values(elem: Scalar, bytes: &[u8]) -> Vec<f64> {
             match elem {
                 Scalar::F32 => f64::from(f32::from_le_bytes([b0, b1, b2, b3])),
                 Scalar::F64 => f64::from_le_bytes(raw),
-                Scalar::F16 => reference::f16_bits_to_f64(u16::from_le_bytes([b0, b1])),
                 Scalar::I8 => f64::from(b0 as i8),
                 Scalar::I16 => f64::from(i16::from_le_bytes([b0, b1])),
                 Scalar::I32 => f64::from(i32::from_le_bytes([b0, b1, b2, b3])),
@@ -183,6 +182,11 @@ pub fn values(elem: Scalar, bytes: &[u8]) -> Vec<f64> {
                 Scalar::U32 => f64::from(u32::from_le_bytes([b0, b1, b2, b3])),
                 Scalar::U16 => f64::from(u16::from_le_bytes([b0, b1])),
                 Scalar::U8 | Scalar::Bool => f64::from(b0),
+                // A storage type: its value, widened.
+                narrow if narrow.is_float() => {
+                    f64::from_bits(narrow.widen(u64::from_le_bytes(raw)))
+                }
+                narrow => narrow.widen(u64::from_le_bytes(raw)) as i64 as f64,
             }
         })
         .collect()

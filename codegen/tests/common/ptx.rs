@@ -193,8 +193,8 @@ pub fn run_kernels_both(
 }
 
 /// Compares two little-endian arrays of `elem`: integers and bools bit-exactly, floats within
-/// `rtol` relative (and `rtol` absolute near zero; f16 at least one half-precision ulp), NaN
-/// equal to NaN.
+/// `rtol` relative (and `rtol` absolute near zero; a narrow float at least one ulp of its
+/// format), NaN equal to NaN.
 pub fn compare(elem: Scalar, got: &[u8], want: &[u8], rtol: f64) -> Result<(), String> {
     let size = elem.size() as usize;
     if got.len() != want.len() {
@@ -202,12 +202,11 @@ pub fn compare(elem: Scalar, got: &[u8], want: &[u8], rtol: f64) -> Result<(), S
     }
     for (i, (g, w)) in got.chunks(size).zip(want.chunks(size)).enumerate() {
         let ok = match elem {
-            Scalar::F16 | Scalar::F32 | Scalar::F64 => {
+            e if e.is_float() => {
                 let (a, b) = (float(elem, g), float(elem, w));
-                let tol = if elem == Scalar::F16 {
-                    rtol.max(1e-3)
-                } else {
-                    rtol
+                let tol = match elem.float_format() {
+                    Some(format) => rtol.max(2f64.powi(-(format.man_bits as i32))),
+                    None => rtol,
                 };
                 (a.is_nan() && b.is_nan())
                     || a == b
@@ -229,9 +228,14 @@ pub fn compare(elem: Scalar, got: &[u8], want: &[u8], rtol: f64) -> Result<(), S
 
 fn float(elem: Scalar, b: &[u8]) -> f64 {
     match elem {
-        Scalar::F16 => reference::f16_bits_to_f64(u16::from_le_bytes([b[0], b[1]])),
         Scalar::F32 => f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-        _ => f64::from_le_bytes(b.try_into().unwrap_or([0; 8])),
+        Scalar::F64 => f64::from_le_bytes(b.try_into().unwrap_or([0; 8])),
+        // A narrow float, widened.
+        narrow => {
+            let mut raw = [0u8; 8];
+            raw[..b.len().min(8)].copy_from_slice(&b[..b.len().min(8)]);
+            f64::from_bits(narrow.widen(u64::from_le_bytes(raw)))
+        }
     }
 }
 

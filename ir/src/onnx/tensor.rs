@@ -122,9 +122,11 @@ pub fn tensor_bytes(
                 }
             }
         }
-        ElemType::I4 | ElemType::U4 => {
-            // Two 4-bit values per byte, one byte per int32_data entry.
-            let n_bytes = n.div_ceil(2);
+        ElemType::I4 | ElemType::U4 | ElemType::F4E2M1 | ElemType::I2 | ElemType::U2 => {
+            // Packed as in raw_data (two 4-bit or four 2-bit values per byte), one byte per
+            // int32_data entry.
+            let n_bytes =
+                usize::try_from(expected).map_err(|_| "it is too large for this machine")?;
             if tensor.int32_data.len() != n_bytes {
                 return Err(count_mismatch(
                     tensor.int32_data.len(),
@@ -140,7 +142,13 @@ pub fn tensor_bytes(
         | ElemType::U8
         | ElemType::Bool
         | ElemType::F16
-        | ElemType::BF16 => {
+        | ElemType::BF16
+        | ElemType::F8E4M3FN
+        | ElemType::F8E4M3FNUZ
+        | ElemType::F8E5M2
+        | ElemType::F8E5M2FNUZ => {
+            // One element per int32_data entry, in its low bytes (float16, bfloat16 and the
+            // float8 types as their bit patterns).
             if tensor.int32_data.len() != n {
                 return Err(count_mismatch(tensor.int32_data.len(), "int32_data"));
             }
@@ -160,8 +168,22 @@ pub fn tensor_bytes(
 pub struct StandaloneTensor {
     pub name: String,
     pub ty: TensorType,
-    /// Little-endian element bytes, as [`tensor_bytes`] gives them.
+    /// Little-endian element bytes, as [`tensor_bytes`] gives them (sub-byte elements packed
+    /// as ONNX packs them).
     pub bytes: Vec<u8>,
+}
+
+impl StandaloneTensor {
+    /// The elements as the arena and the runtime's tensors hold them: sub-byte elements one
+    /// per byte ([`crate::packing::unpack`]), every other type as [`StandaloneTensor::bytes`].
+    pub fn arena_bytes(&self) -> Vec<u8> {
+        let n = self
+            .ty
+            .static_num_elements()
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(0);
+        crate::packing::unpack(self.ty.elem, &self.bytes, n)
+    }
 }
 
 /// Decodes a serialized `TensorProto` with the importer's checks ([`tensor_type`],

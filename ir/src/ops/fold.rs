@@ -589,7 +589,7 @@ pub fn weight(ctx: &ShapeCtx, results: &[TensorType], index: usize) -> Fold {
 fn decode(weight: &Weight) -> Option<Vec<SymInt>> {
     let n = count(&weight.ty().static_shape()?)?;
     let elem = weight.ty().elem;
-    if matches!(elem, ElemType::I4 | ElemType::U4) {
+    if elem.is_sub_byte() || elem.is_minifloat() {
         return None;
     }
     let width = (elem.bits() / 8) as usize;
@@ -615,7 +615,15 @@ fn decode(weight: &Weight) -> Option<Vec<SymInt>> {
                 ElemType::F32 => SymInt::Float(f64::from(f32::from_bits(bits as u32))),
                 ElemType::F16 => SymInt::Float(half::f16::from_bits(bits as u16).to_f64()),
                 ElemType::BF16 => SymInt::Float(f64::from(f32::from_bits((bits as u32) << 16))),
-                ElemType::I4 | ElemType::U4 => SymInt::unknown(),
+                ElemType::I4
+                | ElemType::U4
+                | ElemType::I2
+                | ElemType::U2
+                | ElemType::F8E4M3FN
+                | ElemType::F8E4M3FNUZ
+                | ElemType::F8E5M2
+                | ElemType::F8E5M2FNUZ
+                | ElemType::F4E2M1 => SymInt::unknown(),
             }
         })
         .collect();

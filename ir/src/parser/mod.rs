@@ -839,11 +839,10 @@ impl<'s> Parser<'s> {
             } else {
                 format!("`{elem_name}`")
             };
+            let supported: Vec<&str> = ElemType::ALL.iter().map(|e| e.mlir_name()).collect();
             return Err(Diagnostic::error("unknown or unsupported element type")
                 .with_span(elem_span, label)
-                .with_note(
-                    "supported: f64 f32 f16 bf16 i64 i32 i16 i8 ui64 ui32 ui16 ui8 i4 ui4 i1",
-                ));
+                .with_note(format!("supported: {}", supported.join(" "))));
         };
         if self.cur.eat(",") {
             let enc_start = self.cur.pos();

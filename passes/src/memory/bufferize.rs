@@ -112,7 +112,7 @@ pub(super) fn buffers_for(
         buffer_of.insert(value, specs.len());
         // Allocations are cache-line aligned; a view only needs its element alignment.
         let align = match constraint {
-            Constraint::AliasOf { .. } => u64::from(ty.elem.bits() / 8).max(1),
+            Constraint::AliasOf { .. } => ty.elem.arena_bytes(),
             _ => ALIGN,
         };
         specs.push(

@@ -27,7 +27,7 @@ pub(super) fn check(func: &Function, plan: &MemoryPlan) -> Result<(), Diagnostic
             end: b.end,
             // Allocations are cache-line aligned; a view only needs its element alignment.
             align: match b.kind {
-                PlannedKind::View { .. } => u64::from(b.ty.elem.bits() / 8).max(1),
+                PlannedKind::View { .. } => b.ty.elem.arena_bytes(),
                 _ => ALIGN,
             },
             kind: match b.kind {

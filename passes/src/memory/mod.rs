@@ -287,7 +287,7 @@ fn static_bytes(func: &Function, value: ValueId) -> Result<Option<u64>, Diagnost
     let Some(ty) = func.value_type(value).tensor() else {
         return Ok(None);
     };
-    match ty.static_byte_size() {
+    match ty.static_arena_bytes() {
         Some(n) => Ok(Some(n)),
         None => {
             let mut names: Vec<String> = ty

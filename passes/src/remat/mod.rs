@@ -384,8 +384,8 @@ fn build(func: &Function, weights: &WeightStore, scratch: &ScratchFn) -> Built {
         let tensor = ty.tensor();
         let m = model.values.len();
         model.values.push(model::Value {
-            size: tensor.and_then(|t| t.static_byte_size()).unwrap_or(0),
-            elem_bytes: tensor.map_or(1, |t| u64::from(t.elem.bits() / 8).max(1)),
+            size: tensor.and_then(|t| t.static_arena_bytes()).unwrap_or(0),
+            elem_bytes: tensor.map_or(1, |t| t.elem.arena_bytes()),
             view_of: view,
             ty: key,
             input,

@@ -218,7 +218,7 @@ pub fn plan(func: &Function, target: &TargetInfo, op: OpId) -> OpPlan {
         .results
         .first()
         .and_then(|&r| func.value_type(r).tensor())
-        .and_then(|t| Scalar::from_elem(t.elem));
+        .map(|t| Scalar::from_elem(t.elem));
     let (plan, bytes) = ConvPlan::choose(target, shape, window, elem, true);
     OpPlan::with_scratch(Form::Conv(Box::new(plan)), bytes)
 }
@@ -1009,7 +1009,7 @@ fn direct_conv(
     if let Some(b) = bias {
         views.push(bias_view(b, s, &axes));
     }
-    let acc_ty = out.elem;
+    let acc_ty = out.elem.compute();
     let mut insts = Insts::new();
     let xv = insts.load(&views, 1);
     let wv = insts.load(&views, 2);
@@ -1205,7 +1205,7 @@ fn transposed_conv(
         value,
         op: ReduceOp::Sum,
         init: 0,
-        ty: out.elem,
+        ty: out.elem.compute(),
     };
     vec![loop_kernel(
         ctx.kernel_name(op, 0),

@@ -18,10 +18,9 @@ use crate::kernel::{
 use memc_ir::ops::fused_matmul_perm;
 use memc_ir::OpId;
 
-/// Rejects element types the CPU backend cannot compute in.
+/// Rejects arithmetic on bools (the storage types compute in their compute type).
 pub(super) fn check_arith(elem: Scalar) -> Result<(), LowerError> {
     match elem {
-        Scalar::F16 => Err(unsupported("f16 arithmetic (the CPU backend has none)")),
         Scalar::Bool => Err(unsupported("arithmetic on bool tensors")),
         _ => Ok(()),
     }
@@ -280,7 +279,7 @@ fn loop_product(
             s
         }),
     ];
-    let elem = c.t.elem;
+    let elem = c.t.elem.compute();
     let mut insts = Insts::new();
     let x = insts.load(&views, 1);
     let y = insts.load(&views, 2);

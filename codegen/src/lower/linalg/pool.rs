@@ -89,7 +89,7 @@ pub fn max_pool(ctx: &LowerCtx, op: OpId) -> LowerResult {
         value: v,
         op: ReduceOp::Max,
         init: lowest(x.elem).to_bits(),
-        ty: x.elem,
+        ty: x.elem.compute(),
     }];
     if x.elem.is_int() {
         // Integer inits are integer bits.
@@ -201,7 +201,7 @@ pub fn average_pool(ctx: &LowerCtx, op: OpId) -> LowerResult {
         value: v,
         op: ReduceOp::Sum,
         init: 0,
-        ty: x.elem,
+        ty: x.elem.compute(),
     };
     let mut insts = Insts::new();
     let sum = insts.acc(0, x.elem);
@@ -309,7 +309,7 @@ pub fn global_pool(ctx: &LowerCtx, op: OpId, max: bool) -> LowerResult {
         value: v,
         op: op_kind,
         init,
-        ty: x.elem,
+        ty: x.elem.compute(),
     };
     let mut insts = Insts::new();
     let acc = insts.acc(0, x.elem);

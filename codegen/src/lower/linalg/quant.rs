@@ -1,10 +1,14 @@
-//! DequantizeLinear and QuantizeLinear on 8-, 16- and 32-bit integers (4-bit inputs are
-//! `quant4`'s), per tensor, per axis (`axis`) or blocked (`block_size` along `axis`), as in
-//! `onnx/reference/ops/op_(de)quantize_linear.py`:
+//! DequantizeLinear and QuantizeLinear on the integers (2 to 32 bits; 4-bit weights are
+//! `quant4`'s), the float8 formats and float4 E2M1, per tensor, per axis (`axis`) or blocked
+//! (`block_size` along `axis`), as in `onnx/reference/ops/op_(de)quantize_linear.py`:
 //!
 //! - dequantize: `(f32(x) - zero_point) * scale` (in f64 when numpy would promote: an int32
-//!   input with a zero point), cast to the scale's type;
-//! - quantize: `round_half_even(x / scale) + zero_point`, clamped to the output type's range.
+//!   input with a zero point), cast to the scale's type; a float8 or float4 input has no zero
+//!   point (the reference ignores it);
+//! - quantize: `round_half_even(x / scale) + zero_point`, clamped to the output type's range;
+//!   to float8, `x / scale` clamped to the largest finite value when `saturate` (the zero
+//!   point ignored, as the reference does); to float4, `x / scale + zero_point` (float4
+//!   saturates when stored).
 //!
 //! Scale and zero point are read through views that follow the quantization layout; a blocked
 //! one reads index `i / block_size` along the axis with a `LoadIndirect`.
@@ -101,12 +105,15 @@ pub fn dequantize(ctx: &LowerCtx, op: OpId) -> LowerResult {
         return Ok(Vec::new());
     }
     check_arith(out.elem)?;
-    if !x.elem.is_int() {
+    let minifloat = x.elem.is_float() && x.elem.size() == 1;
+    if !x.elem.is_int() && !minifloat {
         return Err(unsupported(format!(
             "DequantizeLinear of {}",
             x.elem.name()
         )));
     }
+    // The float8 and float4 inputs' zero points are ignored (the reference's behaviour).
+    let zero_point = zero_point.filter(|_| !minifloat);
     let layout = layout(ctx, op, &x, &scale)?;
     let rank = x.rank();
     let wide = zero_point.is_some() && matches!(x.elem, Scalar::I32 | Scalar::U32);
@@ -146,7 +153,8 @@ pub fn quantize(ctx: &LowerCtx, op: OpId) -> LowerResult {
         return Ok(Vec::new());
     }
     check_arith(x.elem)?;
-    if !out.elem.is_int() {
+    let minifloat = out.elem.float_format().filter(|_| out.elem.size() == 1);
+    if !out.elem.is_int() && minifloat.is_none() {
         return Err(unsupported(format!(
             "QuantizeLinear to {}",
             out.elem.name()
@@ -160,6 +168,36 @@ pub fn quantize(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let s = load_param(&mut insts, &mut views, &scale, &layout, rank);
     let s = insts.cast(s, x.elem);
     let q = insts.binary(BinaryOp::Div, v, s);
+    if let Some(format) = minifloat {
+        let q = if out.elem == Scalar::F4E2M1 {
+            // x / scale + zero_point, saturated when stored.
+            match &zero_point {
+                Some(zp) => {
+                    let z = load_param(&mut insts, &mut views, zp, &layout, rank);
+                    let z = insts.cast(z, x.elem);
+                    insts.binary(BinaryOp::Add, q, z)
+                }
+                None => q,
+            }
+        } else if ctx.attr_int(op, "saturate") != 0 {
+            let max = f64::from(format.max_finite());
+            let t = insts.ty(q);
+            let hi = insts.constant(t, max);
+            let lo = insts.constant(t, -max);
+            let q = insts.binary(BinaryOp::Min, q, hi);
+            insts.binary(BinaryOp::Max, q, lo)
+        } else {
+            q
+        };
+        let q = insts.cast(q, out.elem);
+        return Ok(vec![loop_kernel(
+            ctx.kernel_name(op, 0),
+            out.shape.clone(),
+            Vec::new(),
+            views,
+            vec![map_stage(insts, 0, q)],
+        )]);
+    }
     let q = insts.unary(UnaryOp::Round, q);
     let mut q = insts.cast(q, Scalar::I64);
     if let Some(zp) = &zero_point {

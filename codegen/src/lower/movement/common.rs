@@ -53,13 +53,15 @@ fn decode_one_i64(elem: ElemType, b: &[u8]) -> Option<i64> {
 
 fn decode_one_f64(elem: ElemType, b: &[u8]) -> Option<f64> {
     let raw = raw8(b);
+    if let Some(format) = elem.minifloat_format() {
+        // f16, bf16, float8; a float4 element is the low nibble of its byte.
+        return Some(f64::from(
+            format.decode(u32::from_le_bytes([raw[0], raw[1], 0, 0])),
+        ));
+    }
     Some(match elem {
         ElemType::F64 => f64::from_le_bytes(raw),
         ElemType::F32 => f64::from(f32::from_le_bytes([raw[0], raw[1], raw[2], raw[3]])),
-        ElemType::F16 => half::f16::from_bits(u16::from_le_bytes([raw[0], raw[1]])).to_f64(),
-        ElemType::BF16 => f64::from(f32::from_bits(
-            u32::from(u16::from_le_bytes([raw[0], raw[1]])) << 16,
-        )),
         ElemType::U64 => u64::from_le_bytes(raw) as f64,
         _ => decode_one_i64(elem, b)? as f64,
     })
@@ -349,6 +351,10 @@ pub fn int_range(elem: Scalar) -> (i64, i64) {
         Scalar::U8 => (0, u8::MAX.into()),
         Scalar::U16 => (0, u16::MAX.into()),
         Scalar::U32 => (0, u32::MAX.into()),
+        Scalar::I4 => (-8, 7),
+        Scalar::U4 => (0, 15),
+        Scalar::I2 => (-2, 1),
+        Scalar::U2 => (0, 3),
         _ => (i64::MIN, i64::MAX),
     }
 }

@@ -199,7 +199,7 @@ pub fn resize(ctx: &LowerCtx, op: OpId) -> LowerResult {
             vec![map_stage(insts, 0, value)],
         )]);
     }
-    if out.elem == Scalar::Bool || out.elem == Scalar::F16 {
+    if out.elem == Scalar::Bool {
         return Err(unsupported(format!(
             "Resize linear/cubic of {}",
             out.elem.name()

@@ -29,7 +29,7 @@ pub fn top_k(ctx: &LowerCtx, op: OpId) -> LowerResult {
     if k > MAX_K {
         return Err(unsupported(format!("TopK with k = {k} (at most {MAX_K})")));
     }
-    if x.elem == Scalar::F16 || x.elem == Scalar::Bool {
+    if x.elem == Scalar::Bool {
         return Err(unsupported(format!("TopK of {}", x.elem.name())));
     }
     let n = x.shape[axis] as i64;
@@ -97,7 +97,7 @@ pub fn top_k(ctx: &LowerCtx, op: OpId) -> LowerResult {
             value,
             op: best_op,
             init: worst,
-            ty: x.elem,
+            ty: x.elem.compute(),
         });
         let mut insts = Insts::new();
         let (xv, j, cand) = candidate(&mut insts);

@@ -7,10 +7,11 @@
 //! - Bool, I8, I16, I32, U8, U16, U32: a `.b32` register (`%r`), signed types sign-extended,
 //!   unsigned types zero-extended; after every operation the value is wrapped again.
 //! - I64, U64: a `.b64` register (`%rd`).
-//! - F16, F32: an `.f32` register (`%f`); an F16 value is rounded to half precision after every
-//!   operation (f32 has more than twice the precision bits of f16 plus two, so computing +, -,
-//!   *, /, sqrt in f32 and rounding to f16 equals rounding the exact result once).
+//! - F32: an `.f32` register (`%f`).
 //! - F64: an `.f64` register (`%fd`).
+//!
+//! Only compute types are values; the storage types (f16, bf16, float8, float4, the sub-byte
+//! integers) are widened as they are loaded and narrowed as they are stored (`convert.rs`).
 //!
 //! Transcendental functions are computed in f64 by the routines of `math.rs` and rounded to the
 //! value's type, as the reference does.
@@ -38,10 +39,11 @@ const CLASSES: [(Cls, &str, &str); 6] = [
     (Cls::Rs, "rs", ".b16"),
 ];
 
+/// The register class of a value of `ty` (of its compute type, for a storage type).
 pub(super) fn cls(ty: Scalar) -> Cls {
-    match ty {
+    match ty.compute() {
         Scalar::I64 | Scalar::U64 => Cls::Rd,
-        Scalar::F16 | Scalar::F32 => Cls::F,
+        Scalar::F32 => Cls::F,
         Scalar::F64 => Cls::Fd,
         _ => Cls::R,
     }
@@ -64,11 +66,6 @@ pub(super) struct Em {
 pub(super) type R<T> = Result<T, String>;
 
 pub(super) use crate::ptx::{f32_imm, f64_imm};
-
-/// `x` rounded to half precision (as an f32, which holds it exactly).
-pub(super) fn round_f16(x: f64) -> f32 {
-    crate::reference::f16_bits_to_f64(crate::reference::f64_to_f16_bits(x)) as f32
-}
 
 /// The integer bounds of an integer or bool type.
 pub(super) fn int_bounds(ty: Scalar) -> (i128, i128) {
@@ -250,23 +247,15 @@ impl Em {
                 let p = self.setp("ne", "u32", r, "0");
                 self.bool_of(&p)
             }
-            Scalar::F16 => {
-                let h = self.op1(Cls::Rs, "cvt.rn.f16.f32", r);
-                self.op1(Cls::F, "cvt.f32.f16", &h)
-            }
             _ => r.to_string(),
         }
     }
 
-    /// An f64 register rounded to float type `ty` (into its register class).
+    /// An f64 register rounded to float type `ty` (F32 or F64, into its register class).
     pub fn round_from_f64(&mut self, ty: Scalar, x: &str) -> String {
         match ty {
             Scalar::F64 => x.to_string(),
-            Scalar::F32 => self.op1(Cls::F, "cvt.rn.f32.f64", x),
-            _ => {
-                let h = self.op1(Cls::Rs, "cvt.rn.f16.f64", x);
-                self.op1(Cls::F, "cvt.f32.f16", &h)
-            }
+            _ => self.op1(Cls::F, "cvt.rn.f32.f64", x),
         }
     }
 
@@ -720,7 +709,6 @@ pub(super) fn const_imm(ty: Scalar, bits: u64) -> String {
     match ty {
         Scalar::F64 => f64_imm(f64::from_bits(bits)),
         Scalar::F32 => f32_imm(f64::from_bits(bits) as f32),
-        Scalar::F16 => f32_imm(round_f16(f64::from_bits(bits))),
         _ => {
             let v = if ty.is_unsigned_int() {
                 wrap(ty, i128::from(bits))
@@ -741,29 +729,10 @@ fn int_imm(ty: Scalar, v: i128) -> String {
     }
 }
 
-/// The immediate of `pad` (f64 bits) converted to `ty` as the reference converts a pad.
-pub(super) fn pad_imm(ty: Scalar, pad: u64) -> String {
-    let x = f64::from_bits(pad);
-    match ty {
-        Scalar::F64 | Scalar::F32 | Scalar::F16 => const_imm(ty, pad),
-        Scalar::Bool => i32::from(x != 0.0).to_string(),
-        _ => {
-            let (lo, hi) = int_bounds(ty);
-            let v = if x.is_nan() {
-                0
-            } else {
-                let t = x.trunc();
-                if t <= lo as f64 {
-                    lo
-                } else if t >= hi as f64 {
-                    hi
-                } else {
-                    t as i128
-                }
-            };
-            int_imm(ty, v)
-        }
-    }
+/// The immediate of a view's pad value, of its compute type
+/// ([`crate::kernel::View::pad_bits`]).
+pub(super) fn pad_imm(view: &crate::kernel::View) -> String {
+    const_imm(view.elem.compute(), view.pad_bits())
 }
 
 /// A zero immediate for a register of class `c`.

@@ -92,7 +92,7 @@ pub fn plan(func: &Function, target: &TargetInfo, op: OpId) -> OpPlan {
         .operands
         .first()
         .and_then(|&v| func.value_type(v).tensor())
-        .and_then(|t| Scalar::from_elem(t.elem));
+        .map(|t| Scalar::from_elem(t.elem));
     // Only a present dW needs the column matrix.
     let (plan, bytes) = ConvPlan::choose(target, shape, window, elem, data.results.len() >= 2);
     OpPlan::with_scratch(Form::ConvGrad(Box::new(plan)), bytes)
@@ -367,7 +367,7 @@ fn direct_weight_grad(
         value: prod,
         op: ReduceOp::Sum,
         init: 0,
-        ty: dw.elem,
+        ty: dw.elem.compute(),
     };
     let mut insts = Insts::new();
     let acc = insts.acc(0, dw.elem);
@@ -392,7 +392,7 @@ fn bias_grad(dy: &TensorRef, db: &TensorRef) -> Kernel {
         value: v,
         op: ReduceOp::Sum,
         init: 0,
-        ty: dy.elem,
+        ty: dy.elem.compute(),
     };
     let mut insts = Insts::new();
     let acc = insts.acc(0, dy.elem);

@@ -122,7 +122,7 @@ fn gather_kernel(
         value,
         op: ReduceOp::Sum,
         init: 0,
-        ty: dx.elem,
+        ty: dx.elem.compute(),
     };
     let mut insts = Insts::new();
     let acc = insts.acc(0, dx.elem);

@@ -33,7 +33,6 @@
 
 use super::build::{guard, Insts, TensorRef};
 use super::movement::common::{loop_kernel, strided_copy};
-use super::plan::{Form, OpPlan};
 use super::{elem_type, unsupported, LowerCtx, LowerError, LowerResult};
 use crate::kernel::{
     BinaryOp, Contract, IndirectIndex, Kernel, KernelBody, MatView, ReduceOp, Scalar, Stage, Store,
@@ -93,16 +92,16 @@ fn resolve(func: &Function, op: OpId) -> Result<(AttentionDims, Sizes), String> 
     Ok((dims, sizes))
 }
 
-/// The plan of an `Attention` op: its kernels, and scratch for the scores in Q's element type
-/// (0 when the shapes are not static or the type has no kernels; lowering then says why).
-pub(super) fn plan(func: &Function, op: OpId) -> OpPlan {
+/// The scratch bytes of an `Attention` op: the scores in Q's element type (0 when the shapes
+/// are not static or the type has no kernels; lowering then says why).
+pub(super) fn scratch_bytes(func: &Function, op: OpId) -> u64 {
     let bytes = (|| {
         let (_, s) = resolve(func, op).ok()?;
         let q = *func.op(op).operands.first()?;
         let elem = Scalar::from_elem(func.value_type(q).tensor()?.elem);
         s.scores().checked_mul(elem.size())
     })();
-    OpPlan::with_scratch(Form::Kernels(attention), bytes.unwrap_or(0))
+    bytes.unwrap_or(0)
 }
 
 /// The element strides of `t` read as `[batch, heads, seq, size]`: a 4-d tensor is that

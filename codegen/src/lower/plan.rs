@@ -12,7 +12,7 @@
 //! without a lowering is a build error; an op with no kernel on the target has an arm that
 //! says why.
 
-use super::{elementwise, linalg, loss, movement, quant4, reduce};
+use super::{attention, elementwise, linalg, loss, movement, quant4, recurrent, reduce};
 use super::{unsupported, LowerCtx, LowerResult};
 use crate::kernel::ReduceOp;
 use memc_ir::target::TargetInfo;
@@ -189,11 +189,18 @@ pub fn plan_op(func: &Function, _weights: &WeightStore, target: &TargetInfo, op:
         O::GlobalAveragePool => OpPlan::kernels(|ctx, op| pool::global_pool(ctx, op, false)),
         O::GlobalMaxPool => OpPlan::kernels(|ctx, op| pool::global_pool(ctx, op, true)),
 
-        // Attention: the scores live in planned scratch.
-        O::Attention => super::attention::plan(func, op),
-        O::RotaryEmbedding => OpPlan::kernels(super::attention::rotary_embedding),
-        O::LinearAttention => super::recurrent::plan_linear_attention(func, op),
-        O::CausalConvWithState => OpPlan::kernels(super::recurrent::causal_conv_with_state),
+        // Attention and its recurrent relatives: the scores (the states) live in planned
+        // scratch.
+        O::Attention => OpPlan::with_scratch(
+            Form::Kernels(attention::attention),
+            attention::scratch_bytes(func, op),
+        ),
+        O::RotaryEmbedding => OpPlan::kernels(attention::rotary_embedding),
+        O::LinearAttention => OpPlan::with_scratch(
+            Form::Kernels(recurrent::linear_attention),
+            recurrent::linear_attention_scratch(func, op),
+        ),
+        O::CausalConvWithState => OpPlan::kernels(recurrent::causal_conv_with_state),
 
         // Reductions.
         O::ReduceMean => OpPlan::kernels(|ctx, op| reduce::reduce(ctx, op, R::Mean)),

@@ -23,7 +23,6 @@
 
 use super::build::{guard, Insts, TensorRef};
 use super::movement::common::{loop_kernel, strided_copy};
-use super::plan::{Form, OpPlan};
 use super::{unsupported, LowerCtx, LowerError, LowerResult};
 use crate::kernel::{BinaryOp, InstId, ReduceOp, Scalar, Stage, Store, UnaryOp, View};
 use memc_ir::ops::{CausalConvDims, LinearAttentionDims, OpCtx};
@@ -49,18 +48,18 @@ fn linear_sizes(dims: &LinearAttentionDims) -> Option<Sizes> {
     })
 }
 
-/// The plan of a `LinearAttention` op: its kernel, and f32 scratch for one state per query
-/// head (0 when the shapes are not static; lowering then says why).
-pub(super) fn plan_linear_attention(func: &Function, op: OpId) -> OpPlan {
-    let bytes = LinearAttentionDims::resolve(&OpCtx { func, op })
+/// The scratch bytes of a `LinearAttention` op: one f32 state per query head (0 when the
+/// shapes are not static; lowering then says why).
+pub(super) fn linear_attention_scratch(func: &Function, op: OpId) -> u64 {
+    LinearAttentionDims::resolve(&OpCtx { func, op })
         .ok()
         .and_then(|d| {
             let s = linear_sizes(&d)?;
             [s.batch, d.q_heads, s.key_size, s.value_size, 4]
                 .iter()
                 .try_fold(1u64, |acc, &x| acc.checked_mul(x))
-        });
-    OpPlan::with_scratch(Form::Kernels(linear_attention), bytes.unwrap_or(0))
+        })
+        .unwrap_or(0)
 }
 
 /// Rejects element types other than f32.

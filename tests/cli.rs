@@ -249,7 +249,14 @@ fn emit_mlir_plan_follows_the_mlir_feature() {
     let model = common::root().join("examples/classifier.onnx");
     let out = common::memc_in(
         common::root(),
-        &["compile", common::path_str(&model), "--emit", "mlir-plan"],
+        &[
+            "compile",
+            common::path_str(&model),
+            "--dim",
+            "batch=1",
+            "--emit",
+            "mlir-plan",
+        ],
     );
     if cfg!(feature = "mlir") {
         assert_eq!(out.code, 0, "{}", out.stderr);

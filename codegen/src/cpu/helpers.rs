@@ -194,6 +194,14 @@ minifloat! {
     memc_widen_f4e2m1, memc_narrow_f4e2m1, F4E2M1;
 }
 
+extern "C" fn memc_widen_f8e8m0(code: u32) -> f32 {
+    memc_ir::minifloat::e8m0::decode(code)
+}
+
+extern "C" fn memc_narrow_f8e8m0(x: f32) -> u32 {
+    memc_ir::minifloat::e8m0::encode(x)
+}
+
 /// The shape of a helper's signature.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum HelperSig {
@@ -288,6 +296,8 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         memc_narrow_f8e5m2fnuz,
         memc_widen_f4e2m1,
         memc_narrow_f4e2m1,
+        memc_widen_f8e8m0,
+        memc_narrow_f8e8m0,
     ]
 }
 
@@ -300,6 +310,7 @@ pub(crate) fn conversions(ty: Scalar) -> Option<(Helper, Helper)> {
         Scalar::F8E5M2 => ("memc_widen_f8e5m2", "memc_narrow_f8e5m2"),
         Scalar::F8E5M2FNUZ => ("memc_widen_f8e5m2fnuz", "memc_narrow_f8e5m2fnuz"),
         Scalar::F4E2M1 => ("memc_widen_f4e2m1", "memc_narrow_f4e2m1"),
+        Scalar::F8E8M0 => ("memc_widen_f8e8m0", "memc_narrow_f8e8m0"),
         _ => return None,
     };
     Some((
@@ -436,7 +447,7 @@ mod tests {
                 named.extend([widen, narrow]);
             }
         }
-        assert_eq!(named.len(), 2 * 17 + 2 + 17 + 2 * 5);
+        assert_eq!(named.len(), 2 * 17 + 2 + 17 + 2 * 6);
         for helper in named {
             assert!(
                 registered.contains(&helper.name),
@@ -444,6 +455,6 @@ mod tests {
                 helper.name
             );
         }
-        assert_eq!(registered.len(), 2 * 17 + 2 + 17 + 2 * 5);
+        assert_eq!(registered.len(), 2 * 17 + 2 + 17 + 2 * 6);
     }
 }

@@ -61,8 +61,8 @@
 //! of such a view widens the element exactly to its compute type ([`Scalar::compute`]); a
 //! store takes a value of the compute type and narrows it ([`Scalar::narrow`]): floats to the
 //! nearest code, ties to even, out-of-range values as `memc_ir::minifloat` says (±inf for
-//! f16, bf16 and E5M2, NaN for the other float8 formats, ±6 for float4); integers wrap to their
-//! low bits. An accumulating store widens, adds in the compute type and narrows. A view's `pad`
+//! f16, bf16 and E5M2, NaN for the other float8 formats, ±6 for float4; float8 E8M0, an
+//! exponent only, rounds up to a power of two and saturates); integers wrap to their low bits. An accumulating store widens, adds in the compute type and narrows. A view's `pad`
 //! is the value a load of an element storing `pad` gives (narrowed, then widened). So an op on
 //! f16 tensors computes in f32 and rounds once per stored result.
 //!
@@ -106,6 +106,8 @@ pub enum Scalar {
     F8E5M2,
     F8E5M2FNUZ,
     F4E2M1,
+    /// float8 E8M0, an exponent only (`memc_ir::minifloat::e8m0`); computes in F32.
+    F8E8M0,
     /// 4- and 2-bit integers, one per byte (the code in the low bits, zero above); compute in
     /// I8 (signed) or U8.
     I4,
@@ -116,7 +118,7 @@ pub enum Scalar {
 
 impl Scalar {
     /// Every scalar type, compute types first.
-    pub const ALL: [Scalar; 22] = [
+    pub const ALL: [Scalar; 23] = [
         Scalar::Bool,
         Scalar::I8,
         Scalar::I16,
@@ -135,6 +137,7 @@ impl Scalar {
         Scalar::F8E5M2,
         Scalar::F8E5M2FNUZ,
         Scalar::F4E2M1,
+        Scalar::F8E8M0,
         Scalar::I4,
         Scalar::U4,
         Scalar::I2,
@@ -145,7 +148,11 @@ impl Scalar {
     pub fn size(self) -> u64 {
         match self {
             Scalar::Bool | Scalar::I8 | Scalar::U8 => 1,
-            Scalar::F8E4M3FN | Scalar::F8E4M3FNUZ | Scalar::F8E5M2 | Scalar::F8E5M2FNUZ => 1,
+            Scalar::F8E4M3FN
+            | Scalar::F8E4M3FNUZ
+            | Scalar::F8E5M2
+            | Scalar::F8E5M2FNUZ
+            | Scalar::F8E8M0 => 1,
             Scalar::F4E2M1 | Scalar::I4 | Scalar::U4 | Scalar::I2 | Scalar::U2 => 1,
             Scalar::I16 | Scalar::U16 | Scalar::F16 | Scalar::BF16 => 2,
             Scalar::I32 | Scalar::U32 | Scalar::F32 => 4,
@@ -163,7 +170,8 @@ impl Scalar {
             | Scalar::F8E4M3FNUZ
             | Scalar::F8E5M2
             | Scalar::F8E5M2FNUZ
-            | Scalar::F4E2M1 => Scalar::F32,
+            | Scalar::F4E2M1
+            | Scalar::F8E8M0 => Scalar::F32,
             Scalar::I4 | Scalar::I2 => Scalar::I8,
             Scalar::U4 | Scalar::U2 => Scalar::U8,
             other => other,
@@ -233,6 +241,7 @@ impl Scalar {
             E::F8E5M2 => Scalar::F8E5M2,
             E::F8E5M2FNUZ => Scalar::F8E5M2FNUZ,
             E::F4E2M1 => Scalar::F4E2M1,
+            E::F8E8M0 => Scalar::F8E8M0,
             E::I4 => Scalar::I4,
             E::U4 => Scalar::U4,
             E::I2 => Scalar::I2,
@@ -262,6 +271,7 @@ impl Scalar {
             Scalar::F8E5M2 => E::F8E5M2,
             Scalar::F8E5M2FNUZ => E::F8E5M2FNUZ,
             Scalar::F4E2M1 => E::F4E2M1,
+            Scalar::F8E8M0 => E::F8E8M0,
             Scalar::I4 => E::I4,
             Scalar::U4 => E::U4,
             Scalar::I2 => E::I2,
@@ -289,6 +299,7 @@ impl Scalar {
             Scalar::F8E5M2 => "f8e5m2",
             Scalar::F8E5M2FNUZ => "f8e5m2fnuz",
             Scalar::F4E2M1 => "f4e2m1",
+            Scalar::F8E8M0 => "f8e8m0",
             Scalar::I4 => "i4",
             Scalar::U4 => "u4",
             Scalar::I2 => "i2",
@@ -303,6 +314,9 @@ impl Scalar {
     pub fn widen(self, code: u64) -> u64 {
         if let Some(format) = self.float_format() {
             return f64::from(format.decode(code as u32)).to_bits();
+        }
+        if self == Scalar::F8E8M0 {
+            return f64::from(memc_ir::minifloat::e8m0::decode(code as u32)).to_bits();
         }
         match self.sub_byte_bits() {
             Some(bits) if self.is_signed_int() => {
@@ -320,6 +334,11 @@ impl Scalar {
     pub fn narrow(self, value: u64) -> u64 {
         if let Some(format) = self.float_format() {
             return u64::from(format.encode(f64::from_bits(value) as f32));
+        }
+        if self == Scalar::F8E8M0 {
+            return u64::from(memc_ir::minifloat::e8m0::encode(
+                f64::from_bits(value) as f32
+            ));
         }
         match self.sub_byte_bits() {
             Some(bits) => value & ((1 << bits) - 1),

@@ -20,7 +20,7 @@ use memc_codegen::ptx::{emit_kernel, entry_name, PtxError, HEADER};
 
 /// Every kernel type: the compute types, and the storage types (views of f16, bf16, float8,
 /// float4 and the 4- and 2-bit integers, loaded widened and stored narrowed).
-const ALL: [Scalar; 22] = Scalar::ALL;
+const ALL: [Scalar; 23] = Scalar::ALL;
 
 const UNARY: [UnaryOp; 28] = [
     UnaryOp::Neg,

@@ -1,4 +1,5 @@
-//! The storage types (f16, bf16, the float8 formats, float4, the 4- and 2-bit integers) in every
+//! The storage types (f16, bf16, the float8 formats, float8 E8M0, float4, the 4- and 2-bit
+//! integers) in every
 //! backend: views of them load widened and store narrowed, exactly as the reference interpreter
 //! does (`Scalar::widen`/`Scalar::narrow`, which `memc_ir::minifloat` defines and
 //! `ir/tests/conversions.rs` checks against onnx's reference).
@@ -19,7 +20,7 @@ use memc_codegen::kernel::{
 };
 use memc_codegen::reference;
 
-const STORAGE: [Scalar; 11] = [
+const STORAGE: [Scalar; 12] = [
     Scalar::F16,
     Scalar::BF16,
     Scalar::F8E4M3FN,
@@ -27,6 +28,7 @@ const STORAGE: [Scalar; 11] = [
     Scalar::F8E5M2,
     Scalar::F8E5M2FNUZ,
     Scalar::F4E2M1,
+    Scalar::F8E8M0,
     Scalar::I4,
     Scalar::U4,
     Scalar::I2,
@@ -46,7 +48,7 @@ fn every_code(ty: Scalar) -> Vec<u8> {
 /// neighbours and the f32 values next to them, overflow, infinities, NaN, both signs.
 fn probes(ty: Scalar) -> Vec<f32> {
     let codes: Vec<u64> = match ty.size() {
-        2 => (0..=u16::MAX as u64).step_by(7).collect(),
+        2 => (0..=u16::MAX as u64).collect(),
         _ => (0..=u8::MAX as u64).collect(),
     };
     let mut values: Vec<f32> = codes

@@ -16,8 +16,12 @@
 //!
 //! Cast's `saturate = 1` (its default, for the float8 formats) first clamps the value to
 //! `±max_finite` ([`Format::encode_saturating`]); infinities become `±max_finite`, NaN stays
-//! NaN. `codegen/tests/minifloat.rs` checks every conversion against a table that ml_dtypes
-//! computed (`codegen/tests/data/minifloat.py`).
+//! NaN.
+//!
+//! float8 E8M0 (an exponent only, [`e8m0`]) has no sign and no mantissa; it narrows as Cast's
+//! defaults say (`round_mode = "up"`, `saturate = 1`), on the f32 bits as onnx's reference
+//! does. `ir/tests/conversions.rs` checks every conversion against a table that onnx's
+//! reference computed (`ir/tests/data/conversions.py`).
 
 use crate::ElemType;
 
@@ -260,6 +264,43 @@ impl Format {
     }
 }
 
+/// float8 E8M0 (the OCP MX scale format): code `c` is `2^(c - 127)` (code 0 is `2^-127`, an
+/// f32 subnormal), `0xFF` is NaN; no sign, zero or infinity.
+pub mod e8m0 {
+    /// The NaN code.
+    pub const NAN: u32 = 0xff;
+
+    /// The value of `code` (its low 8 bits), exactly.
+    pub fn decode(code: u32) -> f32 {
+        match code & 0xff {
+            NAN => f32::NAN,
+            // 2^-127 is the f32 subnormal with the top mantissa bit set.
+            0 => f32::from_bits(0x0040_0000),
+            c => f32::from_bits(c << 23),
+        }
+    }
+
+    /// `x` as Cast with its defaults (`round_mode = "up"`, `saturate = 1`) narrows it, on the
+    /// f32 bits as onnx's reference (`numpy_helper.to_float8e8m0`) does: the exponent field
+    /// of `|x|`, plus one when any mantissa bit is set, at most `0xFE`; NaN and infinities give
+    /// NaN. One deliberate difference: an f32 subnormal of at most 2^-127 rounds up to 2^-127
+    /// (code 0), where the reference's bit rule gives 2^-126; so every code survives a load
+    /// and a store (`encode(decode(c)) == c`).
+    pub fn encode(x: f32) -> u32 {
+        let bits = x.to_bits();
+        let exponent = (bits >> 23) & 0xff;
+        if exponent == 0xff {
+            return NAN;
+        }
+        let mantissa = bits & 0x7f_ffff;
+        if exponent == 0 {
+            // Subnormal: up to 2^-127 (mantissa 2^22) is code 0, the rest rounds up to 2^-126.
+            return u32::from(mantissa > 0x40_0000);
+        }
+        exponent + u32::from(mantissa != 0 && exponent != 0xfe)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,6 +347,19 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn e8m0_powers_of_two_round_trip_and_others_round_up() {
+        for code in 0..0xffu32 {
+            assert_eq!(e8m0::encode(e8m0::decode(code)), code);
+        }
+        assert!(e8m0::decode(0xff).is_nan());
+        assert_eq!(e8m0::decode(127), 1.0);
+        assert_eq!(e8m0::encode(1.1), 128);
+        assert_eq!(e8m0::encode(-4.0), 129);
+        assert_eq!(e8m0::encode(f32::MAX), 0xfe);
+        assert_eq!(e8m0::encode(f32::INFINITY), 0xff);
     }
 
     #[test]

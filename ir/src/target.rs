@@ -93,6 +93,7 @@ pub const STORAGE_TYPES: &[ElemType] = &[
     ElemType::F8E5M2,
     ElemType::F8E5M2FNUZ,
     ElemType::F4E2M1,
+    ElemType::F8E8M0,
     ElemType::I4,
     ElemType::U4,
     ElemType::I2,

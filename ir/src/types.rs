@@ -27,6 +27,9 @@ pub enum ElemType {
     F8E5M2FNUZ,
     /// 4-bit float: 2 exponent bits, 1 mantissa bit, no infinities or NaN (largest 6).
     F4E2M1,
+    /// 8-bit exponent-only float (the OCP MX scales): `2^(code - 127)`, no sign, zero or
+    /// infinity; `0xFF` is NaN.
+    F8E8M0,
     I64,
     I32,
     I16,
@@ -54,6 +57,7 @@ impl ElemType {
         ElemType::F8E5M2,
         ElemType::F8E5M2FNUZ,
         ElemType::F4E2M1,
+        ElemType::F8E8M0,
         ElemType::I64,
         ElemType::I32,
         ElemType::I16,
@@ -81,6 +85,7 @@ impl ElemType {
             ElemType::F8E5M2 => "f8E5M2",
             ElemType::F8E5M2FNUZ => "f8E5M2FNUZ",
             ElemType::F4E2M1 => "f4E2M1FN",
+            ElemType::F8E8M0 => "f8E8M0FNU",
             ElemType::I64 => "i64",
             ElemType::I32 => "i32",
             ElemType::I16 => "i16",
@@ -113,9 +118,11 @@ impl ElemType {
             ElemType::F32 | ElemType::I32 | ElemType::U32 => 32,
             ElemType::F16 | ElemType::BF16 | ElemType::I16 | ElemType::U16 => 16,
             ElemType::I8 | ElemType::U8 | ElemType::Bool => 8,
-            ElemType::F8E4M3FN | ElemType::F8E4M3FNUZ | ElemType::F8E5M2 | ElemType::F8E5M2FNUZ => {
-                8
-            }
+            ElemType::F8E4M3FN
+            | ElemType::F8E4M3FNUZ
+            | ElemType::F8E5M2
+            | ElemType::F8E5M2FNUZ
+            | ElemType::F8E8M0 => 8,
             ElemType::I4 | ElemType::U4 | ElemType::F4E2M1 => 4,
             ElemType::I2 | ElemType::U2 => 2,
         }
@@ -157,6 +164,7 @@ impl ElemType {
             21 => ElemType::U4,
             22 => ElemType::I4,
             23 => ElemType::F4E2M1,
+            24 => ElemType::F8E8M0,
             25 => ElemType::U2,
             26 => ElemType::I2,
             _ => return None,
@@ -187,6 +195,7 @@ impl ElemType {
             ElemType::U4 => 21,
             ElemType::I4 => 22,
             ElemType::F4E2M1 => 23,
+            ElemType::F8E8M0 => 24,
             ElemType::U2 => 25,
             ElemType::I2 => 26,
         }
@@ -205,6 +214,7 @@ impl ElemType {
                 | ElemType::F8E5M2
                 | ElemType::F8E5M2FNUZ
                 | ElemType::F4E2M1
+                | ElemType::F8E8M0
         )
     }
 

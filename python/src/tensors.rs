@@ -56,6 +56,7 @@ pub fn descr(py: Python<'_>, elem: Scalar) -> Bound<'_, PyArrayDescr> {
         | Scalar::F8E5M2
         | Scalar::F8E5M2FNUZ
         | Scalar::F4E2M1
+        | Scalar::F8E8M0
         | Scalar::I4
         | Scalar::U4
         | Scalar::I2

@@ -325,3 +325,35 @@ fn numpy_agrees() {
         );
     }
 }
+
+#[test]
+fn types_numpy_lacks_are_written_as_raw_bytes() {
+    // A bf16 and a float8 tensor: NumPy has no dtype for either, so the files hold raw bytes
+    // (`|V2`, `|V1`, what NumPy saves ml_dtypes arrays as), which name no element type and so
+    // are not read back.
+    let dir = scratch_dir("npy_raw_bytes");
+    for (elem, data) in [
+        (Scalar::BF16, vec![0x80, 0x3f, 0x00, 0xc0]),
+        (Scalar::F8E4M3FN, vec![0x38, 0xb8]),
+    ] {
+        let path = dir.join(format!("{}.npy", elem.name()));
+        let tensor = TensorRef::new(elem, &[2], &data).unwrap();
+        write_npy(&path, tensor).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let descr = format!("'descr': '|V{}'", elem.size());
+        assert!(
+            String::from_utf8_lossy(&bytes[..64]).contains(&descr),
+            "{}",
+            String::from_utf8_lossy(&bytes[..64])
+        );
+        assert_eq!(&bytes[bytes.len() - data.len()..], data.as_slice());
+        assert_eq!(
+            read_err(&path),
+            format!(
+                "`DIR/{}.npy`: dtype '|V{}' is raw bytes, which name no element type; memc reads bool, int8..int64, uint8..uint64, float16, float32 and float64, little-endian, in C order",
+                elem.name(),
+                elem.size()
+            )
+        );
+    }
+}

@@ -204,6 +204,63 @@ def qdq(symmetric: bool):
     return m
 
 
+def sub_byte(dirpath: str):
+    """Sub-byte weights and values, with one data set computed by onnx's reference evaluator.
+
+    int4 and uint2 initializers (odd counts, so the packing pads) read by Cast, a 4-bit
+    DequantizeLinear of a weight with a weight zero point (read packed, in place) and one with a
+    uint2 graph-input zero point (read element by element), and an int4 graph output.
+    """
+    from onnx.reference import ReferenceEvaluator
+
+    def packed(name, data_type, values):
+        t = helper.make_tensor(name, data_type, [len(values)], values)
+        return t
+
+    nodes = [
+        helper.make_node("Cast", ["w4"], ["w4_f"], name="cast_w4", to=TensorProto.FLOAT),
+        helper.make_node("Cast", ["w2"], ["w2_f"], name="cast_w2", to=TensorProto.FLOAT),
+        helper.make_node("Add", ["x", "w2_f"], ["y_add"], name="add"),
+        helper.make_node("DequantizeLinear", ["w4", "scale", "zp4"], ["y_dq_weight"], name="dq_weight"),
+        helper.make_node("DequantizeLinear", ["w2", "scale", "zp2"], ["y_dq_input"], name="dq_input"),
+        helper.make_node("Cast", ["x"], ["y_int4"], name="to_int4", to=TensorProto.INT4),
+    ]
+    inits = [
+        packed("w4", TensorProto.INT4, [-8, -1, 0, 3, 7]),
+        packed("w2", TensorProto.UINT2, [0, 1, 2, 3, 3]),
+        helper.make_tensor("zp4", TensorProto.INT4, [], [1]),
+        numpy_helper.from_array(np.array(2.0, dtype=np.float32), "scale"),
+    ]
+    m = model(
+        nodes,
+        [vi("x", TensorProto.FLOAT, [5]), vi("zp2", TensorProto.UINT2, [])],
+        [
+            vi("w4_f", TensorProto.FLOAT, [5]),
+            vi("y_add", TensorProto.FLOAT, [5]),
+            vi("y_dq_weight", TensorProto.FLOAT, [5]),
+            vi("y_dq_input", TensorProto.FLOAT, [5]),
+            vi("y_int4", TensorProto.INT4, [5]),
+        ],
+        inits,
+        opset=25,
+        name="sub_byte",
+    )
+    x = np.array([-9.5, -1.25, 0.75, 7.5, 15.0], dtype=np.float32)
+    zp2 = np.array(1, dtype=onnx.helper.tensor_dtype_to_np_dtype(TensorProto.UINT2))
+    outputs = ReferenceEvaluator(m).run(None, {"x": x, "zp2": zp2})
+    data = os.path.join(dirpath, "test_data_set_0")
+    os.makedirs(data, exist_ok=True)
+    for i, (name, value) in enumerate([("x", x), ("zp2", zp2)]):
+        save_tensor(numpy_helper.from_array(value, name), os.path.join(data, f"input_{i}.pb"))
+    for i, (out, value) in enumerate(zip(m.graph.output, outputs)):
+        save_tensor(numpy_helper.from_array(value, out.name), os.path.join(data, f"output_{i}.pb"))
+    return m
+
+
+def save_tensor(t: onnx.TensorProto, path: str) -> None:
+    write_bytes(path, t.SerializeToString())
+
+
 def external(dirpath: str):
     """MLP whose four float initializers live in weights.bin at offsets 0, 128, 160, 256.
 
@@ -552,6 +609,7 @@ def write_valid():
     ]:
         save(fn(), os.path.join(FIX, f"{name}.onnx"))
     save(external(os.path.join(FIX, "external")), os.path.join(FIX, "external", "model.onnx"))
+    save(sub_byte(os.path.join(FIX, "sub_byte")), os.path.join(FIX, "sub_byte", "model.onnx"))
 
 
 # ---------------------------------------------------------------------------------------

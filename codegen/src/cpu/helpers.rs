@@ -1,7 +1,7 @@
 //! Run-time functions that JIT-compiled kernels call for operations without a machine
 //! instruction: the transcendentals, `pow`, `fmod`, integer powers, and the conversions of
-//! f16, the float8 formats and float4 to and from f32 (`memc_ir::minifloat`, the one
-//! definition of them).
+//! the float8 formats and float4 to and from f32 (`memc_ir::minifloat`, the one definition of
+//! them; f16 and bf16 convert inline).
 //!
 //! Every function here is `extern "C"`, takes and returns scalars only, and never panics or
 //! traps, so calling it from generated code is always sound. [`symbols`] lists them for the
@@ -187,12 +187,19 @@ macro_rules! minifloat {
 }
 
 minifloat! {
-    memc_widen_f16, memc_narrow_f16, F16;
     memc_widen_f8e4m3fn, memc_narrow_f8e4m3fn, F8E4M3FN;
     memc_widen_f8e4m3fnuz, memc_narrow_f8e4m3fnuz, F8E4M3FNUZ;
     memc_widen_f8e5m2, memc_narrow_f8e5m2, F8E5M2;
     memc_widen_f8e5m2fnuz, memc_narrow_f8e5m2fnuz, F8E5M2FNUZ;
     memc_widen_f4e2m1, memc_narrow_f4e2m1, F4E2M1;
+}
+
+extern "C" fn memc_widen_f8e8m0(code: u32) -> f32 {
+    memc_ir::minifloat::e8m0::decode(code)
+}
+
+extern "C" fn memc_narrow_f8e8m0(x: f32) -> u32 {
+    memc_ir::minifloat::e8m0::encode(x)
 }
 
 /// The shape of a helper's signature.
@@ -279,8 +286,6 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         memc_erf_f32x4,
         memc_pow_f32x4,
         memc_fmod_f32x4,
-        memc_widen_f16,
-        memc_narrow_f16,
         memc_widen_f8e4m3fn,
         memc_narrow_f8e4m3fn,
         memc_widen_f8e4m3fnuz,
@@ -291,19 +296,21 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         memc_narrow_f8e5m2fnuz,
         memc_widen_f4e2m1,
         memc_narrow_f4e2m1,
+        memc_widen_f8e8m0,
+        memc_narrow_f8e8m0,
     ]
 }
 
 /// The helpers widening and narrowing storage type `ty`, for the narrow floats that have no
-/// inline form (f16, the float8 formats, float4).
+/// inline form (the float8 formats, float4).
 pub(crate) fn conversions(ty: Scalar) -> Option<(Helper, Helper)> {
     let (widen, narrow) = match ty {
-        Scalar::F16 => ("memc_widen_f16", "memc_narrow_f16"),
         Scalar::F8E4M3FN => ("memc_widen_f8e4m3fn", "memc_narrow_f8e4m3fn"),
         Scalar::F8E4M3FNUZ => ("memc_widen_f8e4m3fnuz", "memc_narrow_f8e4m3fnuz"),
         Scalar::F8E5M2 => ("memc_widen_f8e5m2", "memc_narrow_f8e5m2"),
         Scalar::F8E5M2FNUZ => ("memc_widen_f8e5m2fnuz", "memc_narrow_f8e5m2fnuz"),
         Scalar::F4E2M1 => ("memc_widen_f4e2m1", "memc_narrow_f4e2m1"),
+        Scalar::F8E8M0 => ("memc_widen_f8e8m0", "memc_narrow_f8e8m0"),
         _ => return None,
     };
     Some((

@@ -71,6 +71,9 @@ impl FnCx<'_, '_> {
             let bits = self.b.ins().ishl_imm_u(code, 16);
             return Ok(self.b.ins().bitcast(types::F32, MemFlagsData::new(), bits));
         }
+        if ty == Scalar::F16 {
+            return Ok(self.widen_f16(code));
+        }
         let (widen, _) = helpers::conversions(ty)
             .ok_or_else(|| self.unsupported(format!("loads of {}", ty.name())))?;
         self.call_helper(widen, &[code])
@@ -100,12 +103,80 @@ impl FnCx<'_, '_> {
             let code = self.b.ins().select(is_nan, quiet_nan, rounded);
             return Ok(self.b.ins().ireduce(types::I16, code));
         }
+        if ty == Scalar::F16 {
+            let code = self.narrow_f16(value);
+            return Ok(self.b.ins().ireduce(types::I16, code));
+        }
         let (_, narrow) = helpers::conversions(ty)
             .ok_or_else(|| self.unsupported(format!("stores of {}", ty.name())))?;
         let code = self.call_helper(narrow, &[value])?;
         let mem =
             memory_type(ty).ok_or_else(|| self.unsupported(format!("stores of {}", ty.name())))?;
         Ok(self.b.ins().ireduce(mem, code))
+    }
+
+    /// The f32 value of the f16 bits in `code` (an I32), exactly, without branches: exponent
+    /// and mantissa moved into an f32 and scaled by 2^112 (which rebiases normal values and
+    /// normalizes subnormal ones exactly), infinities and NaNs given the f32's top exponent.
+    fn widen_f16(&mut self, code: Value) -> Value {
+        let b = &mut self.b;
+        let magnitude = b.ins().band_imm_u(code, 0x7fff);
+        let shifted = b.ins().ishl_imm_u(magnitude, 13);
+        let as_float = b.ins().bitcast(types::F32, MemFlagsData::new(), shifted);
+        let scale = b.ins().f32const(f32::from_bits(0x7780_0000));
+        let finite = b.ins().fmul(as_float, scale);
+        let finite = b.ins().bitcast(types::I32, MemFlagsData::new(), finite);
+        let mantissa = b.ins().band_imm_u(code, 0x3ff);
+        let mantissa = b.ins().ishl_imm_u(mantissa, 13);
+        let special = b.ins().bor_imm_u(mantissa, 0x7f80_0000);
+        let is_special = b
+            .ins()
+            .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, magnitude, 0x7c00);
+        let bits = b.ins().select(is_special, special, finite);
+        let sign = b.ins().band_imm_u(code, 0x8000);
+        let sign = b.ins().ishl_imm_u(sign, 16);
+        let bits = b.ins().bor(bits, sign);
+        b.ins().bitcast(types::F32, MemFlagsData::new(), bits)
+    }
+
+    /// The f16 bits (an I32) of f32 `value` rounded to nearest even, without branches (as
+    /// `memc_ir::minifloat::F16.encode`: overflow to infinity, NaN to the quiet NaN of its
+    /// sign). Subnormal results come from adding 0.5, whose rounding does the work; normal
+    /// ones from rounding the f32 bits; the three candidates are computed and one selected.
+    fn narrow_f16(&mut self, value: Value) -> Value {
+        let b = &mut self.b;
+        let bits = b.ins().bitcast(types::I32, MemFlagsData::new(), value);
+        let abs = b.ins().band_imm_u(bits, 0x7fff_ffff);
+        // Subnormal (and zero): |x| + 0.5 rounds away the bits below the f16 subnormal step.
+        let abs_float = b.ins().bitcast(types::F32, MemFlagsData::new(), abs);
+        let half = b.ins().f32const(0.5);
+        let sum = b.ins().fadd(abs_float, half);
+        let sum = b.ins().bitcast(types::I32, MemFlagsData::new(), sum);
+        let subnormal = b.ins().iadd_imm_s(sum, -0x3f00_0000);
+        // Normal: rebias, round the 13 low bits to nearest even, shift them away.
+        let odd = b.ins().ushr_imm_u(abs, 13);
+        let odd = b.ins().band_imm_u(odd, 1);
+        let normal = b.ins().iadd_imm_s(abs, (-112i64 << 23) + 0xfff);
+        let normal = b.ins().iadd(normal, odd);
+        let normal = b.ins().ushr_imm_u(normal, 13);
+        // At or past 65536: infinity, or a NaN.
+        let is_nan = b
+            .ins()
+            .icmp_imm_u(IntCC::UnsignedGreaterThan, abs, 0x7f80_0000);
+        let inf = b.ins().iconst(types::I32, 0x7c00);
+        let nan = b.ins().iconst(types::I32, 0x7e00);
+        let huge = b.ins().select(is_nan, nan, inf);
+        let is_subnormal = b
+            .ins()
+            .icmp_imm_u(IntCC::UnsignedLessThan, abs, 0x3880_0000);
+        let small = b.ins().select(is_subnormal, subnormal, normal);
+        let is_huge = b
+            .ins()
+            .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, abs, 0x4780_0000);
+        let magnitude = b.ins().select(is_huge, huge, small);
+        let sign = b.ins().ushr_imm_u(bits, 16);
+        let sign = b.ins().band_imm_u(sign, 0x8000);
+        b.ins().bor(magnitude, sign)
     }
 
     fn float_const(&mut self, ty: Scalar, value: f64) -> Value {

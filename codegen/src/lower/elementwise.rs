@@ -9,7 +9,8 @@
 //! (`kernel.rs`, "Element types"), rounded once when stored, and a fused chain rounds an
 //! intermediate of a storage type with `Narrow` (a Cast to f16 inside a chain still rounds).
 //! Cast follows ONNX's rules: `saturate` (default 1) clamps to the float8 types' largest
-//! finite value (infinities included, NaN kept); floats go to the 4- and 2-bit integers by
+//! finite value (infinities included, NaN kept); to float8 E8M0 only with the defaults
+//! (`round_mode = "up"`, `saturate = 1`), which its store implements; floats go to the 4- and 2-bit integers by
 //! truncation into i64 and wrapping to the width (as ml_dtypes does for values in range; ONNX
 //! leaves out-of-range values undefined). onnxruntime's `ms.*` activations and
 //! their gradients follow onnxruntime's CPU kernels (`ms.Scale` reads its scale as an f32).
@@ -751,7 +752,20 @@ fn emit(
             let scale = b.cast(scale, t);
             b.binary(BinaryOp::Mul, x, scale)
         }
-        O::Cast | O::CastLike => cast(b, x, out, ctx.attr_int(op, "saturate") != 0),
+        O::Cast | O::CastLike => {
+            if out == Scalar::F8E8M0
+                && (ctx.attr_str(op, "round_mode") != Some("up")
+                    || ctx.attr_int(op, "saturate") == 0)
+            {
+                // A store into E8M0 rounds up and saturates; the other modes have no kernel.
+                return Err(unsupported(format!(
+                    "Cast to float8e8m0 with round_mode `{}` and saturate {} (memc rounds up and saturates)",
+                    ctx.attr_str(op, "round_mode").unwrap_or("up"),
+                    ctx.attr_int(op, "saturate")
+                )));
+            }
+            cast(b, x, out, ctx.attr_int(op, "saturate") != 0)
+        }
         _ => return Err(unsupported("not an elementwise op (a memc bug)")),
     })
 }

@@ -221,7 +221,7 @@ pub fn unary_kernel(op: UnaryOp, ty: Scalar, out_ty: Scalar, n: u64, out_offset:
     let mut b = Insts::default();
     let x = b.load(ty, 0);
     let y = b.un(op, x);
-    assert_eq!(b.ty(y), out_ty);
+    assert_eq!(b.ty(y), out_ty.compute());
     loop_kernel(
         &format!("{op:?}"),
         &[n],
@@ -231,13 +231,14 @@ pub fn unary_kernel(op: UnaryOp, ty: Scalar, out_ty: Scalar, n: u64, out_offset:
     )
 }
 
-/// A binary elementwise kernel `out[i] = op(x[i], y[i])`.
+/// A binary elementwise kernel `out[i] = op(x[i], y[i])`, the result of `ty` (bool for a
+/// comparison).
 pub fn binary_kernel(op: BinaryOp, ty: Scalar, n: u64, y_offset: i64, out_offset: i64) -> Kernel {
     let mut b = Insts::default();
     let x = b.load(ty, 0);
     let y = b.load(ty, 1);
     let z = b.bin(op, x, y);
-    let out_ty = b.ty(z);
+    let out_ty = if op.is_comparison() { Scalar::Bool } else { ty };
     loop_kernel(
         &format!("{op:?}"),
         &[n],

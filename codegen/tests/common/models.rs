@@ -72,7 +72,8 @@ fn compiled(module: Module, program: Program, plan: &MemoryPlan) -> Compiled {
     }
 }
 
-/// The weights section of `program`, filled from `weights` (plain copies; no packed slots).
+/// The weights section of `program`, filled from `weights` (plain copies, sub-byte weights
+/// unpacked where a slot says so; no packed low-bit slots).
 pub fn weights_section(program: &Program, weights: &WeightStore) -> Vec<u8> {
     let mut section = vec![0u8; program.weights_size as usize];
     for slot in &program.weights {
@@ -83,8 +84,12 @@ pub fn weights_section(program: &Program, weights: &WeightStore) -> Vec<u8> {
             .get(id)
             .and_then(|w| w.bytes())
             .expect("weights have bytes");
+        let bytes = match slot.unpacked {
+            Some(elem) => memc_ir::packing::unpack(elem.elem(), bytes, slot.byte_size as usize),
+            None => bytes.to_vec(),
+        };
         let at = slot.byte_offset as usize;
-        section[at..at + bytes.len()].copy_from_slice(bytes);
+        section[at..at + bytes.len()].copy_from_slice(&bytes);
     }
     section
 }

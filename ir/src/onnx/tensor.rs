@@ -146,7 +146,8 @@ pub fn tensor_bytes(
         | ElemType::F8E4M3FN
         | ElemType::F8E4M3FNUZ
         | ElemType::F8E5M2
-        | ElemType::F8E5M2FNUZ => {
+        | ElemType::F8E5M2FNUZ
+        | ElemType::F8E8M0 => {
             // One element per int32_data entry, in its low bytes (float16, bfloat16 and the
             // float8 types as their bit patterns).
             if tensor.int32_data.len() != n {

@@ -623,7 +623,8 @@ fn decode(weight: &Weight) -> Option<Vec<SymInt>> {
                 | ElemType::F8E4M3FNUZ
                 | ElemType::F8E5M2
                 | ElemType::F8E5M2FNUZ
-                | ElemType::F4E2M1 => SymInt::unknown(),
+                | ElemType::F4E2M1
+                | ElemType::F8E8M0 => SymInt::unknown(),
             }
         })
         .collect();

@@ -670,8 +670,8 @@ pub mod types {
     pub const SIGNED_NUMERIC: &[ElemType] = &[F64, F32, F16, BF16, I64, I32, I16, I8];
     pub const NUMERIC: &[ElemType] = &[F64, F32, F16, BF16, I64, I32, I16, I8, U64, U32, U16, U8];
     pub const ANY: &[ElemType] = &[
-        F64, F32, F16, BF16, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, F4E2M1, I64, I32, I16, I8,
-        U64, U32, U16, U8, I4, U4, I2, U2, Bool,
+        F64, F32, F16, BF16, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, F4E2M1, F8E8M0, I64, I32,
+        I16, I8, U64, U32, U16, U8, I4, U4, I2, U2, Bool,
     ];
     pub const INDEX: &[ElemType] = &[I64, I32];
     pub const I64_ONLY: &[ElemType] = &[I64];

@@ -219,7 +219,7 @@ define_ops! {
     Shrink = op("onnx.Shrink", "X < -lambd ? X + bias : X > lambd ? X - bias : 0").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_NUMERIC).attrs(&[float_attr("bias", 0.0), float_attr("lambd", 0.5)]).traits(ELEMENTWISE).shape(s::same_as_first).flops(c::per_elem::<3>);
     IsInf = op("onnx.IsInf", "whether X is infinite (of the selected signs)").ins(X_T).outs(&[req("Y", var("B"))]).vars(&[("T", FLOAT), ("B", BOOL)]).attrs(&[int_attr("detect_negative", 1), int_attr("detect_positive", 1)]).traits(ELEMENTWISE).shape(s::same_shape_bool);
     BitwiseNot = op("onnx.BitwiseNot", "bitwise not").ins(X_T).outs(Y_T).vars(&[("T", INT)]).traits(ELEMENTWISE).shape(s::same_as_first);
-    CastLike = op("onnx.CastLike", "converts to the element type of `target_type`").ins(&[req("input", var("T1")), req("target_type", var("T2"))]).outs(&[req("output", var("T2"))]).vars(&[("T1", ANY), ("T2", ANY)]).attrs(&[int_attr("saturate", 1)]).traits(ELEMENTWISE).shape(s::cast_like).flops(c::zero);
+    CastLike = op("onnx.CastLike", "converts to the element type of `target_type`").ins(&[req("input", var("T1")), req("target_type", var("T2"))]).outs(&[req("output", var("T2"))]).vars(&[("T1", ANY), ("T2", ANY)]).attrs(&[int_attr("saturate", 1), str_attr("round_mode", "up")]).traits(ELEMENTWISE).shape(s::cast_like).flops(c::zero);
     Relu = op("onnx.Relu", "max(X, 0)").ins(X_T).outs(Y_T).vars(T_SIGNED).traits(ELEMENTWISE).shape(s::same_as_first);
     LeakyRelu = op("onnx.LeakyRelu", "X < 0 ? alpha * X : X").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(&[float_attr("alpha", 0.01)]).traits(ELEMENTWISE).shape(s::same_as_first).flops(c::per_elem::<2>);
     Elu = op("onnx.Elu", "X < 0 ? alpha * (e ^ X - 1) : X").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(&[float_attr("alpha", 1.0)]).traits(ELEMENTWISE).shape(s::same_as_first).flops(c::per_elem::<4>);
@@ -231,7 +231,7 @@ define_ops! {
     Gelu = op("onnx.Gelu", "Gaussian error linear unit").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(&[str_attr("approximate", "none")]).traits(ELEMENTWISE).verify(v::gelu).shape(s::same_as_first).flops(c::gelu);
     Clip = op("onnx.Clip", "min(max(input, min), max)").ins(&[req("input", var("T")), opt("min", var("T")), opt("max", var("T"))]).outs(&[req("output", var("T"))]).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::same_as_first);
     Identity = op("onnx.Identity", "returns its input").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_ANY).traits(SAME_BYTES).shape(s::same_as_first).fold(f::forward);
-    Cast = op("onnx.Cast", "converts to the element type `to`").ins(&[req("input", var("T1"))]).outs(&[req("output", var("T2"))]).vars(&[("T1", ANY), ("T2", ANY)]).attrs(&[required("to", ElemType), int_attr("saturate", 1)]).traits(ELEMENTWISE).shape(s::cast).fold(f::cast).flops(c::zero);
+    Cast = op("onnx.Cast", "converts to the element type `to`").ins(&[req("input", var("T1"))]).outs(&[req("output", var("T2"))]).vars(&[("T1", ANY), ("T2", ANY)]).attrs(&[required("to", ElemType), int_attr("saturate", 1), str_attr("round_mode", "up")]).traits(ELEMENTWISE).shape(s::cast).fold(f::cast).flops(c::zero);
     Dropout = op("onnx.Dropout", "identity in inference; random zeroing in training").ins(&[req("data", var("T")), opt("ratio", var("T1")), opt("training_mode", var("B"))]).outs(&[req("output", var("T")), opt("mask", var("B"))]).vars(&[("T", FLOAT), ("T1", FLOAT), ("B", BOOL)]).attrs(&[attr("seed", Int)]).traits(Traits::VIEW).random_when(r::dropout).shape(s::dropout);
 
     // Normalization and activation over an axis.

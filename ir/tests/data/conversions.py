@@ -7,6 +7,7 @@ Sections start with a header line `decode TYPE`, `encode TYPE` or `int TYPE`; th
 it, up to the next header, are (all numbers hexadecimal):
   decode: CODE F32BITS      the value of every code of a float8/float4 type
   encode: F32BITS CODE SAT  f32 to TYPE with saturate=0 (CODE) and saturate=1 (SAT)
+                            (FLOAT8E8M0: round_mode "up", the default)
   int: F32BITS CODE         f32 to a 4- or 2-bit integer (the code in the low bits)
 """
 
@@ -27,6 +28,7 @@ FLOATS = {
     "FLOAT8E5M2": TensorProto.FLOAT8E5M2,
     "FLOAT8E5M2FNUZ": TensorProto.FLOAT8E5M2FNUZ,
     "FLOAT4E2M1": TensorProto.FLOAT4E2M1,
+    "FLOAT8E8M0": TensorProto.FLOAT8E8M0,
 }
 INTS = {
     "INT4": TensorProto.INT4,
@@ -85,8 +87,13 @@ def main() -> None:
         )
         probes = np.unique(np.concatenate([probes, -probes]))
         probes = np.concatenate([probes, -np.array([np.nan], dtype=np.float32)])
-        plain = codes_of(cast_to(probes, to, saturate=False), bits)
-        sat = codes_of(cast_to(probes, to, saturate=True), bits)
+        if name == "FLOAT8E8M0":
+            # Exponent only: the f32 exponents and their neighbours, zero, subnormals.
+            powers = np.ldexp(np.float32(1), np.arange(-149, 128)).astype(np.float32)
+            probes = np.concatenate([neighbours(powers), probes, np.float32([0, 3e-45, 1e-40])])
+            probes = np.unique(np.concatenate([probes, -probes]))
+        plain = codes_of(cast_to(probes, to, saturate=False, round_mode="up"), bits)
+        sat = codes_of(cast_to(probes, to, saturate=True, round_mode="up"), bits)
         lines.append(f"encode {name}")
         for x, c, s in zip(f32_bits(probes), plain, sat):
             lines.append(f"{x:x} {c:x} {s:x}")

@@ -29,6 +29,7 @@ pub(super) fn memory_form(ty: Scalar) -> (&'static str, Cls) {
         | Scalar::F8E5M2
         | Scalar::F8E5M2FNUZ
         | Scalar::F4E2M1
+        | Scalar::F8E8M0
         | Scalar::I4
         | Scalar::U4
         | Scalar::I2
@@ -64,6 +65,7 @@ impl Em {
                 let high = self.op2(Cls::R, "shl.b32", &wide, "16");
                 self.op1(Cls::F, "mov.b32", &high)
             }
+            Scalar::F8E8M0 => self.decode_e8m0(raw),
             _ => match ty.float_format() {
                 Some(format) => self.decode(format, raw),
                 None => raw.to_string(),
@@ -92,11 +94,44 @@ impl Em {
                 let code = self.selp(Cls::R, &nan, &r, &is_nan);
                 self.op1(Cls::Rs, "cvt.u16.u32", &code)
             }
+            Scalar::F8E8M0 => self.encode_e8m0(value),
             _ => match ty.float_format() {
                 Some(format) => self.encode(format, value),
                 None => value.to_string(),
             },
         }
+    }
+
+    /// The f32 value of float8 E8M0 `code`: the code as f32's exponent field; code 0 is
+    /// 2^-127 (the f32 subnormal 0x00400000), 0xFF NaN.
+    fn decode_e8m0(&mut self, code: &str) -> String {
+        let code = self.op2(Cls::R, "and.b32", code, "255");
+        let bits = self.op2(Cls::R, "shl.b32", &code, "23");
+        let zero = self.setp("eq", "u32", &code, "0");
+        let bits = self.selp(Cls::R, "4194304", &bits, &zero);
+        let nan = self.setp("eq", "u32", &code, "255");
+        let bits = self.selp(Cls::R, "2143289344", &bits, &nan);
+        self.op1(Cls::F, "mov.b32", &bits)
+    }
+
+    /// The float8 E8M0 code of f32 `value` (`memc_ir::minifloat::e8m0::encode`): its exponent
+    /// field, plus one when a mantissa bit is set, at most 0xFE; NaN and infinities 0xFF; an
+    /// f32 subnormal is 0 up to 2^-127 (mantissa 2^22), else 1.
+    fn encode_e8m0(&mut self, value: &str) -> String {
+        let bits = self.op1(Cls::R, "mov.b32", value);
+        let exp = self.op2(Cls::R, "shr.u32", &bits, "23");
+        let exp = self.op2(Cls::R, "and.b32", &exp, "255");
+        let mantissa = self.op2(Cls::R, "and.b32", &bits, "8388607");
+        let inexact = self.setp("ne", "u32", &mantissa, "0");
+        let below_top = self.setp("lt", "u32", &exp, "254");
+        let up = self.reg(Cls::P);
+        self.ins(format!("and.pred {up}, {inexact}, {below_top}"));
+        let next = self.op2(Cls::R, "add.u32", &exp, "1");
+        let normal = self.selp(Cls::R, &next, &exp, &up);
+        let above = self.setp("gt", "u32", &mantissa, "4194304");
+        let subnormal = self.selp(Cls::R, "1", "0", &above);
+        let is_subnormal = self.setp("eq", "u32", &exp, "0");
+        self.selp(Cls::R, &subnormal, &normal, &is_subnormal)
     }
 
     /// The f32 value of the code in the low bits of `code` (a `.b32` register).

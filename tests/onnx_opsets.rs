@@ -20,7 +20,12 @@ use std::path::PathBuf;
 fn cases() -> Vec<PathBuf> {
     let dir = root().join("tests/onnx/opsets");
     let mut cases: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e} (run tests/onnx/make_opset_cases.py)", dir.display()))
+        .unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (run tests/onnx/make_opset_cases.py)",
+                dir.display()
+            )
+        })
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.join("old/model.onnx").is_file())
@@ -40,26 +45,46 @@ fn opset_of(model: &std::path::Path) -> i64 {
 #[test]
 fn older_forms_match_their_opset_13_twins() {
     let cases = cases();
-    assert!(cases.len() >= 20, "expected the committed cases, found {}", cases.len());
+    assert!(
+        cases.len() >= 20,
+        "expected the committed cases, found {}",
+        cases.len()
+    );
     let scratch = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("onnx_opsets");
     std::fs::create_dir_all(&scratch).expect("target tmpdir is writable");
     let mut failures = Vec::new();
     for case in &cases {
-        let name = case.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned());
+        let name = case
+            .file_name()
+            .map_or(String::new(), |n| n.to_string_lossy().into_owned());
         let (old, new) = (case.join("old"), case.join("new"));
         // The pair must really be an old form and a current one, or the case proves nothing.
-        let (old_opset, new_opset) = (opset_of(&old.join("model.onnx")), opset_of(&new.join("model.onnx")));
-        assert!(old_opset < 13 && new_opset >= 13, "{name}: opsets {old_opset} and {new_opset}");
+        let (old_opset, new_opset) = (
+            opset_of(&old.join("model.onnx")),
+            opset_of(&new.join("model.onnx")),
+        );
+        assert!(
+            old_opset < 13 && new_opset >= 13,
+            "{name}: opsets {old_opset} and {new_opset}"
+        );
         for (which, dir) in [("old", &old), ("new", &new)] {
             match run_test(dir, &scratch, NODE_TESTS) {
                 (Status::Pass, by_reference) => println!(
                     "pass {name}/{which} (opset {}){}",
                     if which == "old" { old_opset } else { new_opset },
-                    if by_reference { ", cpu + reference" } else { ", cpu" }
+                    if by_reference {
+                        ", cpu + reference"
+                    } else {
+                        ", cpu"
+                    }
                 ),
                 (status, _) => failures.push(format!("{name}/{which}: {status:?}")),
             }
         }
     }
-    assert!(failures.is_empty(), "cases that do not pass:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "cases that do not pass:\n{}",
+        failures.join("\n")
+    );
 }

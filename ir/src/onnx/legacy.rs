@@ -160,7 +160,11 @@ const CHANGES: &[Change] = &[
     },
 ];
 
-const fn change(op: &'static str, until: i64, rewrite: fn(&mut Rewrite) -> Result<(), String>) -> Change {
+const fn change(
+    op: &'static str,
+    until: i64,
+    rewrite: fn(&mut Rewrite) -> Result<(), String>,
+) -> Change {
     Change {
         op,
         until,
@@ -524,10 +528,7 @@ fn axis_index(axis: i64, rank: usize, what: &str) -> Result<usize, String> {
 /// (default 1), normalized along the second dim.
 fn coerced_to_2d(r: &mut Rewrite) -> Result<(), String> {
     let axis = r.take_int("axis")?.unwrap_or(1);
-    let input = r
-        .input(0)
-        .ok_or("input #0 is missing")?
-        .to_string();
+    let input = r.input(0).ok_or("input #0 is missing")?.to_string();
     if let Some(ty) = r.input_type(0) {
         let rank = ty.rank();
         if rank == 0 {
@@ -554,7 +555,14 @@ fn coerced_to_2d(r: &mut Rewrite) -> Result<(), String> {
     r.node.input[0] = flat;
     r.set_int("axis", 1);
     let result = r.detach_output(0, "2d");
-    let reshape = r.helper("Reshape", &[&r.node.output[0], &shape], &result);
+    let mut reshape = r.helper("Reshape", &[&r.node.output[0], &shape], &result);
+    // The input's own dims, zeros included (an empty input keeps its shape).
+    reshape.attribute.push(AttributeProto {
+        name: "allowzero".to_string(),
+        r#type: at::INT,
+        i: 1,
+        ..Default::default()
+    });
     r.after.push(reshape);
     Ok(())
 }
@@ -656,9 +664,7 @@ fn batch_normalization(r: &mut Rewrite) -> Result<(), String> {
 /// `(X - mean) / sqrt(var + epsilon) * scale + B`.
 fn per_activation_batch_norm(r: &mut Rewrite) -> Result<(), String> {
     if (1..5).any(|i| r.output_wanted(i)) {
-        return Err(
-            "`spatial = 0` is supported in inference only (output #0 alone)".to_string(),
-        );
+        return Err("`spatial = 0` is supported in inference only (output #0 alone)".to_string());
     }
     let epsilon = r.take_float("epsilon")?.unwrap_or(1e-5);
     r.take("momentum");
@@ -697,7 +703,10 @@ fn per_activation_batch_norm(r: &mut Rewrite) -> Result<(), String> {
 fn resize(r: &mut Rewrite) -> Result<(), String> {
     if r.opset < 11 {
         let x = r.input(0).ok_or("input #0 is missing")?.to_string();
-        let scales = r.input(1).ok_or("input #1 (scales) is missing")?.to_string();
+        let scales = r
+            .input(1)
+            .ok_or("input #1 (scales) is missing")?
+            .to_string();
         r.node.input = vec![x, String::new(), scales];
         return asymmetric_resize(r, Unknown::Refused);
     }
@@ -830,7 +839,10 @@ mod tests {
     }
 
     fn f32_of(shape: &[u64]) -> TensorType {
-        TensorType::new(ElemType::F32, shape.iter().map(|&d| Dim::Static(d)).collect())
+        TensorType::new(
+            ElemType::F32,
+            shape.iter().map(|&d| Dim::Static(d)).collect(),
+        )
     }
 
     fn node(op: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
@@ -909,19 +921,34 @@ mod tests {
 
     fn run(node: &NodeProto, opset: i64, facts: &dyn Facts) -> Result<Vec<String>, String> {
         let mut counter = 0;
-        Ok(show(&normalize(node, opset, facts, &mut counter)?.unwrap_or_else(|| vec![node.clone()])))
+        Ok(show(
+            &normalize(node, opset, facts, &mut counter)?.unwrap_or_else(|| vec![node.clone()]),
+        ))
     }
 
     #[test]
     fn attributes_that_became_inputs_become_constants() {
-        let split = node("Split", &["x"], &["a", "b"], vec![ints("split", &[1, 3]), int("axis", 1)]);
+        let split = node(
+            "Split",
+            &["x"],
+            &["a", "b"],
+            vec![ints("split", &[1, 3]), int("axis", 1)],
+        );
         assert_eq!(
             run(&split, 12, &Checking).unwrap(),
-            ["Constant() -> n/split#memc1 {}", "Split(x, n/split#memc1) -> a, b {axis=1}"]
+            [
+                "Constant() -> n/split#memc1 {}",
+                "Split(x, n/split#memc1) -> a, b {axis=1}"
+            ]
         );
         // From opset 13 on the node is left alone.
         assert_eq!(normalize(&split, 13, &Checking, &mut 0).unwrap(), None);
-        let slice = node("Slice", &["x"], &["y"], vec![ints("starts", &[1]), ints("ends", &[3])]);
+        let slice = node(
+            "Slice",
+            &["x"],
+            &["y"],
+            vec![ints("starts", &[1]), ints("ends", &[3])],
+        );
         assert_eq!(
             run(&slice, 9, &Checking).unwrap()[2],
             "Slice(x, n/starts#memc1, n/ends#memc2) -> y {}"
@@ -936,14 +963,19 @@ mod tests {
     #[test]
     fn clip_bounds_take_the_input_element_type() {
         let mut facts = Known::default();
-        facts.types.insert("x", TensorType::new(ElemType::F16, vec![Dim::Static(3)]));
+        facts
+            .types
+            .insert("x", TensorType::new(ElemType::F16, vec![Dim::Static(3)]));
         let mut counter = 0;
         let clip = node("Clip", &["x"], &["y"], vec![float("max", 6.0)]);
         let nodes = normalize(&clip, 10, &facts, &mut counter).unwrap().unwrap();
         assert_eq!(show(&nodes)[1], "Clip(x, , n/max#memc1) -> y {}");
         let value = nodes[0].attribute[0].t.as_ref().unwrap();
         assert_eq!(value.data_type, 10);
-        assert_eq!(value.raw_data.as_ref(), half::f16::from_f32(6.0).to_le_bytes());
+        assert_eq!(
+            value.raw_data.as_ref(),
+            half::f16::from_f32(6.0).to_le_bytes()
+        );
     }
 
     #[test]
@@ -957,11 +989,14 @@ mod tests {
                 "Shape(x) -> n/shape#memc1 {}",
                 "Flatten(x) -> n/flatten#memc2 {axis=1}",
                 "Softmax(n/flatten#memc2) -> n/2d#memc3 {axis=1}",
-                "Reshape(n/2d#memc3, n/shape#memc1) -> y {}",
+                "Reshape(n/2d#memc3, n/shape#memc1) -> y {allowzero=1}",
             ]
         );
         let last = node("LogSoftmax", &["x"], &["y"], vec![int("axis", -1)]);
-        assert_eq!(run(&last, 12, &facts).unwrap(), ["LogSoftmax(x) -> y {axis=2}"]);
+        assert_eq!(
+            run(&last, 12, &facts).unwrap(),
+            ["LogSoftmax(x) -> y {axis=2}"]
+        );
         let out_of_range = node("Hardmax", &["x"], &["y"], vec![int("axis", 3)]);
         assert_eq!(
             run(&out_of_range, 12, &facts).unwrap_err(),
@@ -972,14 +1007,31 @@ mod tests {
     #[test]
     fn batch_normalization_outputs_and_spatial() {
         let inputs = ["x", "s", "b", "m", "v"];
-        let training = node("BatchNormalization", &inputs, &["y", "rm", "rv"], Vec::new());
+        let training = node(
+            "BatchNormalization",
+            &inputs,
+            &["y", "rm", "rv"],
+            Vec::new(),
+        );
         assert_eq!(
             run(&training, 9, &Checking).unwrap(),
             ["BatchNormalization(x, s, b, m, v) -> y, rm, rv {training_mode=1}"]
         );
-        let saved = node("BatchNormalization", &inputs, &["y", "rm", "rv", "sm", ""], Vec::new());
-        assert!(run(&saved, 13, &Checking).unwrap_err().contains("saved_mean"));
-        let spatial = node("BatchNormalization", &inputs, &["y"], vec![int("spatial", 0)]);
+        let saved = node(
+            "BatchNormalization",
+            &inputs,
+            &["y", "rm", "rv", "sm", ""],
+            Vec::new(),
+        );
+        assert!(run(&saved, 13, &Checking)
+            .unwrap_err()
+            .contains("saved_mean"));
+        let spatial = node(
+            "BatchNormalization",
+            &inputs,
+            &["y"],
+            vec![int("spatial", 0)],
+        );
         let nodes = run(&spatial, 7, &Checking).unwrap();
         assert_eq!(nodes.last().unwrap(), "Add(n/scaled#memc6, b) -> y {}");
         assert_eq!(nodes.len(), 7);
@@ -1002,43 +1054,73 @@ mod tests {
             ["Resize(x, , up) -> y {coordinate_transformation_mode=asymmetric mode=nearest nearest_mode=floor}"]
         );
         assert!(run(&resize("down"), 10, &facts).unwrap()[0].contains("nearest_mode=ceil"));
-        assert!(run(&resize("mixed"), 10, &facts).unwrap_err().contains("up-sample some axes"));
-        assert!(run(&resize("unknown"), 10, &facts).unwrap_err().contains("not known at compile time is not supported"));
+        assert!(run(&resize("mixed"), 10, &facts)
+            .unwrap_err()
+            .contains("up-sample some axes"));
+        assert!(run(&resize("unknown"), 10, &facts)
+            .unwrap_err()
+            .contains("not known at compile time is not supported"));
         let upsample = node("Upsample", &["x", "unknown"], &["y"], Vec::new());
         assert!(run(&upsample, 9, &facts).unwrap()[0].contains("nearest_mode=floor"));
         // The whole-model check knows no value and picks a form with the same ops.
         assert!(run(&resize("unknown"), 10, &Checking).is_ok());
-        let linear = node("Upsample", &["x"], &["y"], vec![text("mode", "linear"), AttributeProto {
-            name: "scales".to_string(),
-            r#type: at::FLOATS,
-            floats: vec![1.0, 2.0],
-            ..Default::default()
-        }]);
+        let linear = node(
+            "Upsample",
+            &["x"],
+            &["y"],
+            vec![
+                text("mode", "linear"),
+                AttributeProto {
+                    name: "scales".to_string(),
+                    r#type: at::FLOATS,
+                    floats: vec![1.0, 2.0],
+                    ..Default::default()
+                },
+            ],
+        );
         assert_eq!(
             run(&linear, 8, &facts).unwrap()[1],
             "Resize(x, , n/scales#memc1) -> y {coordinate_transformation_mode=asymmetric mode=linear}"
         );
         assert_eq!(current_op("Upsample", 9), "Resize");
         assert_eq!(current_op("Upsample", 10), "Upsample");
-        assert!(removed_note("Upsample", 10).unwrap().contains("Resize replaces it"));
+        assert!(removed_note("Upsample", 10)
+            .unwrap()
+            .contains("Resize replaces it"));
     }
 
     #[test]
     fn tf_half_pixel_for_nn_is_half_pixel_with_shifted_rounding() {
         let nn = |nearest: &str| {
-            node("Resize", &["x", "roi", "scales"], &["y"], vec![
-                text("coordinate_transformation_mode", "tf_half_pixel_for_nn"),
-                text("nearest_mode", nearest),
-            ])
+            node(
+                "Resize",
+                &["x", "roi", "scales"],
+                &["y"],
+                vec![
+                    text("coordinate_transformation_mode", "tf_half_pixel_for_nn"),
+                    text("nearest_mode", nearest),
+                ],
+            )
         };
-        assert!(run(&nn("floor"), 11, &Checking).unwrap()[0].contains("nearest_mode=round_prefer_ceil"));
-        assert!(run(&nn("round_prefer_floor"), 12, &Checking).unwrap()[0].contains("nearest_mode=ceil"));
-        assert!(run(&nn("ceil"), 12, &Checking).unwrap_err().contains("nearest_mode ceil"));
+        assert!(
+            run(&nn("floor"), 11, &Checking).unwrap()[0].contains("nearest_mode=round_prefer_ceil")
+        );
+        assert!(
+            run(&nn("round_prefer_floor"), 12, &Checking).unwrap()[0].contains("nearest_mode=ceil")
+        );
+        assert!(run(&nn("ceil"), 12, &Checking)
+            .unwrap_err()
+            .contains("nearest_mode ceil"));
     }
 
     #[test]
     fn dropout_mask_before_10_takes_the_data_type() {
-        let d = node("Dropout", &["x"], &["y", "mask"], vec![float("ratio", 0.25)]);
+        let d = node(
+            "Dropout",
+            &["x"],
+            &["y", "mask"],
+            vec![float("ratio", 0.25)],
+        );
         assert_eq!(
             run(&d, 9, &Checking).unwrap(),
             [

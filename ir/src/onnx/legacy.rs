@@ -13,11 +13,15 @@
 //!   input it goes with.
 //! - Softmax, LogSoftmax and Hardmax before opset 13 saw their input as 2-D (the dims before
 //!   `axis`, default 1, as rows; the rest as one row): `Flatten(axis) -> op(axis = 1) ->
-//!   Reshape(Shape(input))`, or just the op on the last axis when `axis` is the last dim.
+//!   Reshape(Shape(input), allowzero = 1)`, or just the op on that axis when `axis` is the
+//!   last dim.
 //! - BatchNormalization: `spatial = 0` (before opset 9, statistics per activation) becomes
 //!   elementwise ops; before opset 14, asking for the running mean and variance outputs meant
-//!   training mode (`training_mode = 1` now); the saved statistics (outputs 4 and 5) are refused.
+//!   training mode (`training_mode = 1` now); the saved statistics (outputs #3 and #4) are
+//!   refused.
 //! - Dropout before opset 10 returned its mask in the data's element type (a `CastLike` now).
+//!   In inference its mask is all true, as ONNX's reference implementation and opset 12 on say
+//!   (onnxruntime's kernels of opsets 7 to 11 return all false).
 //! - Resize of opset 10 took `(X, scales)` and mapped coordinates asymmetrically, rounding the
 //!   nearest pixel down on up-sampled axes and up on down-sampled ones (onnxruntime's reading,
 //!   which the node tests and exporters of the time follow); Upsample (opsets 7 to 9) is that
@@ -245,7 +249,7 @@ pub fn normalize(
     facts: &dyn Facts,
     counter: &mut usize,
 ) -> Result<Option<Vec<NodeProto>>, String> {
-    let Some(change) = change_of(&node.op_type).filter(|_| changes(&node.op_type, opset)) else {
+    let Some(change) = change_of(&node.op_type).filter(|c| opset < c.until) else {
         return Ok(None);
     };
     let mut rewrite = Rewrite {
@@ -452,9 +456,12 @@ impl Rewrite<'_> {
 
     /// Gives result `index` a fresh name and returns the name it had, for a helper node that
     /// reads the fresh one and writes the original.
-    fn detach_output(&mut self, index: usize, what: &str) -> String {
+    fn detach_output(&mut self, index: usize, what: &str) -> Result<String, String> {
+        if !self.output_wanted(index) {
+            return Err(format!("output #{index} is missing"));
+        }
         let fresh = self.fresh(what);
-        std::mem::replace(&mut self.node.output[index], fresh)
+        Ok(std::mem::replace(&mut self.node.output[index], fresh))
     }
 
     fn output_wanted(&self, index: usize) -> bool {
@@ -554,8 +561,15 @@ fn coerced_to_2d(r: &mut Rewrite) -> Result<(), String> {
     r.before.push(flatten);
     r.node.input[0] = flat;
     r.set_int("axis", 1);
-    let result = r.detach_output(0, "2d");
-    let reshape = r.helper("Reshape", &[&r.node.output[0], &shape], &result);
+    let result = r.detach_output(0, "2d")?;
+    let mut reshape = r.helper("Reshape", &[&r.node.output[0], &shape], &result);
+    // The input's own dims, zeros included (an empty input keeps its shape).
+    reshape.attribute.push(AttributeProto {
+        name: "allowzero".to_string(),
+        r#type: at::INT,
+        i: 1,
+        ..Default::default()
+    });
     r.after.push(reshape);
     Ok(())
 }
@@ -626,7 +640,7 @@ fn dropout(r: &mut Rewrite) -> Result<(), String> {
     r.set_input(1, name);
     if r.opset < 10 && r.output_wanted(1) {
         let data = r.input(0).ok_or("input #0 is missing")?.to_string();
-        let mask = r.detach_output(1, "mask");
+        let mask = r.detach_output(1, "mask")?;
         let cast = r.helper("CastLike", &[&r.node.output[1], &data], &mask);
         r.after.push(cast);
     }
@@ -672,7 +686,7 @@ fn per_activation_batch_norm(r: &mut Rewrite) -> Result<(), String> {
         if scale.rank() + 1 != x.rank() {
             return Err(format!(
                 "with `spatial = 0` the scale, bias, mean and variance have the input's dims after the first ({}), but the scale has rank {}",
-                x.rank() - 1,
+                x.rank().saturating_sub(1),
                 scale.rank()
             ));
         }
@@ -982,13 +996,18 @@ mod tests {
                 "Shape(x) -> n/shape#memc1 {}",
                 "Flatten(x) -> n/flatten#memc2 {axis=1}",
                 "Softmax(n/flatten#memc2) -> n/2d#memc3 {axis=1}",
-                "Reshape(n/2d#memc3, n/shape#memc1) -> y {}",
+                "Reshape(n/2d#memc3, n/shape#memc1) -> y {allowzero=1}",
             ]
         );
         let last = node("LogSoftmax", &["x"], &["y"], vec![int("axis", -1)]);
         assert_eq!(
             run(&last, 12, &facts).unwrap(),
             ["LogSoftmax(x) -> y {axis=2}"]
+        );
+        let no_output = node("Softmax", &["x"], &[], Vec::new());
+        assert_eq!(
+            run(&no_output, 11, &facts).unwrap_err(),
+            "output #0 is missing"
         );
         let out_of_range = node("Hardmax", &["x"], &["y"], vec![int("axis", 3)]);
         assert_eq!(

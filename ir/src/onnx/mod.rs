@@ -292,28 +292,35 @@ impl Importer {
                     domain: domain_name(domain).to_string(),
                 });
             };
-            match self.current_forms(node) {
-                Ok(forms) => {
-                    for form in forms.iter() {
-                        let opcode = onnx_opcode(form);
-                        if opcode.is_none() && !is_constant(form) {
-                            report(kind.clone(), String::new());
-                            continue;
-                        }
-                        let Some(opcode) = opcode else { continue };
-                        for attr in &form.attribute {
-                            if opcode.def().attr_def(&attr.name).is_none()
-                                && !self.normalized_attr(opcode, &attr.name)
-                            {
-                                report(
-                                    format!("{} attribute `{}`", node.op_type, attr.name),
-                                    " (memc does not know this attribute)".to_string(),
-                                );
-                            }
-                        }
+            // A node memc cannot read is reported alone (its subgraphs are not looked into).
+            let forms = match self.current_forms(node) {
+                Ok(forms) => forms,
+                Err(why) => {
+                    report(kind, format!(" ({why})"));
+                    continue;
+                }
+            };
+            if forms
+                .iter()
+                .any(|form| onnx_opcode(form).is_none() && !is_constant(form))
+            {
+                report(kind, String::new());
+                continue;
+            }
+            for form in forms.iter() {
+                let Some(opcode) = onnx_opcode(form) else {
+                    continue;
+                };
+                for attr in &form.attribute {
+                    if opcode.def().attr_def(&attr.name).is_none()
+                        && !self.normalized_attr(opcode, &attr.name)
+                    {
+                        report(
+                            format!("{} attribute `{}`", node.op_type, attr.name),
+                            " (memc does not know this attribute)".to_string(),
+                        );
                     }
                 }
-                Err(why) => report(kind, format!(" ({why})")),
             }
             for attr in &node.attribute {
                 if let Some(g) = &attr.g {
@@ -335,13 +342,14 @@ impl Importer {
             .ok_or("the model imports no ai.onnx opset, which this node needs")?;
         let current = legacy::current_op(&node.op_type, opset);
         if current != "Constant" && opcode_for("", current).is_none() {
-            return Err(match legacy::removed_note(&node.op_type, opset) {
-                Some(note) => note,
+            // An op memc does not have: the caller reports it as such.
+            return match legacy::removed_note(&node.op_type, opset) {
+                Some(note) => Err(note),
                 None if current != node.op_type => {
-                    format!("read as {current}, which memc does not support")
+                    Err(format!("read as {current}, which memc does not support"))
                 }
-                None => "memc does not have this op".to_string(),
-            });
+                None => Ok(single),
+            };
         }
         let oldest = legacy::oldest_opset(&node.op_type);
         if opset < oldest {

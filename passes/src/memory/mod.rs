@@ -245,7 +245,7 @@ fn schedulable_ops(func: &Function) -> Result<(Vec<OpId>, OpId), Diagnostic> {
     let block_ops = func.layout().block_ops(entry).to_vec();
     if block_ops.iter().any(|&op| !func.op(op).regions.is_empty()) {
         return Err(Diagnostic::error(
-            "cannot plan memory: functions with regions (onnx.If) are not planned yet",
+            "cannot plan memory: functions with regions (onnx.If) are not supported yet",
         ));
     }
     let ret = *block_ops

@@ -877,9 +877,10 @@ fn load_elem<'c>(
     widen(b, blk, raw, elem)
 }
 
-/// The float8 and float4 formats are not MLIR arithmetic the LLVM lowering knows.
+/// The float8 and float4 formats (storage floats other than f16 and bf16) are not arithmetic
+/// the LLVM lowering knows.
 fn no_float_codes(elem: Scalar) -> R<()> {
-    if elem.float_format().is_some() && !matches!(elem, Scalar::F16 | Scalar::BF16) {
+    if elem.is_storage_only() && elem.is_float() && !matches!(elem, Scalar::F16 | Scalar::BF16) {
         return Err(MlirError::Unsupported(format!(
             "the MLIR emitter does not convert {} codes",
             elem.name()

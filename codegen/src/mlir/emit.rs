@@ -977,11 +977,7 @@ fn load_view<'c>(
         blk,
         ok,
         &[b.scalar(elem)],
-        &mut |then| {
-            let at = linear(b, then, base.offset, &v.strides, idx)?;
-            let at = indirect(b, then, indices, vals, at)?;
-            Ok(vec![load_elem(b, then, base, at, elem)?])
-        },
+        &mut |then| Ok(vec![read(then)?]),
         &mut |other| Ok(vec![pad(b, other, elem, pad_value)?]),
     )?;
     Ok(out[0])
@@ -1118,31 +1114,6 @@ fn store_all<'c>(
     Ok(())
 }
 
-/// Runs `f` on `x` widened to f32 when `ty` is f16, and rounds the result back.
-fn in_f32<'c>(
-    b: &Builder<'c>,
-    blk: &Block<'c>,
-    ty: Scalar,
-    xs: &[V<'c>],
-    f: &dyn Fn(&[V<'c>]) -> R<V<'c>>,
-) -> R<V<'c>> {
-    if ty != Scalar::F16 {
-        let xs: Vec<V<'c>> = xs.iter().map(|&x| own(x)).collect();
-        return f(&xs);
-    }
-    let f32t = Type::float32(b.ctx);
-    let wide = xs
-        .iter()
-        .map(|&x| b.cast(blk, "arith.extf", x, f32t))
-        .collect::<R<Vec<_>>>()?;
-    let r = f(&wide)?;
-    if r.r#type() == f32t {
-        b.cast(blk, "arith.truncf", r, b.scalar(Scalar::F16))
-    } else {
-        Ok(r)
-    }
-}
-
 /// A value as a handle with the context's lifetime, usable in any block of the module being
 /// built (melior ties a value to the borrow of its block, which nested loop bodies outlive).
 fn own<'c>(v: Value<'c, '_>) -> V<'c> {
@@ -1203,8 +1174,8 @@ fn unary<'c>(b: &Builder<'c>, blk: &Block<'c>, op: UnaryOp, ty: Scalar, x: V<'c>
         U::Not | U::BitNot => return Err(malformed(&format!("{op:?} of {}", ty.name()))),
         _ => {}
     }
-    in_f32(b, blk, ty, &[x], &|xs| {
-        let x = xs[0];
+    // Instructions never have a storage type (the program validated), so f16 is not here.
+    let float_unary = || -> R<V<'c>> {
         let t = x.r#type();
         let name = match op {
             U::Exp => "math.exp",
@@ -1248,7 +1219,8 @@ fn unary<'c>(b: &Builder<'c>, blk: &Block<'c>, op: UnaryOp, ty: Scalar, x: V<'c>
             }
         };
         b.un(blk, name, x)
-    })
+    };
+    float_unary()
 }
 
 fn binary<'c>(
@@ -1271,8 +1243,7 @@ fn binary<'c>(
             };
             return b.cmpf(blk, p, x, y);
         }
-        return in_f32(b, blk, ty, &[x, y], &|xs| {
-            let (x, y) = (xs[0], xs[1]);
+        let float_binary = || -> R<V<'c>> {
             let name = match op {
                 O::Add => "arith.addf",
                 O::Sub => "arith.subf",
@@ -1284,19 +1255,13 @@ fn binary<'c>(
                 O::Max => "arith.maximumf",
                 O::FloorMod => {
                     let r = b.bin(blk, "arith.remf", x, y)?;
-                    let zero = b.float(blk, x.r#type(), 0.0)?;
-                    let nonzero = b.cmpf(blk, CmpfPredicate::One, r, zero)?;
-                    let r_neg = b.cmpf(blk, CmpfPredicate::Olt, r, zero)?;
-                    let y_neg = b.cmpf(blk, CmpfPredicate::Olt, y, zero)?;
-                    let differ = b.bin(blk, "arith.xori", r_neg, y_neg)?;
-                    let fix = b.bin(blk, "arith.andi", nonzero, differ)?;
-                    let shifted = b.bin(blk, "arith.addf", r, y)?;
-                    return b.select(blk, fix, shifted, r);
+                    return to_divisor_sign(b, blk, r, y, true);
                 }
                 _ => return Err(malformed(&format!("{op:?} of {}", ty.name()))),
             };
             b.bin(blk, name, x, y)
-        });
+        };
+        return float_binary();
     }
     let signed = ty.is_signed_int();
     let t = b.scalar(ty);
@@ -1378,6 +1343,39 @@ fn binary<'c>(
     }
 }
 
+/// A remainder `r` of a division by `y` moved to the divisor's sign (`r + y` when `r` is not 0
+/// and the signs differ): `FloorMod` from a truncating remainder, for floats and signed
+/// integers.
+fn to_divisor_sign<'c>(
+    b: &Builder<'c>,
+    blk: &Block<'c>,
+    r: V<'c>,
+    y: V<'c>,
+    float: bool,
+) -> R<V<'c>> {
+    let (nonzero, r_neg, y_neg, add) = if float {
+        let zero = b.float(blk, r.r#type(), 0.0)?;
+        (
+            b.cmpf(blk, CmpfPredicate::One, r, zero)?,
+            b.cmpf(blk, CmpfPredicate::Olt, r, zero)?,
+            b.cmpf(blk, CmpfPredicate::Olt, y, zero)?,
+            "arith.addf",
+        )
+    } else {
+        let zero = b.int(blk, r.r#type(), 0)?;
+        (
+            b.cmpi(blk, CmpiPredicate::Ne, r, zero)?,
+            b.cmpi(blk, CmpiPredicate::Slt, r, zero)?,
+            b.cmpi(blk, CmpiPredicate::Slt, y, zero)?,
+            "arith.addi",
+        )
+    };
+    let differ = b.bin(blk, "arith.xori", r_neg, y_neg)?;
+    let fix = b.bin(blk, "arith.andi", nonzero, differ)?;
+    let shifted = b.bin(blk, add, r, y)?;
+    b.select(blk, fix, shifted, r)
+}
+
 /// Integer `Div`, `Rem` and `FloorMod` as the kernel contract defines them: a zero divisor
 /// gives 0, `MIN / -1` wraps, nothing traps.
 fn int_division<'c>(
@@ -1415,13 +1413,7 @@ fn int_division<'c>(
             let r = b.bin(blk, "arith.remsi", x, safe)?;
             let r = b.select(blk, y_minus, zero, r)?;
             if op == BinaryOp::FloorMod {
-                let nonzero = b.cmpi(blk, CmpiPredicate::Ne, r, zero)?;
-                let r_neg = b.cmpi(blk, CmpiPredicate::Slt, r, zero)?;
-                let y_neg = b.cmpi(blk, CmpiPredicate::Slt, y, zero)?;
-                let differ = b.bin(blk, "arith.xori", r_neg, y_neg)?;
-                let fix = b.bin(blk, "arith.andi", nonzero, differ)?;
-                let shifted = b.bin(blk, "arith.addi", r, y)?;
-                b.select(blk, fix, shifted, r)?
+                to_divisor_sign(b, blk, r, y, false)?
             } else {
                 r
             }

@@ -1,5 +1,7 @@
 //! The `memc` command line. Each subcommand is a thin layer over a library driver.
 
+mod progress;
+
 use clap::{Parser, Subcommand, ValueEnum};
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
@@ -38,6 +40,16 @@ enum EmitArg {
 enum TargetArg {
     Cpu,
     Cuda,
+}
+
+/// `--progress`: when `memc compile` draws its progress on standard error.
+#[derive(Copy, Clone, ValueEnum)]
+enum ProgressArg {
+    /// A bar when standard error is a terminal.
+    Auto,
+    /// A bar on a terminal, and otherwise a line a second (for logs).
+    Always,
+    Never,
 }
 
 #[derive(Copy, Clone, ValueEnum)]
@@ -129,6 +141,11 @@ enum Command {
         /// Print how long each compile stage took (and why `egraph` stopped), to standard error.
         #[arg(long)]
         time_passes: bool,
+        /// Show progress on standard error: a spinner while the model compiles and a bar while
+        /// the plan's weights are written (packed as they stream). `auto` draws only on a
+        /// terminal; `always` also prints a line a second when standard error is a file.
+        #[arg(long, value_enum, default_value_t = ProgressArg::Auto)]
+        progress: ProgressArg,
     },
     /// Plan offset-assignment instances (`id,lower,upper,size` CSV) and print arena/LOAD.
     PlanCsv {
@@ -259,6 +276,7 @@ fn run(cli: Cli) -> ExitCode {
             memory_budget,
             recompute,
             time_passes,
+            progress,
         } => {
             let emit = match emit {
                 EmitArg::Ir => memc::compile::Emit::Ir,
@@ -297,6 +315,7 @@ fn run(cli: Cli) -> ExitCode {
                 recompute: recompute.map(|r| r.0).unwrap_or_default(),
                 time_passes,
                 color,
+                progress,
             };
             if model.extension().is_some_and(|e| e == "mlir") {
                 compile_text(&model, split_input_file, request)
@@ -429,6 +448,7 @@ struct CompileRequest {
     recompute: Vec<memc::remat::ConfigEntry>,
     time_passes: bool,
     color: bool,
+    progress: ProgressArg,
 }
 
 fn compile(model: &std::path::Path, request: CompileRequest) -> ExitCode {
@@ -445,7 +465,10 @@ fn compile(model: &std::path::Path, request: CompileRequest) -> ExitCode {
     }
     let dims = request.dims.clone();
     let options = request.options();
-    let compiled = match memc::compile::compile(model, &options) {
+    let spinner = progress::compiling(request.progress, model);
+    let compiled = memc::compile::compile(model, &options);
+    spinner.finish_and_clear();
+    let compiled = match compiled {
         Ok(compiled) => {
             if request.time_passes {
                 print_times(&compiled);
@@ -466,6 +489,7 @@ fn compile(model: &std::path::Path, request: CompileRequest) -> ExitCode {
     if let (true, Some(report)) = (request.report, compiled.memory_report()) {
         let svg_path = request
             .report_svg
+            .clone()
             .unwrap_or_else(|| svg_beside_stem(model, "model"));
         if let Err(e) = std::fs::write(&svg_path, memc::report::svg(&report)) {
             eprintln!("error: cannot write `{}`: {e}", svg_path.display());
@@ -481,7 +505,7 @@ fn compile(model: &std::path::Path, request: CompileRequest) -> ExitCode {
         memc::compile::plan_meta(model, dims, request.target, &compiled),
         request.output.as_deref(),
     ) {
-        return write_plan_file(output, &compiled, &meta, request.time_passes);
+        return write_plan_file(output, &compiled, &meta, &request);
     }
     if let (Emit::Ptx, Some(program), Some(ptx), Some(dir)) = (
         emit,
@@ -610,14 +634,26 @@ fn write_plan_file(
     output: &std::path::Path,
     compiled: &memc::compile::Compiled,
     meta: &memc::runtime::plan::PlanMeta,
-    time_passes: bool,
+    request: &CompileRequest,
 ) -> ExitCode {
     let n_kernels = meta.program.n_kernels();
     let arena = meta.program.arena_size;
     let started = std::time::Instant::now();
-    match memc::runtime::plan::write_plan(output, meta, &compiled.module.weights) {
+    let bar = progress::writing(request.progress, meta.program.weights_size);
+    let written = memc::runtime::plan::write_plan_with_progress(
+        output,
+        meta,
+        &compiled.module.weights,
+        &mut |p| {
+            bar.set_position(p.done);
+            true
+        },
+    );
+    // The bar stays, at its last position, above what follows.
+    bar.finish();
+    match written {
         Ok(stats) => {
-            if time_passes {
+            if request.time_passes {
                 eprintln!(
                     "memc: {:>9.3} ms  write the plan file (weights packed as they stream)",
                     started.elapsed().as_secs_f64() * 1e3

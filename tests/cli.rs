@@ -278,3 +278,66 @@ fn emit_mlir_plan_follows_the_mlir_feature() {
         );
     }
 }
+
+/// `--progress`: nothing drawn when standard error is not a terminal (the default `auto`),
+/// lines for a log with `always`, ending at the weights section's size.
+#[test]
+fn compile_progress_draws_on_a_terminal_or_when_asked() {
+    let model = common::root().join("examples/classifier.onnx");
+    let dir = scratch_dir("progress");
+    let plan = dir.join("classifier.plan");
+    let args = |progress: &'static str| {
+        vec![
+            "compile".to_string(),
+            common::path_str(&model).to_string(),
+            "--dim".into(),
+            "batch=1".into(),
+            "-o".into(),
+            common::path_str(&plan).to_string(),
+            "--progress".into(),
+            progress.into(),
+        ]
+    };
+    let run = |progress| {
+        let args = args(progress);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        common::memc_in(common::root(), &args)
+    };
+    for quiet in ["auto", "never"] {
+        let out = run(quiet);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert!(!out.stderr.contains("writing weights"), "{}", out.stderr);
+        assert!(out.stderr.starts_with("memc: wrote "), "{}", out.stderr);
+    }
+    let out = run("always");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // The last frame: every byte written (`] 6.16 KiB/6.16 KiB (`).
+    let last = out
+        .stderr
+        .lines()
+        .rfind(|l| l.starts_with("writing weights ["))
+        .unwrap_or_else(|| panic!("no weights bar: {}", out.stderr));
+    let (done, total) = last
+        .split_once("] ")
+        .and_then(|(_, rest)| rest.split_once(" ("))
+        .and_then(|(sizes, _)| sizes.split_once('/'))
+        .unwrap_or_else(|| panic!("{last}"));
+    assert_eq!(done, total, "{last}");
+    assert!(total.ends_with("KiB"), "{last}");
+    assert!(
+        out.stderr.contains("compiling classifier.onnx"),
+        "{}",
+        out.stderr
+    );
+    let out = common::memc_in(
+        common::root(),
+        &["compile", "x.onnx", "--progress", "sometimes"],
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("invalid value 'sometimes' for '--progress <PROGRESS>'"),
+        "{}",
+        out.stderr
+    );
+}

@@ -34,15 +34,42 @@ fn zoo() -> Option<PathBuf> {
     static DONE: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     DONE.get_or_init(|| {
         let _ = std::fs::remove_dir_all(&out);
-        print!(
-            "{}",
-            run(Command::new(&python)
+        let generate = || {
+            Command::new(&python)
                 .arg(root().join("bench/training/zoo.py"))
                 .arg("--out")
                 .arg(&out)
                 .arg("--only")
-                .arg(MODELS.join(",")))
+                .arg(MODELS.join(","))
+                .output()
+                .expect("the training venv's python starts")
+        };
+        let mut made = generate();
+        // A reference generator killed by a signal (no exit code) is tried once more, and says
+        // so: the error is onnxruntime-training's, not memc's.
+        if made.status.code().is_none() {
+            println!(
+                "bench/training/zoo.py died ({}); trying once more",
+                made.status
+            );
+            let _ = std::fs::remove_dir_all(&out);
+            made = generate();
+        }
+        // onnxruntime's gradient builder logs every graph pass at INFO on stderr, thousands of
+        // lines that would bury the traceback of a real failure.
+        let stderr = String::from_utf8_lossy(&made.stderr);
+        let errors: Vec<&str> = stderr
+            .lines()
+            .filter(|l| !l.contains("[I:onnxruntime"))
+            .collect();
+        assert!(
+            made.status.success(),
+            "bench/training/zoo.py failed ({}):\n{}\n{}",
+            made.status,
+            String::from_utf8_lossy(&made.stdout),
+            errors.join("\n")
         );
+        print!("{}", String::from_utf8_lossy(&made.stdout));
     });
     Some(out)
 }

@@ -125,7 +125,7 @@ fn parse_target(target: &str) -> PyResult<memc_core::codegen::Target> {
     })
 }
 
-/// compile(path, dims=None, memory_budget=None, target="cpu", plan_budget_ms=200)
+/// compile(path, dims=None, memory_budget=None, target="cpu", plan_budget_ms=200, progress=None)
 /// --
 ///
 /// Compiles the ONNX model at `path` to a plan, as `memc compile MODEL -o PLAN` does.
@@ -136,8 +136,14 @@ fn parse_target(target: &str) -> PyResult<memc_core::codegen::Target> {
 /// without recomputation (`"60%"`). `target` is `"cpu"` or `"cuda"`. `plan_budget_ms` is the
 /// time the offset search may use. Raises `memc.Error` with the CLI's diagnostic when the
 /// model does not compile.
+///
+/// `progress`, a callable, is called as `progress(done, total)` while the plan's weights are
+/// written (copied, or packed as they stream: the long part of compiling a large model), with
+/// the bytes written so far and the weights' size: first with `done == 0`, then every 1/256 or
+/// so, last with `done == total`. An exception it raises stops the compile and propagates, as
+/// does Ctrl-C (KeyboardInterrupt) while the weights are written.
 #[pyfunction]
-#[pyo3(signature = (path, dims = None, memory_budget = None, target = "cpu", plan_budget_ms = 200))]
+#[pyo3(signature = (path, dims = None, memory_budget = None, target = "cpu", plan_budget_ms = 200, progress = None))]
 fn compile(
     py: Python<'_>,
     path: PathBuf,
@@ -145,7 +151,17 @@ fn compile(
     memory_budget: Option<&Bound<'_, PyAny>>,
     target: &str,
     plan_budget_ms: u64,
+    progress: Option<Bound<'_, PyAny>>,
 ) -> PyResult<Plan> {
+    if let Some(callback) = &progress {
+        if !callback.is_callable() {
+            return Err(PyTypeError::new_err(format!(
+                "progress: expected a callable progress(done, total), got {}",
+                type_name(callback)
+            )));
+        }
+    }
+    let progress = progress.map(Bound::unbind);
     let dims = parse_dims(dims)?;
     let memory_budget = parse_budget(memory_budget)?;
     let target = parse_target(target)?;
@@ -159,10 +175,25 @@ fn compile(
         memory_budget,
         recompute: Vec::new(),
     };
-    let compiled = py
-        .detach(|| plan::compile_to_temporary(&path, dims, target, &options))
-        .map_err(memc_error)?;
-    Plan::open_compiled(py, compiled)
+    // The first exception from the callback (or a signal), raised once the write stopped.
+    let mut raised: Option<PyErr> = None;
+    let mut report = |p: memc_core::runtime::WriteProgress| {
+        Python::attach(|py| {
+            py.check_signals()?;
+            match &progress {
+                Some(callback) => callback.call1(py, (p.done, p.total)).map(drop),
+                None => Ok(()),
+            }
+        })
+        .map_err(|e| raised = Some(e))
+        .is_ok()
+    };
+    let compiled =
+        py.detach(|| plan::compile_to_temporary(&path, dims, target, &options, &mut report));
+    if let Some(err) = raised {
+        return Err(err);
+    }
+    Plan::open_compiled(py, compiled.map_err(memc_error)?)
 }
 
 /// load(path)

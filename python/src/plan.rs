@@ -60,11 +60,16 @@ pub struct CompiledPlan {
 /// Compiles the model at `path` as `memc compile MODEL -o PLAN` does and writes the plan into
 /// a new temporary directory. Errors are the CLI's messages (a compile error is the rendered
 /// diagnostic).
+///
+/// `progress` hears how far the plan's weights are written (see
+/// [`memc_core::runtime::plan::write_plan_with_progress`]); returning `false` cancels the write,
+/// and the error is then the runtime's "cancelled" message.
 pub fn compile_to_temporary(
     path: &Path,
     dims: Vec<(String, u64)>,
     target: memc_core::codegen::Target,
     options: &memc_core::compile::CompileOptions,
+    progress: &mut dyn FnMut(memc_core::runtime::WriteProgress) -> bool,
 ) -> Result<CompiledPlan, String> {
     let compiled = memc_core::compile::compile(path, options).map_err(|diag| {
         diag.render(&path.display().to_string(), "", false)
@@ -79,8 +84,13 @@ pub fn compile_to_temporary(
         .file_stem()
         .map_or_else(|| "model".to_string(), |s| s.to_string_lossy().into_owned());
     let plan_path = dir.0.join(format!("{stem}.plan"));
-    memc_core::runtime::plan::write_plan(&plan_path, &meta, &compiled.module.weights)
-        .map_err(|e| e.to_string())?;
+    memc_core::runtime::plan::write_plan_with_progress(
+        &plan_path,
+        &meta,
+        &compiled.module.weights,
+        progress,
+    )
+    .map_err(|e| e.to_string())?;
     let file = PlanFile::open(&plan_path).map_err(|e| e.to_string())?;
     let warning = compiled
         .remat

@@ -262,6 +262,64 @@ def test_an_unmet_memory_budget_warns_and_still_runs(mlp_path, rng):
     assert_matches(plan.run({"x": x}), onnxruntime_outputs(mlp_path, {"x": x}), "unmet budget")
 
 
+def wide_model(rng) -> onnx.ModelProto:
+    """x[1, 1024] through three 1024x1024 MatMuls with Tanh between: 12 MiB of weights."""
+    weights = [
+        numpy_helper.from_array((rng.standard_normal((1024, 1024)) / 32).astype(np.float32), f"w{i}")
+        for i in range(3)
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w0"], ["h0"]),
+        helper.make_node("Tanh", ["h0"], ["t0"]),
+        helper.make_node("MatMul", ["t0", "w1"], ["h1"]),
+        helper.make_node("Tanh", ["h1"], ["t1"]),
+        helper.make_node("MatMul", ["t1", "w2"], ["y"]),
+    ]
+    return make_model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1024])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1024])],
+        weights,
+    )
+
+
+def test_progress_hears_the_weights_as_they_are_written(tmp_path, rng):
+    path = save(wide_model(rng), tmp_path / "wide.onnx")
+    calls = []
+    plan = memc.compile(path, progress=lambda done, total: calls.append((done, total)))
+    total = calls[0][1]
+    assert total >= 3 * 1024 * 1024 * 4
+    assert calls[0] == (0, total)
+    assert calls[-1] == (total, total)
+    assert all(a[0] < b[0] and a[1] == b[1] for a, b in zip(calls, calls[1:])), calls
+    assert len(calls) >= 4, calls
+    x = rng.standard_normal((1, 1024)).astype(np.float32)
+    assert_matches(plan.run({"x": x}), onnxruntime_outputs(path, {"x": x}), "wide")
+
+
+def test_an_exception_in_progress_stops_the_compile(tmp_path, rng):
+    path = save(wide_model(rng), tmp_path / "wide.onnx")
+
+    class Enough(Exception):
+        pass
+
+    seen = []
+
+    def stop(done, total):
+        seen.append(done)
+        if done >= total // 2:
+            raise Enough(f"stopped at {done} of {total}")
+
+    with pytest.raises(Enough, match="stopped at"):
+        memc.compile(path, progress=stop)
+    assert 0 < seen[-1] < 3 * 1024 * 1024 * 4
+
+
+def test_progress_must_be_callable(mlp_path):
+    with pytest.raises(TypeError, match=r"progress: expected a callable progress\(done, total\), got int"):
+        memc.compile(mlp_path, dims={"batch": 3}, progress=3)
+
+
 def test_a_cuda_plan_compiles_and_saves_without_a_gpu(tmp_path, mlp_path):
     plan = memc.compile(mlp_path, dims={"batch": 3}, target="cuda")
     assert plan.target == "cuda"

@@ -23,6 +23,9 @@ pub enum RuntimeError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The progress callback of [`crate::plan::write_plan_with_progress`] cancelled the write.
+    #[error("writing `{}` was cancelled; the file is as it was before", path.display())]
+    WriteCancelled { path: PathBuf },
     #[error("`{}` is not a memc plan file (it does not start with `MEMCPLAN`)", path.display())]
     NotAPlan { path: PathBuf },
     #[error(

@@ -51,7 +51,7 @@ pub mod session;
 pub mod tensor;
 
 pub use error::{Result, RuntimeError};
-pub use plan::{write_plan, PlanFile, PlanMeta};
+pub use plan::{write_plan, write_plan_with_progress, PlanFile, PlanMeta, WriteProgress};
 pub use session::{Session, SessionOptions};
 pub use tensor::{Element, Tensor, TensorRef};
 

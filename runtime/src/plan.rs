@@ -66,7 +66,9 @@
 //! file) into the file through one buffered writer, never holding all of them in memory; it
 //! writes into a temporary file beside the target and renames it into place only when
 //! everything succeeded, so a failed compile never leaves a partial plan, and a session that
-//! has the old plan mapped keeps reading the old file.
+//! has the old plan mapped keeps reading the old file. [`write_plan_with_progress`] reports
+//! how many bytes of the weights section are written (a terminal bar in the CLI, a callback in
+//! Python) and can cancel the write.
 
 use crate::error::{Result, RuntimeError};
 use crate::{OLDEST_PLAN_FORMAT_VERSION, PLAN_FORMAT_VERSION};
@@ -356,6 +358,34 @@ pub struct PlanStats {
 /// Errors: the program fails validation (a memc bug), a slot's weight is not in `weights`, has
 /// no bytes, or has a different size, two slots overlap, or the file cannot be written.
 pub fn write_plan(path: &Path, meta: &PlanMeta, weights: &WeightStore) -> Result<PlanStats> {
+    write_plan_with_progress(path, meta, weights, &mut |_| true)
+}
+
+/// How far [`write_plan_with_progress`] is: bytes of the weights section written so far, of
+/// all of them. Weights dominate a long write (they are copied, unpacked or packed as they
+/// stream), so the header and metadata are not counted.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct WriteProgress {
+    pub done: u64,
+    pub total: u64,
+}
+
+/// Between two progress reports at least this fraction of the weights section is written
+/// (1/256), and at least [`REPORT_MIN_BYTES`]: a few hundred calls per plan however large it is.
+const REPORT_STEPS: u64 = 256;
+const REPORT_MIN_BYTES: u64 = 1 << 20;
+
+/// [`write_plan`], telling `progress` how many weight bytes are written: once with `done == 0`
+/// before the first, every 1/256 of the section (and every MiB at least) as they stream, and
+/// once with `done == total` when the last is written. `progress` returning `false` cancels the
+/// write: nothing is left at `path` (an older plan there stays), and the error is
+/// [`RuntimeError::WriteCancelled`].
+pub fn write_plan_with_progress(
+    path: &Path,
+    meta: &PlanMeta,
+    weights: &WeightStore,
+    progress: &mut dyn FnMut(WriteProgress) -> bool,
+) -> Result<PlanStats> {
     let program = &meta.program;
     program.validate().map_err(RuntimeError::ProgramToWrite)?;
     // A plan `open` would refuse is never written: its PTX is checked the same way.
@@ -375,12 +405,18 @@ pub fn write_plan(path: &Path, meta: &PlanMeta, weights: &WeightStore) -> Result
     temp_name.push(format!(".{}.tmp", std::process::id()));
     let temp = path.with_file_name(temp_name);
 
-    let written = write_file(&temp, &metadata, program.weights_size, &slots);
+    let reporter = Reporter::new(program.weights_size, progress);
+    let written = write_file(&temp, &metadata, program.weights_size, &slots, reporter);
     let stats = match written {
         Ok(stats) => stats,
         Err(source) => {
             // The partial file is of no use; failing to remove it changes nothing for the user.
             let _ = std::fs::remove_file(&temp);
+            if source.get_ref().is_some_and(|e| e.is::<Cancelled>()) {
+                return Err(RuntimeError::WriteCancelled {
+                    path: path.to_path_buf(),
+                });
+            }
             return Err(RuntimeError::write(path, source));
         }
     };
@@ -507,14 +543,78 @@ fn slot_bytes<'a>(
     Ok(slots)
 }
 
-/// A writer that checksums what passes through it and counts it.
-struct CrcWriter<W> {
+/// The error [`Reporter`] stops the writer with when its callback cancels.
+#[derive(Debug)]
+struct Cancelled;
+
+impl std::fmt::Display for Cancelled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("cancelled by the progress callback")
+    }
+}
+
+impl std::error::Error for Cancelled {}
+
+/// Calls a [`write_plan_with_progress`] callback as weight bytes pass, a few hundred times in
+/// all.
+struct Reporter<'p> {
+    callback: &'p mut dyn FnMut(WriteProgress) -> bool,
+    done: u64,
+    total: u64,
+    next: u64,
+    step: u64,
+}
+
+impl<'p> Reporter<'p> {
+    fn new(total: u64, callback: &'p mut dyn FnMut(WriteProgress) -> bool) -> Reporter<'p> {
+        let step = (total / REPORT_STEPS).max(REPORT_MIN_BYTES);
+        Reporter {
+            callback,
+            done: 0,
+            total,
+            next: 0,
+            step,
+        }
+    }
+
+    /// Counts `n` more bytes; reports when the next step is reached (or the first time, or at
+    /// the end). An error when the callback cancels.
+    fn advance(&mut self, n: u64) -> std::io::Result<()> {
+        self.done = (self.done + n).min(self.total);
+        if self.done < self.next && self.done < self.total {
+            return Ok(());
+        }
+        if self.next > self.total {
+            return Ok(()); // The end was reported already.
+        }
+        self.next = if self.done == self.total {
+            self.total + 1
+        } else {
+            self.done + self.step
+        };
+        let at = WriteProgress {
+            done: self.done,
+            total: self.total,
+        };
+        if (self.callback)(at) {
+            Ok(())
+        } else {
+            // Not `ErrorKind::Interrupted`: `write_all` retries those.
+            Err(std::io::Error::other(Cancelled))
+        }
+    }
+}
+
+/// A writer that checksums what passes through it and counts it; once `reporter` is set (at
+/// the weights section), it counts the bytes for it too.
+struct CrcWriter<'p, W> {
     inner: W,
     hasher: crc32fast::Hasher,
     written: u64,
+    reporter: Option<Reporter<'p>>,
 }
 
-impl<W: Write> CrcWriter<W> {
+impl<W: Write> CrcWriter<'_, W> {
     fn write_zeros(&mut self, mut n: u64) -> std::io::Result<()> {
         const ZEROS: [u8; 4096] = [0; 4096];
         while n > 0 {
@@ -526,11 +626,14 @@ impl<W: Write> CrcWriter<W> {
     }
 }
 
-impl<W: Write> Write for CrcWriter<W> {
+impl<W: Write> Write for CrcWriter<'_, W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.inner.write(buf)?;
         self.hasher.update(&buf[..n]);
         self.written += n as u64;
+        if let Some(reporter) = &mut self.reporter {
+            reporter.advance(n as u64)?;
+        }
         Ok(n)
     }
 
@@ -544,12 +647,16 @@ fn write_file(
     metadata: &[u8],
     weights_size: u64,
     slots: &[(&WeightSlot, SlotSource)],
+    mut reporter: Reporter,
 ) -> std::io::Result<PlanStats> {
+    // Cancelled before anything is created.
+    reporter.advance(0)?;
     let file = File::create(path)?;
     let mut out = CrcWriter {
         inner: BufWriter::with_capacity(1 << 20, file),
         hasher: crc32fast::Hasher::new(),
         written: 0,
+        reporter: None,
     };
     // A placeholder for the header, written for real once the weights' checksum is known.
     out.write_zeros(HEADER_LEN)?;
@@ -560,6 +667,7 @@ fn write_file(
 
     // Everything up to here is header and metadata; the checksum starts at the weights.
     out.hasher = crc32fast::Hasher::new();
+    out.reporter = Some(reporter);
     let mut section_pos = 0u64;
     for (slot, source) in slots {
         out.write_zeros(slot.byte_offset - section_pos)?;
@@ -612,6 +720,11 @@ fn write_file(
         section_pos = slot.byte_offset + slot.byte_size;
     }
     out.write_zeros(weights_size - section_pos)?;
+    // An empty weights section is done at once.
+    if let Some(reporter) = &mut out.reporter {
+        reporter.advance(0)?;
+    }
+    out.reporter = None;
     let weights_crc = out.hasher.clone().finalize();
     let file_bytes = out.written;
 

@@ -501,3 +501,62 @@ fn writing_into_a_missing_directory_is_an_error() {
         "{err}"
     );
 }
+
+#[test]
+fn progress_counts_the_weights_section_and_can_cancel_the_write() {
+    use memc_codegen::program::WeightSlot;
+    use memc_runtime::{write_plan_with_progress, WriteProgress};
+    let (mut meta, mut store) = meta();
+    // A 20 MiB weight after the two small ones, copied in 4 MiB chunks: a report per chunk.
+    let big = 20u64 << 20;
+    meta.program.weights.push(WeightSlot {
+        name: "big".into(),
+        byte_offset: 4096,
+        byte_size: big,
+        pack: None,
+        unpacked: None,
+    });
+    meta.program.weights_size = 4096 + big;
+    let total = meta.program.weights_size;
+    store
+        .insert(
+            "big",
+            TensorType::with_shape(ElemType::U8, &[big]),
+            WeightBytes::Owned(Arc::from(vec![7u8; big as usize])),
+        )
+        .unwrap();
+    let dir = scratch_dir("write_progress");
+    let path = dir.join("tiny.plan");
+    let mut seen = Vec::new();
+    write_plan_with_progress(&path, &meta, &store, &mut |p| {
+        seen.push(p);
+        true
+    })
+    .unwrap();
+    assert_eq!(seen.first(), Some(&WriteProgress { done: 0, total }));
+    assert_eq!(seen.last(), Some(&WriteProgress { done: total, total }));
+    assert!(seen.windows(2).all(|w| w[0].done < w[1].done), "{seen:?}");
+    assert!((6..=40).contains(&seen.len()), "{} reports", seen.len());
+    assert_eq!(PlanFile::open(&path).unwrap().weights().len() as u64, total);
+
+    // Cancelled halfway: the plan written before stays, and no temporary file is left.
+    let before = std::fs::read(&path).unwrap();
+    let mut last = 0;
+    let err = write_plan_with_progress(&path, &meta, &store, &mut |p| {
+        last = p.done;
+        p.done < total / 2
+    })
+    .unwrap_err();
+    assert!(last >= total / 2 && last < total, "cancelled at {last}");
+    assert!(matches!(err, RuntimeError::WriteCancelled { .. }), "{err}");
+    assert_eq!(
+        message(err, &path),
+        "writing `PLAN` was cancelled; the file is as it was before"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["tiny.plan"]);
+}

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Plans every zoo model with memc and prints the README's table: LOAD under the model's own
-node order and under the chosen order, the arena, arena/LOAD, and the planning time.
+"""Plans every zoo model with memc and prints the README's table: the activation lower bound
+(no scratch, no weights) in the model's own node order and in the chosen order, the largest
+scratch of one op, the arena, arena / the model's bound (the headline), LOAD with scratch and
+arena/LOAD, and the planning time.
 
 Usage: .venv/bin/python bench/plan_zoo.py ZOO_DIR [--dim batch=1 --dim seq=128]
 (ZOO_DIR from `bench/models/generate.py --out ZOO_DIR`; build memc first with
-`cargo build --release`). Only the dims a model has are passed to it.
+`cargo build --release`, or name a binary in `$MEMC`). Only the dims a model has are passed to it.
 """
 
 import json
@@ -13,7 +15,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MEMC = os.path.join(ROOT, "target", "release", "memc")
+MEMC = os.environ.get("MEMC", os.path.join(ROOT, "target", "release", "memc"))
 MODELS = ["mlp", "bert", "gpt", "resnet", "unet", "llm_qdq", "llm_qdq_1g"]
 
 
@@ -34,8 +36,8 @@ def main():
             dims[name] = value
     print(f"dims: {', '.join(f'{k}={v}' for k, v in dims.items())}")
     print()
-    print("| model | ops | LOAD, model order | LOAD, chosen order | schedule | arena | arena/LOAD | views | in place | plan ms |")
-    print("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+    print("| model | ops | activation bound, model order | bound, chosen order | largest scratch | arena | arena/bound | LOAD with scratch | arena/LOAD | schedule | views | in place | plan ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
     for name in MODELS:
         path = os.path.join(zoo, f"{name}.onnx")
         if not os.path.exists(path):
@@ -53,10 +55,12 @@ def main():
         views = sum(1 for a in plan["aliases"] if a["kind"] == "view")
         in_place = sum(1 for a in plan["aliases"] if a["kind"] == "in-place")
         ratio = plan["arena_size"] / plan["load"] if plan["load"] else float("nan")
+        bound = plan["bound_model_order"]
+        headline = plan["arena_size"] / bound if bound else float("nan")
         print(
-            f"| {name} | {plan['n_steps'] - 2} | {mib(plan['load_model_order'])} | {mib(plan['load'])} | "
-            f"{plan['schedule']} | {mib(plan['arena_size'])} | {ratio:.4f} | {views} | {in_place} | "
-            f"{plan['plan_time_ms']:.1f} |"
+            f"| {name} | {plan['n_steps'] - 2} | {mib(bound)} | {mib(plan['bound_chosen_order'])} | "
+            f"{mib(plan['scratch_peak'])} | {mib(plan['arena_size'])} | {headline:.4f} | {mib(plan['load'])} | "
+            f"{ratio:.4f} | {plan['schedule']} | {views} | {in_place} | {plan['plan_time_ms']:.1f} |"
         )
 
 

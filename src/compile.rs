@@ -3,6 +3,7 @@
 //! ```text
 //! import (ir::onnx) -> verify -> shape-infer -> canonicalize -> cse -> dce      (symbolic dims)
 //!   -> bind --dim values (shape-infer) -> canonicalize -> cse -> dce            (static dims)
+//!   -> the model's activation lower bound in its own order (memory::model_order_bound)
 //!   -> egraph (DQ + MatMul -> memc.matmul_nbits, ..., guarded by the target) -> canonicalize
 //!      -> cse -> dce
 //!   -> accumulate-into-state (a training step's gradient products and scatters write into
@@ -109,6 +110,8 @@ pub struct Compiled {
     pub ptx: Option<memc_codegen::ptx::PtxModule>,
     /// What rematerialization did and found (whenever memory was planned).
     pub remat: Option<memc_passes::remat::RematReport>,
+    /// What each op's scratch holds (`im2col matrix`), from its kernel plan, for the report.
+    pub scratch_uses: HashMap<memc_ir::OpId, &'static str>,
     /// Each stage's time, in order.
     pub times: Vec<StageTime>,
 }
@@ -123,6 +126,7 @@ impl Compiled {
                 plan,
                 self.module.functions().next().map(|(_, f)| f),
                 symbolic,
+                &|op| self.scratch_uses.get(&op).copied(),
             );
             report.remat = self
                 .remat
@@ -285,6 +289,17 @@ pub fn compile_module(module: Module, options: &CompileOptions) -> Result<Compil
         cleanup(&mut module)?;
     }
     lap("shape inference and cleanup", None);
+    // The model's activation lower bound is measured here, on the model as given (its node
+    // order, dims bound, constants folded), before the e-graph rewrites it: fusions that drop
+    // intermediates lower memc's arena, not the model's bound.
+    let model_bound = match module.functions().next() {
+        Some((_, func))
+            if options.plans_memory() && memc_ir::infer::unbound_symbols(&module).is_empty() =>
+        {
+            memc_passes::memory::model_order_bound(func, &module.weights).ok()
+        }
+        _ => None,
+    };
     // The backend the kernels are for: the egraph's guards, the ops' forms and their scratch
     // bytes follow it.
     let target = options.target.info();
@@ -344,6 +359,10 @@ pub fn compile_module(module: Module, options: &CompileOptions) -> Result<Compil
             ));
         }
         remat = Some(report);
+        let mut plan = plan;
+        if let Some(bound) = model_bound {
+            plan.bound_model_order = bound;
+        }
         Some(plan)
     } else {
         None
@@ -374,6 +393,14 @@ pub fn compile_module(module: Module, options: &CompileOptions) -> Result<Compil
         }
         _ => None,
     };
+    let scratch_uses = match (&plan, &op_plans) {
+        (Some(plan), Some(op_plans)) => plan
+            .scratch
+            .iter()
+            .filter_map(|s| Some((s.op, op_plans.scratch_use(s.op)?)))
+            .collect(),
+        _ => HashMap::new(),
+    };
     Ok(Compiled {
         module,
         symbolic,
@@ -381,6 +408,7 @@ pub fn compile_module(module: Module, options: &CompileOptions) -> Result<Compil
         program,
         ptx,
         remat,
+        scratch_uses,
         times,
     })
 }

@@ -108,26 +108,52 @@ fn text(plan: &PlanFile, verified: bool) -> String {
         ),
     );
     if let Some(planner) = &meta.planner {
-        let ratio = if planner.load == 0 {
-            String::new()
-        } else {
-            format!(
-                " ({:.2}x the bound)",
-                planner.arena_size as f64 / planner.load as f64
-            )
+        let ratio = |bound: u64| {
+            if bound == 0 {
+                String::new()
+            } else {
+                format!(" ({:.2}x)", planner.arena_size as f64 / bound as f64)
+            }
         };
+        let absent = "not recorded (an older memc wrote this plan)".to_string();
         line(
             "planner",
             format!(
-                "schedule {}, offsets {}; {} buffers in {}{ratio}; lower bound {} (model order {}, without sharing {}), peak at step {}",
+                "schedule {}, offsets {}; {} buffers in {}, peak at step {}",
                 planner.schedule,
                 planner.strategy,
                 planner.n_buffers,
                 bytes(planner.arena_size),
+                planner.peak_step,
+            ),
+        );
+        line(
+            "bound",
+            planner.bound_model_order.map_or(absent.clone(), |bound| {
+                format!(
+                    "activations, model order {}{} (arena/bound); chosen order {}",
+                    bytes(bound),
+                    ratio(bound),
+                    planner
+                        .bound_chosen_order
+                        .map_or_else(|| "-".to_string(), bytes)
+                )
+            }),
+        );
+        line(
+            "scratch",
+            planner
+                .scratch_peak
+                .map_or(absent, |peak| format!("largest at one step {}", bytes(peak))),
+        );
+        line(
+            "LOAD",
+            format!(
+                "with scratch {}{} (arena/LOAD); model order {}, without sharing {}",
                 bytes(planner.load),
+                ratio(planner.load),
                 bytes(planner.load_model_order),
                 bytes(planner.load_without_sharing),
-                planner.peak_step,
             ),
         );
     }

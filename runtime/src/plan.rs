@@ -142,6 +142,10 @@ impl PlanMeta {
 }
 
 /// What the memory planner decided and how good it is, for `memc inspect`.
+///
+/// The activation bounds and `scratch_peak` came with memc 0.1's "honest figures"; plan files
+/// written before lack them and read them as `None` (the format version did not change: the
+/// fields are optional, so old plans still open and new plans still open in this memc).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlannerSummary {
     /// The scheduling heuristic that gave the op order.
@@ -150,11 +154,23 @@ pub struct PlannerSummary {
     pub strategy: String,
     /// The planner's arena size in bytes (the program's arena may add graph inputs and outputs).
     pub arena_size: u64,
-    /// The lower bound: the most bytes live at once in the chosen schedule.
+    /// The model's activation lower bound: the most bytes of activations (graph inputs and op
+    /// results, each owning its bytes; no weights, no scratch) live at one step in the model's
+    /// own op order. The headline ratio is `arena_size / bound_model_order`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_model_order: Option<u64>,
+    /// The same bound for the chosen schedule's order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_chosen_order: Option<u64>,
+    /// The largest scratch of one op (the most scratch bytes live at one step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scratch_peak: Option<u64>,
+    /// LOAD with scratch: the most planned bytes live at once in the chosen schedule (views
+    /// and in-place taken, scratch included): the lower bound of any offset assignment.
     pub load: u64,
-    /// The same if every value owned its bytes (no views, no in-place).
+    /// The same if every value owned its bytes (no views, no in-place), scratch included.
     pub load_without_sharing: u64,
-    /// The lower bound of the model's own op order.
+    /// LOAD with scratch of the model's own op order.
     pub load_model_order: u64,
     /// The schedule step where `load` is reached.
     pub peak_step: u64,
@@ -168,6 +184,9 @@ impl PlannerSummary {
             schedule: plan.schedule_name.to_string(),
             strategy: plan.strategy.to_string(),
             arena_size: plan.arena_size,
+            bound_model_order: Some(plan.bound_model_order),
+            bound_chosen_order: Some(plan.bound_chosen_order),
+            scratch_peak: Some(plan.scratch_peak),
             load: plan.load,
             load_without_sharing: plan.load_without_sharing,
             load_model_order: plan.load_model_order,

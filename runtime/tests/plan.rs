@@ -17,6 +17,9 @@ fn meta() -> (PlanMeta, WeightStore) {
         schedule: "greedy".into(),
         strategy: "best-fit".into(),
         arena_size: 128,
+        bound_model_order: Some(112),
+        bound_chosen_order: Some(80),
+        scratch_peak: Some(16),
         load: 96,
         load_without_sharing: 144,
         load_model_order: 128,
@@ -559,4 +562,23 @@ fn progress_counts_the_weights_section_and_can_cancel_the_write() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names, ["tiny.plan"]);
+}
+
+/// Plans written before the activation bounds read them as absent, and new ones round-trip.
+#[test]
+fn planner_summary_without_bounds_reads() {
+    let old = serde_json::json!({
+        "schedule": "model order", "strategy": "best-fit", "arena_size": 128, "load": 96,
+        "load_without_sharing": 144, "load_model_order": 128, "peak_step": 1, "n_buffers": 3
+    });
+    let summary: PlannerSummary = serde_json::from_value(old).unwrap();
+    assert_eq!(summary.bound_model_order, None);
+    assert_eq!(summary.bound_chosen_order, None);
+    assert_eq!(summary.scratch_peak, None);
+    let (meta, _) = meta();
+    let planner = meta.planner.unwrap();
+    let again: PlannerSummary =
+        serde_json::from_value(serde_json::to_value(&planner).unwrap()).unwrap();
+    assert_eq!(again, planner);
+    assert_eq!(again.bound_model_order, Some(112));
 }

@@ -11,13 +11,20 @@
 //! `kind` is `input`, `owned` or `scratch`; `formula` is the size as a formula of the model's
 //! symbolic dims (`32*batch*seq`, from the types before `--dim` bindings; `null` for scratch).
 //! `aliases` lists the values that live inside an allocation without bytes of their own
-//! (`kind` `view` or `in-place`) with the allocation they use. Plus `arena_size`, the LOAD
-//! figures (`load`, `load_model_order`, `load_without_sharing`), the schedule's and the offset
-//! strategy's names, `plan_time_ms` (to the microsecond), `n_steps` (the ops plus the input and
+//! (`kind` `view` or `in-place`) with the allocation they use. Plus `arena_size`; the
+//! activation lower bounds (`bound_model_order`, the headline's denominator, and
+//! `bound_chosen_order`: the most bytes of graph inputs and op results live at one step, each
+//! owning its exact bytes, in the model's order and in the chosen one; no weights, no
+//! scratch); `scratch_peak` (the largest scratch of one op, which is the most scratch live at
+//! one step); the LOAD figures, which include scratch (`load`, `load_model_order`,
+//! `load_without_sharing`: the planner's buffers with alignment, the lower bound of an offset
+//! assignment); the schedule's and the offset strategy's names, `plan_time_ms` (to the microsecond), `n_steps` (the ops plus the input and
 //! output steps), `peak_step` and `live_bytes` (the live profile: bytes in use at each step).
 //! An op's scratch memory (working bytes it uses during its one step, such as a convolution's
 //! im2col matrix) is a buffer named `scratch(<the op's result>)` of kind and type `scratch`,
-//! live on `[step, step + 1)`, produced by that op.
+//! live on `[step, step + 1)`, produced by that op, with `scratch_use` saying what it holds
+//! (`im2col matrix`). Reports stored by an older memc lack the bounds, `scratch_peak` and
+//! `scratch_use`; they read as absent and the table says so.
 //!
 //! Optional sections: a training step adds a `training` object and a section of the table
 //! ([`training`]: parameters, gradient buffers, what the forward pass keeps for the backward
@@ -27,7 +34,7 @@
 pub mod remat;
 pub mod training;
 
-use memc_ir::{Dim, Function, TensorType};
+use memc_ir::{Dim, Function, OpId, TensorType};
 use memc_passes::memory::{MemoryPlan, PlannedKind};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
@@ -131,6 +138,9 @@ pub struct Buffer {
     pub formula: Option<String>,
     pub input: bool,
     pub output: bool,
+    /// For scratch: what it holds (`im2col matrix`), when code generation said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scratch_use: Option<String>,
 }
 
 /// A value that lives inside an allocation without bytes of its own.
@@ -156,9 +166,23 @@ pub struct Alias {
 pub struct MemoryReport {
     pub function: String,
     pub arena_size: u64,
-    /// LOAD of the chosen schedule: the lower bound of any arena for it.
+    /// The model's activation lower bound: the most bytes of activations live at one step in
+    /// the model's own op order, every value owning its bytes, no weights, no scratch. The
+    /// headline ratio is `arena_size / bound_model_order`. `None` in reports of older memc.
+    #[serde(default)]
+    pub bound_model_order: Option<u64>,
+    /// The same bound for the chosen schedule's order.
+    #[serde(default)]
+    pub bound_chosen_order: Option<u64>,
+    /// The largest scratch of one op: the most scratch bytes live at one step.
+    #[serde(default)]
+    pub scratch_peak: Option<u64>,
+    /// LOAD with scratch of the chosen schedule: the lower bound of any offset assignment of
+    /// its buffers (views and in-place taken, scratch included).
     pub load: u64,
+    /// LOAD with scratch of the model's own op order.
     pub load_model_order: u64,
+    /// LOAD with scratch of the chosen schedule if every value owned its bytes.
     pub load_without_sharing: u64,
     /// The scheduling heuristic that gave the op order.
     pub schedule: String,
@@ -184,11 +208,12 @@ pub struct MemoryReport {
 impl MemoryReport {
     /// The report of `plan`. `planned` is the function the plan is for (a training step gets
     /// its `training` section from it), `symbolic` the function before dims were bound (for
-    /// size formulas).
+    /// size formulas), `scratch_use` what an op's scratch holds (from its kernel plan).
     pub fn new(
         plan: &MemoryPlan,
         planned: Option<&Function>,
         symbolic: Option<&Function>,
+        scratch_use: &dyn Fn(OpId) -> Option<&'static str>,
     ) -> MemoryReport {
         let owner = owners(plan);
         let mut group_start: Vec<u64> = plan.buffers.iter().map(|b| b.start).collect();
@@ -211,6 +236,7 @@ impl MemoryReport {
                 formula: Some(buffer_formula(b, symbolic)),
                 input: b.kind == PlannedKind::Input,
                 output: b.is_output,
+                scratch_use: None,
             }
         });
         let scratch = plan.scratch.iter().map(|s| Buffer {
@@ -225,6 +251,7 @@ impl MemoryReport {
             formula: None,
             input: false,
             output: false,
+            scratch_use: scratch_use(s.op).map(str::to_string),
         });
         let aliases = (0..plan.buffers.len())
             .filter(|&i| owner[i] != i)
@@ -247,6 +274,9 @@ impl MemoryReport {
         MemoryReport {
             function: plan.function.clone(),
             arena_size: plan.arena_size,
+            bound_model_order: Some(plan.bound_model_order),
+            bound_chosen_order: Some(plan.bound_chosen_order),
+            scratch_peak: Some(plan.scratch_peak),
             load: plan.load,
             load_model_order: plan.load_model_order,
             load_without_sharing: plan.load_without_sharing,
@@ -312,6 +342,9 @@ pub fn extra_sections(report: &MemoryReport) -> String {
         .collect()
 }
 
+/// How many of the largest scratch buffers the table lists.
+const SCRATCH_SHOWN: usize = 3;
+
 /// The human table; `svg_path` is where the timeline was written, if it was.
 pub fn table(report: &MemoryReport, svg_path: Option<&str>) -> String {
     let mut out = String::new();
@@ -329,22 +362,50 @@ pub fn table(report: &MemoryReport, svg_path: Option<&str>) -> String {
         human_bytes(report.arena_size),
         report.arena_size
     );
+    let bytes_or_absent = |bytes: Option<u64>| {
+        bytes.map_or_else(|| "-".to_string(), human_bytes)
+    };
+    match report.bound_model_order {
+        Some(bound) => {
+            let below = if report.arena_size < bound {
+                " (below 1: the chosen order, views and in-place results beat the model's order)"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                out,
+                "  activation bound, model order  {:>12}  arena/bound {}{below}",
+                human_bytes(bound),
+                ratio(report.arena_size, bound)
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "  activation bound, model order  {:>12}  (not recorded: the plan is from an older memc)",
+                "-"
+            );
+        }
+    }
     let _ = writeln!(
         out,
-        "  LOAD (lower bound)        {:>12}  arena/LOAD {}",
+        "  activation bound, chosen order {:>12}  schedule: {}",
+        bytes_or_absent(report.bound_chosen_order),
+        report.schedule
+    );
+    let scratch = || report.buffers.iter().filter(|b| b.kind == Kind::Scratch);
+    let _ = writeln!(
+        out,
+        "  scratch, largest at one step   {:>12}  {} ops with scratch, each for its own step",
+        bytes_or_absent(report.scratch_peak),
+        scratch().count()
+    );
+    let _ = writeln!(
+        out,
+        "  LOAD with scratch              {:>12}  arena/LOAD {}; model order {}, without views/in-place {}",
         human_bytes(report.load),
-        ratio(report.arena_size, report.load)
-    );
-    let _ = writeln!(
-        out,
-        "  LOAD, model order         {:>12}  chosen order ({}): {}",
+        ratio(report.arena_size, report.load),
         human_bytes(report.load_model_order),
-        report.schedule,
-        human_bytes(report.load)
-    );
-    let _ = writeln!(
-        out,
-        "  LOAD without views/in-place {:>10}",
         human_bytes(report.load_without_sharing)
     );
     let kinds = || {
@@ -367,15 +428,24 @@ pub fn table(report: &MemoryReport, svg_path: Option<&str>) -> String {
         report.strategy,
         report.plan_time_ms
     );
-    let scratch = || report.buffers.iter().filter(|b| b.kind == Kind::Scratch);
-    if scratch().next().is_some() {
-        let largest = scratch().map(|s| s.size).max().unwrap_or(0);
-        let _ = writeln!(
-            out,
-            "  scratch: {} ops, each for its own step, largest {}",
-            scratch().count(),
-            human_bytes(largest)
-        );
+    let mut largest: Vec<&Buffer> = scratch().filter(|s| s.size > 0).collect();
+    // Stable: equal sizes keep schedule order.
+    largest.sort_by_key(|s| std::cmp::Reverse(s.size));
+    if !largest.is_empty() {
+        let _ = writeln!(out, "  largest scratch (a cost of the kernels' forms, not of the model):");
+        for s in largest.iter().take(SCRATCH_SHOWN) {
+            let _ = writeln!(
+                out,
+                "    {:<36} {:<24} {:>11}  step {}",
+                clip(&s.producer, 36),
+                clip(s.scratch_use.as_deref().unwrap_or("scratch"), 24),
+                human_bytes(s.size),
+                s.start
+            );
+        }
+        if largest.len() > SCRATCH_SHOWN {
+            let _ = writeln!(out, "    ... and {} more", largest.len() - SCRATCH_SHOWN);
+        }
     }
     if let Some(path) = svg_path {
         let _ = writeln!(out, "  timeline: {path}");

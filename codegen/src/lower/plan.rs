@@ -26,6 +26,8 @@ pub(super) type LowerFn = fn(&LowerCtx, OpId) -> LowerResult;
 #[derive(Clone, Debug)]
 pub struct OpPlan {
     scratch_bytes: u64,
+    /// What the scratch holds, for the memory report (`im2col matrix`); empty without scratch.
+    scratch_use: &'static str,
     form: Form,
 }
 
@@ -52,9 +54,16 @@ impl OpPlan {
         self.scratch_bytes
     }
 
+    /// What the op's scratch holds (`im2col matrix`, `attention scores`), for the memory
+    /// report; `None` when it needs none.
+    pub fn scratch_use(&self) -> Option<&'static str> {
+        (self.scratch_bytes > 0).then_some(self.scratch_use)
+    }
+
     fn nothing() -> OpPlan {
         OpPlan {
             scratch_bytes: 0,
+            scratch_use: "",
             form: Form::Nothing,
         }
     }
@@ -62,6 +71,7 @@ impl OpPlan {
     fn kernels(lower: LowerFn) -> OpPlan {
         OpPlan {
             scratch_bytes: 0,
+            scratch_use: "",
             form: Form::Kernels(lower),
         }
     }
@@ -69,14 +79,16 @@ impl OpPlan {
     fn unsupported(reason: &'static str) -> OpPlan {
         OpPlan {
             scratch_bytes: 0,
+            scratch_use: "",
             form: Form::Unsupported(reason),
         }
     }
 
-    /// A plan whose form needs `scratch_bytes` of scratch memory.
-    pub(super) fn with_scratch(form: Form, scratch_bytes: u64) -> OpPlan {
+    /// A plan whose form needs `scratch_bytes` of scratch memory holding `scratch_use`.
+    pub(super) fn with_scratch(form: Form, scratch_bytes: u64, scratch_use: &'static str) -> OpPlan {
         OpPlan {
             scratch_bytes,
+            scratch_use,
             form,
         }
     }
@@ -98,6 +110,11 @@ impl OpPlans<'_> {
     /// planner (`memc_passes::memory::plan_function_with_scratch`).
     pub fn scratch_bytes(&self, op: OpId) -> u64 {
         self.plans.get(&op).map_or(0, OpPlan::scratch_bytes)
+    }
+
+    /// What the scratch of `op` holds (`None` for an op without scratch or not planned here).
+    pub fn scratch_use(&self, op: OpId) -> Option<&'static str> {
+        self.plans.get(&op).and_then(OpPlan::scratch_use)
     }
 
     /// The plan of `op`.
@@ -194,11 +211,13 @@ pub fn plan_op(func: &Function, _weights: &WeightStore, target: &TargetInfo, op:
         O::Attention => OpPlan::with_scratch(
             Form::Kernels(attention::attention),
             attention::scratch_bytes(func, op),
+            "attention scores",
         ),
         O::RotaryEmbedding => OpPlan::kernels(attention::rotary_embedding),
         O::LinearAttention => OpPlan::with_scratch(
             Form::Kernels(recurrent::linear_attention),
             recurrent::linear_attention_scratch(func, op),
+            "recurrent states",
         ),
         O::CausalConvWithState => OpPlan::kernels(recurrent::causal_conv_with_state),
 
@@ -281,6 +300,7 @@ pub fn plan_op(func: &Function, _weights: &WeightStore, target: &TargetInfo, op:
         O::SoftmaxCrossEntropyLoss | O::SoftmaxCrossEntropyLossInternal => OpPlan::with_scratch(
             Form::Kernels(loss::softmax_cross_entropy),
             loss::softmax_cross_entropy_scratch(func, op),
+            "per-position losses",
         ),
         O::NegativeLogLikelihoodLoss
         | O::NegativeLogLikelihoodLossInternal
@@ -289,6 +309,7 @@ pub fn plan_op(func: &Function, _weights: &WeightStore, target: &TargetInfo, op:
             OpPlan::with_scratch(
                 Form::Kernels(loss::sce_grad),
                 loss::sce_grad_scratch(func, op),
+                "the mean's divisor",
             )
         }
 

@@ -7,8 +7,10 @@
 //! buffer's range.
 
 use super::schedule::Graph;
-use super::{PlannedBuffer, PlannedKind, PlannedScratch};
-use memc_ir::{Function, OpId, ValueId};
+use super::{static_bytes, PlannedBuffer, PlannedKind, PlannedScratch};
+use memc_ir::ops::is_random;
+use memc_ir::{Diagnostic, Function, OpId, Opcode, ValueId, WeightStore};
+use std::collections::HashSet;
 use std::collections::HashMap;
 
 /// The steps of one schedule.
@@ -44,6 +46,93 @@ impl Steps {
             last_step,
         }
     }
+}
+
+/// The activation lower bound of one schedule: the most bytes live at one step when every
+/// arena value owns its bytes, with no scratch.
+///
+/// Counted: the graph inputs (live from step 0 to their last reading step) and every op
+/// result (from its op's step to its last reading step, or to the end for a graph output),
+/// each with its exact byte size (no alignment), a view as a tensor of its own; not counted:
+/// weights, persistent state and views of them ([`super::bufferize::root_values`] leaves
+/// them out), values computed from weights alone ([`constant_values`]: a compiler can compute
+/// them once, so they are no activation even where memc computes them in a run), and
+/// scratch. A value nobody reads is live at its op's step only. This is what
+/// the model's tensors need in this order before any planner trick; a plan's arena can be
+/// below it, since views and in-place results share bytes, and is above it by alignment and
+/// scratch.
+pub(super) fn activation_bound(
+    func: &Function,
+    weights: &WeightStore,
+    graph: &Graph,
+    order: &[usize],
+    root: &HashMap<ValueId, ValueId>,
+    steps: &Steps,
+) -> Result<u64, Diagnostic> {
+    let outputs = &func.op(graph.ret).operands;
+    let n = steps.last_step as usize + 2;
+    let mut delta = vec![0i128; n + 1];
+    let mut add = |value: ValueId, start: u64| -> Result<(), Diagnostic> {
+        let size = static_bytes(func, value)?.unwrap_or(0);
+        let end = if outputs.contains(&value) {
+            steps.last_step + 1
+        } else {
+            steps
+                .last_use
+                .get(&value)
+                .map_or(start + 1, |&u| u + 1)
+                .max(start + 1)
+        };
+        delta[(start as usize).min(n)] += i128::from(size);
+        delta[(end as usize).min(n)] -= i128::from(size);
+        Ok(())
+    };
+    let mut seen = constant_values(func, weights);
+    for &arg in func.args().iter().filter(|a| root.contains_key(a)) {
+        if seen.insert(arg) {
+            add(arg, 0)?;
+        }
+    }
+    for &i in order {
+        let op = graph.ops[i];
+        let step = steps.step_of[&op];
+        for &r in &func.op(op).results {
+            if root.contains_key(&r) && seen.insert(r) {
+                add(r, step)?;
+            }
+        }
+    }
+    let mut running = 0i128;
+    let mut most = 0i128;
+    for d in &delta[..n] {
+        running += d;
+        most = most.max(running);
+    }
+    Ok(u64::try_from(most).unwrap_or(0))
+}
+
+/// The values computed from weights alone: weights, and the results of every op (in model
+/// order) that reads at least one value, reads only such values (or `none`), and draws no
+/// random numbers. Persistent state is no constant: a training step changes it.
+pub(super) fn constant_values(func: &Function, weights: &WeightStore) -> HashSet<ValueId> {
+    let entry = func.entry_block();
+    let mut constant = HashSet::new();
+    for &op in func.layout().block_ops(entry) {
+        let data = func.op(op);
+        let is_constant = match data.opcode {
+            Opcode::Weight | Opcode::None => true,
+            Opcode::Return => false,
+            _ => {
+                !data.operands.is_empty()
+                    && data.operands.iter().all(|v| constant.contains(v))
+                    && !is_random(func, weights, op)
+            }
+        };
+        if is_constant {
+            constant.extend(data.results.iter().copied());
+        }
+    }
+    constant
 }
 
 /// Live bytes at each of `n_steps` steps (scratch included), and the step with the most

@@ -35,6 +35,23 @@
 //! for graphs of at most [`EXACT_LIMIT`] ops, an exact search over orders; the one with the
 //! lowest LOAD is kept. Functions with regions (`onnx.If`) are not planned yet.
 //!
+//! # Figures
+//!
+//! Besides the arena, a plan carries two kinds of figure, never mixed:
+//!
+//! - **Activation lower bounds** (`bound_model_order`, `bound_chosen_order`): the most bytes
+//!   live at one step when every arena value (graph inputs, op results; not weights or state)
+//!   owns its exact bytes, without scratch, in the model's own op order and in the chosen
+//!   schedule's ([`liveness::activation_bound`]). The model-order bound is what the model's
+//!   tensors need as written; `bench/activation_bound.py` computes it from the ONNX file
+//!   alone. The arena may be below it (the chosen order, views and in-place results) or above
+//!   it (scratch, alignment).
+//! - **LOAD** (`load`, `load_model_order`, `load_without_sharing`): the same maximum over
+//!   steps of the buffers the planner places (aligned sizes, views and in-place taken except
+//!   in `load_without_sharing`), **with scratch**: the lower bound of any offset assignment
+//!   for those buffers, which is what the schedulers compare.
+//! - `scratch_peak`: the largest scratch of one op, the most scratch live at one step.
+//!
 //! # Scratch
 //!
 //! Code generation may ask for working memory per op ([`plan_function_with_scratch`]: a
@@ -118,11 +135,21 @@ pub struct PlannedScratch {
 pub struct MemoryPlan {
     pub function: String,
     pub arena_size: u64,
-    /// LOAD of the chosen schedule with views and in-place taken.
+    /// The model's activation lower bound: the most bytes live at one step in the model's
+    /// own op order when every value owns its bytes, without scratch (see "Figures"), for
+    /// the function planned; memc's compile pipeline replaces it with the bound of the model
+    /// before its fusions ([`model_order_bound`]).
+    pub bound_model_order: u64,
+    /// The same bound for the chosen schedule's order.
+    pub bound_chosen_order: u64,
+    /// The largest scratch of one op (one op runs per step, so the most scratch bytes live at
+    /// one step); 0 when no op asked for any.
+    pub scratch_peak: u64,
+    /// LOAD of the chosen schedule with views and in-place taken, scratch included.
     pub load: u64,
-    /// LOAD of the chosen schedule if every value owned its bytes.
+    /// LOAD of the chosen schedule if every value owned its bytes, scratch included.
     pub load_without_sharing: u64,
-    /// LOAD of the model's own op order, with views and in-place.
+    /// LOAD of the model's own op order, with views and in-place, scratch included.
     pub load_model_order: u64,
     pub schedule: Vec<OpId>,
     /// Which heuristic gave the schedule.
@@ -195,16 +222,20 @@ pub fn plan_function_with_scratch(
     let graph = schedule::Graph::new(func, ops, ret, &root, scratch);
     let mut best: Option<Candidate> = None;
     let mut load_model_order = 0;
+    let mut bound_model_order = 0;
     for (name, order) in schedule::candidates(func, &graph, &root) {
         let steps = liveness::Steps::new(func, &graph, &order);
         let (specs, infos) = bufferize::buffers_for(func, weights, &graph, &order, &root, &steps)?;
         let load = assign::load(&specs)?;
+        let bound = liveness::activation_bound(func, weights, &graph, &order, &root, &steps)?;
         if name == "model order" {
             load_model_order = load;
+            bound_model_order = bound;
         }
         if best.as_ref().is_none_or(|b| load < b.load) {
             best = Some(Candidate {
                 load,
+                bound,
                 name,
                 order,
                 specs,
@@ -218,9 +249,13 @@ pub fn plan_function_with_scratch(
     let n_steps = schedule.len() as u64 + 2;
     let (live_bytes, peak_step) =
         liveness::live_bytes(&assigned.buffers, &assigned.scratch, n_steps);
+    let scratch_peak = assigned.scratch.iter().map(|s| s.size).max().unwrap_or(0);
     let memory_plan = MemoryPlan {
         function: func.name().to_string(),
         arena_size: assigned.arena_size,
+        bound_model_order,
+        bound_chosen_order: chosen.bound,
+        scratch_peak,
         load: assigned.load,
         load_without_sharing: assigned.load_without_sharing,
         load_model_order,
@@ -235,6 +270,18 @@ pub fn plan_function_with_scratch(
     };
     check::check(func, &memory_plan)?;
     Ok(memory_plan)
+}
+
+/// The activation lower bound of `func` in its own op order (see "Figures" in the module
+/// doc), without planning it: memc's pipeline measures the model this way before its
+/// fusions, so the bound is the model's, not memc's rewrite of it. Every dim must be static.
+pub fn model_order_bound(func: &Function, weights: &WeightStore) -> Result<u64, Diagnostic> {
+    let (ops, ret) = schedulable_ops(func)?;
+    let root = bufferize::root_values(func, weights, &ops);
+    let graph = schedule::Graph::new(func, ops, ret, &root, &|_, _| 0);
+    let order: Vec<usize> = (0..graph.ops.len()).collect();
+    let steps = liveness::Steps::new(func, &graph, &order);
+    liveness::activation_bound(func, weights, &graph, &order, &root, &steps)
 }
 
 /// The ops to schedule (in model order: every op of the entry block but weights, `memc.none`
@@ -273,9 +320,10 @@ fn schedulable_ops(func: &Function) -> Result<(Vec<OpId>, OpId), Diagnostic> {
     Ok((ops, ret))
 }
 
-/// A scored schedule: its LOAD, its name, the order, and its buffers.
+/// A scored schedule: its LOAD, its activation bound, its name, the order, and its buffers.
 struct Candidate {
     load: u64,
+    bound: u64,
     name: &'static str,
     order: Vec<usize>,
     specs: Vec<BufferSpec>,

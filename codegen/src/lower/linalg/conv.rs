@@ -220,7 +220,7 @@ pub fn plan(func: &Function, target: &TargetInfo, op: OpId) -> OpPlan {
         .and_then(|&r| func.value_type(r).tensor())
         .map(|t| Scalar::from_elem(t.elem));
     let (plan, bytes) = ConvPlan::choose(target, shape, window, elem, true);
-    OpPlan::with_scratch(Form::Conv(Box::new(plan)), bytes)
+    OpPlan::with_scratch(Form::Conv(Box::new(plan)), bytes, "im2col matrix")
 }
 
 impl ConvPlan {

@@ -26,7 +26,7 @@ fn rows(func: &Function, op: OpId) -> Option<u64> {
 /// of more rows than the target streams.
 pub fn plan(func: &Function, target: &TargetInfo, op: OpId) -> OpPlan {
     let scratch = rows(func, op).map_or(0, |rows| target.nbits_scratch_bytes(rows));
-    OpPlan::with_scratch(Form::NBits, scratch)
+    OpPlan::with_scratch(Form::NBits, scratch, "dequantized weight tiles")
 }
 
 /// The model weight operand `index` of `op` names, `None` when the operand is absent.

@@ -95,7 +95,11 @@ pub fn plan(func: &Function, target: &TargetInfo, op: OpId) -> OpPlan {
         .map(|t| Scalar::from_elem(t.elem));
     // Only a present dW needs the column matrix.
     let (plan, bytes) = ConvPlan::choose(target, shape, window, elem, data.results.len() >= 2);
-    OpPlan::with_scratch(Form::ConvGrad(Box::new(plan)), bytes)
+    OpPlan::with_scratch(
+        Form::ConvGrad(Box::new(plan)),
+        bytes,
+        "im2col matrix (weight gradient)",
+    )
 }
 
 /// Lowers a ConvGrad in the form `plan` chose.

@@ -108,11 +108,14 @@ fn text(plan: &PlanFile, verified: bool) -> String {
         ),
     );
     if let Some(planner) = &meta.planner {
-        let ratio = |bound: u64| {
+        let ratio = |what: &str, bound: u64| {
             if bound == 0 {
                 String::new()
             } else {
-                format!(" ({:.2}x)", planner.arena_size as f64 / bound as f64)
+                format!(
+                    " (arena/{what} {:.2})",
+                    planner.arena_size as f64 / bound as f64
+                )
             }
         };
         let absent = "not recorded (an older memc wrote this plan)".to_string();
@@ -131,9 +134,9 @@ fn text(plan: &PlanFile, verified: bool) -> String {
             "bound",
             planner.bound_model_order.map_or(absent.clone(), |bound| {
                 format!(
-                    "activations, model order {}{} (arena/bound); chosen order {}",
+                    "activations {} in model order{}, {} in the chosen order",
                     bytes(bound),
-                    ratio(bound),
+                    ratio("bound", bound),
                     planner
                         .bound_chosen_order
                         .map_or_else(|| "-".to_string(), bytes)
@@ -149,9 +152,9 @@ fn text(plan: &PlanFile, verified: bool) -> String {
         line(
             "LOAD",
             format!(
-                "with scratch {}{} (arena/LOAD); model order {}, without sharing {}",
+                "with scratch {}{}; model order {}, without sharing {}",
                 bytes(planner.load),
-                ratio(planner.load),
+                ratio("LOAD", planner.load),
                 bytes(planner.load_model_order),
                 bytes(planner.load_without_sharing),
             ),

@@ -295,3 +295,99 @@ fn report_mistakes() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The honest figures: the table's headline is arena / the model's activation bound, LOAD is
+/// labelled "with scratch" and the largest scratch is named by op and use (a snapshot of the
+/// table's head: the classifier's convs take im2col scratch); `memc inspect` shows the same
+/// figures, its `--json` the planner summary's fields; a plan from a memc before these figures
+/// (its summary and report without them) still reports and inspects, saying "not recorded".
+#[test]
+fn honest_figures_and_plans_without_them() {
+    let dir = scratch("honest");
+    let (plan, table) = compile_example(&dir);
+    let head: String = table
+        .lines()
+        .take_while(|l| !l.starts_with("  timeline:"))
+        .map(|l| match l.find("planned in ") {
+            Some(i) => format!("{}planned in <time>\n", &l[..i]),
+            None => format!("{l}\n"),
+        })
+        .collect();
+    insta::assert_snapshot!("honest_figures_table_head", head);
+
+    let printed = memc(&[
+        "compile",
+        "examples/classifier.onnx",
+        "--dim",
+        "batch=1",
+        "--emit",
+        "plan-json",
+    ]);
+    assert_eq!(printed.code, 0, "{}", printed.stderr);
+    let report: Value = serde_json::from_str(&printed.stdout).expect("plan-json is JSON");
+    let inspect = memc(&["inspect", "--json", path_str(&plan)]);
+    assert_eq!(inspect.code, 0, "{}", inspect.stderr);
+    let meta: Value = serde_json::from_str(&inspect.stdout).expect("inspect --json is JSON");
+    for field in ["bound_model_order", "bound_chosen_order", "scratch_peak"] {
+        assert!(report[field].as_u64().is_some(), "{field}: {report}");
+        assert_eq!(meta["meta"]["planner"][field], report[field], "{field}");
+    }
+    let text = memc(&["inspect", path_str(&plan)]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    let bound = report["bound_model_order"].as_u64().expect("a bound");
+    let ratio = report["arena_size"].as_u64().expect("an arena") as f64 / bound as f64;
+    assert!(
+        text.stdout.contains(&format!(
+            "activations {} in model order (arena/bound {ratio:.2})",
+            memc::report::human_bytes(bound)
+        )),
+        "{}",
+        text.stdout
+    );
+
+    // The same plan as an older memc wrote it: no bounds, no scratch peak, no scratch uses.
+    let bytes = std::fs::read(&plan).expect("the plan reads");
+    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    let older = rewritten(&bytes, version, |meta| {
+        let strip = |object: &mut Value| {
+            let object = object.as_object_mut().expect("an object");
+            for field in ["bound_model_order", "bound_chosen_order", "scratch_peak"] {
+                object.remove(field);
+            }
+        };
+        strip(&mut meta["planner"]);
+        strip(&mut meta["memory_report"]);
+        for b in meta["memory_report"]["buffers"]
+            .as_array_mut()
+            .expect("buffers")
+        {
+            b.as_object_mut().expect("an object").remove("scratch_use");
+        }
+    });
+    let older_path = dir.join("older_figures.plan");
+    std::fs::write(&older_path, older).expect("scratch is writable");
+    let svg = dir.join("older.svg");
+    let out = memc(&["report", path_str(&older_path), "--svg", path_str(&svg)]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("(not recorded: the plan is from an older memc)"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("onnx.Conv \"conv1\"                    scratch"),
+        "{}",
+        out.stdout
+    );
+    let out = memc(&["inspect", path_str(&older_path)]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("bound       not recorded (an older memc wrote this plan)"),
+        "{}",
+        out.stdout
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -358,7 +358,7 @@ pub fn table(report: &MemoryReport, svg_path: Option<&str>) -> String {
     let _ = writeln!(out, "memory plan for @{}", report.function);
     let _ = writeln!(
         out,
-        "  arena                     {:>12}  ({} bytes)",
+        "  arena                          {:>12}  ({} bytes)",
         human_bytes(report.arena_size),
         report.arena_size
     );

@@ -96,6 +96,16 @@ proptest! {
         prop_assert!(plan.arena_size >= plan.load, "arena {} < LOAD {}", plan.arena_size, plan.load);
         prop_assert!(plan.load <= plan.load_model_order, "chosen order worse than model order");
         prop_assert!(plan.load <= plan.load_without_sharing);
+        // The activation bound counts exact sizes, no scratch, no view keeping its base alive:
+        // never above the chosen order's LOAD without sharing (aligned buffers), and the model
+        // order's bound is one of the function's own (no fusion here).
+        prop_assert!(plan.bound_chosen_order <= plan.load_without_sharing);
+        prop_assert_eq!(
+            plan.bound_model_order,
+            memc_passes::memory::model_order_bound(func, &module.weights)
+                .map_err(|d| TestCaseError::fail(d.to_string()))?
+        );
+        prop_assert_eq!(plan.scratch_peak, 0);
     }
 
     /// With scratch for some ops (a size drawn per op), every scratch buffer is planned at its
@@ -117,6 +127,14 @@ proptest! {
         let wanted = plan.schedule.iter().filter(|&&op| scratch(func, op) > 0).count();
         prop_assert_eq!(plan.scratch.len(), wanted);
         prop_assert!(plan.arena_size >= plan.load);
+        // Scratch is a cost, not part of the model's bound; the peak is the largest request.
+        let plain = plan_function(func, &module.weights, &options)
+            .map_err(|d| TestCaseError::fail(d.to_string()))?;
+        prop_assert_eq!(plan.bound_model_order, plain.bound_model_order);
+        prop_assert_eq!(
+            plan.scratch_peak,
+            plan.schedule.iter().map(|&op| scratch(func, op)).max().unwrap_or(0)
+        );
         for s in &plan.scratch {
             prop_assert_eq!(plan.schedule[s.step as usize - 1], s.op);
             prop_assert_eq!(s.size, scratch(func, s.op));

@@ -145,9 +145,9 @@ fn text(plan: &PlanFile, verified: bool) -> String {
         );
         line(
             "scratch",
-            planner
-                .scratch_peak
-                .map_or(absent, |peak| format!("largest at one step {}", bytes(peak))),
+            planner.scratch_peak.map_or(absent, |peak| {
+                format!("largest at one step {}", bytes(peak))
+            }),
         );
         line(
             "LOAD",

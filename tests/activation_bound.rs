@@ -88,11 +88,16 @@ fn zoo_bound_matches_the_independent_script() {
             .as_u64()
             .unwrap_or_else(|| panic!("{model}: no bound_model_order in {plan}"));
         let expected = script_bound(&python, &path, &dims);
-        assert_eq!(memc, expected, "{model}: memc's model-order bound vs the script");
+        assert_eq!(
+            memc, expected,
+            "{model}: memc's model-order bound vs the script"
+        );
         assert!(expected > 0, "{model}: a bound of 0 would check nothing");
         // The chosen order's bound never exceeds the model order's on these models (the model
         // order is always a candidate, and the winner is chosen by LOAD, which tracks it).
-        let chosen = plan["bound_chosen_order"].as_u64().expect("bound_chosen_order");
+        let chosen = plan["bound_chosen_order"]
+            .as_u64()
+            .expect("bound_chosen_order");
         let scratch = plan["scratch_peak"].as_u64().expect("scratch_peak");
         let largest_scratch = plan["buffers"]
             .as_array()
@@ -168,7 +173,11 @@ fn small_models_bound_matches_the_independent_script() {
     // the Add), r2 (512), d (512) and the unread mask (128, bool) are live: 1,664 bytes. The
     // MatMul (step 2: x and y) and the Reshape (step 5: y, r, r2) reach 1,536. The weight
     // (2 KiB as int8, 8 KiB dequantized) and the shape are constants, never counted.
-    assert_eq!(expected, 512 + 512 + 512 + 128, "mixed.onnx: the hand count");
+    assert_eq!(
+        expected,
+        512 + 512 + 512 + 128,
+        "mixed.onnx: the hand count"
+    );
 
     // CSE merges the duplicate Relu before memc measures: one 4 KiB tensor fewer.
     let duplicate = out.join("duplicate.onnx");

@@ -362,9 +362,7 @@ pub fn table(report: &MemoryReport, svg_path: Option<&str>) -> String {
         human_bytes(report.arena_size),
         report.arena_size
     );
-    let bytes_or_absent = |bytes: Option<u64>| {
-        bytes.map_or_else(|| "-".to_string(), human_bytes)
-    };
+    let bytes_or_absent = |bytes: Option<u64>| bytes.map_or_else(|| "-".to_string(), human_bytes);
     match report.bound_model_order {
         Some(bound) => {
             let below = if report.arena_size < bound {
@@ -432,7 +430,10 @@ pub fn table(report: &MemoryReport, svg_path: Option<&str>) -> String {
     // Stable: equal sizes keep schedule order.
     largest.sort_by_key(|s| std::cmp::Reverse(s.size));
     if !largest.is_empty() {
-        let _ = writeln!(out, "  largest scratch (a cost of the kernels' forms, not of the model):");
+        let _ = writeln!(
+            out,
+            "  largest scratch (a cost of the kernels' forms, not of the model):"
+        );
         for s in largest.iter().take(SCRATCH_SHOWN) {
             let _ = writeln!(
                 out,

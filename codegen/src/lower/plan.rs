@@ -85,7 +85,11 @@ impl OpPlan {
     }
 
     /// A plan whose form needs `scratch_bytes` of scratch memory holding `scratch_use`.
-    pub(super) fn with_scratch(form: Form, scratch_bytes: u64, scratch_use: &'static str) -> OpPlan {
+    pub(super) fn with_scratch(
+        form: Form,
+        scratch_bytes: u64,
+        scratch_use: &'static str,
+    ) -> OpPlan {
         OpPlan {
             scratch_bytes,
             scratch_use,

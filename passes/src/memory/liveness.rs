@@ -10,8 +10,8 @@ use super::schedule::Graph;
 use super::{static_bytes, PlannedBuffer, PlannedKind, PlannedScratch};
 use memc_ir::ops::is_random;
 use memc_ir::{Diagnostic, Function, OpId, Opcode, ValueId, WeightStore};
-use std::collections::HashSet;
 use std::collections::HashMap;
+use std::collections::HashSet;
 
 /// The steps of one schedule.
 pub(super) struct Steps {

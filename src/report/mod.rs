@@ -504,8 +504,8 @@ fn clip(text: &str, width: usize) -> String {
     }
 }
 
-/// An SVG timeline of live bytes over schedule steps, with the peak and the arena size marked,
-/// and for a training step the forward/backward boundary.
+/// An SVG timeline of live bytes over schedule steps, with the peak, the arena size and the
+/// model's activation bound marked, and for a training step the forward/backward boundary.
 pub fn svg(report: &MemoryReport) -> String {
     let (w, h, left, bottom, top) = (900.0f64, 360.0f64, 70.0f64, 40.0f64, 30.0f64);
     let live_bytes = &report.live_bytes;
@@ -513,6 +513,7 @@ pub fn svg(report: &MemoryReport) -> String {
     let max_bytes = report
         .arena_size
         .max(live_bytes.iter().copied().max().unwrap_or(0))
+        .max(report.bound_model_order.unwrap_or(0))
         .max(1) as f64;
     let x = |s: f64| left + (w - left - 20.0) * s / (steps - 1.0);
     let y = |b: f64| h - bottom - (h - bottom - top) * b / max_bytes;
@@ -532,6 +533,17 @@ pub fn svg(report: &MemoryReport) -> String {
             m.boundary_step
         )
     });
+    // The model's activation bound (no scratch), for reports that record it.
+    let bound = report.bound_model_order.map_or(String::new(), |b| {
+        let yb = y(b as f64);
+        format!(
+            "<line x1=\"{left}\" y1=\"{yb:.1}\" x2=\"{:.1}\" y2=\"{yb:.1}\" stroke=\"#9467bd\" stroke-dasharray=\"2,4\"/>\n<text x=\"{:.1}\" y=\"{:.1}\" fill=\"#9467bd\">model's activation bound {}</text>\n",
+            w - 20.0,
+            left + 4.0,
+            yb + 14.0,
+            human_bytes(b)
+        )
+    });
     format!(
         r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">
 <rect width="{w}" height="{h}" fill="white"/>
@@ -547,7 +559,7 @@ pub fn svg(report: &MemoryReport) -> String {
 <text x="{left}" y="{yb_label}" >0</text>
 <text x="{xr}" y="{yb_label}" text-anchor="end">step {last}</text>
 <text x="8" y="{ytop_label}">{max_label}</text>
-{boundary}</svg>
+{bound}{boundary}</svg>
 "##,
         name = xml_text(&report.function),
         sched = xml_text(&report.schedule),
@@ -567,6 +579,7 @@ pub fn svg(report: &MemoryReport) -> String {
         ytop_label = top + 4.0,
         max_label = human_bytes(max_bytes as u64),
         points = points,
+        bound = bound,
         boundary = boundary,
     )
 }

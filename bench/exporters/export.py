@@ -10,8 +10,10 @@ For every fixture it writes DIR/<fixture>/:
                           model.onnx.data beside it, its default external_data=True)
     inputs/<name>.npy     random inputs at the bound dims (seeded)
     outputs/<name>.npy    onnxruntime's outputs on them (CPUExecutionProvider)
-    meta.json             exporter, versions, the symbolic dims the file declares and the
-                          values to bind, each input's and output's name, file, shape, dtype
+    meta.json             exporter, opset, versions, the symbolic dims the file's inputs
+                          declare (`symbolic_dims`) and the values to bind (`dims`), dims
+                          invented for outputs alone (`output_only_dims`, not bound), each
+                          input's and output's name, file, shape, dtype
 
 Fixture names are <model>_<exporter>: exporter "dynamo" is `torch.onnx.export(...,
 dynamo=True, dynamic_shapes=...)` (the default exporter in current PyTorch, its default
@@ -237,15 +239,6 @@ def make_inputs(spec, dims, seed):
                 mask[1, size[1] - size[1] // 4:] = 0
             out.append(mask)
     return tuple(out)
-
-
-def dim_names(spec):
-    names = []
-    for _, _, shape, _ in spec["inputs"]:
-        for d in shape:
-            if isinstance(d, str) and d not in names:
-                names.append(d)
-    return names
 
 
 # --------------------------------------------------------------------------- export

@@ -507,6 +507,67 @@ fn range_lengths() {
 }
 
 #[test]
+fn torchscript_pad_chain_folds() {
+    // How the TorchScript exporter writes `F.pad(x, [0, 1, 0, 1])`'s `pads`: the torch pads
+    // (last axis first, begin/end pairs) padded with zeros to 2 * rank, reshaped to pairs,
+    // reversed by a Slice with step -1, transposed and flattened into ONNX's order.
+    let mut b = Builder::new(vec![f32_of(&["2", "3"])]);
+    let torch_pads = b.ints(&[0, 1, 0, 1]);
+    let four = b.ints(&[4]);
+    let zeros = b.op(Opcode::ConstantOfShape, vec![four], vec![]);
+    let zeros = b.op(
+        Opcode::Cast,
+        vec![zeros],
+        attrs(&[("to", Attribute::ElemType(ElemType::I64))]),
+    );
+    let all = b.op(
+        Opcode::Concat,
+        vec![torch_pads, zeros],
+        attrs(&[("axis", int(0))]),
+    );
+    let pairs_shape = b.ints(&[-1, 2]);
+    let pairs = b.op(Opcode::Reshape, vec![all, pairs_shape], vec![]);
+    let (start, end, axis, step) = (
+        b.ints(&[-1]),
+        b.ints(&[i64::MIN + 1]),
+        b.ints(&[0]),
+        b.ints(&[-1]),
+    );
+    let reversed = b.op(Opcode::Slice, vec![pairs, start, end, axis, step], vec![]);
+    assert_eq!(
+        b.known(reversed).as_deref(),
+        Some("[0, 0, 0, 0, 0, 1, 0, 1]")
+    );
+    let transposed = b.op(
+        Opcode::Transpose,
+        vec![reversed],
+        attrs(&[("perm", ints(&[1, 0]))]),
+    );
+    assert_eq!(
+        b.known(transposed).as_deref(),
+        Some("[0, 0, 0, 0, 0, 0, 1, 1]")
+    );
+    let flat_shape = b.ints(&[-1]);
+    let onnx_pads = b.op(Opcode::Reshape, vec![transposed, flat_shape], vec![]);
+    assert_eq!(
+        b.known(onnx_pads).as_deref(),
+        Some("[0, 0, 0, 0, 0, 0, 1, 1]")
+    );
+    // Slices along several axes, and a default perm (reversed axes).
+    let eight = b.ints(&[1, 2, 3, 4, 5, 6, 7, 8]);
+    let two_by_four = b.ints(&[2, 4]);
+    let m = b.op(Opcode::Reshape, vec![eight, two_by_four], vec![]);
+    let (starts, ends, axes) = (b.ints(&[1, 3]), b.ints(&[2, 0]), b.ints(&[0, 1]));
+    let steps = b.ints(&[1, -2]);
+    let corner = b.op(Opcode::Slice, vec![m, starts, ends, axes, steps], vec![]);
+    assert_eq!(b.dims(corner), ["1", "2"]);
+    assert_eq!(b.known(corner).as_deref(), Some("[8, 6]"));
+    let t = b.op(Opcode::Transpose, vec![m], vec![]);
+    assert_eq!(b.dims(t), ["4", "2"]);
+    assert_eq!(b.known(t).as_deref(), Some("[1, 5, 2, 6, 3, 7, 4, 8]"));
+}
+
+#[test]
 fn constant_of_shape_expand_and_where() {
     let mut b = Builder::new(vec![f32_of(&["batch", "seq", "768"]), f32_of(&["3", "1"])]);
     let (x, small) = (b.arg(0), b.arg(1));

@@ -352,35 +352,44 @@ pub fn gather(ctx: &ShapeCtx, results: &[TensorType], index: usize) -> Fold {
     KnownValue::new(result_shape(results, index)?, elems)
 }
 
-/// `Slice` of a 1-d value.
-pub fn slice(ctx: &ShapeCtx, results: &[TensorType], index: usize) -> Fold {
-    let data = known(ctx, 0)?;
-    let [len] = *data.shape() else {
-        return None;
-    };
-    let ints = |i: usize| known(ctx, i)?.ints();
-    let (starts, ends) = (ints(1)?, ints(2)?);
-    let ([start], [end]) = (starts.as_slice(), ends.as_slice()) else {
-        return None;
-    };
-    if ctx.operand_type(3).is_some() {
-        let axes = ints(3)?;
-        if axes.len() != 1 || axis_index(axes[0], 1) != Some(0) {
-            return None;
+/// The elements of `data` at the row-major enumeration of `out_shape`, where
+/// `source(index)` names the element of `data` (in its own row-major order) that the output
+/// index `index` takes.
+fn pick(data: &KnownValue, out_shape: &[u64], source: &dyn Fn(&[usize]) -> Option<usize>) -> Fold {
+    let n = count(out_shape)?;
+    let rank = out_shape.len();
+    let mut elems = Vec::with_capacity(n);
+    let mut index = vec![0usize; rank];
+    for _ in 0..n {
+        elems.push(data.elems().get(source(&index)?)?.clone());
+        for axis in (0..rank).rev() {
+            index[axis] += 1;
+            if (index[axis] as u64) < out_shape[axis] {
+                break;
+            }
+            index[axis] = 0;
         }
     }
-    let step = match ctx.operand_type(4) {
-        Some(_) => match ints(4)?.as_slice() {
-            [s] => *s,
-            _ => return None,
-        },
-        None => 1,
-    };
+    KnownValue::new(out_shape.to_vec(), elems)
+}
+
+/// Row-major strides of `shape`, in elements.
+fn strides(shape: &[u64]) -> Option<Vec<usize>> {
+    let mut strides = vec![1usize; shape.len()];
+    for axis in (0..shape.len().saturating_sub(1)).rev() {
+        strides[axis] = strides[axis + 1].checked_mul(usize::try_from(shape[axis + 1]).ok()?)?;
+    }
+    Some(strides)
+}
+
+/// The indices one axis of length `len` keeps under `Slice`'s `start`, `end` and `step`,
+/// clamped as ONNX says (to `[0, len]` going forward, to `[-1, len - 1]` going backward).
+fn slice_indices(len: u64, start: i64, end: i64, step: i64) -> Option<Vec<usize>> {
     if step == 0 {
         return None;
     }
     if len == 0 {
-        return KnownValue::new(result_shape(results, index)?, Vec::new());
+        return Some(Vec::new());
     }
     let d = i128::from(len);
     let resolve = |i: i64| {
@@ -392,25 +401,102 @@ pub fn slice(ctx: &ShapeCtx, results: &[TensorType], index: usize) -> Fold {
         }
     };
     let step = i128::from(step);
-    let mut elems = Vec::new();
-    let mut i = resolve(*start);
-    let end = resolve(*end);
+    let mut kept = Vec::new();
+    let mut i = resolve(start);
+    let end = resolve(end);
     if step > 0 {
         i = i.clamp(0, d);
         let end = end.clamp(0, d);
         while i < end {
-            elems.push(data.elems().get(usize::try_from(i).ok()?)?.clone());
+            kept.push(usize::try_from(i).ok()?);
             i += step;
         }
     } else {
         i = i.clamp(0, d - 1);
         let end = end.clamp(-1, d - 1);
         while i > end {
-            elems.push(data.elems().get(usize::try_from(i).ok()?)?.clone());
+            kept.push(usize::try_from(i).ok()?);
             i += step;
         }
     }
-    KnownValue::new(result_shape(results, index)?, elems)
+    Some(kept)
+}
+
+/// `Slice`: along each of `axes` (all axes in order when absent), the indices `Slice` keeps.
+pub fn slice(ctx: &ShapeCtx, results: &[TensorType], index: usize) -> Fold {
+    let data = known(ctx, 0)?;
+    let shape = data.shape();
+    let rank = shape.len();
+    let ints = |i: usize| known(ctx, i)?.ints();
+    let (starts, ends) = (ints(1)?, ints(2)?);
+    let axes: Vec<usize> = match ctx.operand_type(3) {
+        Some(_) => ints(3)?
+            .iter()
+            .map(|&a| axis_index(a, rank))
+            .collect::<Option<_>>()?,
+        None => (0..starts.len()).collect(),
+    };
+    let steps = match ctx.operand_type(4) {
+        Some(_) => ints(4)?,
+        None => vec![1; starts.len()],
+    };
+    let n = starts.len();
+    if ends.len() != n || axes.len() != n || steps.len() != n {
+        return None;
+    }
+    // Per axis, the source indices kept: every index unless the axis is sliced.
+    let mut kept: Vec<Option<Vec<usize>>> = vec![None; rank];
+    for (k, &axis) in axes.iter().enumerate() {
+        if kept[axis].is_some() {
+            return None;
+        }
+        kept[axis] = Some(slice_indices(shape[axis], starts[k], ends[k], steps[k])?);
+    }
+    let out_shape: Vec<u64> = kept
+        .iter()
+        .zip(shape)
+        .map(|(k, &d)| k.as_ref().map_or(d, |k| k.len() as u64))
+        .collect();
+    if Some(&out_shape) != result_shape(results, index).as_ref() {
+        return None;
+    }
+    let strides = strides(shape)?;
+    pick(&data, &out_shape, &|out: &[usize]| {
+        out.iter().enumerate().try_fold(0usize, |flat, (axis, &i)| {
+            let source = match &kept[axis] {
+                Some(k) => *k.get(i)?,
+                None => i,
+            };
+            flat.checked_add(source.checked_mul(strides[axis])?)
+        })
+    })
+}
+
+/// `Transpose`: the elements permuted by `perm` (reversed axes when absent).
+pub fn transpose(ctx: &ShapeCtx, results: &[TensorType], index: usize) -> Fold {
+    let data = known(ctx, 0)?;
+    let shape = data.shape();
+    let rank = shape.len();
+    let perm: Vec<usize> = match ctx.ints_attr("perm").ok()? {
+        Some(perm) => perm
+            .iter()
+            .map(|&a| usize::try_from(a).ok().filter(|&a| a < rank))
+            .collect::<Option<_>>()?,
+        None => (0..rank).rev().collect(),
+    };
+    if perm.len() != rank {
+        return None;
+    }
+    let out_shape: Vec<u64> = perm.iter().map(|&p| shape[p]).collect();
+    if Some(&out_shape) != result_shape(results, index).as_ref() {
+        return None;
+    }
+    let strides = strides(shape)?;
+    pick(&data, &out_shape, &|out: &[usize]| {
+        out.iter().zip(&perm).try_fold(0usize, |flat, (&i, &p)| {
+            flat.checked_add(i.checked_mul(strides[p])?)
+        })
+    })
 }
 
 /// `Concat` along `axis`.

@@ -79,6 +79,10 @@ pub struct CompileOptions {
     pub memory_budget: Option<memc_passes::remat::config::Budget>,
     /// `--recompute`: onnxruntime memory optimizer config strings (implies planning).
     pub recompute: Vec<memc_passes::remat::config::ConfigEntry>,
+    /// `--const NAME=FILE.npy`: graph inputs bound to values at import, so they are constants
+    /// before shape inference (shapes computed from them become static) and the plan has no
+    /// input for them. Only for ONNX models ([`compile`]).
+    pub consts: Vec<memc_ir::onnx::ConstInput>,
 }
 
 impl CompileOptions {
@@ -133,6 +137,37 @@ impl Compiled {
     }
 }
 
+/// Parses `NAME=FILE` for `--const` (the file is read by [`read_const`]).
+pub fn parse_const_binding(text: &str) -> Result<(String, std::path::PathBuf), String> {
+    let (name, file) = text.split_once('=').ok_or_else(|| {
+        format!("`--const {text}`: expected NAME=FILE.npy, such as `--const shape=shape.npy`")
+    })?;
+    if name.trim().is_empty() {
+        return Err(format!("`--const {text}`: the input name is empty"));
+    }
+    if file.trim().is_empty() {
+        return Err(format!("`--const {text}`: the file name is empty"));
+    }
+    Ok((
+        name.trim().to_string(),
+        std::path::PathBuf::from(file.trim()),
+    ))
+}
+
+/// The value of `--const NAME=FILE`: the `.npy` array in `file` as the value of input `name`.
+/// Errors name the flag and say what is wrong with the file.
+pub fn read_const(name: &str, file: &Path) -> Result<memc_ir::onnx::ConstInput, String> {
+    let flag = format!("`--const {name}={}`", file.display());
+    let tensor = memc_runtime::npy::read_npy(file).map_err(|e| format!("{flag}: {e}"))?;
+    memc_ir::onnx::ConstInput::new(
+        name,
+        tensor.elem().elem(),
+        tensor.shape().to_vec(),
+        std::sync::Arc::from(tensor.data()),
+    )
+    .map_err(|e| format!("{flag}: {e}"))
+}
+
 /// Parses `name=value` for `--dim`.
 pub fn parse_dim_binding(text: &str) -> Result<(String, u64), String> {
     let (name, value) = text
@@ -152,7 +187,10 @@ pub fn parse_dim_binding(text: &str) -> Result<(String, u64), String> {
 /// Runs every built stage on the ONNX model at `path`.
 pub fn compile(path: &Path, options: &CompileOptions) -> Result<Compiled, Diagnostic> {
     let started = std::time::Instant::now();
-    let imported = memc_ir::onnx::import_file(path)?;
+    let import_options = memc_ir::onnx::ImportOptions {
+        consts: options.consts.clone(),
+    };
+    let imported = memc_ir::onnx::import_file_with(path, &import_options)?;
     let import = StageTime {
         stage: "import",
         time: started.elapsed(),
@@ -168,6 +206,12 @@ pub fn compile(path: &Path, options: &CompileOptions) -> Result<Compiled, Diagno
 /// weights without their bytes, so lowering sees only their types (enough for every kernel
 /// except those that read small constants' values, which then report what they miss).
 pub fn compile_text(source: &str, options: &CompileOptions) -> Result<Compiled, Vec<Diagnostic>> {
+    if let Some(value) = options.consts.first() {
+        return Err(vec![Diagnostic::error(format!(
+            "`--const {}=...` binds an input of an ONNX model; textual IR has no graph inputs to bind",
+            value.name()
+        ))]);
+    }
     let module = memc_ir::parse_module(source).map_err(|d| vec![d])?;
     memc_ir::verify_module(&module)?;
     compile_module(module, options).map_err(|d| vec![d])

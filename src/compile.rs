@@ -376,7 +376,8 @@ pub fn compile_module(module: Module, options: &CompileOptions) -> Result<Compil
             &module.weights,
             &scratch,
             &remat_options,
-        )?;
+        )
+        .map_err(|d| with_const_hint(d, &func))?;
         *module.function_mut(id) = func;
         lap("memory plan and remat", Some(remat_note(&report)));
         if report.cloned_ops > 0 {
@@ -427,6 +428,36 @@ pub fn compile_module(module: Module, options: &CompileOptions) -> Result<Compil
         remat,
         times,
     })
+}
+
+/// `diag` with a note suggesting `--const` when a size is not known and the function has small
+/// integer inputs (a shape, axes, pads, k), whose values the size may depend on.
+fn with_const_hint(diag: Diagnostic, func: &memc_ir::Function) -> Diagnostic {
+    if !diag.message.contains("is not known") {
+        return diag;
+    }
+    let candidates: Vec<String> = func
+        .args()
+        .iter()
+        .enumerate()
+        .filter(|&(_, &arg)| {
+            func.value_type(arg).tensor().is_some_and(|t| {
+                t.dims.len() <= 1
+                    && matches!(t.elem, memc_ir::ElemType::I64 | memc_ir::ElemType::I32)
+            })
+        })
+        .filter_map(|(i, _)| match func.arg_attrs(i).get("memc.name") {
+            Some(memc_ir::Attribute::String(name)) => Some(format!("`{name}`")),
+            _ => None,
+        })
+        .collect();
+    if candidates.is_empty() {
+        return diag;
+    }
+    diag.with_note(format!(
+        "if it depends on the value of an input ({}), bind that input at compile time with `--const NAME=FILE.npy`",
+        candidates.join(", ")
+    ))
 }
 
 /// One line on what rematerialization did, for `--time-passes`.

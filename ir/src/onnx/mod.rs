@@ -83,7 +83,7 @@ impl ConstInput {
         bytes: Arc<[u8]>,
     ) -> Result<ConstInput, String> {
         let name = name.into();
-        if elem.bits() < 8 {
+        if elem.is_sub_byte() {
             return Err(format!(
                 "the value of `{name}` has element type {}, narrower than a byte, which cannot be bound",
                 elem.mlir_name()

@@ -371,13 +371,9 @@ pub fn compile_module(module: Module, options: &CompileOptions) -> Result<Compil
         let scratch =
             |_: &memc_ir::Function, op: memc_ir::OpId| plans.map_or(0, |p| p.scratch_bytes(op));
         let mut func = module.function(id).clone();
-        let (plan, report) = memc_passes::remat::rematerialize(
-            &mut func,
-            &module.weights,
-            &scratch,
-            &remat_options,
-        )
-        .map_err(|d| with_const_hint(d, &func))?;
+        let (plan, report) =
+            memc_passes::remat::rematerialize(&mut func, &module.weights, &scratch, &remat_options)
+                .map_err(|d| with_const_hint(d, &func))?;
         *module.function_mut(id) = func;
         lap("memory plan and remat", Some(remat_note(&report)));
         if report.cloned_ops > 0 {

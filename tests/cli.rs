@@ -412,7 +412,7 @@ fn const_binds_shape_inputs_and_matches_onnxruntime() {
 
 /// Every mistake with `--const`: an unknown input (the inputs are listed), a value of the wrong
 /// element type or shape, a file that is not a `.npy`, a name bound twice, a binding without
-/// `=`, and `--const` with textual IR.
+/// `=`, an input that has an initializer (a constant already), and `--const` with textual IR.
 #[test]
 fn const_mistakes() {
     let dir = scratch_dir("const-mistakes");
@@ -457,6 +457,20 @@ fn const_mistakes() {
         let out = memc(&args, None);
         text.push_str(&format!("=== {what}\n{out}\n"));
     }
+    let initializer = memc(
+        &[
+            "compile",
+            &format!("{fixture}/default_input.onnx"),
+            "--emit",
+            "ir",
+            "--const",
+            &format!("shape={good}"),
+        ],
+        None,
+    );
+    text.push_str(&format!(
+        "=== an input with an initializer\n{initializer}\n"
+    ));
     let text_ir = memc(
         &[
             "compile",

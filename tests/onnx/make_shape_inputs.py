@@ -4,7 +4,9 @@
     .venv/bin/python tests/onnx/make_shape_inputs.py
 
 Writes tests/onnx/fixtures/shape_inputs/: model.onnx, the inputs x.npy, shape.npy, pads.npy,
-and expected.npy, onnxruntime's output for them. Deterministic (fixed seed).
+and expected.npy, onnxruntime's output for them; and default_input.onnx, a Reshape whose
+`shape` input also has an initializer (its default value), which `--const` refuses to bind.
+Deterministic (fixed seed).
 
     x[2, 3, 4] f32, shape[3] i64, pads[6] i64, scale[] f32:
       Reshape(x, shape) -> r                 (r's shape is shape's value)
@@ -19,6 +21,7 @@ import os
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
@@ -61,6 +64,21 @@ def main() -> None:
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (y,) = session.run(None, feeds)
     np.save(os.path.join(OUT, "expected.npy"), y)
+    default = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")],
+        "default_input",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4]),
+            helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, 4])],
+        initializer=[onnx.numpy_helper.from_array(np.array([6, 4], dtype=np.int64), "shape")],
+    )
+    default = helper.make_model(
+        default, opset_imports=[helper.make_opsetid("", 17)], ir_version=10, producer_name="memc-fixtures"
+    )
+    onnx.checker.check_model(default)
+    onnx.save(default, os.path.join(OUT, "default_input.onnx"))
     print(f"wrote {OUT}: y {y.shape}")
 
 

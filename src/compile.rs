@@ -80,6 +80,10 @@ pub struct CompileOptions {
     pub memory_budget: Option<memc_passes::remat::config::Budget>,
     /// `--recompute`: onnxruntime memory optimizer config strings (implies planning).
     pub recompute: Vec<memc_passes::remat::config::ConfigEntry>,
+    /// `--const NAME=FILE.npy`: graph inputs bound to values at import, so they are constants
+    /// before shape inference (shapes computed from them become static) and the plan has no
+    /// input for them. Only for ONNX models ([`compile`]).
+    pub consts: Vec<memc_ir::onnx::ConstInput>,
 }
 
 impl CompileOptions {
@@ -137,6 +141,37 @@ impl Compiled {
     }
 }
 
+/// Parses `NAME=FILE` for `--const` (the file is read by [`read_const`]).
+pub fn parse_const_binding(text: &str) -> Result<(String, std::path::PathBuf), String> {
+    let (name, file) = text.split_once('=').ok_or_else(|| {
+        format!("`--const {text}`: expected NAME=FILE.npy, such as `--const shape=shape.npy`")
+    })?;
+    if name.trim().is_empty() {
+        return Err(format!("`--const {text}`: the input name is empty"));
+    }
+    if file.trim().is_empty() {
+        return Err(format!("`--const {text}`: the file name is empty"));
+    }
+    Ok((
+        name.trim().to_string(),
+        std::path::PathBuf::from(file.trim()),
+    ))
+}
+
+/// The value of `--const NAME=FILE`: the `.npy` array in `file` as the value of input `name`.
+/// Errors name the flag and say what is wrong with the file.
+pub fn read_const(name: &str, file: &Path) -> Result<memc_ir::onnx::ConstInput, String> {
+    let flag = format!("`--const {name}={}`", file.display());
+    let tensor = memc_runtime::npy::read_npy(file).map_err(|e| format!("{flag}: {e}"))?;
+    memc_ir::onnx::ConstInput::new(
+        name,
+        tensor.elem().elem(),
+        tensor.shape().to_vec(),
+        std::sync::Arc::from(tensor.data()),
+    )
+    .map_err(|e| format!("{flag}: {e}"))
+}
+
 /// Parses `name=value` for `--dim`.
 pub fn parse_dim_binding(text: &str) -> Result<(String, u64), String> {
     let (name, value) = text
@@ -156,7 +191,10 @@ pub fn parse_dim_binding(text: &str) -> Result<(String, u64), String> {
 /// Runs every built stage on the ONNX model at `path`.
 pub fn compile(path: &Path, options: &CompileOptions) -> Result<Compiled, Diagnostic> {
     let started = std::time::Instant::now();
-    let imported = memc_ir::onnx::import_file(path)?;
+    let import_options = memc_ir::onnx::ImportOptions {
+        consts: options.consts.clone(),
+    };
+    let imported = memc_ir::onnx::import_file_with(path, &import_options)?;
     let import = StageTime {
         stage: "import",
         time: started.elapsed(),
@@ -172,6 +210,12 @@ pub fn compile(path: &Path, options: &CompileOptions) -> Result<Compiled, Diagno
 /// weights without their bytes, so lowering sees only their types (enough for every kernel
 /// except those that read small constants' values, which then report what they miss).
 pub fn compile_text(source: &str, options: &CompileOptions) -> Result<Compiled, Vec<Diagnostic>> {
+    if let Some(value) = options.consts.first() {
+        return Err(vec![Diagnostic::error(format!(
+            "`--const {}=...` binds an input of an ONNX model; textual IR has no graph inputs to bind",
+            value.name()
+        ))]);
+    }
     let module = memc_ir::parse_module(source).map_err(|d| vec![d])?;
     memc_ir::verify_module(&module)?;
     compile_module(module, options).map_err(|d| vec![d])
@@ -342,12 +386,9 @@ pub fn compile_module(module: Module, options: &CompileOptions) -> Result<Compil
         let scratch =
             |_: &memc_ir::Function, op: memc_ir::OpId| plans.map_or(0, |p| p.scratch_bytes(op));
         let mut func = module.function(id).clone();
-        let (plan, report) = memc_passes::remat::rematerialize(
-            &mut func,
-            &module.weights,
-            &scratch,
-            &remat_options,
-        )?;
+        let (plan, report) =
+            memc_passes::remat::rematerialize(&mut func, &module.weights, &scratch, &remat_options)
+                .map_err(|d| with_const_hint(d, &func))?;
         *module.function_mut(id) = func;
         lap("memory plan and remat", Some(remat_note(&report)));
         if report.cloned_ops > 0 {
@@ -411,6 +452,36 @@ pub fn compile_module(module: Module, options: &CompileOptions) -> Result<Compil
         scratch_uses,
         times,
     })
+}
+
+/// `diag` with a note suggesting `--const` when a size is not known and the function has small
+/// integer inputs (a shape, axes, pads, k), whose values the size may depend on.
+fn with_const_hint(diag: Diagnostic, func: &memc_ir::Function) -> Diagnostic {
+    if !diag.message.contains("is not known") {
+        return diag;
+    }
+    let candidates: Vec<String> = func
+        .args()
+        .iter()
+        .enumerate()
+        .filter(|&(_, &arg)| {
+            func.value_type(arg).tensor().is_some_and(|t| {
+                t.dims.len() <= 1
+                    && matches!(t.elem, memc_ir::ElemType::I64 | memc_ir::ElemType::I32)
+            })
+        })
+        .filter_map(|(i, _)| match func.arg_attrs(i).get("memc.name") {
+            Some(memc_ir::Attribute::String(name)) => Some(format!("`{name}`")),
+            _ => None,
+        })
+        .collect();
+    if candidates.is_empty() {
+        return diag;
+    }
+    diag.with_note(format!(
+        "if it depends on the value of an input ({}), bind that input at compile time with `--const NAME=FILE.npy`",
+        candidates.join(", ")
+    ))
 }
 
 /// One line on what rematerialization did, for `--time-passes`.

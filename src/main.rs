@@ -115,6 +115,12 @@ enum Command {
         /// Bind a symbolic dim, e.g. `--dim batch=1 --dim seq=128`.
         #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = memc::compile::parse_dim_binding)]
         dims: Vec<(String, u64)>,
+        /// Bind a graph input to the array in a `.npy` file, e.g. `--const shape=shape.npy`:
+        /// the input becomes a constant before shape inference, so shapes computed from it
+        /// (a Reshape's shape, Slice's starts, Pad's pads, ...) are static, and the plan has
+        /// no input for it. Repeatable.
+        #[arg(long = "const", value_name = "NAME=FILE", value_parser = memc::compile::parse_const_binding)]
+        consts: Vec<(String, PathBuf)>,
         /// Plan memory and print where it goes (to standard error), with an SVG timeline.
         #[arg(long)]
         report: bool,
@@ -269,6 +275,7 @@ fn run(cli: Cli) -> ExitCode {
             split_input_file,
             output,
             dims,
+            consts,
             report,
             report_svg,
             plan_budget_ms,
@@ -302,11 +309,28 @@ fn run(cli: Cli) -> ExitCode {
                 }
                 (Some(TargetArg::Cpu), _) | (None, _) => memc::codegen::Target::Cpu,
             };
+            if let Some((name, _)) = consts.first() {
+                if model.extension().is_some_and(|e| e == "mlir") {
+                    eprintln!("error: `--const {name}=...` binds an input of an ONNX model; textual IR has no graph inputs to bind");
+                    return ExitCode::from(2);
+                }
+            }
+            let mut const_inputs = Vec::with_capacity(consts.len());
+            for (name, file) in &consts {
+                match memc::compile::read_const(name, file) {
+                    Ok(value) => const_inputs.push(value),
+                    Err(message) => {
+                        eprintln!("error: {message}");
+                        return ExitCode::FAILURE;
+                    }
+                }
+            }
             let request = CompileRequest {
                 emit,
                 target,
                 output,
                 dims,
+                consts: const_inputs,
                 report,
                 report_svg,
                 plan_budget_ms,
@@ -440,6 +464,7 @@ struct CompileRequest {
     target: memc::codegen::Target,
     output: Option<PathBuf>,
     dims: Vec<(String, u64)>,
+    consts: Vec<memc::ir::onnx::ConstInput>,
     report: bool,
     report_svg: Option<PathBuf>,
     plan_budget_ms: u64,
@@ -540,6 +565,7 @@ impl CompileRequest {
             target: self.target,
             memory_budget: self.memory_budget,
             recompute: self.recompute.clone(),
+            consts: self.consts.clone(),
         }
     }
 }

@@ -341,3 +341,148 @@ fn compile_progress_draws_on_a_terminal_or_when_asked() {
         out.stderr
     );
 }
+
+/// `memc compile --const NAME=FILE.npy`: the fixture's Reshape and Pad take their shape and
+/// pads from graph inputs; without binding them memc cannot size the results, with them it
+/// plans the model, and the plan (whose inputs are only `x` and `scale`) matches onnxruntime.
+#[test]
+fn const_binds_shape_inputs_and_matches_onnxruntime() {
+    let dir = scratch_dir("const");
+    let fixture = "tests/onnx/fixtures/shape_inputs";
+    let model = format!("{fixture}/model.onnx");
+    let plan = dir.join("model.plan");
+    let plan = plan.to_str().expect("utf-8 path");
+    let unbound = memc(&["compile", &model, "-o", plan], None);
+    assert!(unbound.starts_with("exit code: 1\n"), "{unbound}");
+    insta::assert_snapshot!("const_needed", unbound);
+    let shape = format!("shape={fixture}/shape.npy");
+    let pads = format!("pads={fixture}/pads.npy");
+    let bound = memc(
+        &[
+            "compile", &model, "--const", &shape, "--const", &pads, "-o", plan,
+        ],
+        None,
+    );
+    assert!(bound.starts_with("exit code: 0\n"), "{bound}");
+    let out_dir = dir.join("out");
+    let x = format!("x={fixture}/x.npy");
+    let scale = format!("scale={fixture}/scale.npy");
+    let out_arg = out_dir.to_str().expect("utf-8 path");
+    let run = memc(
+        &[
+            "run",
+            plan,
+            "--input",
+            &x,
+            "--input",
+            &scale,
+            "--output-dir",
+            out_arg,
+        ],
+        None,
+    );
+    assert!(run.starts_with("exit code: 0\n"), "{run}");
+    // The bound inputs are no inputs of the plan any more.
+    let extra = format!("shape={fixture}/shape.npy");
+    let rejected = memc(
+        &[
+            "run", plan, "--input", &x, "--input", &scale, "--input", &extra,
+        ],
+        None,
+    );
+    assert!(
+        rejected.starts_with("exit code: 1\n") || rejected.starts_with("exit code: 2\n"),
+        "{rejected}"
+    );
+    assert!(rejected.contains("shape"), "{rejected}");
+    let got = memc_runtime::npy::read_npy(&out_dir.join("y.npy")).expect("memc wrote y");
+    let want = memc_runtime::npy::read_npy(Path::new(&format!("{fixture}/expected.npy")))
+        .expect("the expected output is committed");
+    assert_eq!(got.shape(), &[5, 4, 4]);
+    assert_eq!(got.shape(), want.shape());
+    let (got, want) = (got.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-6 + 1e-5 * w.abs(),
+            "y[{i}]: memc {g}, onnxruntime {w}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every mistake with `--const`: an unknown input (the inputs are listed), a value of the wrong
+/// element type or shape, a file that is not a `.npy`, a name bound twice, a binding without
+/// `=`, an input that has an initializer (a constant already), and `--const` with textual IR.
+#[test]
+fn const_mistakes() {
+    let dir = scratch_dir("const-mistakes");
+    let fixture = "tests/onnx/fixtures/shape_inputs";
+    let model = format!("{fixture}/model.onnx");
+    let write = |name: &str, elem: memc_codegen::Scalar, shape: &[u64], data: &[u8]| {
+        let path = dir.join(name);
+        let tensor = memc_runtime::TensorRef::new(elem, shape, data).expect("valid tensor");
+        memc_runtime::npy::write_npy(&path, tensor).expect("the scratch dir is writable");
+        path.to_str().expect("utf-8 path").to_string()
+    };
+    let shape_i32 = write(
+        "shape_i32.npy",
+        memc_codegen::Scalar::I32,
+        &[3],
+        &[4, 0, 0, 0, 255, 255, 255, 255, 2, 0, 0, 0],
+    );
+    let shape_2 = write("shape_2.npy", memc_codegen::Scalar::I64, &[2], &[0; 16]);
+    let not_npy = dir.join("not.npy");
+    std::fs::write(&not_npy, "this is not an array").expect("the scratch dir is writable");
+    let not_npy = not_npy.to_str().expect("utf-8 path").to_string();
+    let good = format!("{fixture}/shape.npy");
+    let cases: Vec<(&str, Vec<String>)> = vec![
+        ("unknown input", vec![format!("sahpe={good}")]),
+        ("wrong element type", vec![format!("shape={shape_i32}")]),
+        ("wrong shape", vec![format!("shape={shape_2}")]),
+        ("not a .npy file", vec![format!("shape={not_npy}")]),
+        ("missing file", vec!["shape=no/such/file.npy".to_string()]),
+        (
+            "bound twice",
+            vec![format!("shape={good}"), format!("shape={good}")],
+        ),
+        ("no `=`", vec!["shape".to_string()]),
+    ];
+    let mut text = String::new();
+    for (what, bindings) in &cases {
+        let mut args = vec!["compile", model.as_str(), "--emit", "ir"];
+        for b in bindings {
+            args.push("--const");
+            args.push(b);
+        }
+        let out = memc(&args, None);
+        text.push_str(&format!("=== {what}\n{out}\n"));
+    }
+    let initializer = memc(
+        &[
+            "compile",
+            &format!("{fixture}/default_input.onnx"),
+            "--emit",
+            "ir",
+            "--const",
+            &format!("shape={good}"),
+        ],
+        None,
+    );
+    text.push_str(&format!(
+        "=== an input with an initializer\n{initializer}\n"
+    ));
+    let text_ir = memc(
+        &[
+            "compile",
+            "examples/mlp.mlir",
+            "--emit",
+            "ir",
+            "--const",
+            &format!("x={good}"),
+        ],
+        None,
+    );
+    text.push_str(&format!("=== textual IR\n{text_ir}\n"));
+    insta::assert_snapshot!(text.replace(dir.to_str().expect("utf-8 path"), "<tmp>"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -13,6 +13,11 @@
 //! later backends) answer to the same expected outputs and the same list. Tensors are read with
 //! the importer's TensorProto reader (`memc_ir::onnx::tensor::decode_standalone`).
 //!
+//! A test that does not compile as it is compiles again with its small inputs (rank 0 or 1,
+//! the same in every data set) bound as constants, as a user would with `memc compile --const`:
+//! node tests pass `axes`, `pads`, `sizes`, `k`, `shape`, `repeats` as graph inputs, and shape
+//! inference needs their values (`node_harness::compile_binding_shape_inputs`).
+//!
 //! Every test gets one status:
 //! - `pass`: every output of every data set matched, in the CPU backend and (for small programs)
 //!   in the reference backend;
@@ -120,6 +125,10 @@ fn onnx_backend_node_tests() {
     println!(
         "  {} of the passing tests also ran through the reference backend (the others' programs cost more than {REFERENCE_COST_BOUND})",
         by_reference.load(Ordering::Relaxed)
+    );
+    println!(
+        "  {} tests compiled only with small inputs bound as constants (as `memc compile --const` binds them)",
+        node_harness::COMPILED_WITH_CONSTS.load(Ordering::Relaxed)
     );
     #[cfg(feature = "mlir")]
     println!(

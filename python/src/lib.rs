@@ -81,6 +81,41 @@ fn parse_dims(dims: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(String, u64)>> {
     Ok(bound)
 }
 
+/// `consts`: graph inputs bound to values at compile time (`--const`), a dict of input names
+/// to numpy arrays, or `None` for none.
+fn parse_consts(
+    consts: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Vec<memc_core::ir::onnx::ConstInput>> {
+    let Some(consts) = consts.filter(|c| !c.is_none()) else {
+        return Ok(Vec::new());
+    };
+    let dict = consts.cast::<PyDict>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "consts: expected a dict of input names to numpy arrays, such as {{\"shape\": np.array([4, 6])}}, got {}",
+            type_name(consts)
+        ))
+    })?;
+    let mut bound = Vec::with_capacity(dict.len());
+    for (key, value) in dict.iter() {
+        let name: String = key.extract().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "consts: an input name must be a str, got {}",
+                type_name(&key)
+            ))
+        })?;
+        let array = tensors::input_array(&name, &value)?;
+        let value = memc_core::ir::onnx::ConstInput::new(
+            name.clone(),
+            array.elem.elem(),
+            array.shape.clone(),
+            std::sync::Arc::from(array.bytes()),
+        )
+        .map_err(|e| PyValueError::new_err(format!("consts[{name:?}]: {e}")))?;
+        bound.push(value);
+    }
+    Ok(bound)
+}
+
 /// `memory_budget`: what `--memory-budget` accepts (`"512MiB"`, `"60%"`), or an int of bytes.
 fn parse_budget(budget: Option<&Bound<'_, PyAny>>) -> PyResult<Option<memc_core::remat::Budget>> {
     let Some(budget) = budget.filter(|b| !b.is_none()) else {
@@ -125,13 +160,15 @@ fn parse_target(target: &str) -> PyResult<memc_core::codegen::Target> {
     })
 }
 
-/// compile(path, dims=None, memory_budget=None, target="cpu", plan_budget_ms=200, progress=None)
+/// compile(path, dims=None, memory_budget=None, target="cpu", plan_budget_ms=200, progress=None, consts=None)
 /// --
 ///
 /// Compiles the ONNX model at `path` to a plan, as `memc compile MODEL -o PLAN` does.
 ///
 /// `dims` binds symbolic dims (`{"batch": 1, "seq": 128}`, like `--dim`); every dim must end
-/// up static. `memory_budget` recomputes values until the arena fits, like `--memory-budget`:
+/// up static. `consts` binds graph inputs to values at compile time (`{"shape": np.array([4,
+/// 6])}`, like `--const`): each becomes a constant, so shapes computed from it are static, and
+/// the plan has no input for it. `memory_budget` recomputes values until the arena fits, like `--memory-budget`:
 /// a size (`"512MiB"`, `"1.5GB"`, an int of bytes) or a percentage of the arena planned
 /// without recomputation (`"60%"`). `target` is `"cpu"` or `"cuda"`. `plan_budget_ms` is the
 /// time the offset search may use. Raises `memc.Error` with the CLI's diagnostic when the
@@ -143,7 +180,7 @@ fn parse_target(target: &str) -> PyResult<memc_core::codegen::Target> {
 /// so, last with `done == total`. An exception it raises stops the compile and propagates, as
 /// does Ctrl-C (KeyboardInterrupt) while the weights are written.
 #[pyfunction]
-#[pyo3(signature = (path, dims = None, memory_budget = None, target = "cpu", plan_budget_ms = 200, progress = None))]
+#[pyo3(signature = (path, dims = None, memory_budget = None, target = "cpu", plan_budget_ms = 200, progress = None, consts = None))]
 fn compile(
     py: Python<'_>,
     path: PathBuf,
@@ -152,6 +189,7 @@ fn compile(
     target: &str,
     plan_budget_ms: u64,
     progress: Option<Bound<'_, PyAny>>,
+    consts: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Plan> {
     if let Some(callback) = &progress {
         if !callback.is_callable() {
@@ -165,6 +203,7 @@ fn compile(
     let dims = parse_dims(dims)?;
     let memory_budget = parse_budget(memory_budget)?;
     let target = parse_target(target)?;
+    let consts = parse_consts(consts)?;
     let options = memc_core::compile::CompileOptions {
         dims: dims.iter().cloned().collect::<HashMap<_, _>>(),
         plan_memory: true,
@@ -174,6 +213,7 @@ fn compile(
         target,
         memory_budget,
         recompute: Vec::new(),
+        consts,
     };
     // The first exception from the callback (or a signal), raised once the write stopped.
     let mut raised: Option<PyErr> = None;

@@ -379,6 +379,36 @@ def test_unbound_symbolic_dims(mlp_path):
         memc.compile(mlp_path, dims={"batch": 1, "seq": 4})
 
 
+SHAPE_INPUTS = ROOT / "tests" / "onnx" / "fixtures" / "shape_inputs"
+
+
+def test_consts_bind_shape_inputs_and_match_onnxruntime():
+    model = SHAPE_INPUTS / "model.onnx"
+    feeds = {n: np.load(SHAPE_INPUTS / f"{n}.npy") for n in ("x", "shape", "pads", "scale")}
+    with pytest.raises(memc.Error):
+        memc.compile(model)
+    plan = memc.compile(model, consts={"shape": feeds["shape"], "pads": feeds["pads"]})
+    assert list(plan.inputs) == ["x", "scale"]
+    (y,) = plan.run({"x": feeds["x"], "scale": feeds["scale"]}).values()
+    want = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    assert y.shape == want.shape == (5, 4, 4)
+    np.testing.assert_allclose(y, want, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize(
+    "consts, error, message",
+    [
+        ({"sahpe": np.array([4, -1, 2])}, memc.Error, r"`--const sahpe=\.\.\.` names no input of the model"),
+        ({"shape": np.array([4, -1, 2], np.int32)}, memc.Error, r"the value is i32\[3\] but input `shape` is declared i64\[3\]"),
+        ({"shape": [4, -1, 2]}, TypeError, r"input `shape`: expected a numpy.ndarray, got list"),
+        ([("shape", 1)], TypeError, r"consts: expected a dict of input names to numpy arrays"),
+    ],
+)
+def test_bad_consts(consts, error, message):
+    with pytest.raises(error, match=message):
+        memc.compile(SHAPE_INPUTS / "model.onnx", consts=consts)
+
+
 @pytest.mark.parametrize(
     "dims, error, message",
     [

@@ -183,6 +183,39 @@ pub fn compare(
     }
 }
 
+/// The data set's inputs for the plan's inputs `names`, in their order: `input_<i>.pb` in order
+/// when the plan has every input of the test; else (some were bound as constants) the files
+/// whose tensors carry those names.
+fn read_inputs(set: &Path, names: &[String]) -> Result<Vec<TestTensor>, Status> {
+    let mut files = Vec::new();
+    while set.join(format!("input_{}.pb", files.len())).is_file() {
+        files.push(set.join(format!("input_{}.pb", files.len())));
+    }
+    let decode = |path: &Path| decode_tensor(path).map_err(|e| Status::Unsupported(one_line(&e)));
+    if files.len() <= names.len() {
+        return (0..names.len())
+            .map(|i| decode(&set.join(format!("input_{i}.pb"))))
+            .collect();
+    }
+    let mut by_name = std::collections::HashMap::new();
+    for path in &files {
+        let bytes = std::fs::read(path).map_err(|e| Status::Fail(e.to_string()))?;
+        let name = memc_ir::onnx::tensor::decode_standalone(&bytes)
+            .map(|t| t.name)
+            .map_err(|e| Status::Unsupported(one_line(&e)))?;
+        by_name.insert(name, path.clone());
+    }
+    names
+        .iter()
+        .map(|name| match by_name.get(name) {
+            Some(path) => decode(path),
+            None => Err(Status::Fail(format!(
+                "no data set file holds input `{name}`"
+            ))),
+        })
+        .collect()
+}
+
 /// Runs `program` through the reference backend on one data set's `inputs` and compares its
 /// outputs with `expected`; `None` when they match.
 pub fn check_reference(
@@ -216,7 +249,6 @@ pub fn run_test(dir: &Path, scratch: &Path, tol: Tolerance) -> (Status, bool) {
 
 /// The body of [`run_test`]: `Err` with the status of a test that does not pass.
 pub fn run_cpu_and_reference(dir: &Path, scratch: &Path, tol: Tolerance) -> Result<bool, Status> {
-    let model = dir.join("model.onnx");
     // `MEMC_NODE_TARGET=cuda` compiles for the GPU and runs the plans there (on a machine with
     // an NVIDIA driver); the reference backend then runs only the CPU plans.
     let target = node_target();
@@ -226,8 +258,13 @@ pub fn run_cpu_and_reference(dir: &Path, scratch: &Path, tol: Tolerance) -> Resu
         target,
         ..Default::default()
     };
-    let compiled = match std::panic::catch_unwind(|| memc::compile::compile(&model, &options)) {
-        Ok(Ok(c)) => c,
+    let compiled = match std::panic::catch_unwind(|| compile_binding_shape_inputs(dir, &options)) {
+        Ok(Ok((c, bound))) => {
+            if !bound.is_empty() {
+                COMPILED_WITH_CONSTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            c
+        }
         Ok(Err(diag)) => {
             let text = format!("{} {}", diag.message, diag.notes.join(" "));
             return Err(if is_unsupported(&text) {
@@ -294,13 +331,7 @@ pub fn run_cpu_and_reference(dir: &Path, scratch: &Path, tol: Tolerance) -> Resu
         _ => None,
     };
     for set in sets {
-        let mut inputs = Vec::new();
-        for i in 0..input_names.len() {
-            match decode_tensor(&set.join(format!("input_{i}.pb"))) {
-                Ok(t) => inputs.push(t),
-                Err(e) => return Err(Status::Unsupported(one_line(&e))),
-            }
-        }
+        let inputs = read_inputs(&set, &input_names)?;
         let refs: Vec<(&str, memc_runtime::TensorRef)> = input_names
             .iter()
             .zip(&inputs)
@@ -350,6 +381,93 @@ pub fn run_cpu_and_reference(dir: &Path, scratch: &Path, tol: Tolerance) -> Resu
         }
     }
     Ok(run_reference)
+}
+
+/// How many tests compiled only with some of their inputs bound as constants
+/// ([`compile_binding_shape_inputs`]).
+pub static COMPILED_WITH_CONSTS: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
+/// Compiles the test's `model.onnx`; when that fails, compiles it again with its small inputs
+/// bound as constants, the way a user would with `memc compile --const NAME=FILE.npy`: node
+/// tests pass the values shape inference needs (`axes`, `pads`, `sizes`, `k`, `shape`,
+/// `repeats`, a window's `size`, ...) as graph inputs. An input is bound when it has rank 0 or
+/// 1 and at most [`memc_ir::infer::MAX_KNOWN_ELEMENTS`] elements (inference tracks no larger
+/// value) and every data set gives it the same value; the plan then has no input for it, and
+/// the run skips it. Returns the names bound (empty when the model compiled as it is); when the
+/// second compile fails too, the first error.
+pub fn compile_binding_shape_inputs(
+    dir: &Path,
+    options: &memc::compile::CompileOptions,
+) -> Result<(memc::compile::Compiled, Vec<String>), memc_ir::Diagnostic> {
+    let model = dir.join("model.onnx");
+    let first = match memc::compile::compile(&model, options) {
+        Ok(compiled) => return Ok((compiled, Vec::new())),
+        Err(diag) => diag,
+    };
+    let consts = shape_inputs(dir);
+    if consts.is_empty() {
+        return Err(first);
+    }
+    let names: Vec<String> = consts.iter().map(|c| c.name().to_string()).collect();
+    let options = memc::compile::CompileOptions {
+        consts,
+        ..options.clone()
+    };
+    match memc::compile::compile(&model, &options) {
+        Ok(compiled) => Ok((compiled, names)),
+        Err(_) => Err(first),
+    }
+}
+
+/// The inputs of a node test that [`compile_binding_shape_inputs`] binds, with data set 0's
+/// values.
+fn shape_inputs(dir: &Path) -> Vec<memc_ir::onnx::ConstInput> {
+    let mut sets: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default();
+    sets.sort();
+    let read = |set: &Path, i: usize| {
+        let bytes = std::fs::read(set.join(format!("input_{i}.pb"))).ok()?;
+        memc_ir::onnx::tensor::decode_standalone(&bytes).ok()
+    };
+    let Some(first_set) = sets.first() else {
+        return Vec::new();
+    };
+    let mut consts = Vec::new();
+    for i in 0.. {
+        let Some(tensor) = read(first_set, i) else {
+            break;
+        };
+        let small = tensor.ty.dims.len() <= 1
+            && tensor
+                .ty
+                .static_num_elements()
+                .is_some_and(|n| n <= memc_ir::infer::MAX_KNOWN_ELEMENTS);
+        let same_everywhere = sets[1..]
+            .iter()
+            .all(|set| read(set, i).is_some_and(|t| t.ty == tensor.ty && t.bytes == tensor.bytes));
+        if tensor.name.is_empty() || !small || !same_everywhere {
+            continue;
+        }
+        let Some(shape) = tensor.ty.static_shape() else {
+            continue;
+        };
+        if let Ok(value) = memc_ir::onnx::ConstInput::new(
+            tensor.name.clone(),
+            tensor.ty.elem,
+            shape,
+            std::sync::Arc::from(tensor.bytes),
+        ) {
+            consts.push(value);
+        }
+    }
+    consts
 }
 
 /// The program as MLIR, JIT-compiled by MLIR's ExecutionEngine (feature `mlir`).

@@ -20,6 +20,11 @@
 //!   a `memc.name` attribute. A training step's parameters and gradient buffers are marked
 //!   persistent (`memc.state`, [`crate::state::mark_training_state`]). Initializers become weights; the ops that read them see a
 //!   `memc.weight` op at the top of the function. `Constant` nodes become weights too.
+//! - A graph input bound to a value ([`ConstInput`], `memc compile --const NAME=FILE.npy`)
+//!   becomes a weight like an initializer, before any node is imported, so shape inference
+//!   sees its value (a Reshape's shape, Slice's starts, Pad's pads, ... become static) and the
+//!   function has no argument for it. The value must match the input's declared element type,
+//!   rank and static dims (a symbolic or unknown dim takes the array's extent).
 
 pub mod external;
 pub mod legacy;
@@ -59,8 +64,82 @@ pub struct ImportedModel {
     pub producer: String,
 }
 
+/// A value for a graph input, bound at import: the input becomes a constant (a weight).
+#[derive(Clone, Debug)]
+pub struct ConstInput {
+    name: String,
+    ty: TensorType,
+    bytes: Arc<[u8]>,
+}
+
+impl ConstInput {
+    /// The value of input `name`: `bytes` little-endian, row-major, of element type `elem` and
+    /// `shape`. Errors (a sentence) when the length does not match, or the element type is
+    /// narrower than a byte (those have no array form memc reads).
+    pub fn new(
+        name: impl Into<String>,
+        elem: ElemType,
+        shape: Vec<u64>,
+        bytes: Arc<[u8]>,
+    ) -> Result<ConstInput, String> {
+        let name = name.into();
+        if elem.is_sub_byte() {
+            return Err(format!(
+                "the value of `{name}` has element type {}, narrower than a byte, which cannot be bound",
+                elem.mlir_name()
+            ));
+        }
+        let ty = TensorType::new(elem, shape.iter().map(|&d| Dim::Static(d)).collect());
+        let expected = ty.static_byte_size();
+        if expected != Some(bytes.len() as u64) {
+            return Err(format!(
+                "the value of `{name}` has {} bytes but {} needs {}",
+                bytes.len(),
+                describe_type(&ty),
+                expected.map_or("more than 2^64".to_string(), |n| n.to_string())
+            ));
+        }
+        Ok(ConstInput { name, ty, bytes })
+    }
+
+    /// The input's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The value's type (every dim static).
+    pub fn ty(&self) -> &TensorType {
+        &self.ty
+    }
+}
+
+/// How to import a model.
+#[derive(Clone, Debug, Default)]
+pub struct ImportOptions {
+    /// Graph inputs bound to values: each becomes a constant (see [`ConstInput`]).
+    pub consts: Vec<ConstInput>,
+}
+
+/// A type for messages: `i64[2]`, `f32[batch, 3]`.
+fn describe_type(ty: &TensorType) -> String {
+    let dims: Vec<String> = ty
+        .dims
+        .iter()
+        .map(|d| match d {
+            Dim::Unknown => "?".to_string(),
+            d => d.to_string(),
+        })
+        .collect();
+    format!("{}[{}]", ty.elem.mlir_name(), dims.join(", "))
+}
+
 /// Imports the model at `path` (its external data is looked up beside it).
 pub fn import_file(path: &Path) -> Result<ImportedModel, Diagnostic> {
+    import_file_with(path, &ImportOptions::default())
+}
+
+/// Imports the model at `path` with `options` (graph inputs bound to values).
+pub fn import_file_with(path: &Path, options: &ImportOptions) -> Result<ImportedModel, Diagnostic> {
     let cannot_read =
         |e: std::io::Error| Diagnostic::error(format!("cannot read `{}`: {e}", path.display()));
     let map = external::map_file(path).map_err(cannot_read)?;
@@ -83,14 +162,14 @@ pub fn import_file(path: &Path) -> Result<ImportedModel, Diagnostic> {
     };
     #[cfg(not(unix))]
     let model = ModelProto::decode(map).map_err(decode_error)?;
-    import_model(&model, dir)
+    import_model(&model, dir, options)
 }
 
 /// Imports a model from bytes; `model_dir` is where external data files are looked up (`None`:
 /// a model with external data is an error).
 pub fn import_bytes(bytes: Bytes, model_dir: Option<&Path>) -> Result<ImportedModel, Diagnostic> {
     let model = ModelProto::decode(bytes).map_err(decode_error)?;
-    import_model(&model, model_dir)
+    import_model(&model, model_dir, &ImportOptions::default())
 }
 
 fn decode_error(e: prost::DecodeError) -> Diagnostic {
@@ -100,7 +179,11 @@ fn decode_error(e: prost::DecodeError) -> Diagnostic {
     .with_note("an ONNX model is a binary ModelProto, usually written by onnx.save")
 }
 
-fn import_model(model: &ModelProto, model_dir: Option<&Path>) -> Result<ImportedModel, Diagnostic> {
+fn import_model(
+    model: &ModelProto,
+    model_dir: Option<&Path>,
+    options: &ImportOptions,
+) -> Result<ImportedModel, Diagnostic> {
     let opset = default_opset(model)?;
     let graph = model.graph.as_ref().ok_or_else(|| {
         Diagnostic::error("the model has no graph").with_note("ModelProto.graph (field 7) is empty")
@@ -123,7 +206,7 @@ fn import_model(model: &ModelProto, model_dir: Option<&Path>) -> Result<Imported
         n_synthesized: 0,
     };
     importer.check_supported(graph)?;
-    let mut func = importer.import_main_graph(graph)?;
+    let mut func = importer.import_main_graph(graph, &options.consts)?;
     crate::state::mark_training_state(&mut func)?;
     let mut module = importer.module;
     module.add_function(func);
@@ -374,7 +457,11 @@ impl Importer {
 
     // ----- Building. -----
 
-    fn import_main_graph(&mut self, graph: &GraphProto) -> Result<Function, Diagnostic> {
+    fn import_main_graph(
+        &mut self,
+        graph: &GraphProto,
+        consts: &[ConstInput],
+    ) -> Result<Function, Diagnostic> {
         check_graph_order(graph)?;
         for vi in graph.value_info.iter().chain(&graph.output) {
             if let Some(ty) = declared_type(vi).ok().flatten() {
@@ -399,7 +486,8 @@ impl Importer {
                 "the model has sparse initializers, which memc does not support",
             ));
         }
-        // Graph inputs that are not initializers become arguments.
+        self.bind_consts(graph, consts)?;
+        // Graph inputs that are not initializers (nor bound to values) become arguments.
         let mut arg_types = Vec::new();
         let mut arg_names = Vec::new();
         let mut seen = HashSet::new();
@@ -460,6 +548,72 @@ impl Importer {
                 .insert("memc.name", Attribute::String(graph.output[i].name.clone()));
         }
         Ok(func)
+    }
+
+    /// Makes each input bound in `consts` a weight, as if it were an initializer, after
+    /// checking that it names a graph input (once) and matches the input's declared type.
+    fn bind_consts(&mut self, graph: &GraphProto, consts: &[ConstInput]) -> Result<(), Diagnostic> {
+        let mut bound = HashSet::new();
+        for value in consts {
+            let name = value.name();
+            let flag = format!("`--const {name}=...`");
+            if !bound.insert(name) {
+                return Err(Diagnostic::error(format!(
+                    "{flag}: input `{name}` is bound twice"
+                )));
+            }
+            let Some(input) = graph.input.iter().find(|i| i.name == name) else {
+                let inputs: Vec<&str> = graph
+                    .input
+                    .iter()
+                    .filter(|i| !self.initializers.contains_key(&i.name))
+                    .map(|i| i.name.as_str())
+                    .collect();
+                let listed = if inputs.is_empty() {
+                    "it has none".to_string()
+                } else {
+                    inputs.join(", ")
+                };
+                return Err(
+                    Diagnostic::error(format!("{flag} names no input of the model"))
+                        .with_note(format!("the model's inputs: {listed}")),
+                );
+            };
+            if self.initializers.contains_key(name) {
+                return Err(Diagnostic::error(format!(
+                    "{flag}: input `{name}` has an initializer, so memc already treats it as a constant"
+                )));
+            }
+            let declared = declared_type(input)
+                .map_err(|m| Diagnostic::error(format!("graph input `{name}`: {m}")))?;
+            if let Some(declared) = declared {
+                let dims_match = declared.dims.len() == value.ty().dims.len()
+                    && declared
+                        .dims
+                        .iter()
+                        .zip(&value.ty().dims)
+                        .all(|(d, v)| d.as_static().is_none_or(|n| Some(n) == v.as_static()));
+                if declared.elem != value.ty().elem || !dims_match {
+                    return Err(Diagnostic::error(format!(
+                        "{flag}: the value is {} but input `{name}` is declared {}",
+                        describe_type(value.ty()),
+                        describe_type(&declared)
+                    ))
+                    .with_note("the value must have the input's element type and rank, and its static dims"));
+                }
+            }
+            let id = self
+                .module
+                .weights
+                .insert(
+                    name,
+                    value.ty().clone(),
+                    WeightBytes::Owned(value.bytes.clone()),
+                )
+                .map_err(|e| Diagnostic::error(format!("{flag}: {e}")))?;
+            self.initializers.insert(name.to_string(), id);
+        }
+        Ok(())
     }
 
     fn lookup(&self, name: &str) -> Option<ValueId> {

@@ -166,7 +166,11 @@ fn run_plan_with_zeros(path: &Path) {
         .inputs()
         .iter()
         .map(|io| {
-            assert_eq!(io.region, Region::Arena, "validated inputs live in the arena");
+            assert_eq!(
+                io.region,
+                Region::Arena,
+                "validated inputs live in the arena"
+            );
             (
                 io.name.clone(),
                 io.elem,
@@ -220,10 +224,8 @@ impl TempFile {
     fn new(extension: &str, bytes: &[u8]) -> TempFile {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!(
-            "memc-fuzz-{}-{n}.{extension}",
-            std::process::id()
-        ));
+        let path =
+            std::env::temp_dir().join(format!("memc-fuzz-{}-{n}.{extension}", std::process::id()));
         std::fs::write(&path, bytes).expect("the temporary directory is writable");
         TempFile(path)
     }

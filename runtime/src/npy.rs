@@ -89,6 +89,7 @@ pub fn read_npy(path: &Path) -> Result<Tensor> {
         .map_err(|e| RuntimeError::read(path, e))?
         .len();
     let mut reader = BufReader::new(file);
+    check_header_len(&mut reader, file_len).map_err(bad)?;
     let header = npyz::NpyHeader::from_reader(&mut reader)
         .map_err(|e| bad(format!("not a valid .npy file: {e}")))?;
     let elem = scalar_of(&header.dtype()).map_err(bad)?;
@@ -135,6 +136,45 @@ pub fn read_npy(path: &Path) -> Result<Tensor> {
         .file_stem()
         .map_or(String::new(), |s| s.to_string_lossy().into_owned());
     Ok(Tensor::new(name, elem, shape, data).expect("the length was computed from the shape"))
+}
+
+/// Checks that the header length a `.npy` file's preamble states fits in the file, leaving
+/// `reader` at the file's start. npyz allocates a buffer of that length before reading it, so a
+/// damaged length field in a small file would otherwise ask for up to 4 GiB (found by fuzzing,
+/// `fuzz/regressions/read_npy/header_len_4gib.npy`).
+fn check_header_len(reader: &mut BufReader<File>, file_len: u64) -> Result<(), String> {
+    let mut preamble = [0u8; 12];
+    let mut n_read = 0;
+    while n_read < preamble.len() {
+        match reader.read(&mut preamble[n_read..]) {
+            Ok(0) => break,
+            Ok(n) => n_read += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("cannot read the header: {e}")),
+        }
+    }
+    reader
+        .rewind()
+        .map_err(|e| format!("cannot read the header: {e}"))?;
+    // Shorter files and wrong magic are left to npyz, which names what is wrong.
+    if n_read < 10 || &preamble[..6] != b"\x93NUMPY" {
+        return Ok(());
+    }
+    let (header_len, preamble_len) = match preamble[6] {
+        1 => (u64::from(u16::from_le_bytes([preamble[8], preamble[9]])), 10),
+        _ if n_read == 12 => (
+            u64::from(u32::from_le_bytes(preamble[8..12].try_into().expect("4 bytes"))),
+            12,
+        ),
+        _ => return Ok(()),
+    };
+    if preamble_len + header_len > file_len {
+        return Err(format!(
+            "not a valid .npy file: its header says it is {header_len} bytes long but the file has {} bytes after the preamble",
+            file_len.saturating_sub(preamble_len)
+        ));
+    }
+    Ok(())
 }
 
 /// One element's bytes, written as they are under the dtype the writer was opened with.

@@ -236,6 +236,31 @@ fn damaged_files_are_rejected() {
     );
 }
 
+/// Found by fuzzing (`fuzz/regressions/read_npy/header_len_4gib.npy`): a version 2 preamble
+/// whose header length says almost 4 GiB made npyz allocate that much before reading.
+#[test]
+fn header_length_beyond_the_file_is_rejected_before_allocating() {
+    let dir = scratch_dir("npy_header_len");
+    let path = dir.join("t.npy");
+    let mut bytes = b"\x93NUMPY\x02\x00".to_vec();
+    bytes.extend_from_slice(&0xff00_0074u32.to_le_bytes());
+    bytes.extend_from_slice(b"{'descr': '<i4', 'fortran_order': False, 'shape': (1,), }");
+    std::fs::write(&path, &bytes).unwrap();
+    assert_eq!(
+        read_err(&path),
+        "`DIR/t.npy`: not a valid .npy file: its header says it is 4278190196 bytes long but the file has 58 bytes after the preamble"
+    );
+    // A version 1 preamble has a 16-bit length.
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&0xfff0u16.to_le_bytes());
+    bytes.extend_from_slice(b"{'descr': '<i4'");
+    std::fs::write(&path, &bytes).unwrap();
+    assert_eq!(
+        read_err(&path),
+        "`DIR/t.npy`: not a valid .npy file: its header says it is 65520 bytes long but the file has 15 bytes after the preamble"
+    );
+}
+
 #[test]
 fn bool_bytes_are_normalized() {
     let path = scratch_dir("npy_bool").join("b.npy");

@@ -248,7 +248,7 @@ fn header_length_beyond_the_file_is_rejected_before_allocating() {
     std::fs::write(&path, &bytes).unwrap();
     assert_eq!(
         read_err(&path),
-        "`DIR/t.npy`: not a valid .npy file: its header says it is 4278190196 bytes long but the file has 58 bytes after the preamble"
+        "`DIR/t.npy`: not a valid .npy file: its header says it is 4278190196 bytes long but the file has 57 bytes after the preamble"
     );
     // A version 1 preamble has a 16-bit length.
     let mut bytes = b"\x93NUMPY\x01\x00".to_vec();

@@ -197,7 +197,8 @@ fn with_plan_checksums(data: &[u8]) -> Vec<u8> {
     if bytes.len() < 64 {
         return bytes;
     }
-    let u64_at = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    let u64_at =
+        |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
     let section = |b: &[u8], offset_at: usize| -> Option<std::ops::Range<usize>> {
         let start = usize::try_from(u64_at(b, offset_at)).ok()?;
         let len = usize::try_from(u64_at(b, offset_at + 8)).ok()?;

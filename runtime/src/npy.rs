@@ -152,7 +152,8 @@ const MAX_HEADER_DEPTH: usize = 8;
 /// a small file asked for 4 GiB, `fuzz/regressions/read_npy/header_len_4gib.npy`), and that the
 /// header nests brackets at most [`MAX_HEADER_DEPTH`] deep (npyz's Python-literal parser
 /// backtracks exponentially in the depth: 53 `{` took minutes,
-/// `fuzz/regressions/read_npy/nested_braces_hang.npy`). Found by fuzzing `read_npy`.
+/// `fuzz/regressions/read_npy/nested_braces_hang.npy`), and that the shape's element count fits
+/// in 64 bits ([`shape_overflows`]). Found by fuzzing `read_npy`.
 fn check_header(reader: &mut BufReader<File>, file_len: u64) -> Result<(), String> {
     let mut preamble = [0u8; 12];
     let n_read = read_up_to(reader, &mut preamble)?;
@@ -200,7 +201,43 @@ fn check_header(reader: &mut BufReader<File>, file_len: u64) -> Result<(), Strin
             "not a valid .npy file: its header nests brackets {depth} deep; memc reads headers nested at most {MAX_HEADER_DEPTH} deep"
         ));
     }
+    if shape_overflows(&header[..n_read]) {
+        return Err(
+            "not a valid .npy file: the number of elements its shape gives overflows 64 bits"
+                .into(),
+        );
+    }
     rewind(reader)
+}
+
+/// Whether the header's `shape` tuple holds integers whose product overflows a `u64` (npyz
+/// multiplies them unchecked, which panics in debug builds; found by replaying the fuzz corpus,
+/// `fuzz/regressions/read_npy/shape_product_overflow.npy`). Anything it cannot read is left
+/// to npyz.
+fn shape_overflows(header: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(header) else {
+        return false;
+    };
+    let Some(key) = text.find("'shape'").or_else(|| text.find("\"shape\"")) else {
+        return false;
+    };
+    let rest = &text[key + "'shape'".len()..];
+    let Some(open) = rest.find('(') else {
+        return false;
+    };
+    let Some(close) = rest[open..].find(')') else {
+        return false;
+    };
+    rest[open + 1..open + close]
+        .split(',')
+        .map(str::trim)
+        .filter(|dim| !dim.is_empty())
+        .try_fold(1u64, |product, dim| {
+            dim.parse::<u64>()
+                .ok()
+                .map_or(Some(product), |d| product.checked_mul(d))
+        })
+        .is_none()
 }
 
 /// Reads until `buf` is full or the file ends; returns how many bytes were read.

@@ -304,6 +304,24 @@ fn deeply_nested_headers_are_rejected_before_parsing() {
     );
 }
 
+/// Found by replaying the fuzz corpus in a debug build
+/// (`fuzz/regressions/read_npy/shape_product_overflow.npy`): npyz multiplies the shape's dims
+/// unchecked, which panicked on overflow.
+#[test]
+fn shapes_whose_size_overflows_are_rejected() {
+    let dir = scratch_dir("npy_shape_overflow");
+    let path = dir.join("t.npy");
+    let text = "{'descr': '<f2', 'fortran_order': False, 'shape': (4028709020483540310, 10), }\n";
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(text.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(text.as_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    assert_eq!(
+        read_err(&path),
+        "`DIR/t.npy`: not a valid .npy file: the number of elements its shape gives overflows 64 bits"
+    );
+}
+
 #[test]
 fn bool_bytes_are_normalized() {
     let path = scratch_dir("npy_bool").join("b.npy");

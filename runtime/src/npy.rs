@@ -89,6 +89,7 @@ pub fn read_npy(path: &Path) -> Result<Tensor> {
         .map_err(|e| RuntimeError::read(path, e))?
         .len();
     let mut reader = BufReader::new(file);
+    check_header(&mut reader, file_len).map_err(bad)?;
     let header = npyz::NpyHeader::from_reader(&mut reader)
         .map_err(|e| bad(format!("not a valid .npy file: {e}")))?;
     let elem = scalar_of(&header.dtype()).map_err(bad)?;
@@ -135,6 +136,152 @@ pub fn read_npy(path: &Path) -> Result<Tensor> {
         .file_stem()
         .map_or(String::new(), |s| s.to_string_lossy().into_owned());
     Ok(Tensor::new(name, elem, shape, data).expect("the length was computed from the shape"))
+}
+
+/// The longest header memc reads: NumPy's own default limit (`numpy.lib.format`'s
+/// `max_header_size`), far above what any dtype memc reads needs.
+const MAX_HEADER_LEN: u64 = 10_000;
+/// The deepest nesting of brackets a header may have. memc reads plain dtypes, whose header is
+/// a flat dict holding a shape tuple (depth 2); structured dtypes nest a little deeper and are
+/// rejected with a message after parsing.
+const MAX_HEADER_DEPTH: usize = 8;
+
+/// Checks what npyz would trust in a `.npy` file's preamble and header, leaving `reader` at
+/// the file's start: that the stated header length fits in the file and is at most
+/// [`MAX_HEADER_LEN`] (npyz allocates that length before reading it: a damaged length field in
+/// a small file asked for 4 GiB, `fuzz/regressions/read_npy/header_len_4gib.npy`), and that the
+/// header nests brackets at most [`MAX_HEADER_DEPTH`] deep (npyz's Python-literal parser
+/// backtracks exponentially in the depth: 53 `{` took minutes,
+/// `fuzz/regressions/read_npy/nested_braces_hang.npy`), and that the shape's element count fits
+/// in 64 bits ([`shape_overflows`]). Found by fuzzing `read_npy`.
+fn check_header(reader: &mut BufReader<File>, file_len: u64) -> Result<(), String> {
+    let mut preamble = [0u8; 12];
+    let n_read = read_up_to(reader, &mut preamble)?;
+    let rewind = |reader: &mut BufReader<File>| {
+        reader
+            .rewind()
+            .map_err(|e| format!("cannot read the header: {e}"))
+    };
+    // Shorter files and wrong magic are left to npyz, which names what is wrong.
+    if n_read < 10 || &preamble[..6] != b"\x93NUMPY" {
+        return rewind(reader);
+    }
+    let (header_len, preamble_len) = match preamble[6] {
+        1 => (
+            u64::from(u16::from_le_bytes([preamble[8], preamble[9]])),
+            10,
+        ),
+        2 | 3 if n_read == 12 => (
+            u64::from(u32::from_le_bytes(
+                preamble[8..12].try_into().expect("4 bytes"),
+            )),
+            12,
+        ),
+        _ => return rewind(reader),
+    };
+    if preamble_len + header_len > file_len {
+        return Err(format!(
+            "not a valid .npy file: its header says it is {header_len} bytes long but the file has {} bytes after the preamble",
+            file_len.saturating_sub(preamble_len)
+        ));
+    }
+    if header_len > MAX_HEADER_LEN {
+        return Err(format!(
+            "not a valid .npy file: its header is {header_len} bytes long; memc reads headers of at most {MAX_HEADER_LEN} bytes (NumPy's default limit)"
+        ));
+    }
+    reader
+        .seek(std::io::SeekFrom::Start(preamble_len))
+        .map_err(|e| format!("cannot read the header: {e}"))?;
+    let mut header = vec![0u8; header_len as usize];
+    let n_read = read_up_to(reader, &mut header)?;
+    let depth = bracket_depth(&header[..n_read]);
+    if depth > MAX_HEADER_DEPTH {
+        return Err(format!(
+            "not a valid .npy file: its header nests brackets {depth} deep; memc reads headers nested at most {MAX_HEADER_DEPTH} deep"
+        ));
+    }
+    if shape_overflows(&header[..n_read]) {
+        return Err(
+            "not a valid .npy file: the number of elements its shape gives overflows 64 bits"
+                .into(),
+        );
+    }
+    rewind(reader)
+}
+
+/// Whether the header's `shape` tuple holds integers whose product overflows a `u64` (npyz
+/// multiplies them unchecked, which panics in debug builds; found by replaying the fuzz corpus,
+/// `fuzz/regressions/read_npy/shape_product_overflow.npy`). Anything it cannot read is left
+/// to npyz.
+fn shape_overflows(header: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(header) else {
+        return false;
+    };
+    let Some(key) = text.find("'shape'").or_else(|| text.find("\"shape\"")) else {
+        return false;
+    };
+    let rest = &text[key + "'shape'".len()..];
+    let Some(open) = rest.find('(') else {
+        return false;
+    };
+    let Some(close) = rest[open..].find(')') else {
+        return false;
+    };
+    rest[open + 1..open + close]
+        .split(',')
+        .map(str::trim)
+        .filter(|dim| !dim.is_empty())
+        .try_fold(1u64, |product, dim| {
+            dim.parse::<u64>()
+                .ok()
+                .map_or(Some(product), |d| product.checked_mul(d))
+        })
+        .is_none()
+}
+
+/// Reads until `buf` is full or the file ends; returns how many bytes were read.
+fn read_up_to(reader: &mut impl Read, buf: &mut [u8]) -> Result<usize, String> {
+    let mut n_read = 0;
+    while n_read < buf.len() {
+        match reader.read(&mut buf[n_read..]) {
+            Ok(0) => break,
+            Ok(n) => n_read += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("cannot read the header: {e}")),
+        }
+    }
+    Ok(n_read)
+}
+
+/// The deepest nesting of `{`, `[` and `(` in a header's Python literal, outside quoted strings.
+fn bracket_depth(header: &[u8]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut quote = None;
+    let mut escaped = false;
+    for &byte in header {
+        match quote {
+            Some(q) => {
+                if escaped {
+                    escaped = false;
+                } else if byte == b'\\' {
+                    escaped = true;
+                } else if byte == q {
+                    quote = None;
+                }
+            }
+            None => match byte {
+                b'\'' | b'"' => quote = Some(byte),
+                b'{' | b'[' | b'(' => {
+                    depth += 1;
+                    deepest = deepest.max(depth);
+                }
+                b'}' | b']' | b')' => depth = depth.saturating_sub(1),
+                _ => {}
+            },
+        }
+    }
+    deepest
 }
 
 /// One element's bytes, written as they are under the dtype the writer was opened with.

@@ -236,6 +236,92 @@ fn damaged_files_are_rejected() {
     );
 }
 
+/// Found by fuzzing (`fuzz/regressions/read_npy/header_len_4gib.npy`): a version 2 preamble
+/// whose header length says almost 4 GiB made npyz allocate that much before reading.
+#[test]
+fn header_length_beyond_the_file_is_rejected_before_allocating() {
+    let dir = scratch_dir("npy_header_len");
+    let path = dir.join("t.npy");
+    let mut bytes = b"\x93NUMPY\x02\x00".to_vec();
+    bytes.extend_from_slice(&0xff00_0074u32.to_le_bytes());
+    bytes.extend_from_slice(b"{'descr': '<i4', 'fortran_order': False, 'shape': (1,), }");
+    std::fs::write(&path, &bytes).unwrap();
+    assert_eq!(
+        read_err(&path),
+        "`DIR/t.npy`: not a valid .npy file: its header says it is 4278190196 bytes long but the file has 57 bytes after the preamble"
+    );
+    // A version 1 preamble has a 16-bit length.
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&0xfff0u16.to_le_bytes());
+    bytes.extend_from_slice(b"{'descr': '<i4'");
+    std::fs::write(&path, &bytes).unwrap();
+    assert_eq!(
+        read_err(&path),
+        "`DIR/t.npy`: not a valid .npy file: its header says it is 65520 bytes long but the file has 15 bytes after the preamble"
+    );
+}
+
+/// Found by fuzzing (`fuzz/regressions/read_npy/nested_braces_hang.npy`): npyz's parser of the
+/// header's Python literal backtracks exponentially in its nesting depth, so 53 `{` hung.
+#[test]
+fn deeply_nested_headers_are_rejected_before_parsing() {
+    let dir = scratch_dir("npy_header_depth");
+    let path = dir.join("t.npy");
+    let text = format!(
+        "{{'descr': '|b1', 'fortran_order': False, {}\n",
+        "{".repeat(60)
+    );
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(text.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(text.as_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let started = std::time::Instant::now();
+    assert_eq!(
+        read_err(&path),
+        "`DIR/t.npy`: not a valid .npy file: its header nests brackets 61 deep; memc reads headers nested at most 8 deep"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // Brackets inside quoted strings do not count.
+    let text = format!(
+        "{{'descr': '<i4', 'fortran_order': False, 'shape': (1,), 'note': '{}', }}\n",
+        "{".repeat(60)
+    );
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(text.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(text.as_bytes());
+    bytes.extend_from_slice(&7i32.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    assert_eq!(read_npy(&path).unwrap().to_vec::<i32>().unwrap(), [7]);
+    // Headers longer than NumPy's own limit are refused.
+    let text = format!("{{'descr': '<i4', {}}}\n", " ".repeat(20_000));
+    let mut bytes = b"\x93NUMPY\x02\x00".to_vec();
+    bytes.extend_from_slice(&(text.len() as u32).to_le_bytes());
+    bytes.extend_from_slice(text.as_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    assert_eq!(
+        read_err(&path),
+        "`DIR/t.npy`: not a valid .npy file: its header is 20019 bytes long; memc reads headers of at most 10000 bytes (NumPy's default limit)"
+    );
+}
+
+/// Found by replaying the fuzz corpus in a debug build
+/// (`fuzz/regressions/read_npy/shape_product_overflow.npy`): npyz multiplies the shape's dims
+/// unchecked, which panicked on overflow.
+#[test]
+fn shapes_whose_size_overflows_are_rejected() {
+    let dir = scratch_dir("npy_shape_overflow");
+    let path = dir.join("t.npy");
+    let text = "{'descr': '<f2', 'fortran_order': False, 'shape': (4028709020483540310, 10), }\n";
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(text.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(text.as_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    assert_eq!(
+        read_err(&path),
+        "`DIR/t.npy`: not a valid .npy file: the number of elements its shape gives overflows 64 bits"
+    );
+}
+
 #[test]
 fn bool_bytes_are_normalized() {
     let path = scratch_dir("npy_bool").join("b.npy");

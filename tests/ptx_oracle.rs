@@ -14,7 +14,10 @@ mod node_harness;
 #[allow(dead_code)]
 mod ptx;
 
-use node_harness::{compare, decode_tensor, node_dir, one_line, TestTensor, NODE_TESTS};
+use node_harness::{
+    compare, compile_binding_shape_inputs, decode_tensor, node_dir, one_line, read_inputs,
+    TestTensor, NODE_TESTS,
+};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -39,7 +42,8 @@ fn run_one(dir: &Path, scratch: &Path) -> Result<String, String> {
         target: memc_codegen::Target::Cuda,
         ..Default::default()
     };
-    let compiled = memc::compile::compile(&dir.join("model.onnx"), &options)
+    // The inputs the CPU run bound as constants are bound here too.
+    let (compiled, _) = compile_binding_shape_inputs(dir, &options)
         .map_err(|d| format!("compile: {} {}", d.message, d.notes.join(" ")))?;
     let program = compiled.program.ok_or("no program")?;
     let module = compiled.ptx.ok_or("no PTX module")?;
@@ -65,9 +69,8 @@ fn run_one(dir: &Path, scratch: &Path) -> Result<String, String> {
         .collect();
     sets.sort();
     for set in sets {
-        let inputs: Vec<TestTensor> = (0..program.inputs.len())
-            .map(|i| decode_tensor(&set.join(format!("input_{i}.pb"))))
-            .collect::<Result<_, _>>()?;
+        let names: Vec<String> = program.inputs.iter().map(|io| io.name.clone()).collect();
+        let inputs: Vec<TestTensor> = read_inputs(&set, &names).map_err(|s| format!("{s:?}"))?;
         let mut arena = vec![0u8; program.arena_size as usize];
         for (io, t) in program.inputs.iter().zip(&inputs) {
             let at = io.byte_offset as usize;

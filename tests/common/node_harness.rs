@@ -186,7 +186,7 @@ pub fn compare(
 /// The data set's inputs for the plan's inputs `names`, in their order: `input_<i>.pb` in order
 /// when the plan has every input of the test; else (some were bound as constants) the files
 /// whose tensors carry those names.
-fn read_inputs(set: &Path, names: &[String]) -> Result<Vec<TestTensor>, Status> {
+pub fn read_inputs(set: &Path, names: &[String]) -> Result<Vec<TestTensor>, Status> {
     let mut files = Vec::new();
     while set.join(format!("input_{}.pb", files.len())).is_file() {
         files.push(set.join(format!("input_{}.pb", files.len())));

@@ -15,8 +15,8 @@ mod node_harness;
 mod ptx;
 
 use node_harness::{
-    compare, compile_binding_shape_inputs, decode_tensor, node_dir, one_line, read_inputs,
-    TestTensor, NODE_TESTS,
+    compare, compile_binding_shape_inputs, data_sets, decode_tensor, node_dir, one_line,
+    read_inputs, TestTensor, NODE_TESTS,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -61,14 +61,7 @@ fn run_one(dir: &Path, scratch: &Path) -> Result<String, String> {
     drop(plan);
     let _ = std::fs::remove_file(&plan_path);
 
-    let mut sets: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| e.to_string())?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
-        .collect();
-    sets.sort();
-    for set in sets {
+    for set in data_sets(dir) {
         let names: Vec<String> = program.inputs.iter().map(|io| io.name.clone()).collect();
         let inputs: Vec<TestTensor> = read_inputs(&set, &names).map_err(|s| format!("{s:?}"))?;
         let mut arena = vec![0u8; program.arena_size as usize];

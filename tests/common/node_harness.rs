@@ -312,15 +312,7 @@ pub fn run_cpu_and_reference(dir: &Path, scratch: &Path, tol: Tolerance) -> Resu
     };
     let input_names: Vec<String> = session.inputs().iter().map(|io| io.name.clone()).collect();
     let output_names: Vec<String> = session.outputs().iter().map(|io| io.name.clone()).collect();
-    let mut sets: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.path())
-                .filter(|p| p.is_dir())
-                .collect()
-        })
-        .unwrap_or_default();
-    sets.sort();
+    let sets = data_sets(dir);
     let run_reference = target == memc_codegen::Target::Cpu
         && memc_codegen::reference::cost(session.program()) <= REFERENCE_COST_BOUND;
     // With the `mlir` feature, every CPU plan also runs as the MLIR module memc emits, lowered
@@ -420,9 +412,8 @@ pub fn compile_binding_shape_inputs(
     }
 }
 
-/// The inputs of a node test that [`compile_binding_shape_inputs`] binds, with data set 0's
-/// values.
-fn shape_inputs(dir: &Path) -> Vec<memc_ir::onnx::ConstInput> {
+/// A node test's data sets (`test_data_set_0`, ...), in order.
+pub fn data_sets(dir: &Path) -> Vec<PathBuf> {
     let mut sets: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|rd| {
             rd.flatten()
@@ -432,6 +423,13 @@ fn shape_inputs(dir: &Path) -> Vec<memc_ir::onnx::ConstInput> {
         })
         .unwrap_or_default();
     sets.sort();
+    sets
+}
+
+/// The inputs of a node test that [`compile_binding_shape_inputs`] binds, with data set 0's
+/// values.
+fn shape_inputs(dir: &Path) -> Vec<memc_ir::onnx::ConstInput> {
+    let sets = data_sets(dir);
     let read = |set: &Path, i: usize| {
         let bytes = std::fs::read(set.join(format!("input_{i}.pb"))).ok()?;
         memc_ir::onnx::tensor::decode_standalone(&bytes).ok()

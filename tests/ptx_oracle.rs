@@ -19,7 +19,7 @@ use node_harness::{
     read_inputs, TestTensor, NODE_TESTS,
 };
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 

@@ -745,3 +745,33 @@ fn a_contiguous_slice_of_a_weight_reads_from_its_offset() {
     // Rows 1 and 2 of a [4, 2] f32 weight start 8 bytes in.
     assert_eq!(reads, [slot as i64 + 8]);
 }
+
+#[test]
+fn a_value_the_plan_gives_no_place_is_reported_as_a_memc_bug() {
+    let mut m = model(
+        r#"func.func @f(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {
+  %r = "onnx.Relu"(%x) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %y = "onnx.Transpose"(%r) {perm = [1, 0]} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  return %y : tensor<3x2xf32>
+}"#,
+        &[],
+    );
+    let (_, func) = m.module.functions().next().expect("one function");
+    let relu = func
+        .layout()
+        .block_ops(func.entry_block())
+        .iter()
+        .copied()
+        .find(|&op| func.op(op).opcode.name() == "onnx.Relu")
+        .expect("the Relu");
+    let value = func.op(relu).results[0];
+    // A planner that forgot the Relu's result: lowering must not call that an unsupported op.
+    m.plan.buffers.retain(|b| b.value != value);
+    let err = lower_function(func, &m.module.weights, &m.plan)
+        .err()
+        .expect("lowering fails");
+    let text = format!("{err:?}");
+    assert!(text.contains("internal error (a bug in memc"), "{text}");
+    assert!(text.contains("result #0 of onnx.Relu"), "{text}");
+    assert!(!text.contains("cannot lower"), "{text}");
+}

@@ -73,6 +73,10 @@ pub const MAX_CONSTANT_ELEMENTS: u64 = 4096;
 pub enum LowerError {
     /// The op, or this use of it, has no kernel yet; the message says what.
     Unsupported(String),
+    /// The memory plan and lowering disagree about the program (a value the plan gives no
+    /// place that lowering must address): a bug in memc, never the model's fault, so it is
+    /// reported as one and not as an unsupported op.
+    Internal(String),
 }
 
 pub type LowerResult = Result<Vec<Kernel>, LowerError>;
@@ -80,6 +84,13 @@ pub type LowerResult = Result<Vec<Kernel>, LowerError>;
 /// The IR element type of a kernel scalar type (what a [`TargetInfo`] lists).
 pub(crate) fn elem_type(scalar: Scalar) -> ElemType {
     scalar.elem()
+}
+
+/// The diagnostic of a [`LowerError::Internal`] at `place`: a memc bug, said as one.
+fn internal_error(place: &str, reason: &str) -> Diagnostic {
+    Diagnostic::error(format!(
+        "internal error (a bug in memc, not in the model; please report it with the model): {place}: {reason}"
+    ))
 }
 
 /// Shorthand for an unsupported-case error.
@@ -185,6 +196,20 @@ impl<'a> LowerCtx<'a> {
         match &data.loc {
             Some(loc) => format!("{} \"{}\"", data.opcode.name(), loc),
             None => data.opcode.name().to_string(),
+        }
+    }
+
+    /// `result #0 of onnx.Slice "emb/Slice"` (or `argument #2`): how messages name a value.
+    fn value_label(&self, value: ValueId) -> String {
+        match self.func.defining_op(value) {
+            Some(op) => {
+                let index = self.func.op(op).results.iter().position(|&r| r == value);
+                format!("result #{} of {}", index.unwrap_or(0), self.op_label(op))
+            }
+            None => match self.func.args().iter().position(|&a| a == value) {
+                Some(i) => format!("argument #{i}"),
+                None => "a value".to_string(),
+            },
         }
     }
 
@@ -326,7 +351,11 @@ impl<'a> LowerCtx<'a> {
                     });
                 }
             }
-            return Err(unsupported("a value has no planned buffer"));
+            return Err(LowerError::Internal(format!(
+                "the memory plan has no place for {}: no arena buffer, and it is no view of a \
+                 weight or of state (the planner and lowering disagree about it)",
+                self.value_label(value)
+            )));
         };
         let b = &self.plan.buffers[buffer];
         Ok(TensorRef {
@@ -571,6 +600,7 @@ pub fn lower_planned(
         match lowered {
             Ok(kernels) => steps.push(Step { op: label, kernels }),
             Err(LowerError::Unsupported(reason)) => failures.push((label, reason)),
+            Err(LowerError::Internal(reason)) => return Err(internal_error(&label, &reason)),
         }
     }
     if !failures.is_empty() {
@@ -591,8 +621,13 @@ pub fn lower_planned(
     let io = |value: ValueId, name: String| -> Result<IoTensor, Diagnostic> {
         let t = ctx
             .tensor(value)
-            .map_err(|LowerError::Unsupported(reason)| {
-                Diagnostic::error(format!("graph input or output `{name}`: {reason}"))
+            .map_err(|e| match e {
+                LowerError::Unsupported(reason) => {
+                    Diagnostic::error(format!("graph input or output `{name}`: {reason}"))
+                }
+                LowerError::Internal(reason) => {
+                    internal_error(&format!("graph input or output `{name}`"), &reason)
+                }
             })?;
         Ok(IoTensor {
             name,

@@ -619,16 +619,14 @@ pub fn lower_planned(
         return Err(d);
     }
     let io = |value: ValueId, name: String| -> Result<IoTensor, Diagnostic> {
-        let t = ctx
-            .tensor(value)
-            .map_err(|e| match e {
-                LowerError::Unsupported(reason) => {
-                    Diagnostic::error(format!("graph input or output `{name}`: {reason}"))
-                }
-                LowerError::Internal(reason) => {
-                    internal_error(&format!("graph input or output `{name}`"), &reason)
-                }
-            })?;
+        let t = ctx.tensor(value).map_err(|e| match e {
+            LowerError::Unsupported(reason) => {
+                Diagnostic::error(format!("graph input or output `{name}`: {reason}"))
+            }
+            LowerError::Internal(reason) => {
+                internal_error(&format!("graph input or output `{name}`"), &reason)
+            }
+        })?;
         Ok(IoTensor {
             name,
             elem: t.elem,

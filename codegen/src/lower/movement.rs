@@ -1,5 +1,5 @@
 //! Data movement: copies for view ops the planner could not alias, Transpose, Concat, Split,
-//! Slice, the gathers, the gradients of Slice and the gathers, Expand, Tile, Pad, Resize, Trilu, EyeLike, DepthToSpace and
+//! Slice, the gathers, the gradients of Slice and the gathers, Expand, Tile, Pad, Resize, GridSample, AffineGrid, Trilu, EyeLike, DepthToSpace and
 //! SpaceToDepth, TopK, Range, ConstantOfShape, and Shape/Size when canonicalization left them.
 //!
 //! Each op becomes loop kernels whose `Map` stage loads and stores, so every element type the
@@ -17,6 +17,7 @@
 
 pub(super) mod common;
 mod gather;
+mod grid;
 mod pad;
 mod resize;
 mod topk;
@@ -24,6 +25,7 @@ mod topk;
 pub(super) use gather::{
     accumulate_gather_grad, gather, gather_elements, gather_elements_grad, gather_grad, gather_nd,
 };
+pub(super) use grid::{affine_grid, grid_sample};
 pub(super) use pad::pad;
 pub(super) use resize::resize;
 pub(super) use topk::top_k;

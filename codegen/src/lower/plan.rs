@@ -256,6 +256,8 @@ pub fn plan_op(func: &Function, _weights: &WeightStore, target: &TargetInfo, op:
         O::Tile => OpPlan::kernels(mv::tile),
         O::Pad => OpPlan::kernels(mv::pad),
         O::Resize => OpPlan::kernels(mv::resize),
+        O::GridSample => OpPlan::kernels(mv::grid_sample),
+        O::AffineGrid => OpPlan::kernels(mv::affine_grid),
         O::Trilu => OpPlan::kernels(mv::trilu),
         O::EyeLike => OpPlan::kernels(mv::eye_like),
         O::DepthToSpace => OpPlan::kernels(mv::depth_to_space),

@@ -28,6 +28,8 @@
 //!   Resize. Resize of opsets 11 and 12 had `tf_half_pixel_for_nn`, which is `half_pixel` with
 //!   the nearest mode shifted by half a pixel.
 //! - Scatter (opsets 9 and 10) is ScatterElements.
+//! - GridSample of opsets 16 to 19 named its modes `bilinear` and `bicubic` (`linear` and
+//!   `cubic` now).
 //!
 //! Reduce* keep `axes` as an attribute: the op table declares both forms. Every other op memc
 //! has kept its form (later versions added element types), from opset [`OLDEST_OPSET`] on, and
@@ -135,7 +137,7 @@ struct Change {
 }
 
 /// Every op whose form changed between opset [`OLDEST_OPSET`] and 13 (and BatchNormalization's,
-/// in 14), once each.
+/// in 14, and GridSample's, in 20), once each.
 const CHANGES: &[Change] = &[
     change("Softmax", 13, coerced_to_2d),
     change("LogSoftmax", 13, coerced_to_2d),
@@ -150,6 +152,7 @@ const CHANGES: &[Change] = &[
     change("Pad", 11, pad),
     change("Slice", 10, slice),
     change("TopK", 10, top_k),
+    change("GridSample", 20, grid_sample),
     Change {
         op: "Upsample",
         until: 10,
@@ -820,6 +823,23 @@ fn scatter(r: &mut Rewrite) -> Result<(), String> {
     Ok(())
 }
 
+/// GridSample of opsets 16 to 19 spelled the linear and cubic modes `bilinear` and `bicubic`
+/// (its default, `bilinear`, is opset 20's default `linear`).
+fn grid_sample(r: &mut Rewrite) -> Result<(), String> {
+    match r.str_attr("mode").as_deref() {
+        None | Some("nearest") => {}
+        Some("bilinear") => r.set_str("mode", "linear"),
+        Some("bicubic") => r.set_str("mode", "cubic"),
+        Some(other) => {
+            return Err(format!(
+                "`mode` must be bilinear, nearest or bicubic in opset {}, got {other:?}",
+                r.opset
+            ))
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -964,6 +984,32 @@ mod tests {
         assert_eq!(
             run(&missing, 11, &Checking).unwrap_err(),
             "attribute `axes` is missing (opset 11 requires it)"
+        );
+    }
+
+    #[test]
+    fn grid_sample_before_20_renames_its_modes() {
+        let sample = |mode: &str| node("GridSample", &["x", "g"], &["y"], vec![text("mode", mode)]);
+        assert_eq!(
+            run(&sample("bilinear"), 16, &Checking).unwrap(),
+            ["GridSample(x, g) -> y {mode=linear}"]
+        );
+        assert_eq!(
+            run(&sample("bicubic"), 19, &Checking).unwrap(),
+            ["GridSample(x, g) -> y {mode=cubic}"]
+        );
+        assert_eq!(
+            run(&sample("nearest"), 16, &Checking).unwrap(),
+            ["GridSample(x, g) -> y {mode=nearest}"]
+        );
+        assert_eq!(
+            run(&sample("linear"), 16, &Checking).unwrap_err(),
+            "`mode` must be bilinear, nearest or bicubic in opset 16, got \"linear\""
+        );
+        // From opset 20 on the node is left alone.
+        assert_eq!(
+            normalize(&sample("linear"), 20, &Checking, &mut 0).unwrap(),
+            None
         );
     }
 
@@ -1148,7 +1194,9 @@ mod tests {
     fn every_change_is_listed_once_and_the_floor_holds() {
         for (i, c) in CHANGES.iter().enumerate() {
             assert!(CHANGES[..i].iter().all(|o| o.op != c.op), "{} twice", c.op);
-            assert!(c.until > OLDEST_OPSET && c.until <= 14, "{}", c.op);
+            // Changes up to opset 14, and GridSample's renamed modes in 20.
+            let newest = if c.op == "GridSample" { 20 } else { 14 };
+            assert!(c.until > OLDEST_OPSET && c.until <= newest, "{}", c.op);
         }
         assert_eq!(oldest_opset("Not"), 1);
         assert_eq!(oldest_opset("Add"), OLDEST_OPSET);

@@ -61,7 +61,10 @@
 //! - **Quantization**: DequantizeLinear 1 per element (`+ 1` with a zero point);
 //!   QuantizeLinear 3 (divide, round, saturate) `+ 1` with a zero point.
 //! - **Resize**: 0 in `nearest` mode; otherwise `2 * elements(Y) * taps`, the taps 2 (linear)
-//!   or 4 (cubic) for each axis whose size changes. Range: 1 per element.
+//!   or 4 (cubic) for each axis whose size changes. Range: 1 per element. GridSample: 0 in
+//!   `nearest` mode; otherwise `2 * elements(Y) * taps`, the taps 2 (linear) or 4 (cubic) per
+//!   spatial dim (the coordinate arithmetic is not counted). AffineGrid: `2 * elements(grid) *
+//!   (spatial dims + 1)` (each coordinate a row of theta times the homogeneous point).
 //! - **Views and data movement**: 0. Reshape, Flatten, Squeeze, Unsqueeze, Identity,
 //!   Transpose, Slice and Dropout (the `VIEW` trait; a training Dropout's mask draw is not
 //!   counted: [`crate::ops::is_random`] keeps it from being recomputed), and Concat, Split,
@@ -416,6 +419,25 @@ pub(super) fn resize(ctx: &OpCtx) -> Option<u64> {
         return Some(0);
     }
     Some(product(&[2, elements(y)?, taps]))
+}
+
+/// `onnx.GridSample`: `2 * elements(Y) * taps`, 2 (linear) or 4 (cubic) taps per spatial dim;
+/// 0 in `nearest` mode.
+pub(super) fn grid_sample(ctx: &OpCtx) -> Option<u64> {
+    let taps_per_dim: u64 = match ctx.str_attr("mode")? {
+        "linear" => 2,
+        "cubic" => 4,
+        _ => return Some(0),
+    };
+    let spatial = u32::try_from(ctx.result_type(0)?.rank().checked_sub(2)?).ok()?;
+    let taps = taps_per_dim.checked_pow(spatial).unwrap_or(u64::MAX);
+    Some(product(&[2, result_elements(ctx, 0)?, taps]))
+}
+
+/// `onnx.AffineGrid`: `2 * elements(grid) * (spatial dims + 1)`.
+pub(super) fn affine_grid(ctx: &OpCtx) -> Option<u64> {
+    let spatial = ctx.result_type(0)?.rank().checked_sub(2)? as u64;
+    Some(product(&[2, result_elements(ctx, 0)?, spatial + 1]))
 }
 
 /// `onnx.LayerNormalization`: 6 per element, `+ 1` with B.
@@ -929,6 +951,36 @@ mod tests {
         assert_eq!(linear("nearest"), 0);
         assert_eq!(linear("linear"), 2 * 64 * 4);
         assert_eq!(linear("cubic"), 2 * 64 * 16);
+    }
+
+    #[test]
+    fn grid_sample_counts_its_taps_and_affine_grid_its_products() {
+        let sample = |mode: &str, x: &'static [u64], grid: &'static [u64], y: &'static [u64]| {
+            count(
+                Opcode::GridSample,
+                &[x, grid],
+                &[y],
+                vec![("mode", Attribute::String(mode.into()))],
+            )
+        };
+        let (x, grid, y): (&[u64], &[u64], &[u64]) = (&[1, 2, 4, 4], &[1, 3, 5, 2], &[1, 2, 3, 5]);
+        assert_eq!(sample("nearest", x, grid, y), 0);
+        assert_eq!(sample("linear", x, grid, y), 2 * 30 * 4);
+        assert_eq!(sample("cubic", x, grid, y), 2 * 30 * 16);
+        let volume = sample(
+            "linear",
+            &[1, 1, 2, 2, 2],
+            &[1, 2, 2, 2, 3],
+            &[1, 1, 2, 2, 2],
+        );
+        assert_eq!(volume, 2 * 8 * 8);
+        let affine = count(
+            Opcode::AffineGrid,
+            &[&[2, 2, 3], &[4]],
+            &[&[2, 3, 4, 2]],
+            vec![],
+        );
+        assert_eq!(affine, 2 * 48 * 3);
     }
 
     #[test]

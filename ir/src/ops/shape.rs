@@ -1485,6 +1485,102 @@ pub fn eye_like(ctx: &ShapeCtx) -> ShapeResult {
     one(TensorType::new(elem, x.dims.clone()))
 }
 
+/// `GridSample`: X `(N, C, D1, ..., Dk)` sampled at grid `(N, D1_out, ..., Dk_out, k)` gives
+/// `(N, C, D1_out, ..., Dk_out)`.
+pub fn grid_sample(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let grid = operand(ctx, 1)?;
+    if x.rank() < 3 {
+        return Err(format!(
+            "X must be (N, C, D1, ..., Dk) with at least one spatial dim, got rank {}",
+            x.rank()
+        ));
+    }
+    if grid.rank() != x.rank() {
+        return Err(format!(
+            "grid must have X's rank {} (N, the output's {} spatial dims and the coordinates), got rank {}",
+            x.rank(),
+            x.rank() - 2,
+            grid.rank()
+        ));
+    }
+    let k = x.rank() - 2;
+    if let Some(n) = grid.dims[k + 1].as_static() {
+        if n != k as u64 {
+            return Err(format!(
+                "the last dim of grid must be {k} (one coordinate per spatial dim of X), got {n}"
+            ));
+        }
+    }
+    let batch = unify(&x.dims[0], &grid.dims[0])
+        .map_err(|m| format!("X and grid must have the same batch dim N: {m}"))?;
+    let mut dims = vec![batch, x.dims[1].clone()];
+    dims.extend(grid.dims[1..=k].iter().cloned());
+    one(TensorType::new(x.elem, dims))
+}
+
+/// `AffineGrid`: theta `(N, 2, 3)` with size `[N, C, H, W]` gives `(N, H, W, 2)`; theta
+/// `(N, 3, 4)` with size `[N, C, D, H, W]` gives `(N, D, H, W, 3)`. The spatial dims are
+/// unknown while `size` is.
+pub fn affine_grid(ctx: &ShapeCtx) -> ShapeResult {
+    let theta = operand(ctx, 0)?;
+    let size = operand(ctx, 1)?;
+    if theta.rank() != 3 {
+        return Err(format!(
+            "theta must be (N, 2, 3) or (N, 3, 4), got rank {}",
+            theta.rank()
+        ));
+    }
+    if size.rank() != 1 {
+        return Err(format!(
+            "size must be 1-d ([N, C, H, W] or [N, C, D, H, W]), got rank {}",
+            size.rank()
+        ));
+    }
+    let spatial = match (
+        known_ints(ctx, 1),
+        static_len(size),
+        theta.dims[1].as_static(),
+    ) {
+        (Some(values), _, _) => values.len().checked_sub(2),
+        (None, Some(len), _) => len.checked_sub(2),
+        (None, None, Some(rows)) => usize::try_from(rows).ok(),
+        (None, None, None) => return Ok(None),
+    };
+    let k = match spatial {
+        Some(k @ (2 | 3)) => k,
+        _ => {
+            return Err(
+                "size must have 4 entries [N, C, H, W] or 5 entries [N, C, D, H, W]".to_string(),
+            )
+        }
+    };
+    for (axis, want) in [(1, k), (2, k + 1)] {
+        if let Some(got) = theta.dims[axis].as_static() {
+            if got != want as u64 {
+                return Err(format!(
+                    "theta must be (N, {k}, {}) for {k} spatial dims, got dim {axis} of {got}",
+                    k + 1
+                ));
+            }
+        }
+    }
+    let mut dims = vec![theta.dims[0].clone()];
+    match known_ints(ctx, 1) {
+        Some(values) => {
+            if let Some(bad) = values.iter().find(|&&v| v < 0) {
+                return Err(format!("size entries must not be negative, got {bad}"));
+            }
+            dims[0] = unify(&theta.dims[0], &Dim::Static(values[0] as u64))
+                .map_err(|m| format!("size[0] must be theta's batch dim N: {m}"))?;
+            dims.extend(values[2..].iter().map(|&v| Dim::Static(v as u64)));
+        }
+        None => dims.extend(std::iter::repeat_n(Dim::Unknown, k)),
+    }
+    dims.push(Dim::Static(k as u64));
+    one(TensorType::new(theta.elem, dims))
+}
+
 fn block_size(ctx: &ShapeCtx) -> Result<u64, String> {
     match ctx.attr("blocksize").and_then(|a| a.as_int()) {
         Some(b) if b > 0 => Ok(b as u64),

@@ -552,3 +552,21 @@ pub fn loss_grad(ctx: &OpCtx) -> Check {
     }
     Ok(())
 }
+
+/// `onnx.GridSample`: `mode` is linear, nearest or cubic (opset 16's bilinear and bicubic are
+/// renamed by the importer) and `padding_mode` zeros, border or reflection.
+pub fn grid_sample(ctx: &OpCtx) -> Check {
+    let mode = ctx.str_attr("mode").unwrap_or_default();
+    if !matches!(mode, "linear" | "nearest" | "cubic") {
+        return Err(format!(
+            "`mode` must be linear, nearest or cubic, got {mode:?}"
+        ));
+    }
+    let padding = ctx.str_attr("padding_mode").unwrap_or_default();
+    if !matches!(padding, "zeros" | "border" | "reflection") {
+        return Err(format!(
+            "`padding_mode` must be zeros, border or reflection, got {padding:?}"
+        ));
+    }
+    Ok(())
+}

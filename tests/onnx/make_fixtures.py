@@ -310,6 +310,55 @@ def subgraph_if():
     )
 
 
+def if_known_condition():
+    """Two Ifs whose conditions are known at import, as in exporters' rank dispatch (ONNX's
+    AffineGrid function): `Equal(Size(x), 4)` is false for x [2, 3], and the untaken
+    then-branch splits x's 3 columns into 4 parts, which no shape inference accepts; the
+    second If's condition is a bool initializer (true). Only the taken branches are imported,
+    in place of the Ifs.
+    """
+    four = numpy_helper.from_array(np.array(4, dtype=np.int64), "four")
+    yes = numpy_helper.from_array(np.array(True), "yes")
+    split_g = helper.make_graph(
+        [helper.make_node("Split", ["x"], ["s0", "s1", "s2", "s3"], axis=1, num_outputs=4)],
+        "then_branch",
+        [],
+        [vi("s0", TensorProto.FLOAT, None)],
+    )
+    square_g = helper.make_graph(
+        [helper.make_node("Mul", ["x", "x"], ["square"], name="square")],
+        "else_branch",
+        [],
+        [vi("square", TensorProto.FLOAT, [2, 3])],
+    )
+    add_g = helper.make_graph(
+        [helper.make_node("Add", ["y", "x"], ["sum"], name="add")],
+        "then_branch",
+        [],
+        [vi("sum", TensorProto.FLOAT, [2, 3])],
+    )
+    missing_g = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["negated"], name="neg")],
+        "else_branch",
+        [],
+        [vi("negated", TensorProto.FLOAT, [2, 3])],
+    )
+    nodes = [
+        helper.make_node("Size", ["x"], ["n"], name="size"),
+        helper.make_node("Equal", ["n", "four"], ["is_four"], name="equal"),
+        helper.make_node("If", ["is_four"], ["y"], name="by_size", then_branch=split_g, else_branch=square_g),
+        helper.make_node("If", ["yes"], ["z"], name="by_initializer", then_branch=add_g, else_branch=missing_g),
+    ]
+    return model(
+        nodes,
+        [vi("x", TensorProto.FLOAT, [2, 3])],
+        [vi("z", TensorProto.FLOAT, [2, 3])],
+        inits=[four, yes],
+        opset=18,
+        name="if_known_condition",
+    )
+
+
 def optional_inputs():
     """Optional inputs left out before given ones (empty input names), as exporters write them:
     Clip(x, "", max), Resize(x, "", scales), Resize(x, "", "", sizes), Pad(x, pads, "", axes),
@@ -603,6 +652,7 @@ def write_valid():
         ("qdq_int4", lambda: qdq(True)),
         ("qdq_uint4", lambda: qdq(False)),
         ("subgraph_if", subgraph_if),
+        ("if_known_condition", if_known_condition),
         ("optional_inputs", optional_inputs),
         ("unsupported_ops", unsupported_ops),
         ("legacy_opset9", legacy_opset9),

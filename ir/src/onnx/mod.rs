@@ -767,6 +767,14 @@ impl Importer {
             );
         }
 
+        if opcode == Opcode::If {
+            if let Some(taken) = operands.first().and_then(|&c| self.known_condition(c)) {
+                return self
+                    .inline_taken_branch(func, node, taken, block)
+                    .map_err(&err);
+            }
+        }
+
         // Attributes.
         let mut attrs = AttrDict::new();
         for attr in &node.attribute {
@@ -870,53 +878,99 @@ impl Importer {
         op: crate::OpId,
     ) -> Result<(), String> {
         for branch in ["then_branch", "else_branch"] {
-            let graph = node
-                .attribute
-                .iter()
-                .find(|a| a.name == branch)
-                .and_then(|a| a.g.as_ref())
-                .ok_or_else(|| format!("attribute `{branch}` (a graph) is missing"))?;
-            check_graph_order(graph).map_err(|d| d.message)?;
             let region = func.add_region(op);
             let block = func.append_block(region, Vec::new());
-            self.scopes.push(HashMap::new());
-            for vi in graph.value_info.iter().chain(&graph.output) {
-                if let Some(ty) = declared_type(vi).ok().flatten() {
-                    self.declared.insert(vi.name.clone(), ty);
-                }
-            }
-            for init in &graph.initializer {
-                let id = self
-                    .add_weight(&init.name, init)
-                    .map_err(|m| format!("{branch} initializer `{}`: {m}", init.name))?;
-                let value = self.weight_value(func, id);
-                self.scopes
-                    .last_mut()
-                    .map(|s| s.insert(init.name.clone(), value));
-            }
-            let result = self.import_nodes(func, graph, block);
-            let outputs: Result<Vec<ValueId>, String> = graph
-                .output
-                .iter()
-                .map(|o| {
-                    self.lookup(&o.name).ok_or_else(|| {
-                        format!("{branch} output `{}` is not produced in the branch", o.name)
-                    })
-                })
-                .collect();
-            self.scopes.pop();
-            result.map_err(|d| format!("in {branch}: {}", d.message))?;
-            let outputs = outputs?;
-            if outputs.len() != node.output.len() {
-                return Err(format!(
-                    "{branch} yields {} value(s) but the node has {} output(s)",
-                    outputs.len(),
-                    node.output.len()
-                ));
-            }
+            let outputs = self.import_branch(func, node, branch, block)?;
             func.build_op(block, Opcode::Yield, outputs, Vec::new(), []);
         }
         Ok(())
+    }
+
+    /// An `If` whose condition is known when it is imported: the nodes of the branch it takes
+    /// are imported in its place, into `block`, and their values are the node's outputs. The
+    /// other branch is never imported, so it need not make sense for values it would never
+    /// see (an exporter's branch for another rank, say).
+    fn inline_taken_branch(
+        &mut self,
+        func: &mut Function,
+        node: &NodeProto,
+        taken: bool,
+        block: BlockId,
+    ) -> Result<(), String> {
+        let branch = if taken { "then_branch" } else { "else_branch" };
+        let outputs = self.import_branch(func, node, branch, block)?;
+        for (name, value) in node.output.iter().zip(outputs) {
+            if !name.is_empty() {
+                self.define(name, value)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The condition of an `If`, when shape inference knows it.
+    fn known_condition(&self, cond: ValueId) -> Option<bool> {
+        match self.infer.known_value(cond)?.ints()?.as_slice() {
+            [c] => Some(*c != 0),
+            _ => None,
+        }
+    }
+
+    /// Imports the nodes of `node`'s subgraph attribute `branch` into `block`, in a scope of
+    /// their own, and returns the values the subgraph yields (one per output of `node`).
+    fn import_branch(
+        &mut self,
+        func: &mut Function,
+        node: &NodeProto,
+        branch: &str,
+        block: BlockId,
+    ) -> Result<Vec<ValueId>, String> {
+        let graph = node
+            .attribute
+            .iter()
+            .find(|a| a.name == branch)
+            .and_then(|a| a.g.as_ref())
+            .ok_or_else(|| format!("attribute `{branch}` (a graph) is missing"))?;
+        check_graph_order(graph).map_err(|d| d.message)?;
+        self.scopes.push(HashMap::new());
+        for vi in graph.value_info.iter().chain(&graph.output) {
+            if let Some(ty) = declared_type(vi).ok().flatten() {
+                self.declared.insert(vi.name.clone(), ty);
+            }
+        }
+        for init in &graph.initializer {
+            let id = match self.add_weight(&init.name, init) {
+                Ok(id) => id,
+                Err(m) => {
+                    self.scopes.pop();
+                    return Err(format!("{branch} initializer `{}`: {m}", init.name));
+                }
+            };
+            let value = self.weight_value(func, id);
+            self.scopes
+                .last_mut()
+                .map(|s| s.insert(init.name.clone(), value));
+        }
+        let result = self.import_nodes(func, graph, block);
+        let outputs: Result<Vec<ValueId>, String> = graph
+            .output
+            .iter()
+            .map(|o| {
+                self.lookup(&o.name).ok_or_else(|| {
+                    format!("{branch} output `{}` is not produced in the branch", o.name)
+                })
+            })
+            .collect();
+        self.scopes.pop();
+        result.map_err(|d| format!("in {branch}: {}", d.message))?;
+        let outputs = outputs?;
+        if outputs.len() != node.output.len() {
+            return Err(format!(
+                "{branch} yields {} value(s) but the node has {} output(s)",
+                outputs.len(),
+                node.output.len()
+            ));
+        }
+        Ok(outputs)
     }
 
     fn import_constant(&mut self, func: &mut Function, node: &NodeProto) -> Result<(), String> {

@@ -25,3 +25,12 @@ func.func @affine_grid(%theta: tensor<1x2x3xf32>, %p: tensor<1x1x2x3xf32>) -> te
   %1 = "onnx.AffineGrid"(%theta, %0) : (tensor<1x2x3xf32>, tensor<4xi64>) -> tensor<1x2x3x2xf32>
   return %1 : tensor<1x2x3x2xf32>
 }
+
+// -----
+// Errors: a `size` known only at run time (the declared grid shape does not stand for it),
+// and interpolation of integers (the reference's integer weights are not supported).
+func.func @unsupported(%theta: tensor<1x2x3xf32>, %size: tensor<4xi64>, %x: tensor<1x1x3x4xi32>, %grid: tensor<1x2x2x2xf32>) -> (tensor<1x2x3x2xf32>, tensor<1x1x2x2xi32>) {
+  %0 = "onnx.AffineGrid"(%theta, %size) : (tensor<1x2x3xf32>, tensor<4xi64>) -> tensor<1x2x3x2xf32>
+  %1 = "onnx.GridSample"(%x, %grid) : (tensor<1x1x3x4xi32>, tensor<1x2x2x2xf32>) -> tensor<1x1x2x2xi32>
+  return %0, %1 : tensor<1x2x3x2xf32>, tensor<1x1x2x2xi32>
+}

@@ -16,6 +16,10 @@
 //!   and value name, or the initializer. Import never panics on any input.
 //! - Result types come from shape inference ([`crate::infer`]), op by op; where it cannot tell,
 //!   from the model's `value_info`; symbolic dims keep their `dim_param` names.
+//! - An `If` whose condition shape inference knows when the node is imported (a constant, or
+//!   computed from static shapes, as exporters' rank dispatch is) is replaced by the nodes of
+//!   the branch it takes; the other branch is never imported, so it need not make sense for
+//!   values it would never see. Other `If`s keep both branches as regions.
 //! - Graph inputs and outputs become function arguments and results, with their ONNX names in
 //!   a `memc.name` attribute. A training step's parameters and gradient buffers are marked
 //!   persistent (`memc.state`, [`crate::state::mark_training_state`]). Initializers become weights; the ops that read them see a

@@ -25,7 +25,8 @@
 //! evenly spaced normalized positions of the output's axes (`-1 + 2 i / (d - 1)` with
 //! `align_corners`, else `-1 + (2 i + 1) / d`), computed in `f64` as the reference's
 //! `np.arange` and `matmul` against its `f64` base grid. `size` must be a compile-time
-//! constant (shape inference then knows the output shape).
+//! constant that gives the output's shape (a run-time `size` is unsupported, even where the
+//! model declares a static output shape).
 
 use super::super::build::{Insts, TensorRef};
 use super::super::{unsupported, LowerCtx, LowerError, LowerResult};
@@ -450,6 +451,22 @@ pub fn affine_grid(ctx: &LowerCtx, op: OpId) -> LowerResult {
         return Err(unsupported(format!(
             "AffineGrid of theta {:?} into a grid {:?}",
             theta.shape, out.shape
+        )));
+    }
+    // The output's extents come from `size`, which is read at compile time: a declared output
+    // shape alone does not make a run-time `size` agree with it.
+    let Some(size) = ctx.const_ints(op, 1) else {
+        return Err(unsupported(
+            "AffineGrid needs `size` known at compile time (an initializer, a Constant, a value computed from static shapes, or a graph input bound with `memc compile --const`)",
+        ));
+    };
+    let mut expected_out = vec![out.shape[0]];
+    expected_out.extend(size.iter().skip(2).map(|&d| d as u64));
+    expected_out.push(k as u64);
+    if size.len() != k + 2 || size.iter().any(|&d| d < 0) || expected_out != out.shape {
+        return Err(unsupported(format!(
+            "AffineGrid `size` {size:?} does not give its grid {:?}",
+            out.shape
         )));
     }
     let align = ctx.attr_int(op, "align_corners") != 0;

@@ -76,6 +76,7 @@ struct Tap {
     inside: Option<InstId>,
 }
 
+/// GridSample: one map kernel over the output (see the module doc).
 pub fn grid_sample(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let grid = ctx.input(op, 1)?;
@@ -439,6 +440,7 @@ fn cubic_weights(insts: &mut Insts, t: InstId) -> Vec<InstId> {
     ]
 }
 
+/// AffineGrid: one map kernel over the grid (see the module doc).
 pub fn affine_grid(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let theta = ctx.input(op, 0)?;
     let Some(out) = output(ctx, op, 0)? else {

@@ -57,7 +57,8 @@
 //!   `elements(dY) * kernel elements`; MaxPoolGrad 1 per dY element (an add at its index).
 //! - **Scatters and accumulators**: 1 add per element of the added tensor: ms.GatherGrad,
 //!   ms.GatherElementsGrad, memc.accumulate_gather_grad (dY), ms.InPlaceAccumulatorV2
-//!   (`value`). ms.DivGrad per dY element: dA 2 (divide, sum back), dB 5, each when present.
+//!   (`value`). onnx.ScatterElements and onnx.ScatterND: 1 per element of `updates` with a
+//!   `reduction` (add, mul, max, min), 0 without. ms.DivGrad per dY element: dA 2 (divide, sum back), dB 5, each when present.
 //! - **Quantization**: DequantizeLinear 1 per element (`+ 1` with a zero point);
 //!   QuantizeLinear 3 (divide, round, saturate) `+ 1` with a zero point.
 //! - **Resize**: 0 in `nearest` mode; otherwise `2 * elements(Y) * taps`, the taps 2 (linear)
@@ -170,6 +171,15 @@ pub(super) fn per_elem<const N: u64>(ctx: &OpCtx) -> Option<u64> {
 /// One add per element of operand `I` (scatters and accumulators).
 pub(super) fn adds<const I: usize>(ctx: &OpCtx) -> Option<u64> {
     operand_elements(ctx, I)
+}
+
+/// ScatterElements and ScatterND: one operation per update element with a `reduction`, none
+/// without (the updates are only moved).
+pub(super) fn scatter(ctx: &OpCtx) -> Option<u64> {
+    match ctx.str_attr("reduction") {
+        None | Some("none") => Some(0),
+        Some(_) => operand_elements(ctx, 2),
+    }
 }
 
 /// `N` per element of the reduced input (operand 0).

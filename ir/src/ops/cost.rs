@@ -1015,4 +1015,21 @@ mod tests {
         );
         assert_eq!(n, 10 * (6 + 5));
     }
+
+    #[test]
+    fn scatters_count_one_per_update_with_a_reduction() {
+        // data [3, 4], indices and updates [2, 4]: 8 updates; indices are f32 here, which the
+        // count does not read.
+        let scatter = |opcode, reduction: &str| {
+            count(
+                opcode,
+                &[&[3, 4], &[2, 4], &[2, 4]],
+                &[&[3, 4]],
+                vec![("reduction", Attribute::String(reduction.into()))],
+            )
+        };
+        assert_eq!(scatter(Opcode::ScatterElements, "none"), 0);
+        assert_eq!(scatter(Opcode::ScatterElements, "max"), 8);
+        assert_eq!(scatter(Opcode::ScatterND, "mul"), 8);
+    }
 }

@@ -49,7 +49,9 @@
 //! indirect store may only hit elements that its own row owns. The lowering guarantees that by
 //! construction; the validator cannot (it only bounds the indirect terms), so it is part of the
 //! contract a lowering must keep. Within a row, points run in loop order, so repeated indices
-//! accumulate in a fixed order and the result does not depend on the threads.
+//! accumulate in a fixed order and the result does not depend on the threads; a load at a later
+//! point of a row sees what an earlier point of it stored (ScatterElements, ScatterND and
+//! TensorScatter load the element they hit, combine it with the update and store it back).
 //!
 //! # Element types
 //!

@@ -1,5 +1,5 @@
 //! Data movement: copies for view ops the planner could not alias, Transpose, Concat, Split,
-//! Slice, the gathers, the gradients of Slice and the gathers, Expand, Tile, Pad, Resize, GridSample, AffineGrid, Trilu, EyeLike, DepthToSpace and
+//! Slice, the gathers and scatters, the gradients of Slice and the gathers, Expand, Tile, Pad, Resize, GridSample, AffineGrid, Trilu, EyeLike, DepthToSpace and
 //! SpaceToDepth, TopK, Range, ConstantOfShape, and Shape/Size when canonicalization left them.
 //!
 //! Each op becomes loop kernels whose `Map` stage loads and stores, so every element type the
@@ -20,6 +20,7 @@ mod gather;
 mod grid;
 mod pad;
 mod resize;
+mod scatter;
 mod topk;
 
 pub(super) use gather::{
@@ -28,6 +29,7 @@ pub(super) use gather::{
 pub(super) use grid::{affine_grid, grid_sample};
 pub(super) use pad::pad;
 pub(super) use resize::resize;
+pub(super) use scatter::{scatter_elements, scatter_nd, tensor_scatter};
 pub(super) use topk::top_k;
 
 use super::build::{Insts, TensorRef};

@@ -57,7 +57,8 @@
 //!   `elements(dY) * kernel elements`; MaxPoolGrad 1 per dY element (an add at its index).
 //! - **Scatters and accumulators**: 1 add per element of the added tensor: ms.GatherGrad,
 //!   ms.GatherElementsGrad, memc.accumulate_gather_grad (dY), ms.InPlaceAccumulatorV2
-//!   (`value`). ms.DivGrad per dY element: dA 2 (divide, sum back), dB 5, each when present.
+//!   (`value`). onnx.ScatterElements and onnx.ScatterND: 1 per element of `updates` with a
+//!   `reduction` (add, mul, max, min), 0 without. ms.DivGrad per dY element: dA 2 (divide, sum back), dB 5, each when present.
 //! - **Quantization**: DequantizeLinear 1 per element (`+ 1` with a zero point);
 //!   QuantizeLinear 3 (divide, round, saturate) `+ 1` with a zero point.
 //! - **Resize**: 0 in `nearest` mode; otherwise `2 * elements(Y) * taps`, the taps 2 (linear)
@@ -173,6 +174,15 @@ pub(super) fn per_elem<const N: u64>(ctx: &OpCtx) -> Option<u64> {
 /// One add per element of operand `I` (scatters and accumulators).
 pub(super) fn adds<const I: usize>(ctx: &OpCtx) -> Option<u64> {
     operand_elements(ctx, I)
+}
+
+/// ScatterElements and ScatterND: one operation per update element with a `reduction`, none
+/// without (the updates are only moved).
+pub(super) fn scatter(ctx: &OpCtx) -> Option<u64> {
+    match ctx.str_attr("reduction") {
+        None | Some("none") => Some(0),
+        Some(_) => operand_elements(ctx, 2),
+    }
 }
 
 /// `N` per element of the reduced input (operand 0).
@@ -1056,5 +1066,22 @@ mod tests {
             vec![("activation", Attribute::String("silu".into()))],
         );
         assert_eq!(n, 10 * (6 + 5));
+    }
+
+    #[test]
+    fn scatters_count_one_per_update_with_a_reduction() {
+        // data [3, 4], indices and updates [2, 4]: 8 updates; indices are f32 here, which the
+        // count does not read.
+        let scatter = |opcode, reduction: &str| {
+            count(
+                opcode,
+                &[&[3, 4], &[2, 4], &[2, 4]],
+                &[&[3, 4]],
+                vec![("reduction", Attribute::String(reduction.into()))],
+            )
+        };
+        assert_eq!(scatter(Opcode::ScatterElements, "none"), 0);
+        assert_eq!(scatter(Opcode::ScatterElements, "max"), 8);
+        assert_eq!(scatter(Opcode::ScatterND, "mul"), 8);
     }
 }

@@ -1103,6 +1103,129 @@ pub fn gather_nd(ctx: &ShapeCtx) -> ShapeResult {
     one(TensorType::new(data.elem, dims))
 }
 
+/// The first pair of dims of `a` and `b` that are both static and differ, with its position.
+fn first_static_mismatch(a: &[Dim], b: &[Dim]) -> Option<(usize, u64, u64)> {
+    a.iter()
+        .zip(b)
+        .enumerate()
+        .find_map(|(i, (x, y))| match (x, y) {
+            (Dim::Static(x), Dim::Static(y)) if x != y => Some((i, *x, *y)),
+            _ => None,
+        })
+}
+
+/// `ScatterElements`: the data's type. Data, indices and updates have one rank, the updates
+/// the indices' shape, and off `axis` the indices are no larger than the data.
+pub fn scatter_elements(ctx: &ShapeCtx) -> ShapeResult {
+    let data = operand(ctx, 0)?;
+    let indices = operand(ctx, 1)?;
+    let updates = operand(ctx, 2)?;
+    if data.rank() != indices.rank() || updates.rank() != indices.rank() {
+        return Err(format!(
+            "data, indices and updates have ranks {}, {} and {}; ScatterElements needs equal ranks",
+            data.rank(),
+            indices.rank(),
+            updates.rank()
+        ));
+    }
+    let axis = axis_index(ctx.int_or_default("axis"), data.rank())?;
+    if let Some((i, u, n)) = first_static_mismatch(&updates.dims, &indices.dims) {
+        return Err(format!(
+            "updates dim {i} is {u} but indices dim {i} is {n}; updates need the indices' shape"
+        ));
+    }
+    let larger = indices
+        .dims
+        .iter()
+        .zip(&data.dims)
+        .enumerate()
+        .find(|&(d, (n, m))| {
+            d != axis && matches!((n, m), (Dim::Static(n), Dim::Static(m)) if n > m)
+        });
+    if let Some((d, (n, m))) = larger {
+        return Err(format!(
+            "indices dim {d} ({n}) is larger than data dim {d} ({m}) off the axis"
+        ));
+    }
+    one(data.clone())
+}
+
+/// `ScatterND`: the data's type. The indices' last dim `k` (at most the data's rank) is the
+/// index depth; the updates have shape `indices.shape[..-1] ++ data.shape[k..]`.
+pub fn scatter_nd(ctx: &ShapeCtx) -> ShapeResult {
+    let data = operand(ctx, 0)?;
+    let indices = operand(ctx, 1)?;
+    let updates = operand(ctx, 2)?;
+    let Some(last) = indices.dims.last() else {
+        return Err("indices must have rank 1 or more".to_string());
+    };
+    let Some(k) = last.as_static() else {
+        return Ok(Some(vec![data.clone()]));
+    };
+    let k = usize::try_from(k)
+        .ok()
+        .filter(|&k| k <= data.rank())
+        .ok_or_else(|| {
+            format!(
+                "the index depth {k} (the indices' last dim) exceeds the data's rank {}",
+                data.rank()
+            )
+        })?;
+    let mut expected = indices.dims[..indices.rank() - 1].to_vec();
+    expected.extend(data.dims[k..].iter().cloned());
+    if updates.rank() != expected.len() {
+        return Err(format!(
+            "updates have rank {} but indices and data give rank {} (indices.shape[:-1] ++ data.shape[{k}:])",
+            updates.rank(),
+            expected.len()
+        ));
+    }
+    if let Some((i, u, e)) = first_static_mismatch(&updates.dims, &expected) {
+        return Err(format!(
+            "updates dim {i} is {u} but indices and data give {e} (indices.shape[:-1] ++ data.shape[{k}:])"
+        ));
+    }
+    one(data.clone())
+}
+
+/// `TensorScatter`: the past cache's type. The update has the cache's shape except along
+/// `axis`, where it is no longer; the write indices have one entry per batch entry (dim 0).
+pub fn tensor_scatter(ctx: &ShapeCtx) -> ShapeResult {
+    let past = operand(ctx, 0)?;
+    let update = operand(ctx, 1)?;
+    if update.rank() != past.rank() {
+        return Err(format!(
+            "the update has rank {} but the past cache has rank {}",
+            update.rank(),
+            past.rank()
+        ));
+    }
+    let axis = axis_index(ctx.int_or_default("axis"), past.rank())?;
+    for (d, (u, p)) in update.dims.iter().zip(&past.dims).enumerate() {
+        if let (Dim::Static(u), Dim::Static(p)) = (u, p) {
+            if (d == axis && u > p) || (d != axis && u != p) {
+                return Err(format!(
+                    "update dim {d} is {u} but the past cache's is {p}; the update needs the cache's shape, no longer along axis {axis}"
+                ));
+            }
+        }
+    }
+    if let Some(indices) = ctx.operand_type(2) {
+        if indices.rank() != 1 {
+            return Err(format!(
+                "write_indices have rank {} (expected 1, one per batch entry)",
+                indices.rank()
+            ));
+        }
+        if let Some((_, n, b)) = first_static_mismatch(&indices.dims, &past.dims[..1]) {
+            return Err(format!(
+                "write_indices have {n} entries but the batch (dim 0) is {b}"
+            ));
+        }
+    }
+    one(past.clone())
+}
+
 /// `Expand`: the input broadcast with the shape operand's values.
 pub fn expand(ctx: &ShapeCtx) -> ShapeResult {
     let x = operand(ctx, 0)?;

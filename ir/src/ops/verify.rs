@@ -41,6 +41,41 @@ pub fn axis_in_range(ctx: &OpCtx) -> Check {
     Ok(())
 }
 
+/// A scatter's `reduction`: `none`, `add`, `mul`, `max` or `min` (ScatterElements, ScatterND).
+pub fn scatter_reduction(ctx: &OpCtx) -> Check {
+    match ctx.str_attr("reduction") {
+        Some("none" | "add" | "mul" | "max" | "min") | None => Ok(()),
+        Some(other) => Err(format!(
+            "`reduction` is \"{other}\" (expected \"none\", \"add\", \"mul\", \"max\" or \"min\")"
+        )),
+    }
+}
+
+/// `onnx.ScatterElements`: `axis` within the data's rank and a known `reduction`.
+pub fn scatter_elements(ctx: &OpCtx) -> Check {
+    axis_in_range(ctx)?;
+    scatter_reduction(ctx)
+}
+
+/// `onnx.TensorScatter`: `axis` within the cache's rank and not the batch axis 0, `mode`
+/// `linear` or `circular`.
+pub fn tensor_scatter(ctx: &OpCtx) -> Check {
+    let rank = operand(ctx, 0)?.rank();
+    if let Some(axis) = ctx.int_attr("axis") {
+        if normalize_axis(axis, rank)? == 0 {
+            return Err(format!(
+                "axis {axis} is the batch axis 0; TensorScatter writes along a later axis"
+            ));
+        }
+    }
+    match ctx.str_attr("mode") {
+        Some("linear" | "circular") | None => Ok(()),
+        Some(other) => Err(format!(
+            "`mode` is \"{other}\" (expected \"linear\" or \"circular\")"
+        )),
+    }
+}
+
 /// `ms.InPlaceAccumulatorV2`: the value has the buffer's shape, the overwrite flag one element,
 /// and the buffer is a graph input (the persistent gradient buffer; see `crate::state`).
 pub fn in_place_accumulator(ctx: &OpCtx) -> Check {

@@ -1,6 +1,6 @@
-//! Data movement: copies for view ops the planner could not alias (BitCast's reading the bytes as
-//! its result's element type), Transpose, Concat, Split,
-//! Slice, the gathers, the gradients of Slice and the gathers, Expand, Tile, Pad, Resize, Trilu, EyeLike, OneHot, DepthToSpace and
+//! Data movement: copies for view ops the planner could not alias (BitCast's reading the bytes
+//! as its result's element type), Transpose, Concat, Split, Slice, the gathers, the gradients of
+//! Slice and the gathers, Expand, Tile, Pad, Resize, Trilu, EyeLike, OneHot, DepthToSpace and
 //! SpaceToDepth, TopK, Range, ConstantOfShape, and Shape/Size when canonicalization left them.
 //!
 //! Each op becomes loop kernels whose `Map` stage loads and stores, so every element type the
@@ -620,7 +620,8 @@ pub(super) fn eye_like(ctx: &LowerCtx, op: OpId) -> LowerResult {
 /// OneHot: at each output point, `values[1]` where the index (plus the depth when negative)
 /// equals the position along `axis`, else `values[0]`. No index is used as an address, so an
 /// index out of range (or a float index that is not an integer) matches no position and
-/// nothing is read out of bounds. Integer indices compare as i64, float ones in their type.
+/// nothing is read out of bounds. Signed indices compare as i64, unsigned ones as u64 (none is
+/// negative), float ones in their type.
 /// The depth must be a compile-time constant (a weight, a folded value or `--const`).
 pub(super) fn one_hot(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let Some(out) = output(ctx, op, 0)? else {
@@ -664,15 +665,19 @@ pub(super) fn one_hot(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let index = insts.load(&views, 1);
     let ty = if indices.elem.is_float() {
         insts.ty(index)
+    } else if indices.elem.is_unsigned_int() {
+        Scalar::U64
     } else {
         Scalar::I64
     };
-    let index = insts.cast(index, ty);
-    let zero = insts.constant(ty, 0.0);
-    let negative = insts.binary(BinaryOp::Lt, index, zero);
-    let depth_c = insts.constant(ty, depth as f64);
-    let shifted_index = insts.binary(BinaryOp::Add, index, depth_c);
-    let index = insts.select(negative, shifted_index, index);
+    let mut index = insts.cast(index, ty);
+    if !indices.elem.is_unsigned_int() {
+        let zero = insts.constant(ty, 0.0);
+        let negative = insts.binary(BinaryOp::Lt, index, zero);
+        let depth_c = insts.constant(ty, depth as f64);
+        let wrapped = insts.binary(BinaryOp::Add, index, depth_c);
+        index = insts.select(negative, wrapped, index);
+    }
     let position = insts.index(axis);
     let position = insts.cast(position, ty);
     let on = insts.binary(BinaryOp::Eq, index, position);

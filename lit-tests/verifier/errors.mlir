@@ -118,3 +118,33 @@ func.func @several(%arg0: tensor<2x3xf32>, %arg1: tensor<4xi64>) -> tensor<2x3xf
   %2 = "onnx.Reshape"(%arg0, %arg1) : (tensor<2x3xf32>, tensor<4xi64>) -> tensor<7xf32>
   return %1 : tensor<2x3xf32>
 }
+
+// -----
+func.func @einsum_bad_equation(%arg0: tensor<3x4xf32>) -> tensor<4xf32> {
+  %0 = "onnx.Einsum"(%arg0) {equation = "ij->k"} : (tensor<3x4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+func.func @einsum_label_sizes_differ(%arg0: tensor<3x4xf32>, %arg1: tensor<5x2xf32>) -> tensor<3x2xf32> {
+  %0 = "onnx.Einsum"(%arg0, %arg1) {equation = "ij,jk->ik"} : (tensor<3x4xf32>, tensor<5x2xf32>) -> tensor<3x2xf32>
+  return %0 : tensor<3x2xf32>
+}
+
+// -----
+func.func @one_hot_values_not_a_pair(%arg0: tensor<3xi64>, %arg1: tensor<i64>, %arg2: tensor<3xf32>) -> tensor<3x?xf32> {
+  %0 = "onnx.OneHot"(%arg0, %arg1, %arg2) : (tensor<3xi64>, tensor<i64>, tensor<3xf32>) -> tensor<3x?xf32>
+  return %0 : tensor<3x?xf32>
+}
+
+// -----
+func.func @lp_pool_p_zero(%arg0: tensor<1x1x4x4xf32>) -> tensor<1x1x3x3xf32> {
+  %0 = "onnx.LpPool"(%arg0) {kernel_shape = [2, 2], p = 0} : (tensor<1x1x4x4xf32>) -> tensor<1x1x3x3xf32>
+  return %0 : tensor<1x1x3x3xf32>
+}
+
+// -----
+func.func @bit_cast_width_differs(%arg0: tensor<4xf32>) -> tensor<4xf64> {
+  %0 = "onnx.BitCast"(%arg0) {to = f64} : (tensor<4xf32>) -> tensor<4xf64>
+  return %0 : tensor<4xf64>
+}

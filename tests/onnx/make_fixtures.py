@@ -398,13 +398,13 @@ def optional_inputs():
 
 
 def unsupported_ops():
-    """2x NonMaxSuppression, 1x Einsum, 1x com.example.Foo (custom domain), plus a supported Relu."""
+    """2x NonMaxSuppression, 1x Det, 1x com.example.Foo (custom domain), plus a supported Relu."""
     nodes = [
         helper.make_node("NonMaxSuppression", ["boxes", "scores", "max_out", "iou_a"], ["sel_a"], name="nms_a"),
         helper.make_node("NonMaxSuppression", ["boxes", "scores", "max_out", "iou_b"], ["sel_b"], name="nms_b",
                          center_point_box=1),
-        helper.make_node("Einsum", ["a", "b"], ["ab"], name="einsum", equation="ij,jk->ik"),
-        helper.make_node("Foo", ["ab"], ["foo"], name="foo", domain="com.example", alpha=0.5),
+        helper.make_node("Det", ["m"], ["det"], name="det"),
+        helper.make_node("Foo", ["det"], ["foo"], name="foo", domain="com.example", alpha=0.5),
         helper.make_node("Relu", ["foo"], ["out"], name="relu"),
     ]
     inits = [
@@ -417,13 +417,12 @@ def unsupported_ops():
         [
             vi("boxes", TensorProto.FLOAT, [1, 6, 4]),
             vi("scores", TensorProto.FLOAT, [1, 1, 6]),
-            vi("a", TensorProto.FLOAT, [2, 3]),
-            vi("b", TensorProto.FLOAT, [3, 4]),
+            vi("m", TensorProto.FLOAT, [2, 3, 3]),
         ],
         [
             vi("sel_a", TensorProto.INT64, [None, 3]),
             vi("sel_b", TensorProto.INT64, [None, 3]),
-            vi("out", TensorProto.FLOAT, [2, 4]),
+            vi("out", TensorProto.FLOAT, [2]),
         ],
         inits,
         extra_opsets=[("com.example", 1)],

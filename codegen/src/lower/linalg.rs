@@ -1,9 +1,13 @@
-//! Linear algebra and windowed ops: MatMul, Gemm, Conv, ConvTranspose, the pools, and
+//! Linear algebra and windowed ops: MatMul, Gemm, Einsum, Conv, ConvTranspose, the pools, and
 //! (de)quantization.
 //!
 //! - Matrix products in the target's contraction types (f32 and f64 on the CPU) are
 //!   [`crate::kernel::Contract`]s (a GEMM library runs them); other element types are loop
 //!   kernels that `Reduce`-sum over `k` and store once.
+//! - Einsum ([`einsum`]) reads every operand through strides over the equation's labels
+//!   (diagonals, transposes and broadcasts without copies): a `Contract` where the labels have
+//!   a batched matrix product's roles, else one loop kernel summing products over the summed
+//!   labels.
 //! - Convolutions take one of several forms ([`conv`] says which and when): im2col (the input
 //!   windows copied into a column matrix in planned scratch memory, then one product per image),
 //!   one product per kernel tap or per (input channel, kernel row), or a direct loop kernel
@@ -11,7 +15,8 @@
 //!   choice and its scratch bytes are made once, before memory planning ([`ConvPlan`]).
 //! - Pools read guarded views whose pad is the reduction's identity; AveragePool divides by the
 //!   count of taps inside the input (or inside the padded input with `count_include_pad`),
-//!   computed per output point from index arithmetic.
+//!   computed per output point from index arithmetic; LpPool sums `|x|^p` (pads add 0) and
+//!   takes the `p`-th root.
 //! - Training forms (onnxruntime's artifacts): `ms.ConvGrad` ([`conv::grad`]) runs dX as a
 //!   transposed convolution and dW through im2col in planned scratch (a loop kernel without
 //!   it); MaxPoolGrad and AveragePoolGrad ([`pool::grad`]) gather over the window taps, since
@@ -24,6 +29,7 @@
 //! all honoured; f16 arithmetic is reported as unsupported (the CPU backend has none).
 
 pub(super) mod conv;
+pub(super) mod einsum;
 pub(super) mod matmul;
 pub(super) mod nbits;
 pub(super) mod pool;

@@ -1,5 +1,7 @@
-//! Data movement: copies for view ops the planner could not alias, Transpose, Concat, Split,
-//! Slice, the gathers and scatters, the gradients of Slice and the gathers, Expand, Tile, Pad, Resize, GridSample, AffineGrid, Trilu, EyeLike, DepthToSpace and
+//! Data movement: copies for view ops the planner could not alias (BitCast's reading the bytes
+//! as its result's element type), Transpose, Concat, Split, Slice, the gathers and scatters, the
+//! gradients of Slice and the gathers, Expand, Tile, Pad, Resize, GridSample, AffineGrid, Trilu,
+//! EyeLike, OneHot, DepthToSpace and
 //! SpaceToDepth, TopK, Range, ConstantOfShape, and Shape/Size when canonicalization left them.
 //!
 //! Each op becomes loop kernels whose `Map` stage loads and stores, so every element type the
@@ -56,11 +58,37 @@ fn dense(t: &TensorRef) -> View {
 /// result a view (its operand is a weight, or both are graph inputs and outputs): the bytes
 /// are copied unchanged.
 pub(super) fn linear_copy(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let input = ctx.input(op, 0)?;
+    copy_bytes(ctx, op, input)
+}
+
+/// BitCast when the planner could not make the result a view: the bytes copied unchanged,
+/// read as the result's element type (of the same width, as the verifier checked).
+pub(super) fn bit_cast(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let input = ctx.input(op, 0)?;
+    let out = ctx.result(op, 0)?;
+    if input.elem.size() != out.elem.size() {
+        return Err(unsupported(
+            "BitCast between element types of different widths (a memc bug)",
+        ));
+    }
+    copy_bytes(
+        ctx,
+        op,
+        TensorRef {
+            elem: out.elem,
+            ..input
+        },
+    )
+}
+
+/// The bytes of `input` (operand 0 of `op`) copied into result 0, element by element in
+/// row-major order.
+fn copy_bytes(ctx: &LowerCtx, op: OpId, input: TensorRef) -> LowerResult {
     if !ctx.result_used(op, 0) && ctx.weight_of(ctx.op(op).operands[0]).is_some() {
         // A view of a weight: it lives in the weights section, nothing runs.
         return Ok(Vec::new());
     }
-    let input = ctx.input(op, 0)?;
     let Some(out) = output(ctx, op, 0)? else {
         return Ok(Vec::new());
     };
@@ -585,6 +613,82 @@ pub(super) fn eye_like(ctx: &LowerCtx, op: OpId) -> LowerResult {
     );
     let zero = insts.push(out.elem, InstKind::Const { bits: 0 });
     let value = insts.select(on, one, zero);
+    Ok(vec![loop_kernel(
+        ctx.kernel_name(op, 0),
+        out.shape.clone(),
+        Vec::new(),
+        views,
+        vec![map_stage(insts, 0, value)],
+    )])
+}
+
+/// OneHot: at each output point, `values[1]` where the index (plus the depth when negative)
+/// equals the position along `axis`, else `values[0]`. No index is used as an address, so an
+/// index out of range (or a float index that is not an integer) matches no position and
+/// nothing is read out of bounds. Signed indices compare as i64, unsigned ones as u64 (none is
+/// negative), float ones in their type.
+/// The depth must be a compile-time constant (a weight, a folded value or `--const`).
+pub(super) fn one_hot(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let Some(out) = output(ctx, op, 0)? else {
+        return Ok(Vec::new());
+    };
+    let indices = ctx.input(op, 0)?;
+    let values = ctx.input(op, 2)?;
+    if values.numel() != 2 || indices.rank() + 1 != out.rank() {
+        return Err(unsupported(
+            "OneHot's operands do not fit its result (a memc bug)",
+        ));
+    }
+    let axis = norm_axis(ctx.attr_int(op, "axis"), out.rank())?;
+    let depth = out.shape[axis] as i64;
+    // The result's extent along `axis` is planned from the depth, so the depth must be the
+    // constant it was planned from (a declared output type alone does not bind the run-time
+    // value).
+    match ctx.const_floats(op, 1).as_deref() {
+        Some(&[d]) if d.trunc() == depth as f64 => {}
+        Some(_) => {
+            return Err(unsupported(
+                "OneHot whose depth differs from its result's extent along `axis`",
+            ))
+        }
+        None => {
+            return Err(unsupported(
+                "OneHot with a depth known only at run time (bind it with `--const`)",
+            ))
+        }
+    }
+    let mut strides = indices.strides();
+    strides.insert(axis, 0);
+    let scalar = |elem_offset: i64| shifted(values.view_with(vec![0; out.rank()]), elem_offset);
+    let views = vec![
+        dense(&out),
+        indices.view_with(strides),
+        scalar(0),
+        scalar(1),
+    ];
+    let mut insts = Insts::new();
+    let index = insts.load(&views, 1);
+    let ty = if indices.elem.is_float() {
+        insts.ty(index)
+    } else if indices.elem.is_unsigned_int() {
+        Scalar::U64
+    } else {
+        Scalar::I64
+    };
+    let mut index = insts.cast(index, ty);
+    if !indices.elem.is_unsigned_int() {
+        let zero = insts.constant(ty, 0.0);
+        let negative = insts.binary(BinaryOp::Lt, index, zero);
+        let depth_c = insts.constant(ty, depth as f64);
+        let wrapped = insts.binary(BinaryOp::Add, index, depth_c);
+        index = insts.select(negative, wrapped, index);
+    }
+    let position = insts.index(axis);
+    let position = insts.cast(position, ty);
+    let on = insts.binary(BinaryOp::Eq, index, position);
+    let off_value = insts.load(&views, 2);
+    let on_value = insts.load(&views, 3);
+    let value = insts.select(on, on_value, off_value);
     Ok(vec![loop_kernel(
         ctx.kernel_name(op, 0),
         out.shape.clone(),

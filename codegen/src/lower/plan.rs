@@ -143,7 +143,7 @@ pub fn plan_ops<'t>(func: &Function, weights: &WeightStore, target: &'t TargetIn
 /// forms that depend on constant operands (none yet).
 pub fn plan_op(func: &Function, _weights: &WeightStore, target: &TargetInfo, op: OpId) -> OpPlan {
     use elementwise as ew;
-    use linalg::{conv, matmul, nbits, pool, quant};
+    use linalg::{conv, einsum, matmul, nbits, pool, quant};
     use movement as mv;
     use reduce::Reduction as R;
     use Opcode as O;
@@ -187,6 +187,7 @@ pub fn plan_op(func: &Function, _weights: &WeightStore, target: &TargetInfo, op:
             OpPlan::kernels(ew::map)
         }
         O::Identity => OpPlan::kernels(ew::identity),
+        O::BitCast => OpPlan::kernels(mv::bit_cast),
         O::Dropout => OpPlan::kernels(ew::dropout),
 
         // Normalizations and activations over an axis.
@@ -203,10 +204,12 @@ pub fn plan_op(func: &Function, _weights: &WeightStore, target: &TargetInfo, op:
         // Contractions, convolutions and pooling.
         O::MatMul => OpPlan::kernels(matmul::matmul),
         O::Gemm => OpPlan::kernels(matmul::gemm),
+        O::Einsum => OpPlan::kernels(einsum::einsum),
         O::Conv => conv::plan(func, target, op),
         O::ConvTranspose => OpPlan::kernels(conv::conv_transpose),
         O::MaxPool => OpPlan::kernels(pool::max_pool),
         O::AveragePool => OpPlan::kernels(pool::average_pool),
+        O::LpPool => OpPlan::kernels(pool::lp_pool),
         O::GlobalAveragePool => OpPlan::kernels(|ctx, op| pool::global_pool(ctx, op, false)),
         O::GlobalMaxPool => OpPlan::kernels(|ctx, op| pool::global_pool(ctx, op, true)),
 
@@ -263,6 +266,7 @@ pub fn plan_op(func: &Function, _weights: &WeightStore, target: &TargetInfo, op:
         O::AffineGrid => OpPlan::kernels(mv::affine_grid),
         O::Trilu => OpPlan::kernels(mv::trilu),
         O::EyeLike => OpPlan::kernels(mv::eye_like),
+        O::OneHot => OpPlan::kernels(mv::one_hot),
         O::DepthToSpace => OpPlan::kernels(mv::depth_to_space),
         O::SpaceToDepth => OpPlan::kernels(mv::space_to_depth),
 

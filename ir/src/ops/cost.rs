@@ -53,7 +53,8 @@
 //!   log-softmax) `+ 2` per label (weight and sum); NegativeLogLikelihoodLoss (and its internal
 //!   forms) 2 per label; SoftmaxCrossEntropyLossGrad (and the internal one) 4 per element of
 //!   the gradient (exp, subtract the one-hot, scale by dY and the weight) `+ 1` with a bias.
-//! - **Pooling**: MaxPool and AveragePool `elements(Y) * kernel elements`; AveragePoolGrad
+//! - **Pooling**: MaxPool and AveragePool `elements(Y) * kernel elements`; LpPool 3 per tap
+//!   (`|x|`, the power, the add: `3 * elements(Y) * kernel elements`); AveragePoolGrad
 //!   `elements(dY) * kernel elements`; MaxPoolGrad 1 per dY element (an add at its index).
 //! - **Scatters and accumulators**: 1 add per element of the added tensor: ms.GatherGrad,
 //!   ms.GatherElementsGrad, memc.accumulate_gather_grad (dY), ms.InPlaceAccumulatorV2
@@ -70,7 +71,8 @@
 //!   Transpose, Slice and Dropout (the `VIEW` trait; a training Dropout's mask draw is not
 //!   counted: [`crate::ops::is_random`] keeps it from being recomputed), and Concat, Split,
 //!   Gather, GatherElements, GatherND, Expand, Tile, Pad, Trilu, EyeLike, DepthToSpace,
-//!   SpaceToDepth, Shape, Size, ConstantOfShape, ms.ConcatTraining, ms.SliceGrad (`zero`).
+//!   SpaceToDepth, Shape, Size, ConstantOfShape, BitCast, ms.ConcatTraining, ms.SliceGrad
+//!   (`zero`). OneHot: 1 per output element (the comparison of the index with the position).
 //! - **Structure**: 0. func.return, onnx.Yield, memc.none, memc.weight; onnx.If itself (the
 //!   ops of its regions are ops of the function, counted each where it is).
 //!
@@ -84,7 +86,11 @@
 //!   CausalConvWithState: `2 * elements(output) * kernel`, `+ elements(output)` with a bias,
 //!   `+ 5 * elements(output)` with the SiLU (`Swish`'s count).
 //!
-//! The table has no Einsum or other contraction beyond those above.
+//! - **Einsum**: one multiply per operand beyond the first and one add, at every point of the
+//!   index space of all labels: `product(label sizes) * operands` (2 per multiply-accumulate for
+//!   two operands, as MatMul; 1 per input element for a sum or a diagonal of one operand).
+//!
+//! The table has no other contraction beyond those above.
 
 use super::attention::{AttentionDims, CausalConvDims, LinearAttentionDims, RotaryDims};
 use super::{fused_matmul_perm, normalize_axis, OpCtx};
@@ -390,6 +396,25 @@ fn window_elements(ctx: &OpCtx) -> Option<u64> {
 /// `onnx.MaxPool`, `onnx.AveragePool`: each output element combines its window.
 pub(super) fn pool(ctx: &OpCtx) -> Option<u64> {
     Some(result_elements(ctx, 0)?.saturating_mul(window_elements(ctx)?))
+}
+
+/// `onnx.LpPool`: `|x|`, the power and the add at each tap of each output's window.
+pub(super) fn lp_pool(ctx: &OpCtx) -> Option<u64> {
+    Some(pool(ctx)?.saturating_mul(3))
+}
+
+/// `onnx.Einsum`: a multiply per operand beyond the first and an add at every point of the
+/// index space of all labels.
+pub(super) fn einsum(ctx: &OpCtx) -> Option<u64> {
+    let eq = super::einsum::Einsum::of(ctx).ok()?;
+    let dims: Vec<&[crate::Dim]> = (0..ctx.n_operands())
+        .map(|i| ctx.operand_type(i).map(|t| t.dims.as_slice()))
+        .collect::<Option<_>>()?;
+    let sizes = eq.label_dims(&dims).ok()?;
+    let points = sizes
+        .iter()
+        .try_fold(1u64, |acc, d| Some(acc.saturating_mul(d.as_static()?)))?;
+    Some(points.saturating_mul(ctx.n_operands() as u64))
 }
 
 /// `onnx.AveragePoolGrad`: each dY element spread over its window's taps.
@@ -943,6 +968,36 @@ mod tests {
             vec![("kernel_shape", ints(&[3, 3]))],
         );
         assert_eq!(grad, 8 * 9);
+        let lp_pool = count(
+            Opcode::LpPool,
+            &[&[1, 2, 4, 4]],
+            &[&[1, 2, 2, 2]],
+            vec![("kernel_shape", ints(&[2, 2])), ("strides", ints(&[2, 2]))],
+        );
+        assert_eq!(lp_pool, 3 * 8 * 4);
+    }
+
+    #[test]
+    fn einsum_counts_its_index_space_per_operand() {
+        let equation = |eq: &str| vec![("equation", Attribute::String(eq.into()))];
+        // A batched product: 5 * 2 * 3 * 4 points, a multiply and an add each (as MatMul).
+        let product = count(
+            Opcode::Einsum,
+            &[&[5, 2, 3], &[5, 3, 4]],
+            &[&[5, 2, 4]],
+            equation("bij,bjk->bik"),
+        );
+        assert_eq!(product, 2 * 5 * 2 * 3 * 4);
+        // A diagonal of one operand: one per point of its labels (7 * 5).
+        let diagonal = count(
+            Opcode::Einsum,
+            &[&[7, 5, 5]],
+            &[&[7, 5]],
+            equation("...ii->...i"),
+        );
+        assert_eq!(diagonal, 7 * 5);
+        // A bad equation counts 0.
+        assert_eq!(count(Opcode::Einsum, &[&[2]], &[&[2]], equation("ij")), 0);
     }
 
     #[test]
@@ -1007,6 +1062,7 @@ mod tests {
             (Opcode::Pad, &[&[2, 3], &[4]], &[&[4, 5]]),
             (Opcode::Cast, &[&[2, 3]], &[&[2, 3]]),
             (Opcode::Identity, &[&[2, 3]], &[&[2, 3]]),
+            (Opcode::BitCast, &[&[2, 3]], &[&[2, 3]]),
             (Opcode::Dropout, &[&[2, 3]], &[&[2, 3]]),
         ];
         for &(opcode, operands, results) in cases {

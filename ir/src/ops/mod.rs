@@ -66,6 +66,7 @@
 
 mod attention;
 mod cost;
+mod einsum;
 mod fold;
 mod random;
 mod shape;
@@ -81,6 +82,7 @@ pub use attention::{
     AttentionDims, CausalConvDims, LinearAttentionDims, QkOutputMode, RotaryDims, UpdateRule,
 };
 pub use cost::flops;
+pub use einsum::Einsum;
 pub use random::is_random;
 pub use shape::{broadcast_dim, broadcast_dims, elem_from_onnx_dtype, fused_matmul_perm};
 pub use table::Opcode;

@@ -2162,3 +2162,36 @@ mod fused_matmul_tests {
         assert_eq!(fused_matmul_perm(1, true, true), [0]);
     }
 }
+
+/// `Einsum`: the output's labels' sizes (see `einsum.rs`); the first operand's element type.
+pub fn einsum(ctx: &ShapeCtx) -> ShapeResult {
+    let eq = super::einsum::Einsum::of(ctx)?;
+    let dims: Vec<&[Dim]> = (0..ctx.n_operands())
+        .map(|i| operand(ctx, i).map(|t| t.dims.as_slice()))
+        .collect::<Result<_, _>>()?;
+    let sizes = eq.label_dims(&dims)?;
+    let elem = operand(ctx, 0)?.elem;
+    one(TensorType::new(
+        elem,
+        eq.output.iter().map(|&l| sizes[l].clone()).collect(),
+    ))
+}
+
+/// `OneHot`: the indices' dims with `depth` inserted at `axis`, in the element type of
+/// `values`. The depth is a dim only when its value is known (a float depth is truncated).
+pub fn one_hot(ctx: &ShapeCtx) -> ShapeResult {
+    let indices = operand(ctx, 0)?;
+    let values = operand(ctx, 2)?;
+    let axis = axis_index(ctx.int_or_default("axis"), indices.rank() + 1)?;
+    let depth = match known(ctx, 1).as_deref().map(KnownValue::elems) {
+        Some([d]) => match d.as_const().or_else(|| d.as_float().map(|f| f as i64)) {
+            Some(d) if d < 1 => return Err(format!("`depth` must be 1 or more, got {d}")),
+            Some(d) => Dim::Static(d as u64),
+            None => Dim::Unknown,
+        },
+        _ => Dim::Unknown,
+    };
+    let mut dims = indices.dims.clone();
+    dims.insert(axis, depth);
+    one(TensorType::new(values.elem, dims))
+}

@@ -76,6 +76,15 @@ const POOL_ATTRS: &[super::AttrDef] = &[
     int_attr("count_include_pad", 0),
     int_attr("storage_order", 0),
 ];
+const LP_POOL_ATTRS: &[super::AttrDef] = &[
+    str_attr("auto_pad", "NOTSET"),
+    int_attr("ceil_mode", 0),
+    attr("dilations", Ints),
+    required("kernel_shape", Ints),
+    int_attr("p", 2),
+    attr("pads", Ints),
+    attr("strides", Ints),
+];
 const CONV_ATTRS: &[super::AttrDef] = &[
     str_attr("auto_pad", "NOTSET"),
     attr("dilations", Ints),
@@ -232,6 +241,7 @@ define_ops! {
     Clip = op("onnx.Clip", "min(max(input, min), max)").ins(&[req("input", var("T")), opt("min", var("T")), opt("max", var("T"))]).outs(&[req("output", var("T"))]).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::same_as_first);
     Identity = op("onnx.Identity", "returns its input").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_ANY).traits(SAME_BYTES).shape(s::same_as_first).fold(f::forward);
     Cast = op("onnx.Cast", "converts to the element type `to`").ins(&[req("input", var("T1"))]).outs(&[req("output", var("T2"))]).vars(&[("T1", ANY), ("T2", ANY)]).attrs(&[required("to", ElemType), int_attr("saturate", 1), str_attr("round_mode", "up")]).traits(ELEMENTWISE).shape(s::cast).fold(f::cast).flops(c::zero);
+    BitCast = op("onnx.BitCast", "the same bytes read as the element type `to` (of the same width)").ins(&[req("input", var("T1"))]).outs(&[req("output", var("T2"))]).vars(&[("T1", ANY), ("T2", ANY)]).attrs(&[required("to", ElemType)]).traits(SAME_BYTES).verify(v::bit_cast).shape(s::cast).flops(c::zero);
     Dropout = op("onnx.Dropout", "identity in inference; random zeroing in training").ins(&[req("data", var("T")), opt("ratio", var("T1")), opt("training_mode", var("B"))]).outs(&[req("output", var("T")), opt("mask", var("B"))]).vars(&[("T", FLOAT), ("T1", FLOAT), ("B", BOOL)]).attrs(&[attr("seed", Int)]).traits(Traits::VIEW).random_when(r::dropout).shape(s::dropout);
 
     // Normalization and activation over an axis.
@@ -247,11 +257,13 @@ define_ops! {
 
     // Contractions, convolutions and pooling.
     MatMul = op("onnx.MatMul", "matrix product with numpy broadcasting").ins(AB_T).outs(&[req("Y", var("T"))]).vars(T_NUMERIC).shape(s::matmul).flops(c::matmul);
+    Einsum = op("onnx.Einsum", "sums of products of the inputs' elements over the labels an equation names").ins(&[variadic("Inputs", var("T"))]).outs(&[req("Output", var("T"))]).vars(T_NUMERIC).attrs(&[required("equation", String)]).verify(v::einsum).shape(s::einsum).flops(c::einsum);
     Gemm = op("onnx.Gemm", "alpha * A' * B' + beta * C").ins(&[req("A", var("T")), req("B", var("T")), opt("C", var("T"))]).outs(&[req("Y", var("T"))]).vars(T_NUMERIC).attrs(&[float_attr("alpha", 1.0), float_attr("beta", 1.0), int_attr("transA", 0), int_attr("transB", 0)]).verify(v::gemm).shape(s::gemm).flops(c::gemm);
     Conv = op("onnx.Conv", "N-d convolution").ins(&[req("X", var("T")), req("W", var("T")), opt("B", var("T"))]).outs(&[req("Y", var("T"))]).vars(T_FLOAT).attrs(CONV_ATTRS).shape(s::conv).flops(c::conv);
     ConvTranspose = op("onnx.ConvTranspose", "N-d transposed convolution").ins(&[req("X", var("T")), req("W", var("T")), opt("B", var("T"))]).outs(&[req("Y", var("T"))]).vars(T_FLOAT).attrs(CONV_ATTRS).shape(s::conv_transpose).flops(c::conv_transpose);
     MaxPool = op("onnx.MaxPool", "max over sliding windows").ins(X_T).outs(&[req("Y", var("T")), opt("Indices", var("I"))]).vars(&[("T", NUMERIC), ("I", I64_ONLY)]).attrs(POOL_ATTRS).shape(s::pool).flops(c::pool);
     AveragePool = op("onnx.AveragePool", "mean over sliding windows").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(POOL_ATTRS).shape(s::pool).flops(c::pool);
+    LpPool = op("onnx.LpPool", "the Lp norm over sliding windows").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(LP_POOL_ATTRS).verify(v::lp_pool).shape(s::pool).flops(c::lp_pool);
     GlobalAveragePool = op("onnx.GlobalAveragePool", "mean over all spatial dims").ins(X_T).outs(Y_T).vars(T_FLOAT).shape(s::global_pool).flops(c::reduce::<1>);
     GlobalMaxPool = op("onnx.GlobalMaxPool", "max over all spatial dims").ins(X_T).outs(Y_T).vars(T_FLOAT).shape(s::global_pool).flops(c::reduce::<1>);
 
@@ -304,6 +316,7 @@ define_ops! {
     AffineGrid = op("onnx.AffineGrid", "the normalized sampling grid that affine matrices theta map an output of `size` to").ins(&[req("theta", var("T1")), req("size", var("T2"))]).outs(&[req("grid", var("T1"))]).vars(&[("T1", FLOAT), ("T2", I64_ONLY)]).attrs(&[int_attr("align_corners", 0)]).shape(s::affine_grid).flops(c::affine_grid);
     Trilu = op("onnx.Trilu", "keeps the upper or lower triangle").ins(&[req("input", var("T")), opt("k", var("I"))]).outs(&[req("output", var("T"))]).vars(T_ANY_I64).attrs(&[int_attr("upper", 1)]).shape(s::same_as_first).flops(c::zero);
     EyeLike = op("onnx.EyeLike", "ones on the `k`-th diagonal of the input's 2-d shape").ins(&[req("input", var("T1"))]).outs(&[req("output", var("T2"))]).vars(&[("T1", ANY), ("T2", ANY)]).attrs(&[attr("dtype", ElemType), int_attr("k", 0)]).shape(s::eye_like).flops(c::zero);
+    OneHot = op("onnx.OneHot", "on_value where the index along `axis` equals the position, else off_value").ins(&[req("indices", var("T1")), req("depth", var("T2")), req("values", var("T3"))]).outs(&[req("output", var("T3"))]).vars(&[("T1", NUMERIC), ("T2", NUMERIC), ("T3", ANY)]).attrs(&[int_attr("axis", -1)]).verify(v::one_hot).shape(s::one_hot).flops(c::per_elem::<1>);
     DepthToSpace = op("onnx.DepthToSpace", "moves channel blocks into spatial blocks").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_ANY).attrs(&[required("blocksize", Int), str_attr("mode", "DCR")]).shape(s::depth_to_space).flops(c::zero);
     SpaceToDepth = op("onnx.SpaceToDepth", "moves spatial blocks into channels").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_ANY).attrs(&[required("blocksize", Int)]).shape(s::space_to_depth).flops(c::zero);
 
@@ -415,7 +428,7 @@ mod tests {
     }
 
     #[test]
-    fn views_are_the_eight_aliasing_ops() {
+    fn views_are_the_nine_aliasing_ops() {
         let views: Vec<Opcode> = Opcode::ALL
             .iter()
             .copied()
@@ -425,6 +438,7 @@ mod tests {
             views,
             [
                 Opcode::Identity,
+                Opcode::BitCast,
                 Opcode::Dropout,
                 Opcode::Reshape,
                 Opcode::Flatten,

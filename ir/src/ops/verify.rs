@@ -605,3 +605,64 @@ pub fn grid_sample(ctx: &OpCtx) -> Check {
     }
     Ok(())
 }
+
+/// Einsum: the equation parses for the operands' ranks (see `einsum.rs`) and each label's
+/// sizes agree.
+pub fn einsum(ctx: &OpCtx) -> Check {
+    let eq = super::einsum::Einsum::of(ctx)?;
+    let dims: Vec<&[Dim]> = (0..ctx.n_operands())
+        .map(|i| operand(ctx, i).map(|t| t.dims.as_slice()))
+        .collect::<Result<_, _>>()?;
+    eq.label_dims(&dims).map(|_| ())
+}
+
+/// OneHot: `axis` in `[-rank - 1, rank]`, `depth` one element, `values` two (off, on).
+pub fn one_hot(ctx: &OpCtx) -> Check {
+    let rank = operand(ctx, 0)?.rank();
+    normalize_axis(ctx.int_or_default("axis"), rank + 1)?;
+    let elements = |index: usize| operand(ctx, index).map(TensorType::static_num_elements);
+    if !matches!(operand(ctx, 1)?.rank(), 0 | 1) || elements(1)?.is_some_and(|n| n != 1) {
+        return Err("`depth` must be a scalar or a tensor of one element".to_string());
+    }
+    if operand(ctx, 2)?.rank() != 1 || elements(2)?.is_some_and(|n| n != 2) {
+        return Err(
+            "`values` must be a 1-d tensor of two elements: [off_value, on_value]".to_string(),
+        );
+    }
+    Ok(())
+}
+
+/// LpPool: `p` is at least 1.
+pub fn lp_pool(ctx: &OpCtx) -> Check {
+    let p = ctx.int_or_default("p");
+    if p < 1 {
+        return Err(format!("`p` must be 1 or more, got {p}"));
+    }
+    Ok(())
+}
+
+/// BitCast: `to` has the input's bit width, a whole number of bytes (memc keeps sub-byte
+/// elements one per byte, so their bytes are not ONNX's).
+pub fn bit_cast(ctx: &OpCtx) -> Check {
+    let input = operand(ctx, 0)?.elem;
+    let Some(to) = ctx.attr("to").and_then(|a| a.as_elem_type()) else {
+        return Ok(());
+    };
+    if let Some(sub) = [input, to].into_iter().find(|e| e.is_sub_byte()) {
+        return Err(format!(
+            "BitCast of the sub-byte type {} is not supported",
+            sub.mlir_name()
+        ));
+    }
+    if input.bits() != to.bits() {
+        return Err(format!(
+            "`to` ({}) must have the input's bit width ({} has {} bits, {} has {})",
+            to.mlir_name(),
+            input.mlir_name(),
+            input.bits(),
+            to.mlir_name(),
+            to.bits()
+        ));
+    }
+    Ok(())
+}

@@ -5,7 +5,7 @@
 //! among those only when no data would move:
 //!
 //! - ops with the [`SAME_BYTES`](super::Traits::SAME_BYTES) trait (Reshape, Squeeze,
-//!   Unsqueeze, Flatten, Identity): always, at offset 0;
+//!   Unsqueeze, Flatten, Identity, BitCast): always, at offset 0;
 //! - Dropout with one operand and one result (inference): at offset 0;
 //! - Transpose that only moves size-1 dims (the element order stays): at offset 0;
 //! - Slice that cuts one contiguous run of its input's bytes (one axis cut with step 1, every
@@ -218,6 +218,26 @@ mod tests {
                 "{opcode:?}"
             );
         }
+    }
+
+    #[test]
+    fn bit_cast_aliases_at_offset_zero_with_its_own_element_type() {
+        let (mut func, x) = func_with(&[2, 3]);
+        let i32_ty = Type::from(TensorType::with_shape(ElemType::I32, &[2, 3]));
+        let op = build(
+            &mut func,
+            Opcode::BitCast,
+            vec![x],
+            vec![i32_ty],
+            vec![("to", Attribute::ElemType(ElemType::I32))],
+        );
+        assert_eq!(
+            view_of(&func, &WeightStore::new(), op),
+            Some(View {
+                source: x,
+                byte_offset: 0
+            })
+        );
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool.
+//! MaxPool, AveragePool, LpPool, GlobalAveragePool and GlobalMaxPool.
 //!
 //! A pool is one loop kernel: outer axes `(n, c, out spatial...)`, inner axes the kernel
 //! window. The input is a guarded view (as in Conv) whose pad is the reduction's identity:
@@ -6,14 +6,15 @@
 //! comes from a second, `ArgMax` reduction: the window position of the first maximum, turned
 //! into a flat input index (row-major, or column-major over the spatial axes with
 //! `storage_order = 1`). AveragePool divides by the number of taps inside the input (inside the
-//! padded input with `count_include_pad`), counted per axis in closed form.
+//! padded input with `count_include_pad`), counted per axis in closed form. LpPool sums `|x|^p`
+//! (pads read 0, adding nothing; `p` up to 8 as repeated products) and takes the `p`-th root.
 
 use super::super::build::{guard, Insts, TensorRef};
 use super::super::movement::common::{loop_kernel, IndexMath};
 use super::super::{LowerCtx, LowerResult};
 use super::conv::{window, Window};
 use super::matmul::check_arith;
-use crate::kernel::{BinaryOp, InstId, ReduceOp, Scalar, Stage, Store, View};
+use crate::kernel::{BinaryOp, InstId, ReduceOp, Scalar, Stage, Store, UnaryOp, View};
 use memc_ir::OpId;
 
 pub(crate) mod grad;
@@ -238,6 +239,69 @@ pub fn average_pool(ctx: &LowerCtx, op: OpId) -> LowerResult {
         views,
         vec![reduce, once],
     )])
+}
+
+/// The largest `p` LpPool raises to by repeated products (a `Pow` beyond).
+const LP_POOL_MAX_PRODUCTS: i64 = 8;
+
+pub fn lp_pool(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let x = ctx.input(op, 0)?;
+    let out = ctx.result(op, 0)?;
+    if out.numel() == 0 {
+        return Ok(Vec::new());
+    }
+    check_arith(out.elem)?;
+    let n_spatial = x.rank() - 2;
+    let win = window(ctx.func, op, &x.shape[2..])?;
+    let p = ctx.attr_int(op, "p");
+    let views = vec![
+        out_view(&out, n_spatial),
+        pool_view(&x, &out.shape[2..], &win, 0.0),
+    ];
+    let mut insts = Insts::new();
+    let v = insts.load(&views, 1);
+    let magnitude = insts.unary(UnaryOp::Abs, v);
+    let power = if (1..=LP_POOL_MAX_PRODUCTS).contains(&p) {
+        (1..p).fold(magnitude, |acc, _| {
+            insts.binary(BinaryOp::Mul, acc, magnitude)
+        })
+    } else {
+        let pc = insts.constant(x.elem, p as f64);
+        insts.binary(BinaryOp::Pow, magnitude, pc)
+    };
+    let reduce = Stage::Reduce {
+        insts: insts.finish(),
+        value: power,
+        op: ReduceOp::Sum,
+        init: 0,
+        ty: x.elem.compute(),
+    };
+    let mut insts = Insts::new();
+    let sum = insts.acc(0, x.elem);
+    let value = match p {
+        1 => sum,
+        2 => insts.unary(UnaryOp::Sqrt, sum),
+        _ => {
+            let inv = insts.constant(x.elem, 1.0 / p as f64);
+            insts.binary(BinaryOp::Pow, sum, inv)
+        }
+    };
+    let inner = win.kernel.iter().map(|&k| k as u64).collect();
+    Ok(vec![loop_kernel(
+        ctx.kernel_name(op, 0),
+        out.shape.clone(),
+        inner,
+        views,
+        vec![reduce, once_stage_of(insts, value)],
+    )])
+}
+
+/// A `Once` stage storing `value` into the output (view 0).
+fn once_stage_of(insts: Insts, value: InstId) -> Stage {
+    Stage::Once {
+        insts: insts.finish(),
+        stores: vec![Store::new(0, value)],
+    }
 }
 
 /// How many taps `k < kernel` of spatial axis `i` at the output index of loop axis `o_axis`

@@ -59,7 +59,8 @@ fn sizes(d: &RecurrentDims) -> Option<Sizes> {
     })
 }
 
-/// Element offsets (f32) of the scratch areas: `XW`, `HR`, `H`, `C`, `r * H`, and the total.
+/// Element offsets (f32) of the scratch areas: `XW`, `HR`, `H`, `C` (LSTM), `r * H` (GRU
+/// without `linear_before_reset`), and the total.
 struct ScratchLayout {
     xw: u64,
     hr: u64,
@@ -69,16 +70,23 @@ struct ScratchLayout {
     total: u64,
 }
 
-fn scratch_layout(s: Sizes) -> Option<ScratchLayout> {
+fn scratch_layout(d: &RecurrentDims, s: Sizes) -> Option<ScratchLayout> {
     let gate_row = s.gates.checked_mul(s.hidden)?;
     let xw_len = s.seq.checked_mul(s.batch)?.checked_mul(gate_row)?;
     let hr_len = s.batch.checked_mul(gate_row)?;
     let state = s.batch.checked_mul(s.hidden)?;
+    // `C` for LSTM only, `r * H` for GRU without `linear_before_reset` only.
+    let c_len = if d.cell == Cell::Lstm { state } else { 0 };
+    let rh_len = if d.cell == Cell::Gru && !d.linear_before_reset {
+        state
+    } else {
+        0
+    };
     let hr = xw_len;
     let h = hr.checked_add(hr_len)?;
     let c = h.checked_add(state)?;
-    let rh = c.checked_add(state)?;
-    let total = rh.checked_add(state)?;
+    let rh = c.checked_add(c_len)?;
+    let total = rh.checked_add(rh_len)?;
     Some(ScratchLayout {
         xw: 0,
         hr,
@@ -94,7 +102,7 @@ fn scratch_layout(s: Sizes) -> Option<ScratchLayout> {
 pub(super) fn scratch_bytes(func: &Function, op: OpId) -> u64 {
     RecurrentDims::resolve(&OpCtx { func, op })
         .ok()
-        .and_then(|d| scratch_layout(sizes(&d)?)?.total.checked_mul(4))
+        .and_then(|d| scratch_layout(&d, sizes(&d)?)?.total.checked_mul(4))
         .unwrap_or(0)
 }
 
@@ -291,7 +299,7 @@ pub(super) fn recurrent(ctx: &LowerCtx, op: OpId) -> LowerResult {
         true => result(RecurrentDims::Y_C)?,
         false => None,
     };
-    let layout = scratch_layout(s).ok_or_else(|| unsupported("the state sizes overflow"))?;
+    let layout = scratch_layout(&dims, s).ok_or_else(|| unsupported("the state sizes overflow"))?;
     let scratch = ctx
         .scratch(op)
         .filter(|t| t.numel() >= layout.total * 4)

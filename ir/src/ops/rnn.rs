@@ -147,9 +147,11 @@ impl RecurrentDims {
             "forward" => Direction::Forward,
             "reverse" => Direction::Reverse,
             "bidirectional" => Direction::Bidirectional,
-            other => return Err(format!(
+            other => {
+                return Err(format!(
                 "`direction` \"{other}\" is not one of \"forward\", \"reverse\", \"bidirectional\""
-            )),
+            ))
+            }
         };
         let dirs = Dim::Static(direction.count());
         let gates = cell.gates();

@@ -1158,6 +1158,25 @@ mod tests {
     }
 
     #[test]
+    fn recurrent_cells_count_products_and_gates() {
+        // seq 2, batch 3, input 4, hidden 5: per step and row 2 * gates * 5 * (4 + 5) for
+        // the products, plus the gates' arithmetic per hidden unit.
+        let cell = |opcode, gates: u64| {
+            let rows = gates * 5;
+            count(
+                opcode,
+                &[&[2, 3, 4], &[1, rows, 4], &[1, rows, 5]],
+                &[&[2, 1, 3, 5], &[1, 3, 5]],
+                Vec::new(),
+            )
+        };
+        let products = |gates: u64| 2 * gates * 5 * 9;
+        assert_eq!(cell(Opcode::RNN, 1), 2 * 3 * (products(1) + 3 * 5));
+        assert_eq!(cell(Opcode::GRU, 3), 2 * 3 * (products(3) + 22 * 5));
+        assert_eq!(cell(Opcode::LSTM, 4), 2 * 3 * (products(4) + 30 * 5));
+    }
+
+    #[test]
     fn scatters_count_one_per_update_with_a_reduction() {
         // data [3, 4], indices and updates [2, 4]: 8 updates; indices are f32 here, which the
         // count does not read.

@@ -13,7 +13,7 @@
 //!    (each row reads only its own state elements; `HR` already holds what the others need),
 //!    and the step's `Y`. GRU without `linear_before_reset` multiplies the reset gate into
 //!    the state before its hidden product: a loop kernel writes `r * H` into scratch, and a
-//!    second contraction overwrites `HR`'s hidden-gate columns with `(r * H) R_h^T`.
+//!    second contraction writes `HR`'s hidden-gate columns as `(r * H) R_h^T`.
 //! 4. The last step also writes `Y_h` (`Y_c`).
 //!
 //! With `sequence_lens` (forward only), a step past a batch row's length keeps that row's
@@ -110,7 +110,7 @@ pub(super) fn scratch_bytes(func: &Function, op: OpId) -> u64 {
 fn mat(t: &TensorRef, offset: u64, row: u64, col: u64) -> MatView {
     MatView {
         region: t.region,
-        byte_offset: t.byte_offset + (offset * t.elem.size() as u64) as i64,
+        byte_offset: t.byte_offset + (offset * t.elem.size()) as i64,
         batch_strides: Vec::new(),
         row_stride: row as i64,
         col_stride: col as i64,
@@ -140,7 +140,7 @@ fn contract(name: String, [m, n, k]: [u64; 3], [a, b, c]: [MatView; 3]) -> Kerne
 /// batch row and `col` per hidden unit.
 fn at(t: &TensorRef, offset: u64, row: u64, col: u64) -> View {
     View {
-        byte_offset: t.byte_offset + (offset * t.elem.size() as u64) as i64,
+        byte_offset: t.byte_offset + (offset * t.elem.size()) as i64,
         ..t.view_with(vec![row as i64, col as i64])
     }
 }
@@ -311,6 +311,10 @@ pub(super) fn recurrent(ctx: &LowerCtx, op: OpId) -> LowerResult {
         shape: vec![layout.total],
     };
     let (hs, gh) = (s.hidden, s.gates * s.hidden);
+    let hr_columns = match dims.cell == Cell::Gru && !dims.linear_before_reset {
+        true => 2 * hs,
+        false => gh,
+    };
     let mut kernels = Vec::new();
     // Where the state of direction `d` lives in an `initial_h`-like tensor (or `Y_h`).
     let state_at = |t: &TensorRef, d: u64| match dims.batchwise {
@@ -350,10 +354,11 @@ pub(super) fn recurrent(ctx: &LowerCtx, op: OpId) -> LowerResult {
         // 3. The steps.
         for step in 0..s.seq {
             let t = if reverse { s.seq - 1 - step } else { step };
-            // HR = H R^T.
+            // HR = H R^T (GRU without `linear_before_reset`: the z and r columns only; the
+            // hidden gate's come from `r * H` below).
             kernels.push(contract(
                 ctx.kernel_name(op, kernels.len()),
-                [s.batch, gh, hs],
+                [s.batch, hr_columns, hs],
                 [
                     mat(&scratch, layout.h, hs, 1),
                     mat(&r, d * gh * hs, 1, hs),

@@ -299,7 +299,7 @@ impl RecurrentDims {
             Some(_) => false,
         };
         let clip = match ctx.float_attr("clip") {
-            Some(c) if !(c > 0.0) => {
+            Some(c) if c.is_nan() || c <= 0.0 => {
                 return Err(format!("`clip` is {c}; it must be positive"));
             }
             other => other,

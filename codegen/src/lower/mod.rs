@@ -46,6 +46,7 @@ mod plan;
 mod quant4;
 mod recurrent;
 mod reduce;
+mod rnn;
 mod state;
 
 pub use build::TensorRef;

@@ -12,7 +12,7 @@
 //! without a lowering is a build error; an op with no kernel on the target has an arm that
 //! says why.
 
-use super::{attention, elementwise, linalg, loss, movement, quant4, recurrent, reduce};
+use super::{attention, elementwise, linalg, loss, movement, quant4, recurrent, reduce, rnn};
 use super::{unsupported, LowerCtx, LowerResult};
 use crate::kernel::ReduceOp;
 use memc_ir::target::TargetInfo;
@@ -227,6 +227,11 @@ pub fn plan_op(func: &Function, _weights: &WeightStore, target: &TargetInfo, op:
             "recurrent states",
         ),
         O::CausalConvWithState => OpPlan::kernels(recurrent::causal_conv_with_state),
+        O::RNN | O::GRU | O::LSTM => OpPlan::with_scratch(
+            Form::Kernels(rnn::recurrent),
+            rnn::scratch_bytes(func, op),
+            "recurrent states",
+        ),
 
         // Reductions.
         O::ReduceMean => OpPlan::kernels(|ctx, op| reduce::reduce(ctx, op, R::Mean)),

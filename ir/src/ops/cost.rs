@@ -85,6 +85,11 @@
 //!   decay, 2 with the delta correction, and 2 per query head reading it (`q_heads / kv_heads`).
 //!   CausalConvWithState: `2 * elements(output) * kernel`, `+ elements(output)` with a bias,
 //!   `+ 5 * elements(output)` with the SiLU (`Swish`'s count).
+//! - **Recurrent cells** (RNN, GRU, LSTM): per step, direction and batch row, the two products
+//!   `2 * gates * hidden * (input + hidden)` plus per hidden unit the gates' arithmetic: RNN 3
+//!   (two bias adds, tanh counted 1), GRU `3 * 3 + 2 * 4 + 1 + 4` (the biased sums, two
+//!   sigmoids, tanh, the blend), LSTM `4 * 3 + 3 * 4 + 2 + 4` (the biased sums, three sigmoids,
+//!   two tanh, the cell update and the output), `+ 6` for LSTM's peepholes.
 //!
 //! - **Einsum**: one multiply per operand beyond the first and one add, at every point of the
 //!   index space of all labels: `product(label sizes) * operands` (2 per multiply-accumulate for
@@ -310,6 +315,34 @@ pub(super) fn causal_conv_with_state(ctx: &OpCtx) -> Option<u64> {
         + u64::from(given(ctx, CausalConvDims::BIAS))
         + if d.silu { SIGMOID + 1 } else { 0 };
     Some(product(&[y, per_output]))
+}
+
+/// `onnx.RNN`, `onnx.GRU`, `onnx.LSTM`: the products and the gates per step (module doc).
+pub(super) fn recurrent(ctx: &OpCtx) -> Option<u64> {
+    let d = super::RecurrentDims::resolve(ctx).ok()?;
+    let hidden = d.hidden.as_static()?;
+    let gates = d.cell.gates();
+    let products = 2 * gates * hidden * (d.input.as_static()? + hidden);
+    let per_unit = match d.cell {
+        super::Cell::Rnn => 3,
+        super::Cell::Gru => 9 + 2 * SIGMOID + 1 + 4,
+        super::Cell::Lstm => {
+            12 + 3 * SIGMOID
+                + 2
+                + 4
+                + if given(ctx, super::RecurrentDims::P) {
+                    6
+                } else {
+                    0
+                }
+        }
+    };
+    Some(product(&[
+        d.seq.as_static()?,
+        d.direction.count(),
+        d.batch.as_static()?,
+        products.saturating_add(per_unit * hidden),
+    ]))
 }
 
 /// `onnx.Gemm`: `2*M*N*K`, `+ M*N` with C.
@@ -1122,6 +1155,25 @@ mod tests {
             vec![("activation", Attribute::String("silu".into()))],
         );
         assert_eq!(n, 10 * (6 + 5));
+    }
+
+    #[test]
+    fn recurrent_cells_count_products_and_gates() {
+        // seq 2, batch 3, input 4, hidden 5: per step and row 2 * gates * 5 * (4 + 5) for
+        // the products, plus the gates' arithmetic per hidden unit.
+        let cell = |opcode, gates: u64| {
+            let rows = gates * 5;
+            count(
+                opcode,
+                &[&[2, 3, 4], &[1, rows, 4], &[1, rows, 5]],
+                &[&[2, 1, 3, 5], &[1, 3, 5]],
+                Vec::new(),
+            )
+        };
+        let products = |gates: u64| 2 * gates * 5 * 9;
+        assert_eq!(cell(Opcode::RNN, 1), 2 * 3 * (products(1) + 3 * 5));
+        assert_eq!(cell(Opcode::GRU, 3), 2 * 3 * (products(3) + 22 * 5));
+        assert_eq!(cell(Opcode::LSTM, 4), 2 * 3 * (products(4) + 30 * 5));
     }
 
     #[test]

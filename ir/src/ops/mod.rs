@@ -69,6 +69,7 @@ mod cost;
 mod einsum;
 mod fold;
 mod random;
+mod rnn;
 mod shape;
 mod table;
 #[cfg(test)]
@@ -84,6 +85,7 @@ pub use attention::{
 pub use cost::flops;
 pub use einsum::Einsum;
 pub use random::is_random;
+pub use rnn::{Cell, Direction, RecurrentDims};
 pub use shape::{broadcast_dim, broadcast_dims, elem_from_onnx_dtype, fused_matmul_perm};
 pub use table::Opcode;
 pub use value::{KnownValue, SymInt, MAX_KNOWN_ELEMENTS};
@@ -677,6 +679,7 @@ pub mod types {
     ];
     pub const INDEX: &[ElemType] = &[I64, I32];
     pub const I64_ONLY: &[ElemType] = &[I64];
+    pub const I32_ONLY: &[ElemType] = &[I32];
     pub const BOOL: &[ElemType] = &[Bool];
     pub const QUANTIZED: &[ElemType] = &[
         I2, U2, I4, U4, I8, U8, I16, U16, I32, F8E4M3FN, F8E4M3FNUZ, F8E5M2, F8E5M2FNUZ, F4E2M1,

@@ -2135,6 +2135,22 @@ pub fn linear_attention(ctx: &ShapeCtx) -> ShapeResult {
     ]))
 }
 
+/// `RNN`, `GRU`, `LSTM`: `Y`, `Y_h` (and LSTM's `Y_c`) in `X`'s element type and layout
+/// ([`super::RecurrentDims`]).
+pub fn recurrent(ctx: &ShapeCtx) -> ShapeResult {
+    let dims = super::RecurrentDims::resolve(ctx)?;
+    let elem = operand(ctx, super::RecurrentDims::X)?.elem;
+    let mut results = vec![
+        TensorType::new(elem, dims.y_dims()),
+        TensorType::new(elem, dims.state_dims()),
+    ];
+    if dims.cell == super::Cell::Lstm {
+        results.push(TensorType::new(elem, dims.state_dims()));
+    }
+    results.truncate(ctx.n_results());
+    Ok(Some(results))
+}
+
 /// `CausalConvWithState`: the output like the input, the present state `[batch, channels,
 /// kernel - 1]` ([`CausalConvDims`]).
 pub fn causal_conv_with_state(ctx: &ShapeCtx) -> ShapeResult {

@@ -608,6 +608,11 @@ pub fn grid_sample(ctx: &OpCtx) -> Check {
 
 /// Einsum: the equation parses for the operands' ranks (see `einsum.rs`) and each label's
 /// sizes agree.
+/// `RNN`, `GRU`, `LSTM`: every operand and attribute agrees with `X` ([`super::RecurrentDims`]).
+pub fn recurrent(ctx: &OpCtx) -> Check {
+    super::RecurrentDims::resolve(ctx).map(|_| ())
+}
+
 pub fn einsum(ctx: &OpCtx) -> Check {
     let eq = super::einsum::Einsum::of(ctx)?;
     let dims: Vec<&[Dim]> = (0..ctx.n_operands())

@@ -46,6 +46,7 @@ mod plan;
 mod quant4;
 mod recurrent;
 mod reduce;
+mod signal;
 mod state;
 
 pub use build::TensorRef;

@@ -28,6 +28,8 @@
 //!   Resize. Resize of opsets 11 and 12 had `tf_half_pixel_for_nn`, which is `half_pixel` with
 //!   the nearest mode shifted by half a pixel.
 //! - Scatter (opsets 9 and 10) is ScatterElements.
+//! - DFT of opsets 17 to 19 took `axis` as an attribute (default 1); it is input #2 now (a
+//!   scalar `Constant`, default -2 when absent).
 //! - GridSample of opsets 16 to 19 named its modes `bilinear` and `bicubic` (`linear` and
 //!   `cubic` now).
 //!
@@ -137,7 +139,7 @@ struct Change {
 }
 
 /// Every op whose form changed between opset [`OLDEST_OPSET`] and 13 (and BatchNormalization's,
-/// in 14, and GridSample's, in 20), once each.
+/// in 14, GridSample's and DFT's, in 20), once each.
 const CHANGES: &[Change] = &[
     change("Softmax", 13, coerced_to_2d),
     change("LogSoftmax", 13, coerced_to_2d),
@@ -153,6 +155,7 @@ const CHANGES: &[Change] = &[
     change("Slice", 10, slice),
     change("TopK", 10, top_k),
     change("GridSample", 20, grid_sample),
+    change("DFT", 20, dft_axis),
     Change {
         op: "Upsample",
         until: 10,
@@ -837,6 +840,20 @@ fn grid_sample(r: &mut Rewrite) -> Result<(), String> {
             ))
         }
     }
+    Ok(())
+}
+
+/// DFT before opset 20: `axis` was an attribute, default 1 (input #2 now, default -2).
+fn dft_axis(r: &mut Rewrite) -> Result<(), String> {
+    let axis = r.take_int("axis")?.unwrap_or(1);
+    let value = TensorProto {
+        dims: Vec::new(),
+        data_type: 7,
+        int64_data: vec![axis],
+        ..Default::default()
+    };
+    let name = r.constant("axis", value);
+    r.set_input(2, name);
     Ok(())
 }
 

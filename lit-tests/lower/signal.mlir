@@ -34,9 +34,26 @@ func.func @stft(%s: tensor<1x8x1xf32>, %w: tensor<4xf32>, %p: tensor<2xf32>) -> 
 }
 
 // -----
-// Errors: a window `size` and a DFT length known only at run time.
-func.func @unsupported(%n: tensor<i64>, %x: tensor<6x1xf32>, %len: tensor<i64>) -> (tensor<4xf32>, tensor<6x2xf32>) {
+// MelWeightMatrix: 2 bands over the 5 bins of a 8-point spectrum at 8 Hz between 0 and 4 Hz
+// (the operands Size and Cast of Size: 2, 8, 8, 0, 4); the band edges become select chains.
+func.func @mel(%two: tensor<2xf32>, %eight: tensor<8xf32>, %none: tensor<0xf32>, %four: tensor<4xf32>) -> tensor<5x2xf32> {
+  %0 = "onnx.Size"(%two) : (tensor<2xf32>) -> tensor<i64>
+  %1 = "onnx.Size"(%eight) : (tensor<8xf32>) -> tensor<i64>
+  %2 = "onnx.Size"(%none) : (tensor<0xf32>) -> tensor<i64>
+  %3 = "onnx.Cast"(%2) {to = f32} : (tensor<i64>) -> tensor<f32>
+  %4 = "onnx.Size"(%four) : (tensor<4xf32>) -> tensor<i64>
+  %5 = "onnx.Cast"(%4) {to = f32} : (tensor<i64>) -> tensor<f32>
+  %6 = "onnx.MelWeightMatrix"(%0, %1, %1, %3, %5) : (tensor<i64>, tensor<i64>, tensor<i64>, tensor<f32>, tensor<f32>) -> tensor<5x2xf32>
+  return %6 : tensor<5x2xf32>
+}
+
+// -----
+// Errors: a window `size`, a DFT length and mel band edges known only at run time.
+func.func @unsupported(%n: tensor<i64>, %x: tensor<6x1xf32>, %len: tensor<i64>, %hz: tensor<f32>, %four: tensor<4xf32>, %eight: tensor<8xf32>) -> (tensor<4xf32>, tensor<6x2xf32>, tensor<5x4xf32>) {
   %0 = "onnx.HammingWindow"(%n) : (tensor<i64>) -> tensor<4xf32>
   %1 = "onnx.DFT"(%x, %len) : (tensor<6x1xf32>, tensor<i64>) -> tensor<6x2xf32>
-  return %0, %1 : tensor<4xf32>, tensor<6x2xf32>
+  %2 = "onnx.Size"(%four) : (tensor<4xf32>) -> tensor<i64>
+  %3 = "onnx.Size"(%eight) : (tensor<8xf32>) -> tensor<i64>
+  %4 = "onnx.MelWeightMatrix"(%2, %3, %3, %hz, %hz) : (tensor<i64>, tensor<i64>, tensor<i64>, tensor<f32>, tensor<f32>) -> tensor<5x4xf32>
+  return %0, %1, %4 : tensor<4xf32>, tensor<6x2xf32>, tensor<5x4xf32>
 }

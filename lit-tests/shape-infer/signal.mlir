@@ -29,6 +29,15 @@ func.func @stft(%s: tensor<2x16x1xf32>, %w: tensor<4xf32>, %p: tensor<3xf32>) ->
 }
 
 // -----
+// MelWeightMatrix: (dft_length / 2 + 1, num_mel_bins) = (5, 4) of `output_datatype`.
+func.func @mel(%four: tensor<4xf32>, %eight: tensor<8xf32>, %hz: tensor<f32>) -> tensor<?x?xf64> {
+  %0 = "onnx.Size"(%four) : (tensor<4xf32>) -> tensor<i64>
+  %1 = "onnx.Size"(%eight) : (tensor<8xf32>) -> tensor<i64>
+  %2 = "onnx.MelWeightMatrix"(%0, %1, %1, %hz, %hz) {output_datatype = f64} : (tensor<i64>, tensor<i64>, tensor<i64>, tensor<f32>, tensor<f32>) -> tensor<?x?xf64>
+  return %2 : tensor<?x?xf64>
+}
+
+// -----
 // The axis may not be the last dim (the real and imaginary parts): Size gives 2.
 func.func @dft_last_axis(%x: tensor<2x8x2xf32>, %p: tensor<2xf32>) -> tensor<2x8x2xf32> {
   %0 = "onnx.Size"(%p) : (tensor<2xf32>) -> tensor<i64>

@@ -46,3 +46,9 @@ func.func @stft_window_rank(%s: tensor<1x16x1xf32>, %step: tensor<i64>, %w: tens
   %0 = "onnx.STFT"(%s, %step, %w) : (tensor<1x16x1xf32>, tensor<i64>, tensor<2x4xf32>) -> tensor<1x?x?x2xf32>
   return %0 : tensor<1x?x?x2xf32>
 }
+
+// -----
+func.func @mel_operand_not_scalar(%n: tensor<1xi64>, %l: tensor<i64>, %hz: tensor<f32>) -> tensor<?x?xf32> {
+  %0 = "onnx.MelWeightMatrix"(%n, %l, %l, %hz, %hz) : (tensor<1xi64>, tensor<i64>, tensor<i64>, tensor<f32>, tensor<f32>) -> tensor<?x?xf32>
+  return %0 : tensor<?x?xf32>
+}

@@ -267,6 +267,7 @@ pub fn plan_op(func: &Function, _weights: &WeightStore, target: &TargetInfo, op:
         O::HannWindow | O::HammingWindow | O::BlackmanWindow => {
             OpPlan::kernels(signal::window_function)
         }
+        O::MelWeightMatrix => OpPlan::kernels(signal::mel_weight_matrix),
         O::DFT => OpPlan::kernels(signal::dft),
         O::STFT => OpPlan::kernels(signal::stft),
         O::Trilu => OpPlan::kernels(mv::trilu),

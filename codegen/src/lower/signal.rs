@@ -1,6 +1,6 @@
-//! Signal processing: the window functions (HannWindow, HammingWindow, BlackmanWindow), DFT
-//! and STFT, following `onnx/reference/ops/op_hann_window.py` (and its siblings),
-//! `op_dft.py` and `op_stft.py`.
+//! Signal processing: the window functions (HannWindow, HammingWindow, BlackmanWindow),
+//! MelWeightMatrix, DFT and STFT, following `onnx/reference/ops/op_hann_window.py` (and its
+//! siblings), `op_mel_weight_matrix.py`, `op_dft.py` and `op_stft.py`.
 //!
 //! A window function is one `Map` kernel over its `size` points, computed in `f64` and
 //! converted once to `output_datatype`. `size` must be a compile-time constant.
@@ -17,6 +17,13 @@
 //! strided views of the signal (frame `f` starts at `f * frame_step`), multiplied by the window
 //! in the signal's type before the sum, as the reference does. `dft_length`, `axis`,
 //! `frame_step` and `frame_length` must be compile-time constants.
+//!
+//! MelWeightMatrix: its operands must be compile-time constants; the band edges (spectrum bin
+//! indices) are computed here as the reference computes them (the mel bounds in the edges'
+//! `f32`, the bands in `f64`, numpy's floor division), and one `Map` kernel over `(bins,
+//! mel bands)` looks the column's three edges up (select chains on the column index) and
+//! writes the reference's triangle: `(h - j) / (h - c)` on `[c, h)`, else `(j - l) / (c - l)`
+//! on `[l, c]` (1 at `c` when `l == c`), else 0.
 
 use super::build::{Insts, TensorRef};
 use super::movement::common::{loop_kernel, map_stage, shifted};
@@ -447,4 +454,137 @@ pub fn stft(ctx: &LowerCtx, op: OpId) -> LowerResult {
             point_axis: 2,
         },
     )
+}
+
+/// Most mel bands a MelWeightMatrix kernel looks its edges up among (three select chains of
+/// two instructions per band stay within [`crate::kernel::MAX_INSTS`]).
+const MAX_MEL_BANDS: usize = 640;
+
+/// numpy's `floor_divide` of two `f64`.
+fn floor_divide(a: f64, b: f64) -> f64 {
+    let rem = a % b;
+    let mut div = (a - rem) / b;
+    if rem != 0.0 && ((b < 0.0) != (rem < 0.0)) {
+        div -= 1.0;
+    }
+    let floor = div.floor();
+    if div - floor > 0.5 {
+        floor + 1.0
+    } else {
+        floor
+    }
+}
+
+/// The `num_mel_bins + 2` band edges of MelWeightMatrix, as spectrum bin indices, following
+/// the reference's arithmetic and element types.
+fn mel_edges(mel_bands: i64, dft_length: i64, sample_rate: i64, low: f32, high: f32) -> Vec<i64> {
+    let to_mel = |hz: f32| 2595f32 * (1f32 + hz / 700f32).log10();
+    let (low_mel, high_mel) = (to_mel(low), to_mel(high));
+    let count = mel_bands + 2;
+    let step = (high_mel - low_mel) / count as f32;
+    (0..count)
+        .map(|i| {
+            let mel = i as f64 * f64::from(step) + f64::from(low_mel);
+            let hz = 700.0 * (10f64.powf(mel / 2595.0) - 1.0);
+            floor_divide((dft_length + 1) as f64 * hz, sample_rate as f64) as i64
+        })
+        .collect()
+}
+
+/// `table[i]` for the current index `i` along loop axis `axis`, as an `f64`.
+fn lookup(insts: &mut Insts, axis: usize, table: &[i64]) -> InstId {
+    let i = insts.index(axis);
+    let mut value = insts.constant(Scalar::F64, *table.last().unwrap_or(&0) as f64);
+    for (k, &entry) in table.iter().enumerate().rev().skip(1) {
+        let k = insts.constant_int(Scalar::I64, k as i64);
+        let here = insts.binary(BinaryOp::Eq, i, k);
+        let entry = insts.constant(Scalar::F64, entry as f64);
+        value = insts.select(here, entry, value);
+    }
+    value
+}
+
+/// MelWeightMatrix: `(dft_length / 2 + 1, num_mel_bins)` triangle weights.
+pub fn mel_weight_matrix(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let out = ctx.result(op, 0)?;
+    if out.numel() == 0 {
+        return Ok(Vec::new());
+    }
+    let names = ["num_mel_bins", "dft_length", "sample_rate"];
+    let mut ints = [0i64; 3];
+    for (index, name) in names.iter().enumerate() {
+        ints[index] = const_scalar(ctx, op, index, "MelWeightMatrix", name)?
+            .ok_or_else(|| LowerError::Internal(format!("MelWeightMatrix without `{name}`")))?;
+    }
+    let mut edges_hz = [0f32; 2];
+    for (slot, (index, name)) in [(3, "lower_edge_hertz"), (4, "upper_edge_hertz")]
+        .into_iter()
+        .enumerate()
+    {
+        edges_hz[slot] = match ctx.const_floats(op, index).as_deref() {
+            Some(&[v]) => v as f32,
+            _ => return Err(needs_constant("MelWeightMatrix", name)),
+        };
+    }
+    let [mel_bands, dft_length, sample_rate] = ints;
+    let bins = (dft_length / 2 + 1) as u64;
+    if mel_bands < 1 || dft_length < 1 || sample_rate < 1 || out.shape != [bins, mel_bands as u64] {
+        return Err(unsupported(format!(
+            "MelWeightMatrix of {mel_bands} bands, dft_length {dft_length} and sample_rate {sample_rate} into {:?}",
+            out.shape
+        )));
+    }
+    if mel_bands as usize > MAX_MEL_BANDS {
+        return Err(unsupported(format!(
+            "MelWeightMatrix of {mel_bands} bands (at most {MAX_MEL_BANDS})"
+        )));
+    }
+    let edges = mel_edges(mel_bands, dft_length, sample_rate, edges_hz[0], edges_hz[1]);
+    // The reference writes rows up to each band's center and before its upper edge; an edge
+    // outside the spectrum is an index error (or a wrap) there.
+    let bins_i = bins as i64;
+    if edges.iter().any(|&e| e < 0) || edges.windows(3).any(|w| w[1] >= bins_i || w[2] > bins_i) {
+        return Err(unsupported(format!(
+            "MelWeightMatrix band edges {edges:?} fall outside the {bins} spectrum bins"
+        )));
+    }
+    let n = mel_bands as usize;
+    let mut insts = Insts::new();
+    let lower = lookup(&mut insts, 1, &edges[..n]);
+    let center = lookup(&mut insts, 1, &edges[1..n + 1]);
+    let upper = lookup(&mut insts, 1, &edges[2..]);
+    let j = insts.index(0);
+    let j = insts.cast(j, Scalar::F64);
+    let zero = insts.constant(Scalar::F64, 0.0);
+    let one = insts.constant(Scalar::F64, 1.0);
+    // Falling edge [c, h), written last by the reference.
+    let has_fall = insts.binary(BinaryOp::Gt, upper, center);
+    let from_center = insts.binary(BinaryOp::Ge, j, center);
+    let below_upper = insts.binary(BinaryOp::Lt, j, upper);
+    let on_fall = insts.binary(BinaryOp::And, has_fall, from_center);
+    let on_fall = insts.binary(BinaryOp::And, on_fall, below_upper);
+    let fall_num = insts.binary(BinaryOp::Sub, upper, j);
+    let fall_den = insts.binary(BinaryOp::Sub, upper, center);
+    let fall = insts.binary(BinaryOp::Div, fall_num, fall_den);
+    // Rising edge [l, c], or 1 at c when l == c.
+    let flat = insts.binary(BinaryOp::Eq, lower, center);
+    let at_center = insts.binary(BinaryOp::Eq, j, center);
+    let flat_value = insts.select(at_center, one, zero);
+    let from_lower = insts.binary(BinaryOp::Ge, j, lower);
+    let to_center = insts.binary(BinaryOp::Le, j, center);
+    let on_rise = insts.binary(BinaryOp::And, from_lower, to_center);
+    let rise_num = insts.binary(BinaryOp::Sub, j, lower);
+    let rise_den = insts.binary(BinaryOp::Sub, center, lower);
+    let rise = insts.binary(BinaryOp::Div, rise_num, rise_den);
+    let value = insts.select(on_rise, rise, zero);
+    let value = insts.select(flat, flat_value, value);
+    let value = insts.select(on_fall, fall, value);
+    let value = insts.cast(value, out.elem);
+    Ok(vec![loop_kernel(
+        ctx.kernel_name(op, 0),
+        out.shape.clone(),
+        Vec::new(),
+        vec![out.view_identity(0)],
+        vec![map_stage(insts, 0, value)],
+    )])
 }

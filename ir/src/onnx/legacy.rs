@@ -1005,6 +1005,24 @@ mod tests {
     }
 
     #[test]
+    fn dft_before_20_takes_its_axis_as_an_input() {
+        let dft = node("DFT", &["x", "len"], &["y"], vec![int("axis", 2)]);
+        assert_eq!(
+            run(&dft, 17, &Checking).unwrap(),
+            [
+                "Constant() -> n/axis#memc1 {}",
+                "DFT(x, len, n/axis#memc1) -> y {}",
+            ]
+        );
+        // Without the attribute, opset 17's default axis 1.
+        let plain = node("DFT", &["x"], &["y"], Vec::new());
+        let nodes = normalize(&plain, 19, &Checking, &mut 0).unwrap().unwrap();
+        assert_eq!(nodes[0].attribute[0].t.as_ref().unwrap().int64_data, [1]);
+        assert_eq!(nodes[1].input, ["x", "", "n/axis#memc1"]);
+        assert_eq!(normalize(&plain, 20, &Checking, &mut 0).unwrap(), None);
+    }
+
+    #[test]
     fn grid_sample_before_20_renames_its_modes() {
         let sample = |mode: &str| node("GridSample", &["x", "g"], &["y"], vec![text("mode", mode)]);
         assert_eq!(
@@ -1211,8 +1229,12 @@ mod tests {
     fn every_change_is_listed_once_and_the_floor_holds() {
         for (i, c) in CHANGES.iter().enumerate() {
             assert!(CHANGES[..i].iter().all(|o| o.op != c.op), "{} twice", c.op);
-            // Changes up to opset 14, and GridSample's renamed modes in 20.
-            let newest = if c.op == "GridSample" { 20 } else { 14 };
+            // Changes up to opset 14, and GridSample's renamed modes and DFT's axis input in 20.
+            let newest = if matches!(c.op, "GridSample" | "DFT") {
+                20
+            } else {
+                14
+            };
             assert!(c.until > OLDEST_OPSET && c.until <= newest, "{}", c.op);
         }
         assert_eq!(oldest_opset("Not"), 1);

@@ -62,8 +62,8 @@
 //!   `reduction` (add, mul, max, min), 0 without. ms.DivGrad per dY element: dA 2 (divide, sum back), dB 5, each when present.
 //! - **Quantization**: DequantizeLinear 1 per element (`+ 1` with a zero point);
 //!   QuantizeLinear 3 (divide, round, saturate) `+ 1` with a zero point.
-//! - **Signal processing**: the window functions 4 per element (a scale, a cosine or sine,
-//!   a multiply-add). DFT and STFT: 8 per complex result point per input point summed (a
+//! - **Signal processing**: the window functions and MelWeightMatrix 4 per element (a scale,
+//!   a cosine or sine, a multiply-add; a mel weight's compares and divide). DFT and STFT: 8 per complex result point per input point summed (a
 //!   complex multiply-accumulate; the twiddles' cosines and sines are not counted); DFT sums
 //!   the input's dim along the transformed axis (the first axis where the input's and
 //!   result's shapes differ, else -2, since the `axis` operand's value is not known here),
@@ -1081,6 +1081,25 @@ mod tests {
             vec![],
         );
         assert_eq!(affine, 2 * 48 * 3);
+    }
+
+    #[test]
+    fn transforms_count_a_complex_multiply_accumulate_per_point_pair() {
+        // DFT along -2: 8 per result point (2 x 5 one-sided bins) per input point (8).
+        let rfft = count(Opcode::DFT, &[&[2, 8, 1]], &[&[2, 5, 2]], vec![]);
+        assert_eq!(rfft, 8 * 10 * 8);
+        // Along axis 1 of a rank-4 input, found where the shapes differ.
+        let axis1 = count(Opcode::DFT, &[&[1, 6, 3, 2]], &[&[1, 4, 3, 2]], vec![]);
+        assert_eq!(axis1, 8 * 12 * 6);
+        // STFT: 8 per result point per window point.
+        let stft = count(
+            Opcode::STFT,
+            &[&[1, 16, 1], &[], &[4]],
+            &[&[1, 7, 3, 2]],
+            vec![],
+        );
+        assert_eq!(stft, 8 * 21 * 4);
+        assert_eq!(count(Opcode::HannWindow, &[&[]], &[&[10]], vec![]), 40);
     }
 
     #[test]

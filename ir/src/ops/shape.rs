@@ -2216,6 +2216,25 @@ pub fn window_function(ctx: &ShapeCtx) -> ShapeResult {
     one(TensorType::new(elem, vec![len]))
 }
 
+/// `MelWeightMatrix`: `(dft_length / 2 + 1, num_mel_bins)` of `output_datatype` (f32 when not
+/// given, ONNX's default); a dim is unknown while its operand is.
+pub fn mel_weight_matrix(ctx: &ShapeCtx) -> ShapeResult {
+    let elem = match ctx.attr("output_datatype") {
+        None => ElemType::F32,
+        Some(a) => a
+            .as_elem_type()
+            .ok_or("`output_datatype` must be an element type")?,
+    };
+    let dim = |index: usize, what: &str| match known_ints(ctx, index).as_deref() {
+        Some(&[v]) if v < 1 => Err(format!("`{what}` must be positive, got {v}")),
+        Some(&[v]) => Ok(Some(v as u64)),
+        _ => Ok(None),
+    };
+    let bins = dim(1, "dft_length")?.map_or(Dim::Unknown, |l| Dim::Static(l / 2 + 1));
+    let mel = dim(0, "num_mel_bins")?.map_or(Dim::Unknown, Dim::Static);
+    one(TensorType::new(elem, vec![bins, mel]))
+}
+
 /// A known scalar operand, when given: `Ok(None)` when absent, `Err(())` when given but not
 /// known.
 fn given_known_int(ctx: &ShapeCtx, index: usize) -> Result<Option<i64>, ()> {

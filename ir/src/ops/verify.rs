@@ -748,3 +748,22 @@ fn complex_last_dim(ty: &TensorType, what: &str) -> Check {
         _ => Ok(()),
     }
 }
+
+/// `onnx.MelWeightMatrix`: every operand is a scalar.
+pub fn mel_weight_matrix(ctx: &OpCtx) -> Check {
+    let names = [
+        "num_mel_bins",
+        "dft_length",
+        "sample_rate",
+        "lower_edge_hertz",
+        "upper_edge_hertz",
+    ];
+    for (index, name) in names.iter().enumerate() {
+        if let Some(ty) = ctx.operand_type(index) {
+            if ty.rank() != 0 {
+                return Err(format!("`{name}` must be a scalar, got rank {}", ty.rank()));
+            }
+        }
+    }
+    Ok(())
+}

@@ -343,7 +343,7 @@ pub fn dft(ctx: &LowerCtx, op: OpId) -> LowerResult {
             )))
         }
         Some(l) => l as u64,
-        None if hermitian => 2 * n.saturating_sub(1),
+        None if hermitian => n.saturating_sub(1).saturating_mul(2),
         None => n,
     };
     let points = if onesided && !inverse {
@@ -438,7 +438,7 @@ pub fn stft(ctx: &LowerCtx, op: OpId) -> LowerResult {
     }
     // Loop axes (batch, frame, bin, point).
     let s = signal.strides();
-    let real = signal.view_with(vec![s[0], step * s[1], 0, s[1]]);
+    let real = signal.view_with(vec![s[0], step.saturating_mul(s[1]), 0, s[1]]);
     let imag = (components == 2).then(|| shifted(real.clone(), 1));
     let window = window.map(|w| w.view_with(vec![0, 0, 0, 1]));
     transform_kernel(

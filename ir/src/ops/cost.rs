@@ -497,7 +497,7 @@ pub(super) fn stft(ctx: &OpCtx) -> Option<u64> {
     let bins = dim(y, 2)?;
     let frame = match ctx.operand_type(2).and_then(|w| dim(w, 0)) {
         Some(w) => w,
-        None if ctx.int_or_default("onesided") != 0 => 2 * bins.saturating_sub(1),
+        None if ctx.int_or_default("onesided") != 0 => bins.saturating_sub(1).saturating_mul(2),
         None => bins,
     };
     let points = elements(y)? / 2;

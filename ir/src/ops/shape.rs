@@ -2274,7 +2274,7 @@ pub fn dft(ctx: &ShapeCtx) -> ShapeResult {
         Ok(Some(l)) if l < 1 => return Err(format!("`dft_length` must be positive, got {l}")),
         Ok(Some(l)) => Some(l as u64),
         Ok(None) => match x.dims[axis].as_static() {
-            Some(n) if inverse && onesided => Some(2 * n.saturating_sub(1)),
+            Some(n) if inverse && onesided => Some(n.saturating_sub(1).saturating_mul(2)),
             Some(n) => Some(n),
             None => None,
         },

@@ -47,6 +47,7 @@ mod quant4;
 mod recurrent;
 mod reduce;
 mod rnn;
+mod signal;
 mod state;
 
 pub use build::TensorRef;

@@ -12,7 +12,9 @@
 //! without a lowering is a build error; an op with no kernel on the target has an arm that
 //! says why.
 
-use super::{attention, elementwise, linalg, loss, movement, quant4, recurrent, reduce, rnn};
+use super::{
+    attention, elementwise, linalg, loss, movement, quant4, recurrent, reduce, rnn, signal,
+};
 use super::{unsupported, LowerCtx, LowerResult};
 use crate::kernel::ReduceOp;
 use memc_ir::target::TargetInfo;
@@ -269,6 +271,12 @@ pub fn plan_op(func: &Function, _weights: &WeightStore, target: &TargetInfo, op:
         O::Resize => OpPlan::kernels(mv::resize),
         O::GridSample => OpPlan::kernels(mv::grid_sample),
         O::AffineGrid => OpPlan::kernels(mv::affine_grid),
+        O::HannWindow | O::HammingWindow | O::BlackmanWindow => {
+            OpPlan::kernels(signal::window_function)
+        }
+        O::MelWeightMatrix => OpPlan::kernels(signal::mel_weight_matrix),
+        O::DFT => OpPlan::kernels(signal::dft),
+        O::STFT => OpPlan::kernels(signal::stft),
         O::Trilu => OpPlan::kernels(mv::trilu),
         O::EyeLike => OpPlan::kernels(mv::eye_like),
         O::OneHot => OpPlan::kernels(mv::one_hot),

@@ -28,6 +28,8 @@
 //!   Resize. Resize of opsets 11 and 12 had `tf_half_pixel_for_nn`, which is `half_pixel` with
 //!   the nearest mode shifted by half a pixel.
 //! - Scatter (opsets 9 and 10) is ScatterElements.
+//! - DFT of opsets 17 to 19 took `axis` as an attribute (default 1); it is input #2 now (a
+//!   scalar `Constant`, default -2 when absent).
 //! - GridSample of opsets 16 to 19 named its modes `bilinear` and `bicubic` (`linear` and
 //!   `cubic` now).
 //!
@@ -137,7 +139,7 @@ struct Change {
 }
 
 /// Every op whose form changed between opset [`OLDEST_OPSET`] and 13 (and BatchNormalization's,
-/// in 14, and GridSample's, in 20), once each.
+/// in 14, GridSample's and DFT's, in 20), once each.
 const CHANGES: &[Change] = &[
     change("Softmax", 13, coerced_to_2d),
     change("LogSoftmax", 13, coerced_to_2d),
@@ -153,6 +155,7 @@ const CHANGES: &[Change] = &[
     change("Slice", 10, slice),
     change("TopK", 10, top_k),
     change("GridSample", 20, grid_sample),
+    change("DFT", 20, dft_axis),
     Change {
         op: "Upsample",
         until: 10,
@@ -840,6 +843,20 @@ fn grid_sample(r: &mut Rewrite) -> Result<(), String> {
     Ok(())
 }
 
+/// DFT before opset 20: `axis` was an attribute, default 1 (input #2 now, default -2).
+fn dft_axis(r: &mut Rewrite) -> Result<(), String> {
+    let axis = r.take_int("axis")?.unwrap_or(1);
+    let value = TensorProto {
+        dims: Vec::new(),
+        data_type: 7,
+        int64_data: vec![axis],
+        ..Default::default()
+    };
+    let name = r.constant("axis", value);
+    r.set_input(2, name);
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -985,6 +1002,24 @@ mod tests {
             run(&missing, 11, &Checking).unwrap_err(),
             "attribute `axes` is missing (opset 11 requires it)"
         );
+    }
+
+    #[test]
+    fn dft_before_20_takes_its_axis_as_an_input() {
+        let dft = node("DFT", &["x", "len"], &["y"], vec![int("axis", 2)]);
+        assert_eq!(
+            run(&dft, 17, &Checking).unwrap(),
+            [
+                "Constant() -> n/axis#memc1 {}",
+                "DFT(x, len, n/axis#memc1) -> y {}",
+            ]
+        );
+        // Without the attribute, opset 17's default axis 1.
+        let plain = node("DFT", &["x"], &["y"], Vec::new());
+        let nodes = normalize(&plain, 19, &Checking, &mut 0).unwrap().unwrap();
+        assert_eq!(nodes[0].attribute[0].t.as_ref().unwrap().int64_data, [1]);
+        assert_eq!(nodes[1].input, ["x", "", "n/axis#memc1"]);
+        assert_eq!(normalize(&plain, 20, &Checking, &mut 0).unwrap(), None);
     }
 
     #[test]
@@ -1194,8 +1229,12 @@ mod tests {
     fn every_change_is_listed_once_and_the_floor_holds() {
         for (i, c) in CHANGES.iter().enumerate() {
             assert!(CHANGES[..i].iter().all(|o| o.op != c.op), "{} twice", c.op);
-            // Changes up to opset 14, and GridSample's renamed modes in 20.
-            let newest = if c.op == "GridSample" { 20 } else { 14 };
+            // Changes up to opset 14, and GridSample's renamed modes and DFT's axis input in 20.
+            let newest = if matches!(c.op, "GridSample" | "DFT") {
+                20
+            } else {
+                14
+            };
             assert!(c.until > OLDEST_OPSET && c.until <= newest, "{}", c.op);
         }
         assert_eq!(oldest_opset("Not"), 1);

@@ -62,6 +62,12 @@
 //!   `reduction` (add, mul, max, min), 0 without. ms.DivGrad per dY element: dA 2 (divide, sum back), dB 5, each when present.
 //! - **Quantization**: DequantizeLinear 1 per element (`+ 1` with a zero point);
 //!   QuantizeLinear 3 (divide, round, saturate) `+ 1` with a zero point.
+//! - **Signal processing**: the window functions and MelWeightMatrix 4 per element (a scale,
+//!   a cosine or sine, a multiply-add; a mel weight's compares and divide). DFT and STFT: 8 per complex result point per input point summed (a
+//!   complex multiply-accumulate; the twiddles' cosines and sines are not counted); DFT sums
+//!   the input's dim along the transformed axis (the first axis where the input's and
+//!   result's shapes differ, else -2, since the `axis` operand's value is not known here),
+//!   STFT the frame length (the window's, else the bins, else `2 * (bins - 1)` one-sided).
 //! - **Resize**: 0 in `nearest` mode; otherwise `2 * elements(Y) * taps`, the taps 2 (linear)
 //!   or 4 (cubic) for each axis whose size changes. Range: 1 per element. GridSample: 0 in
 //!   `nearest` mode; otherwise `2 * elements(Y) * taps`, the taps 2 (linear) or 4 (cubic) per
@@ -500,6 +506,35 @@ pub(super) fn grid_sample(ctx: &OpCtx) -> Option<u64> {
     let spatial = u32::try_from(ctx.result_type(0)?.rank().checked_sub(2)?).ok()?;
     let taps = taps_per_dim.checked_pow(spatial).unwrap_or(u64::MAX);
     Some(product(&[2, result_elements(ctx, 0)?, taps]))
+}
+
+/// `onnx.DFT`: `8 * points(Y) * n`, `n` the input's dim along the transformed axis.
+pub(super) fn dft(ctx: &OpCtx) -> Option<u64> {
+    let x = ctx.operand_type(0)?;
+    let y = ctx.result_type(0)?;
+    let rank = x.rank();
+    if rank < 2 || y.rank() != rank {
+        return None;
+    }
+    let axis = (0..rank - 1)
+        .find(|&a| x.dims[a] != y.dims[a])
+        .unwrap_or(rank - 2);
+    let n = x.dims[axis].as_static()?;
+    let points = elements(y)? / dim(y, -1)?.max(1);
+    Some(product(&[8, points, n]))
+}
+
+/// `onnx.STFT`: `8 * points(Y) * frame_length`.
+pub(super) fn stft(ctx: &OpCtx) -> Option<u64> {
+    let y = ctx.result_type(0)?;
+    let bins = dim(y, 2)?;
+    let frame = match ctx.operand_type(2).and_then(|w| dim(w, 0)) {
+        Some(w) => w,
+        None if ctx.int_or_default("onesided") != 0 => bins.saturating_sub(1).saturating_mul(2),
+        None => bins,
+    };
+    let points = elements(y)? / 2;
+    Some(product(&[8, points, frame]))
 }
 
 /// `onnx.AffineGrid`: `2 * elements(grid) * (spatial dims + 1)`.
@@ -1079,6 +1114,25 @@ mod tests {
             vec![],
         );
         assert_eq!(affine, 2 * 48 * 3);
+    }
+
+    #[test]
+    fn transforms_count_a_complex_multiply_accumulate_per_point_pair() {
+        // DFT along -2: 8 per result point (2 x 5 one-sided bins) per input point (8).
+        let rfft = count(Opcode::DFT, &[&[2, 8, 1]], &[&[2, 5, 2]], vec![]);
+        assert_eq!(rfft, 8 * 10 * 8);
+        // Along axis 1 of a rank-4 input, found where the shapes differ.
+        let axis1 = count(Opcode::DFT, &[&[1, 6, 3, 2]], &[&[1, 4, 3, 2]], vec![]);
+        assert_eq!(axis1, 8 * 12 * 6);
+        // STFT: 8 per result point per window point.
+        let stft = count(
+            Opcode::STFT,
+            &[&[1, 16, 1], &[], &[4]],
+            &[&[1, 7, 3, 2]],
+            vec![],
+        );
+        assert_eq!(stft, 8 * 21 * 4);
+        assert_eq!(count(Opcode::HannWindow, &[&[]], &[&[10]], vec![]), 40);
     }
 
     #[test]

@@ -2211,3 +2211,156 @@ pub fn one_hot(ctx: &ShapeCtx) -> ShapeResult {
     dims.insert(axis, depth);
     one(TensorType::new(values.elem, dims))
 }
+
+// ---------------------------------------------------------------------------------------------
+// Signal processing.
+
+/// The window functions: `size` points of `output_datatype` (f32 when not given, ONNX's
+/// default); the length is unknown while `size` is.
+pub fn window_function(ctx: &ShapeCtx) -> ShapeResult {
+    let elem = match ctx.attr("output_datatype") {
+        None => ElemType::F32,
+        Some(a) => a
+            .as_elem_type()
+            .ok_or("`output_datatype` must be an element type")?,
+    };
+    let len = match known_ints(ctx, 0).as_deref() {
+        Some(&[n]) if n < 0 => return Err(format!("`size` must not be negative, got {n}")),
+        Some(&[n]) => Dim::Static(n as u64),
+        _ => Dim::Unknown,
+    };
+    one(TensorType::new(elem, vec![len]))
+}
+
+/// `MelWeightMatrix`: `(dft_length / 2 + 1, num_mel_bins)` of `output_datatype` (f32 when not
+/// given, ONNX's default); a dim is unknown while its operand is.
+pub fn mel_weight_matrix(ctx: &ShapeCtx) -> ShapeResult {
+    let elem = match ctx.attr("output_datatype") {
+        None => ElemType::F32,
+        Some(a) => a
+            .as_elem_type()
+            .ok_or("`output_datatype` must be an element type")?,
+    };
+    let dim = |index: usize, what: &str| match known_ints(ctx, index).as_deref() {
+        Some(&[v]) if v < 1 => Err(format!("`{what}` must be positive, got {v}")),
+        Some(&[v]) => Ok(Some(v as u64)),
+        _ => Ok(None),
+    };
+    let bins = dim(1, "dft_length")?.map_or(Dim::Unknown, |l| Dim::Static(l / 2 + 1));
+    let mel = dim(0, "num_mel_bins")?.map_or(Dim::Unknown, Dim::Static);
+    one(TensorType::new(elem, vec![bins, mel]))
+}
+
+/// A known scalar operand, when given: `Ok(None)` when absent, `Err(())` when given but not
+/// known.
+fn given_known_int(ctx: &ShapeCtx, index: usize) -> Result<Option<i64>, ()> {
+    if ctx.operand_type(index).is_none() {
+        return Ok(None);
+    }
+    match known_ints(ctx, index).as_deref() {
+        Some(&[v]) => Ok(Some(v)),
+        _ => Err(()),
+    }
+}
+
+/// `DFT`: the input `(..., n, ..., 1 or 2)` transformed along `axis` (the operand, default
+/// -2; never the last dim) to `dft_length` points (default `n`, or `2 * (n - 1)` for an
+/// inverse one-sided transform); a forward one-sided result keeps `length / 2 + 1` of them;
+/// the result is complex (last dim 2) except for an inverse one-sided transform (real, 1).
+pub fn dft(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let rank = x.rank();
+    if rank < 2 {
+        return Err(format!(
+            "the input must have a signal axis and a last dim of 1 or 2, got rank {rank}"
+        ));
+    }
+    let inverse = ctx.int_or_default("inverse") != 0;
+    let onesided = ctx.int_or_default("onesided") != 0;
+    let Ok(axis) = given_known_int(ctx, 2) else {
+        return Ok(None);
+    };
+    let axis = axis_index(axis.unwrap_or(-2), rank)?;
+    if axis == rank - 1 {
+        return Err(format!(
+            "`axis` must not be the last dim (real and imaginary parts), got {axis} for rank {rank}"
+        ));
+    }
+    let length = match given_known_int(ctx, 1) {
+        Ok(Some(l)) if l < 1 => return Err(format!("`dft_length` must be positive, got {l}")),
+        Ok(Some(l)) => Some(l as u64),
+        Ok(None) => match x.dims[axis].as_static() {
+            Some(n) if inverse && onesided => Some(n.saturating_sub(1).saturating_mul(2)),
+            Some(n) => Some(n),
+            None => None,
+        },
+        Err(()) => None,
+    };
+    let mut dims = x.dims.clone();
+    dims[axis] = match length {
+        Some(l) if onesided && !inverse => Dim::Static(l / 2 + 1),
+        Some(l) => Dim::Static(l),
+        None => Dim::Unknown,
+    };
+    dims[rank - 1] = Dim::Static(if inverse && onesided { 1 } else { 2 });
+    one(TensorType::new(x.elem, dims))
+}
+
+/// `STFT`: the signal `(batch, length, 1 or 2)` cut into frames of `frame_length` (default
+/// the window's length, else the signal's) every `frame_step` points gives `(batch, frames,
+/// bins, 2)`: `1 + (length - frame_length) / frame_step` frames, `frame_length` bins
+/// (`frame_length / 2 + 1` one-sided).
+pub fn stft(ctx: &ShapeCtx) -> ShapeResult {
+    let signal = operand(ctx, 0)?;
+    if signal.rank() != 3 {
+        return Err(format!(
+            "`signal` must be (batch, length, 1 or 2), got rank {}",
+            signal.rank()
+        ));
+    }
+    let onesided = ctx.int_or_default("onesided") != 0;
+    let step = match given_known_int(ctx, 1) {
+        Ok(Some(s)) if s < 1 => return Err(format!("`frame_step` must be positive, got {s}")),
+        Ok(Some(s)) => Some(s as u64),
+        _ => None,
+    };
+    let window_len = match ctx.operand_type(2) {
+        Some(w) if w.rank() != 1 => {
+            return Err(format!("`window` must be 1-d, got rank {}", w.rank()))
+        }
+        Some(w) => Some(w.dims[0].as_static()),
+        None => None,
+    };
+    let frame_length = match given_known_int(ctx, 3) {
+        Ok(Some(l)) if l < 1 => return Err(format!("`frame_length` must be positive, got {l}")),
+        Ok(Some(l)) => Some(l as u64),
+        Ok(None) => match window_len {
+            Some(w) => w,
+            None => signal.dims[1].as_static(),
+        },
+        Err(()) => None,
+    };
+    if let (Some(Some(w)), Some(l)) = (window_len, frame_length) {
+        if w != l {
+            return Err(format!("`window` has {w} points but `frame_length` is {l}"));
+        }
+    }
+    let frames = match (signal.dims[1].as_static(), frame_length, step) {
+        (Some(n), Some(l), _) if l > n => {
+            return Err(format!(
+                "`frame_length` {l} is longer than the signal's {n} points"
+            ))
+        }
+        (Some(n), Some(l), Some(s)) => Dim::Static(1 + (n - l) / s),
+        _ => Dim::Unknown,
+    };
+    let bins = match frame_length {
+        Some(l) if onesided => Dim::Static(l / 2 + 1),
+        Some(l) => Dim::Static(l),
+        None => Dim::Unknown,
+    };
+    one(TensorType::new(
+        signal.elem,
+        vec![signal.dims[0].clone(), frames, bins, Dim::Static(2)],
+    ))
+}

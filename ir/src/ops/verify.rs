@@ -671,3 +671,104 @@ pub fn bit_cast(ctx: &OpCtx) -> Check {
     }
     Ok(())
 }
+
+/// A 0/1 flag attribute (ONNX's ints used as booleans).
+fn flag(ctx: &OpCtx, name: &str) -> Check {
+    match ctx.int_attr(name) {
+        Some(0 | 1) | None => Ok(()),
+        Some(v) => Err(format!("`{name}` must be 0 or 1, got {v}")),
+    }
+}
+
+/// The window functions (`HannWindow`, `HammingWindow`, `BlackmanWindow`): `periodic` is 0 or
+/// 1 and `size` a scalar.
+pub fn window_function(ctx: &OpCtx) -> Check {
+    flag(ctx, "periodic")?;
+    match ctx.operand_type(0) {
+        Some(size) if size.rank() != 0 => {
+            Err(format!("`size` must be a scalar, got rank {}", size.rank()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `onnx.DFT`: `inverse` and `onesided` are 0 or 1; `dft_length` and `axis` are scalars; the
+/// input is at least 2-d with a last dim of 1 (real) or 2 (complex).
+pub fn dft(ctx: &OpCtx) -> Check {
+    flag(ctx, "inverse")?;
+    flag(ctx, "onesided")?;
+    for (index, name) in [(1, "dft_length"), (2, "axis")] {
+        if let Some(ty) = ctx.operand_type(index) {
+            if ty.rank() != 0 {
+                return Err(format!("`{name}` must be a scalar, got rank {}", ty.rank()));
+            }
+        }
+    }
+    if let Some(input) = ctx.operand_type(0) {
+        complex_last_dim(input, "input")?;
+    }
+    Ok(())
+}
+
+/// `onnx.STFT`: `onesided` is 0 or 1; the signal is `(batch, length, 1 or 2)`, `frame_step`
+/// and `frame_length` scalars and `window` 1-d.
+pub fn stft(ctx: &OpCtx) -> Check {
+    flag(ctx, "onesided")?;
+    if let Some(signal) = ctx.operand_type(0) {
+        if signal.rank() != 3 {
+            return Err(format!(
+                "`signal` must be (batch, length, 1 or 2), got rank {}",
+                signal.rank()
+            ));
+        }
+        complex_last_dim(signal, "signal")?;
+    }
+    for (index, name) in [(1, "frame_step"), (3, "frame_length")] {
+        if let Some(ty) = ctx.operand_type(index) {
+            if ty.rank() != 0 {
+                return Err(format!("`{name}` must be a scalar, got rank {}", ty.rank()));
+            }
+        }
+    }
+    match ctx.operand_type(2) {
+        Some(window) if window.rank() != 1 => {
+            Err(format!("`window` must be 1-d, got rank {}", window.rank()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A signal of real (last dim 1) or complex (last dim 2, real then imaginary) values.
+fn complex_last_dim(ty: &TensorType, what: &str) -> Check {
+    if ty.rank() < 2 {
+        return Err(format!(
+            "`{what}` must have a signal axis and a last dim of 1 (real) or 2 (complex), got rank {}",
+            ty.rank()
+        ));
+    }
+    match ty.dims[ty.rank() - 1].as_static() {
+        Some(n) if n != 1 && n != 2 => Err(format!(
+            "the last dim of `{what}` must be 1 (real) or 2 (complex), got {n}"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `onnx.MelWeightMatrix`: every operand is a scalar.
+pub fn mel_weight_matrix(ctx: &OpCtx) -> Check {
+    let names = [
+        "num_mel_bins",
+        "dft_length",
+        "sample_rate",
+        "lower_edge_hertz",
+        "upper_edge_hertz",
+    ];
+    for (index, name) in names.iter().enumerate() {
+        if let Some(ty) = ctx.operand_type(index) {
+            if ty.rank() != 0 {
+                return Err(format!("`{name}` must be a scalar, got rank {}", ty.rank()));
+            }
+        }
+    }
+    Ok(())
+}

@@ -459,3 +459,16 @@ pub(crate) fn static_dim(n: i128) -> Dim {
 pub(crate) fn ceil_div(a: i128, b: i128) -> i128 {
     -((-a).div_euclid(b))
 }
+
+/// Broadcasts two dims; `Err` when they are static, different and neither is 1.
+pub fn broadcast_dim(a: &Dim, b: &Dim) -> Result<Dim, String> {
+    Ok(match (a, b) {
+        (a, b) if a.provably_equal(b) => a.clone(),
+        (Dim::Static(1), other) | (other, Dim::Static(1)) => other.clone(),
+        (Dim::Static(x), Dim::Static(y)) => {
+            return Err(format!("dims {x} and {y} do not broadcast"));
+        }
+        (Dim::Static(n), _) | (_, Dim::Static(n)) => Dim::Static(*n),
+        _ => Dim::Unknown,
+    })
+}

@@ -16,21 +16,8 @@
 //! [`Einsum::label_dims`] broadcasts each label's sizes (numpy rules: equal, or 1).
 
 use super::OpCtx;
+use crate::dim::broadcast_dim;
 use crate::Dim;
-
-/// Two sizes of one label broadcast (numpy rules, as `shape::broadcast_dim`, which this
-/// module does not import: the shape functions import it).
-fn broadcast_label(a: &Dim, b: &Dim) -> Result<Dim, String> {
-    Ok(match (a, b) {
-        (a, b) if a.provably_equal(b) => a.clone(),
-        (Dim::Static(1), other) | (other, Dim::Static(1)) => other.clone(),
-        (Dim::Static(x), Dim::Static(y)) => {
-            return Err(format!("dims {x} and {y} do not broadcast"));
-        }
-        (Dim::Static(n), _) | (_, Dim::Static(n)) => Dim::Static(*n),
-        _ => Dim::Unknown,
-    })
-}
 
 /// A parsed equation over operands of known ranks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -209,7 +196,7 @@ impl Einsum {
         let mut dims = vec![Dim::Static(1); self.n_labels];
         for (labels, operand) in self.inputs.iter().zip(operands) {
             for (&label, dim) in labels.iter().zip(operand.iter()) {
-                dims[label] = broadcast_label(&dims[label], dim).map_err(|e| {
+                dims[label] = broadcast_dim(&dims[label], dim).map_err(|e| {
                     format!("label `{}` has sizes that differ: {e}", self.names[label])
                 })?;
             }

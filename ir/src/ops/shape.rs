@@ -152,18 +152,7 @@ pub fn same_shape_bool(ctx: &ShapeCtx) -> ShapeResult {
     ))
 }
 
-/// Broadcasts two dims; `Err` when they are static, different and neither is 1.
-pub fn broadcast_dim(a: &Dim, b: &Dim) -> Result<Dim, String> {
-    Ok(match (a, b) {
-        (a, b) if a.provably_equal(b) => a.clone(),
-        (Dim::Static(1), other) | (other, Dim::Static(1)) => other.clone(),
-        (Dim::Static(x), Dim::Static(y)) => {
-            return Err(format!("dims {x} and {y} do not broadcast"));
-        }
-        (Dim::Static(n), _) | (_, Dim::Static(n)) => Dim::Static(*n),
-        _ => Dim::Unknown,
-    })
-}
+pub use crate::dim::broadcast_dim;
 
 /// Numpy multidirectional broadcasting of dim lists.
 pub fn broadcast_dims(a: &[Dim], b: &[Dim]) -> Result<Vec<Dim>, String> {

@@ -5,36 +5,8 @@
 
 mod common;
 
-use common::models::{run_both, weights_section};
-use memc_codegen::lower::lower_function;
-use memc_codegen::Program;
-use memc_ir::Module;
-use memc_passes::memory::plan_module;
+use common::models::{f32_bytes, f32_values, lower_text, run_both, weights_section};
 use std::f64::consts::PI;
-
-/// Parses, verifies, plans and lowers `text`.
-fn lower(text: &str) -> (Module, Program) {
-    let module = memc_ir::parse_module(text).unwrap_or_else(|d| panic!("parse: {d:?}"));
-    if let Err(d) = memc_ir::verify_module(&module) {
-        panic!("verify: {d:?}");
-    }
-    let plan = plan_module(&module, &Default::default()).unwrap_or_else(|d| panic!("plan: {d:?}"));
-    let (_, func) = module.functions().next().expect("one function");
-    let program =
-        lower_function(func, &module.weights, &plan).unwrap_or_else(|d| panic!("lower: {d:?}"));
-    (module, program)
-}
-
-fn f32_bytes(values: &[f32]) -> Vec<u8> {
-    values.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
-
-fn f32_values(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
-        .collect()
-}
 
 /// Runs DFT over `(batch, n, components)` with `attrs` into `(batch, m, out_components)`.
 fn run(
@@ -50,7 +22,7 @@ fn run(
     let text = format!(
         "func.func @main(%x: {x_ty}) -> {y_ty} {{\n  %0 = \"onnx.DFT\"(%x) {{{attrs}}} : ({x_ty}) -> {y_ty}\n  return %0 : {y_ty}\n}}\n"
     );
-    let (module, program) = lower(&text);
+    let (module, program) = lower_text(&text);
     let count = (batch * n * components) as usize;
     let x: Vec<f32> = (0..count)
         .map(|i| ((i * 7 + 3) % 11) as f32 - 5.0 + 0.25 * (i % 3) as f32)

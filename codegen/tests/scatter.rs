@@ -7,29 +7,16 @@
 
 mod common;
 
-use common::models::{run_both, weights_section};
-use memc_codegen::lower::lower_function;
-use memc_passes::memory::plan_module;
+use common::models::{f32_bytes, f32_values, lower_text, run_both, weights_section};
 
 /// Parses, verifies, plans and lowers `text`, runs it on `inputs` through both backends and
 /// returns the bytes of its one output.
 fn run(text: &str, inputs: &[Vec<u8>]) -> Vec<u8> {
-    let module = memc_ir::parse_module(text).unwrap_or_else(|d| panic!("parse: {d:?}"));
-    if let Err(d) = memc_ir::verify_module(&module) {
-        panic!("verify: {d:?}");
-    }
-    let plan = plan_module(&module, &Default::default()).unwrap_or_else(|d| panic!("plan: {d:?}"));
-    let (_, func) = module.functions().next().expect("one function");
-    let program =
-        lower_function(func, &module.weights, &plan).unwrap_or_else(|d| panic!("lower: {d:?}"));
+    let (module, program) = lower_text(text);
     let weights = weights_section(&program, &module.weights);
     let mut outputs = run_both(&program, &weights, inputs);
     assert_eq!(outputs.len(), 1, "one output");
     outputs.remove(0)
-}
-
-fn f32_bytes(values: &[f32]) -> Vec<u8> {
-    values.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
 fn i64_bytes(values: &[i64]) -> Vec<u8> {
@@ -38,13 +25,6 @@ fn i64_bytes(values: &[i64]) -> Vec<u8> {
 
 fn i32_bytes(values: &[i32]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
-
-fn f32s(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes(b.try_into().expect("four bytes")))
-        .collect()
 }
 
 fn i32s(bytes: &[u8]) -> Vec<i32> {
@@ -74,7 +54,7 @@ func.func @f(%d: tensor<3x5xf32>, %i: tensor<2x4xi64>, %u: tensor<2x4xf32>) -> t
     let data: Vec<f32> = (0..15).map(|v| v as f32).collect();
     let indices: [i64; 8] = [1, -1, 1, 5, -5, 2, -6, 3];
     let updates: Vec<f32> = (0..8).map(|v| 100.0 + v as f32).collect();
-    let got = f32s(&run(
+    let got = f32_values(&run(
         text,
         &[f32_bytes(&data), i64_bytes(&indices), f32_bytes(&updates)],
     ));
@@ -141,7 +121,7 @@ func.func @f(%d: tensor<3x4x2xf32>, %i: tensor<5x2xi64>, %u: tensor<5x2xf32>) ->
     let data: Vec<f32> = (0..24).map(|v| v as f32).collect();
     let indices: [i64; 10] = [1, 2, -1, 0, 1, 2, 3, 0, 0, -5];
     let updates: Vec<f32> = (0..10).map(|v| 0.5 + v as f32).collect();
-    let got = f32s(&run(
+    let got = f32_values(&run(
         text,
         &[f32_bytes(&data), i64_bytes(&indices), f32_bytes(&updates)],
     ));
@@ -174,7 +154,7 @@ func.func @f(%p: tensor<2x4x3xf32>, %u: tensor<2x2x3xf32>, %w: tensor<2xi64>) ->
 }}
 "#
         );
-        let got = f32s(&run(
+        let got = f32_values(&run(
             &text,
             &[
                 f32_bytes(&past),

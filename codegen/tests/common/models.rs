@@ -5,7 +5,7 @@
 
 use memc_codegen::cpu::CpuProgram;
 use memc_codegen::kernel::{Region, Scalar};
-use memc_codegen::lower::{lower_planned, plan_ops};
+use memc_codegen::lower::{lower_function, lower_planned, plan_ops};
 use memc_codegen::{reference, Program};
 use memc_ir::{Module, WeightStore};
 use memc_passes::memory::MemoryPlan;
@@ -228,4 +228,31 @@ pub fn run_both(program: &Program, weights: &[u8], inputs: &[Vec<u8>]) -> Vec<Ve
     let reference = run_reference(program, weights, inputs);
     assert_backends_agree(program, &cpu, &reference);
     cpu
+}
+
+/// Parses, verifies, plans (without scratch) and lowers the textual IR `text`.
+pub fn lower_text(text: &str) -> (Module, Program) {
+    let module = memc_ir::parse_module(text).unwrap_or_else(|d| panic!("parse: {d:?}"));
+    if let Err(d) = memc_ir::verify_module(&module) {
+        panic!("verify: {d:?}");
+    }
+    let plan = memc_passes::memory::plan_module(&module, &Default::default())
+        .unwrap_or_else(|d| panic!("plan: {d:?}"));
+    let (_, func) = module.functions().next().expect("one function");
+    let program =
+        lower_function(func, &module.weights, &plan).unwrap_or_else(|d| panic!("lower: {d:?}"));
+    (module, program)
+}
+
+/// Little-endian bytes of f32 values.
+pub fn f32_bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// f32 values of little-endian bytes.
+pub fn f32_values(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
+        .collect()
 }

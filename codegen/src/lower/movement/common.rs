@@ -358,3 +358,39 @@ pub fn int_range(elem: Scalar) -> (i64, i64) {
         _ => (i64::MIN, i64::MAX),
     }
 }
+
+/// Keys' cubic convolution weight at distance `s` with coefficient `a`, in `ty`, with the ONNX
+/// reference's operation order (Resize's `_cubic_coeffs`, GridSample's `_gs_get_cubic_coeffs`):
+/// at a far tap (`s` in `[1, 2)`) `((a s - 5a) s + 8a) s - 4a`, at a near one (`s` in `[0, 1)`)
+/// `((a + 2) s - (a + 3)) s s + 1`. `one` is the constant 1 in `ty`. Each caller computes the
+/// distances in its own reference's order.
+pub fn cubic_convolution(
+    insts: &mut Insts,
+    ty: Scalar,
+    a: f64,
+    far: bool,
+    s: InstId,
+    one: InstId,
+) -> InstId {
+    let c = |insts: &mut Insts, v: f64| insts.constant(ty, v);
+    if far {
+        let ac = c(insts, a);
+        let u = insts.binary(BinaryOp::Mul, ac, s);
+        let k5 = c(insts, 5.0 * a);
+        let u = insts.binary(BinaryOp::Sub, u, k5);
+        let u = insts.binary(BinaryOp::Mul, u, s);
+        let k8 = c(insts, 8.0 * a);
+        let u = insts.binary(BinaryOp::Add, u, k8);
+        let u = insts.binary(BinaryOp::Mul, u, s);
+        let k4 = c(insts, 4.0 * a);
+        insts.binary(BinaryOp::Sub, u, k4)
+    } else {
+        let a2 = c(insts, a + 2.0);
+        let a3 = c(insts, a + 3.0);
+        let u = insts.binary(BinaryOp::Mul, a2, s);
+        let u = insts.binary(BinaryOp::Sub, u, a3);
+        let u = insts.binary(BinaryOp::Mul, u, s);
+        let u = insts.binary(BinaryOp::Mul, u, s);
+        insts.binary(BinaryOp::Add, u, one)
+    }
+}

@@ -30,7 +30,7 @@
 
 use super::super::build::{Insts, TensorRef};
 use super::super::{unsupported, LowerCtx, LowerError, LowerResult};
-use super::common::{loop_kernel, map_stage, shifted, IndexMath};
+use super::common::{cubic_convolution, loop_kernel, map_stage, shifted, IndexMath};
 use super::{dense, output};
 use crate::kernel::{BinaryOp, IndirectIndex, InstId, Scalar, UnaryOp, View};
 use memc_ir::OpId;
@@ -406,29 +406,8 @@ fn cubic_weights(insts: &mut Insts, t: InstId) -> Vec<InstId> {
     let c = |insts: &mut Insts, v: f64| insts.constant(Scalar::F32, v);
     let one = c(insts, 1.0);
     let two = c(insts, 2.0);
-    let far = |insts: &mut Insts, s: InstId| {
-        // ((A * s - 5A) * s + 8A) * s - 4A
-        let a = c(insts, CUBIC_A);
-        let u = insts.binary(BinaryOp::Mul, a, s);
-        let a5 = c(insts, 5.0 * CUBIC_A);
-        let u = insts.binary(BinaryOp::Sub, u, a5);
-        let u = insts.binary(BinaryOp::Mul, u, s);
-        let a8 = c(insts, 8.0 * CUBIC_A);
-        let u = insts.binary(BinaryOp::Add, u, a8);
-        let u = insts.binary(BinaryOp::Mul, u, s);
-        let a4 = c(insts, 4.0 * CUBIC_A);
-        insts.binary(BinaryOp::Sub, u, a4)
-    };
-    let near = |insts: &mut Insts, s: InstId| {
-        // ((A + 2) * s - (A + 3)) * s * s + 1
-        let a2 = c(insts, CUBIC_A + 2.0);
-        let a3 = c(insts, CUBIC_A + 3.0);
-        let u = insts.binary(BinaryOp::Mul, a2, s);
-        let u = insts.binary(BinaryOp::Sub, u, a3);
-        let u = insts.binary(BinaryOp::Mul, u, s);
-        let u = insts.binary(BinaryOp::Mul, u, s);
-        insts.binary(BinaryOp::Add, u, one)
-    };
+    let far = |insts: &mut Insts, s| cubic_convolution(insts, Scalar::F32, CUBIC_A, true, s, one);
+    let near = |insts: &mut Insts, s| cubic_convolution(insts, Scalar::F32, CUBIC_A, false, s, one);
     let t1 = insts.binary(BinaryOp::Add, t, one);
     let one_t = insts.binary(BinaryOp::Sub, one, t);
     let two_t = insts.binary(BinaryOp::Sub, two, t);

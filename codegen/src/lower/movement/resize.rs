@@ -19,7 +19,8 @@ use super::super::build::Insts;
 use super::super::build::TensorRef;
 use super::super::{unsupported, LowerCtx, LowerError, LowerResult};
 use super::common::{
-    loop_kernel, map_stage, norm_axis, operand_absent_or_empty, operand_elem, IndexMath,
+    cubic_convolution, loop_kernel, map_stage, norm_axis, operand_absent_or_empty, operand_elem,
+    IndexMath,
 };
 use super::{dense, output};
 use crate::kernel::{
@@ -859,28 +860,7 @@ fn cubic_weight(insts: &mut Insts, a: f64, j: usize, ratio: InstId) -> InstId {
             insts.binary(BinaryOp::Add, s, one)
         }
     };
-    if j == 0 || j == 3 {
-        // ((A * t - 5A) * t + 8A) * t - 4A
-        let ac = c(insts, a);
-        let u = insts.binary(BinaryOp::Mul, ac, t);
-        let k5 = c(insts, 5.0 * a);
-        let u = insts.binary(BinaryOp::Sub, u, k5);
-        let u = insts.binary(BinaryOp::Mul, u, t);
-        let k8 = c(insts, 8.0 * a);
-        let u = insts.binary(BinaryOp::Add, u, k8);
-        let u = insts.binary(BinaryOp::Mul, u, t);
-        let k4 = c(insts, 4.0 * a);
-        insts.binary(BinaryOp::Sub, u, k4)
-    } else {
-        // ((A + 2) * t - (A + 3)) * t * t + 1
-        let a2 = c(insts, a + 2.0);
-        let a3 = c(insts, a + 3.0);
-        let u = insts.binary(BinaryOp::Mul, a2, t);
-        let u = insts.binary(BinaryOp::Sub, u, a3);
-        let u = insts.binary(BinaryOp::Mul, u, t);
-        let u = insts.binary(BinaryOp::Mul, u, t);
-        insts.binary(BinaryOp::Add, u, one)
-    }
+    cubic_convolution(insts, Scalar::F64, a, j == 0 || j == 3, t, one)
 }
 
 /// The reference's antialiased cubic kernel `compute_coeff(x)`.

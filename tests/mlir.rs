@@ -29,17 +29,23 @@ const ATOL: f64 = 1e-4;
 /// model's float32 semantics, so this model's reference runs unoptimized.
 const EXACT_REFERENCE: &[&str] = &["llm_qdq"];
 
-/// The zoo, generated once for this test binary, with onnxruntime's reference runs.
+/// The zoo, generated once for this test binary. Three tests read it and the harness runs them
+/// in parallel: each generating it again rewrote a model while another test read it (a CI run
+/// failed on "llm_qdq.onnx: the model has no graph", a half-written file).
 fn zoo(python: &Path) -> std::path::PathBuf {
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mlir_zoo");
-    std::fs::create_dir_all(&out).expect("target tmpdir is writable");
-    run(Command::new(python)
-        .arg(root().join("bench/models/generate.py"))
-        .arg("--out")
-        .arg(&out)
-        .arg("--only")
-        .arg(MODELS.join(",")));
-    out
+    static DONE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DONE.get_or_init(|| {
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mlir_zoo");
+        std::fs::create_dir_all(&out).expect("target tmpdir is writable");
+        run(Command::new(python)
+            .arg(root().join("bench/models/generate.py"))
+            .arg("--out")
+            .arg(&out)
+            .arg("--only")
+            .arg(MODELS.join(",")));
+        out
+    })
+    .clone()
 }
 
 /// The dims of `DIMS` that `path`'s model has.

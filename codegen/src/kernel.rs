@@ -1051,8 +1051,10 @@ fn validate_loop(
     // Nothing runs when the outer space is empty. An empty inner space still runs the `Once`
     // stages (at inner index 0), so its views are checked as if each inner extent were 1.
     let empty = k.outer.iter().any(|&e| e == 0);
-    // Extra index ranges of each view from its indirect loads and stores: (stride, limit) pairs.
-    let mut indirect: Vec<Vec<(i64, i64)>> = vec![Vec::new(); k.views.len()];
+    // The indirect index ranges of each access of each view (one list of (stride, limit) pairs
+    // per indirect load or store): every access is bounded on its own, so two accesses of one
+    // view (a scatter's read of the current element and its store back) do not add up.
+    let mut indirect: Vec<Vec<Vec<(i64, i64)>>> = vec![Vec::new(); k.views.len()];
     let mut stored = vec![false; k.views.len()];
     let mut reduces_before: Vec<Option<Scalar>> = Vec::new();
     for (stage_idx, stage) in k.stages.iter().enumerate() {
@@ -1103,6 +1105,7 @@ fn validate_loop(
                     "stage {stage_idx} accumulates into a bool view"
                 )));
             }
+            let mut terms = Vec::with_capacity(store.indices.len());
             for ix in &store.indices {
                 let index = insts.get(ix.index as usize).ok_or_else(|| {
                     bad(format!(
@@ -1120,7 +1123,10 @@ fn validate_loop(
                         "stage {stage_idx} stores with an indirect index of empty range"
                     )));
                 }
-                indirect[store.view as usize].push((ix.stride, ix.limit));
+                terms.push((ix.stride, ix.limit));
+            }
+            if !terms.is_empty() {
+                indirect[store.view as usize].push(terms);
             }
             stored[store.view as usize] = true;
         }
@@ -1156,7 +1162,13 @@ fn validate_loop(
         if empty {
             continue;
         }
-        check_view_bounds(kernel, k, idx, view, &indirect[idx], stored[idx], sizes)?;
+        // A direct access reaches a subset of what any indirect one does (an index may be 0).
+        if indirect[idx].is_empty() {
+            check_view_bounds(kernel, k, idx, view, &[], stored[idx], sizes)?;
+        }
+        for terms in &indirect[idx] {
+            check_view_bounds(kernel, k, idx, view, terms, stored[idx], sizes)?;
+        }
     }
     Ok(())
 }
@@ -1167,7 +1179,7 @@ fn check_inst(
     i: usize,
     inst: &Inst,
     reduces_before: &[Option<Scalar>],
-    indirect: &mut [Vec<(i64, i64)>],
+    indirect: &mut [Vec<Vec<(i64, i64)>>],
 ) -> Result<(), String> {
     let arg = |id: InstId| -> Result<&Inst, String> {
         if (id as usize) < i {
@@ -1194,6 +1206,7 @@ fn check_inst(
             if view(*v)?.elem.compute() != inst.ty {
                 return Err("load type differs from its view's compute type".into());
             }
+            let mut terms = Vec::with_capacity(indices.len());
             for ix in indices {
                 if arg(ix.index)?.ty != Scalar::I64 {
                     return Err("an indirect index is not i64".into());
@@ -1201,7 +1214,10 @@ fn check_inst(
                 if ix.limit <= 0 {
                     return Err("an indirect index has an empty range".into());
                 }
-                indirect[*v as usize].push((ix.stride, ix.limit));
+                terms.push((ix.stride, ix.limit));
+            }
+            if !terms.is_empty() {
+                indirect[*v as usize].push(terms);
             }
         }
         InstKind::Const { .. } => {}

@@ -124,13 +124,8 @@ impl IndexTerm {
 /// The `Map` stage of a scatter over `views` (0: the result, 1: the updates, then the views
 /// the indices of `terms` read): the element of the result the indices name is combined with
 /// the update and stored back; where any index is outside `[-limit, limit)` the element (at the
-/// clamped address) is stored back unchanged. The current element is read through a copy of
-/// view 0 appended to `views`, so the validator bounds the load's and the store's indirect
-/// terms each on its own view rather than adding them up on one.
-fn scatter_stage(views: &mut Vec<View>, reduction: Reduction, terms: &[IndexTerm]) -> Stage {
-    views.push(views[0].clone());
-    let current_view = (views.len() - 1) as u32;
-    let views: &[View] = views;
+/// clamped address) is stored back unchanged.
+fn scatter_stage(views: &[View], reduction: Reduction, terms: &[IndexTerm]) -> Stage {
     let mut insts = Insts::new();
     let mut indices = Vec::with_capacity(terms.len());
     let mut outside: Option<InstId> = None;
@@ -151,7 +146,7 @@ fn scatter_stage(views: &mut Vec<View>, reduction: Reduction, terms: &[IndexTerm
             limit: term.limit,
         });
     }
-    let current = insts.load_indirect(views, current_view, indices.clone());
+    let current = insts.load_indirect(views, 0, indices.clone());
     let update = insts.load(views, 1);
     let ty = insts.ty(current);
     let combined = reduction.combine(&mut insts, ty, current, update);
@@ -219,13 +214,13 @@ pub fn scatter_elements(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let out_own = out.strides();
     let mut out_strides = out_own.clone();
     out_strides[axis] = 0;
-    let mut views: Vec<View> = vec![
+    let views: Vec<View> = vec![
         out.view_with(permute(&out_strides)),
         updates.view_with(permute(&updates.strides())),
         indices.view_with(permute(&indices.strides())),
     ];
     let scatter = scatter_stage(
-        &mut views,
+        &views,
         reduction,
         &[IndexTerm {
             source: IndexSource::Load(2),
@@ -306,7 +301,7 @@ pub fn scatter_nd(ctx: &LowerCtx, op: OpId) -> LowerResult {
             limit: out.shape[j] as i64,
         });
     }
-    let scatter = scatter_stage(&mut views, reduction, &terms);
+    let scatter = scatter_stage(&views, reduction, &terms);
     Ok(vec![
         copy,
         loop_kernel(
@@ -385,7 +380,7 @@ pub fn tensor_scatter(ctx: &LowerCtx, op: OpId) -> LowerResult {
         (views.len() - 1) as u32
     });
     let scatter = scatter_stage(
-        &mut views,
+        &views,
         Reduction::None,
         &[IndexTerm {
             source: IndexSource::Position {

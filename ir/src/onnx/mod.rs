@@ -36,6 +36,9 @@ pub mod proto;
 #[cfg(unix)]
 pub mod reader;
 pub mod tensor;
+mod unroll;
+
+pub use unroll::MAX_UNROLLED_NODES;
 
 use crate::diag::Diagnostic;
 use crate::infer::ShapeInference;
@@ -208,6 +211,7 @@ fn import_model(
         weight_values: HashMap::new(),
         none: None,
         n_synthesized: 0,
+        unrolling: 0,
     };
     importer.check_supported(graph)?;
     let mut func = importer.import_main_graph(graph, &options.consts)?;
@@ -299,6 +303,9 @@ struct Importer {
     none: Option<ValueId>,
     /// A counter that keeps the names of weights made from node attributes unique.
     n_synthesized: usize,
+    /// How many unrolled `Loop`/`Scan` bodies are being imported (their `Constant`s are
+    /// imported once per iteration and share one weight).
+    unrolling: usize,
 }
 
 /// One unsupported use, for the combined report.
@@ -387,10 +394,9 @@ impl Importer {
                     continue;
                 }
             };
-            if forms
-                .iter()
-                .any(|form| onnx_opcode(form).is_none() && !is_constant(form))
-            {
+            if forms.iter().any(|form| {
+                onnx_opcode(form).is_none() && !is_constant(form) && !unroll::is_unrolled(form)
+            }) {
                 report(kind, String::new());
                 continue;
             }
@@ -749,6 +755,9 @@ impl Importer {
         if is_constant(node) {
             return self.import_constant(func, node).map_err(err);
         }
+        if unroll::is_unrolled(node) {
+            return self.unroll(func, node, block).map_err(err);
+        }
         let opcode = onnx_opcode(node).ok_or_else(|| err("unsupported op".to_string()))?;
         let def = opcode.def();
 
@@ -988,6 +997,11 @@ impl Importer {
             return Err("a Constant needs exactly one value attribute".to_string());
         };
         let name = output.clone();
+        if let (true, Some(id)) = (self.unrolling > 0, self.module.weights.lookup(&name)) {
+            // A later iteration of an unrolled body: the first one made the weight.
+            let value = self.weight_value(func, id);
+            return self.define(&name, value);
+        }
         let id = match (attr.name.as_str(), attr.t.as_ref()) {
             ("value", Some(t)) => self.add_weight(&name, t)?,
             ("value_float", _) => {

@@ -30,6 +30,7 @@
 //!   function has no argument for it. The value must match the input's declared element type,
 //!   rank and static dims (a symbolic or unknown dim takes the array's extent).
 
+mod decompose;
 pub mod external;
 pub mod legacy;
 pub mod proto;
@@ -394,9 +395,10 @@ impl Importer {
                     continue;
                 }
             };
-            if forms.iter().any(|form| {
-                onnx_opcode(form).is_none() && !is_constant(form) && !unroll::is_unrolled(form)
-            }) {
+            if forms
+                .iter()
+                .any(|form| onnx_opcode(form).is_none() && !is_import_only(form))
+            {
                 report(kind, String::new());
                 continue;
             }
@@ -758,6 +760,15 @@ impl Importer {
         if unroll::is_unrolled(node) {
             return self.unroll(func, node, block).map_err(err);
         }
+        if decompose::is_decomposed(node) {
+            let mut counter = self.n_synthesized;
+            let nodes = decompose::expand(node, &mut counter).map_err(err)?;
+            self.n_synthesized = counter;
+            for form in &nodes {
+                self.build_node(func, form, label, block)?;
+            }
+            return Ok(());
+        }
         let opcode = onnx_opcode(node).ok_or_else(|| err("unsupported op".to_string()))?;
         let def = opcode.def();
 
@@ -1114,6 +1125,12 @@ fn opcode_for(domain: &str, op_type: &str) -> Option<Opcode> {
     };
     let opcode = Opcode::from_name(&format!("{dialect}.{op_type}"))?;
     (opcode.def().dialect() == dialect).then_some(opcode)
+}
+
+/// A node the importer builds no op of its own for: a `Constant` (a weight), a `Loop` or
+/// `Scan` (unrolled, [`unroll`]) or an op ONNX defines as a function ([`decompose`]).
+fn is_import_only(node: &NodeProto) -> bool {
+    is_constant(node) || unroll::is_unrolled(node) || decompose::is_decomposed(node)
 }
 
 /// A default-domain `Constant`, which becomes a weight.

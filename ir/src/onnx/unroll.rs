@@ -646,7 +646,7 @@ impl Importer {
         match ty.dims.get(axis) {
             Some(Dim::Static(n)) => Ok(*n),
             Some(d) => Err(format!(
-                "a Scan whose scan length is not known at compile time is not supported (a scan input's extent along axis {axis} is {d}; bind the dims with `--dim` or the inputs with `--const`)"
+                "a Scan whose scan length is not known at compile time is not supported (a scan input's extent along its scan axis {axis} is `{d}`; memc unrolls a Scan as it imports it, so the model must give that extent as a number)"
             )),
             None => Err(format!("a scan input has rank {}, too small for its scan axis {axis}", ty.rank())),
         }

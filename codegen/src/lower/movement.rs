@@ -1,6 +1,6 @@
 //! Data movement: copies for view ops the planner could not alias (BitCast's reading the bytes
 //! as its result's element type), Transpose, Concat, Split, Slice, the gathers and scatters, the
-//! gradients of Slice and the gathers, Expand, Tile, Pad, Resize, GridSample, AffineGrid, Trilu,
+//! gradients of Slice and the gathers, Expand, Tile, Pad, CenterCropPad, Resize, GridSample, AffineGrid, Trilu,
 //! EyeLike, OneHot, DepthToSpace and
 //! SpaceToDepth, TopK, Range, ConstantOfShape, and Shape/Size when canonicalization left them.
 //!

@@ -20,6 +20,10 @@
 //!   computed from static shapes, as exporters' rank dispatch is) is replaced by the nodes of
 //!   the branch it takes; the other branch is never imported, so it need not make sense for
 //!   values it would never see. Other `If`s keep both branches as regions.
+//! - `Loop` and `Scan` are unrolled as they are imported ([`unroll`]): the body's nodes once
+//!   per iteration, when the trip count, condition or scan length is known; otherwise an error
+//!   naming the node. `DynamicQuantizeLinear` is imported as its ONNX function body
+//!   ([`decompose`]).
 //! - Graph inputs and outputs become function arguments and results, with their ONNX names in
 //!   a `memc.name` attribute. A training step's parameters and gradient buffers are marked
 //!   persistent (`memc.state`, [`crate::state::mark_training_state`]). Initializers become weights; the ops that read them see a

@@ -1,4 +1,4 @@
-//! Conv and ConvTranspose.
+//! Conv and ConvTranspose, and Col2Im.
 //!
 //! The direct form is one loop kernel: outer axes `(n, [g,] m, out spatial...)` walk the output
 //! (the group axis only when `group > 1`), inner axes `(c, kernel spatial...)` the reduction
@@ -8,6 +8,8 @@
 //! ConvTranspose gathers instead of scattering: output position `o` receives input `i` through
 //! tap `k` when `o + pad - k * dilation = i * stride`, tested with index arithmetic and read
 //! with a `LoadIndirect`.
+//! Col2Im is that gather with an identity filter: each image position sums the column entries
+//! its block taps land on.
 //!
 //! Convolutions in the target's contraction types (f32 and f64 on the CPU) with at least two
 //! input channels per group run as contractions instead. The main form is im2col

@@ -3,6 +3,9 @@
 //! constant (or selects a loaded runtime constant where the guards fail); edge mode clamps
 //! the coordinate, reflect folds it with period `2 (n - 1)`, wrap takes it modulo `n`, each
 //! through a `LoadIndirect`. Negative pads crop, as the ONNX spec says.
+//!
+//! CenterCropPad is a constant Pad by zero whose begin pads center the result (negative where
+//! it crops).
 
 use super::super::build::TensorRef;
 use super::super::build::{guard, Insts};

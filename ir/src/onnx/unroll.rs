@@ -228,9 +228,14 @@ impl Importer {
         if let Some(m) = trip_count {
             check_size(m, body, "Loop")?;
         }
-        self.prepare_body(func, body)?;
+        self.prepare_body(body)?;
         let true_value = self.synth_value(func, "cond", ElemType::Bool, &[], vec![1])?;
-        let mut carried: Vec<ValueId> = operands.iter().skip(2).map(|v| v.expect("a Loop's loop-carried operands are never left out (checked as the node was read)")).collect();
+        let mut carried: Vec<ValueId> = operands
+            .iter()
+            .enumerate()
+            .skip(2)
+            .map(|(i, v)| v.ok_or_else(|| format!("input #{i}, a loop-carried value, is left out")))
+            .collect::<Result<_, _>>()?;
         let mut scans: Vec<Vec<ValueId>> = vec![Vec::new(); n_scan];
         let mut i: u64 = 0;
         while cond && trip_count.is_none_or(|m| i < m) {
@@ -304,7 +309,7 @@ impl Importer {
                 .map(|d| direction(d, "scan_output_directions"))
                 .collect::<Result<_, _>>()?,
         };
-        self.prepare_body(func, body)?;
+        self.prepare_body(body)?;
         self.scan_core(
             func,
             body,
@@ -367,7 +372,7 @@ impl Importer {
             output_reverse: vec![false; n_scan_out],
         };
         check_size(batch.saturating_mul(seq_len), body, "Scan")?;
-        self.prepare_body(func, body)?;
+        self.prepare_body(body)?;
         let mut per_batch: Vec<Vec<ValueId>> = vec![Vec::new(); body.output.len()];
         for b in 0..batch {
             let index = self.synth_value(
@@ -480,7 +485,7 @@ impl Importer {
     }
 
     /// Makes a body's initializers weights and reads its declared types, once per node.
-    fn prepare_body(&mut self, func: &mut Function, body: &GraphProto) -> Result<(), String> {
+    fn prepare_body(&mut self, body: &GraphProto) -> Result<(), String> {
         check_graph_order(body).map_err(|d| format!("in the body: {}", d.message))?;
         for vi in body.value_info.iter().chain(&body.output) {
             if let Some(ty) = declared_type(vi).ok().flatten() {
@@ -492,7 +497,6 @@ impl Importer {
                 self.add_weight(&init.name, init)
                     .map_err(|m| format!("body initializer `{}`: {m}", init.name))?;
             }
-            let _ = func;
         }
         Ok(())
     }

@@ -718,6 +718,12 @@ def write_bad_loops():
     save(m, os.path.join(BAD, "loop_data_dependent_condition.onnx"))
     big = numpy_helper.from_array(np.array(1 << 40, np.int64), "trip_count")
     save(loop_model("trip_count", [big], [], "loop_too_large"), os.path.join(BAD, "loop_too_large.onnx"))
+    zero = numpy_helper.from_array(np.array(0, np.int64), "trip_count")
+    save(loop_model("trip_count", [zero], [], "loop_no_iteration_with_scan_outputs"),
+         os.path.join(BAD, "loop_no_iteration_with_scan_outputs.onnx"))
+    endless = loop_model("", [], [], "loop_without_end")
+    endless.graph.node[0].input[1] = ""
+    save(endless, os.path.join(BAD, "loop_without_end.onnx"))
     body = helper.make_graph(
         [helper.make_node("Add", ["sum_in", "x_t"], ["sum_out"], name="body_add")],
         "scan_body",

@@ -724,6 +724,32 @@ def write_bad_loops():
     endless = loop_model("", [], [], "loop_without_end")
     endless.graph.node[0].input[1] = ""
     save(endless, os.path.join(BAD, "loop_without_end.onnx"))
+    # Nested: 1000 outer iterations of a body whose inner Loop runs 1000 iterations of its own.
+    m = numpy_helper.from_array(np.array(1000, np.int64), "m")
+    inner_body = helper.make_graph(
+        [helper.make_node("Add", ["in_y", "x"], ["in_y_out"], name="inner_add"),
+         helper.make_node("Identity", ["in_y_out"], ["in_scan"], name="inner_scan"),
+         helper.make_node("Identity", ["in_cond"], ["in_cond_out"], name="inner_cond")],
+        "inner_body",
+        [vi("in_i", TensorProto.INT64, []), vi("in_cond", TensorProto.BOOL, []),
+         vi("in_y", TensorProto.FLOAT, [2])],
+        [vi("in_cond_out", TensorProto.BOOL, []), vi("in_y_out", TensorProto.FLOAT, [2]),
+         vi("in_scan", TensorProto.FLOAT, [2])],
+    )
+    outer_body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"], name="outer_cond"),
+         helper.make_node("Loop", ["m", "cond_in", "y_in"], ["y_out", "inner_scans"], name="inner",
+                          body=inner_body),
+         helper.make_node("Identity", ["y_out"], ["scan_out"], name="outer_scan")],
+        "outer_body",
+        [vi("iter_num", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []),
+         vi("y_in", TensorProto.FLOAT, [2])],
+        [vi("cond_out", TensorProto.BOOL, []), vi("y_out", TensorProto.FLOAT, [2]),
+         vi("scan_out", TensorProto.FLOAT, [2])],
+    )
+    nested = loop_model("m", [m], [], "loop_nested_too_large")
+    nested.graph.node[0].attribute[0].g.CopyFrom(outer_body)
+    save(nested, os.path.join(BAD, "loop_nested_too_large.onnx"))
     body = helper.make_graph(
         [helper.make_node("Add", ["sum_in", "x_t"], ["sum_out"], name="body_add")],
         "scan_body",

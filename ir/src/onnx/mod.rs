@@ -217,6 +217,7 @@ fn import_model(
         none: None,
         n_synthesized: 0,
         unrolling: 0,
+        n_unrolled: 0,
     };
     importer.check_supported(graph)?;
     let mut func = importer.import_main_graph(graph, &options.consts)?;
@@ -311,6 +312,9 @@ struct Importer {
     /// How many unrolled `Loop`/`Scan` bodies are being imported (their `Constant`s are
     /// imported once per iteration and share one weight).
     unrolling: usize,
+    /// The body nodes every unrolled `Loop` and `Scan` has imported so far, nested ones
+    /// included (at most [`MAX_UNROLLED_NODES`] in a model).
+    n_unrolled: usize,
 }
 
 /// One unsupported use, for the combined report.

@@ -22,8 +22,10 @@
 //!   batched form (a leading batch axis, scan axis 1, optional `sequence_lens`) is the opset-9
 //!   form run once per batch entry, the results stacked along axis 0; its `sequence_lens` must
 //!   be absent or known to equal the scan length for every batch entry.
-//! - The unrolled size is capped: iterations times the body's node count (nested bodies counted
-//!   as unrolled) at most [`MAX_UNROLLED_NODES`]; a larger loop is an error naming the node.
+//! - The unrolled size is capped: iterations times the body's node count (a nested `Loop`
+//!   whose trip count is already known counted unrolled) at most [`MAX_UNROLLED_NODES`],
+//!   checked before a loop is unrolled, and the body nodes all the model's loops import
+//!   (nested ones included) at most that many in all; beyond it is an error naming the node.
 //!
 //! A body's `Constant` nodes and initializers become one weight each, shared by all iterations.
 
@@ -33,7 +35,8 @@ use crate::ops::Opcode;
 use crate::{AttrDict, Attribute, BlockId, Dim, ElemType, Function, TensorType, Type, ValueId};
 use std::collections::HashMap;
 
-/// The most nodes an unrolled `Loop` or `Scan` may import: iterations times body nodes.
+/// The most body nodes unrolled `Loop`s and `Scan`s may import: iterations times body nodes
+/// for one loop, and in all for a model.
 pub const MAX_UNROLLED_NODES: usize = 100_000;
 
 /// Whether a node is a `Loop` or `Scan`, which the importer unrolls instead of building an op.
@@ -74,35 +77,6 @@ fn ints_attr(node: &NodeProto, name: &str, n: usize, default: i64) -> Result<Vec
         }
         Some(_) => Err(format!("attribute `{name}` must be a list of ints")),
     }
-}
-
-/// The nodes a body imports per iteration, nested `Loop`/`Scan` bodies counted once per
-/// iteration they would have if their trip count were 1 (their own cap applies when they run).
-fn body_size(graph: &GraphProto) -> usize {
-    graph
-        .node
-        .iter()
-        .map(|n| {
-            1 + n
-                .attribute
-                .iter()
-                .filter_map(|a| a.g.as_ref())
-                .map(body_size)
-                .sum::<usize>()
-        })
-        .sum::<usize>()
-        .max(1)
-}
-
-/// Checks the unrolled size of `n_iterations` iterations of `body`.
-fn check_size(n_iterations: u64, body: &GraphProto, what: &str) -> Result<(), String> {
-    let size = body_size(body) as u64;
-    if n_iterations.saturating_mul(size) > MAX_UNROLLED_NODES as u64 {
-        return Err(format!(
-            "this {what} unrolls to {n_iterations} iteration(s) of {size} node(s), more than memc's limit of {MAX_UNROLLED_NODES} unrolled nodes"
-        ));
-    }
-    Ok(())
 }
 
 /// A scan direction attribute entry: false forward, true reverse.
@@ -226,7 +200,7 @@ impl Importer {
             return Err("a Loop with neither a trip count nor a condition never ends".to_string());
         }
         if let Some(m) = trip_count {
-            check_size(m, body, "Loop")?;
+            self.check_size(m, body, "Loop")?;
         }
         self.prepare_body(body)?;
         let true_value = self.synth_value(func, "cond", ElemType::Bool, &[], vec![1])?;
@@ -240,7 +214,7 @@ impl Importer {
         let mut i: u64 = 0;
         while cond && trip_count.is_none_or(|m| i < m) {
             if trip_count.is_none() {
-                check_size(i + 1, body, "Loop")?;
+                self.check_size(i + 1, body, "Loop")?;
             }
             let iter_num = self.synth_value(
                 func,
@@ -371,7 +345,7 @@ impl Importer {
             output_axes: vec![0; n_scan_out],
             output_reverse: vec![false; n_scan_out],
         };
-        check_size(batch.saturating_mul(seq_len), body, "Scan")?;
+        self.check_size(batch.saturating_mul(seq_len), body, "Scan")?;
         self.prepare_body(body)?;
         let mut per_batch: Vec<Vec<ValueId>> = vec![Vec::new(); body.output.len()];
         for b in 0..batch {
@@ -439,7 +413,7 @@ impl Importer {
             axes.push(a);
         }
         let seq_len = seq_len.unwrap_or(0);
-        check_size(seq_len, body, "Scan")?;
+        self.check_size(seq_len, body, "Scan")?;
         let mut states = states.to_vec();
         let n_scan_out = body.output.len() - states.len();
         let mut scans: Vec<Vec<ValueId>> = vec![Vec::new(); n_scan_out];
@@ -484,6 +458,55 @@ impl Importer {
         Ok(results)
     }
 
+    /// The nodes one iteration of `body` imports: a nested `Loop` counts its body times its trip
+    /// count when that is already known (a value in scope or an initializer), other nested
+    /// bodies once; the model-wide count in `import_iteration` catches what this cannot see.
+    fn body_size(&self, body: &GraphProto) -> u64 {
+        let size = body.node.iter().fold(0u64, |total, node| {
+            let nested = node
+                .attribute
+                .iter()
+                .filter_map(|a| a.g.as_ref())
+                .fold(0u64, |sum, g| sum.saturating_add(self.body_size(g)));
+            let trips = if node.op_type == "Loop" && is_unrolled(node) {
+                node.input
+                    .first()
+                    .and_then(|m| self.known_scalar(m))
+                    .map_or(1, |m| m.max(1) as u64)
+            } else {
+                1
+            };
+            total.saturating_add(nested.saturating_mul(trips).saturating_add(1))
+        });
+        size.max(1)
+    }
+
+    /// The value of a scalar integer named `name`, when it is already known.
+    fn known_scalar(&self, name: &str) -> Option<i64> {
+        if let Some(value) = self.lookup(name) {
+            return match self.infer.known_value(value)?.ints()?.as_slice() {
+                [v] => Some(*v),
+                _ => None,
+            };
+        }
+        let weight = self.module.weights.get(*self.initializers.get(name)?)?;
+        if weight.ty().elem != ElemType::I64 || weight.ty().static_num_elements() != Some(1) {
+            return None;
+        }
+        Some(i64::from_le_bytes(weight.bytes()?.try_into().ok()?))
+    }
+
+    /// Checks the unrolled size of `n_iterations` iterations of `body`.
+    fn check_size(&self, n_iterations: u64, body: &GraphProto, what: &str) -> Result<(), String> {
+        let size = self.body_size(body);
+        if n_iterations.saturating_mul(size) > MAX_UNROLLED_NODES as u64 {
+            return Err(format!(
+                "this {what} unrolls to {n_iterations} iteration(s) of {size} node(s), more than memc's limit of {MAX_UNROLLED_NODES} unrolled nodes"
+            ));
+        }
+        Ok(())
+    }
+
     /// Makes a body's initializers weights and reads its declared types, once per node.
     fn prepare_body(&mut self, body: &GraphProto) -> Result<(), String> {
         check_graph_order(body).map_err(|d| format!("in the body: {}", d.message))?;
@@ -510,6 +533,12 @@ impl Importer {
         bindings: &[ValueId],
         block: BlockId,
     ) -> Result<Vec<ValueId>, String> {
+        self.n_unrolled = self.n_unrolled.saturating_add(body.node.len());
+        if self.n_unrolled > MAX_UNROLLED_NODES {
+            return Err(format!(
+                "the model's Loops and Scans unroll to more than memc's limit of {MAX_UNROLLED_NODES} nodes"
+            ));
+        }
         let mut scope: HashMap<String, ValueId> = HashMap::new();
         for (input, &value) in body.input.iter().zip(bindings) {
             scope.insert(input.name.clone(), value);

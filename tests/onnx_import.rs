@@ -143,3 +143,88 @@ fn dim_bindings_specialize_the_ir() {
     assert_eq!(code, 2);
     insta::assert_snapshot!(stderr);
 }
+
+/// The script that runs a fixture in onnxruntime: writes `in_<name>.npy` for every input
+/// (a ramp) and `want_<name>.npy` for every output into the directory `argv[2]`.
+const ORT_RUN: &str = r#"
+import sys, numpy as np, onnxruntime as ort
+model, out = sys.argv[1], sys.argv[2]
+s = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+feeds = {}
+for i in s.get_inputs():
+    n = int(np.prod(i.shape))
+    feeds[i.name] = np.linspace(-1, 2, n, dtype=np.float32).reshape(i.shape)
+    np.save(f"{out}/in_{i.name}.npy", feeds[i.name])
+for o, v in zip(s.get_outputs(), s.run(None, feeds)):
+    np.save(f"{out}/want_{o.name}.npy", v)
+"#;
+
+/// The unrolled Loop and Scan fixtures (a loop-carried value, scan outputs, the iteration
+/// number; a reverse scan input and a scan output axis of 1) compute what onnxruntime
+/// computes.
+#[test]
+fn unrolled_loops_match_onnxruntime() {
+    let Some(python) = common::venv_python() else {
+        return;
+    };
+    for name in ["loop_unrolled", "scan_unrolled"] {
+        let model = root().join(format!("tests/onnx/fixtures/{name}.onnx"));
+        let dir = std::env::temp_dir().join(format!("memc-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("the temp dir is writable");
+        common::run(
+            Command::new(&python)
+                .args(["-c", ORT_RUN])
+                .arg(&model)
+                .arg(&dir),
+        );
+        let plan = dir.join("model.plan");
+        common::run(
+            Command::new(env!("CARGO_BIN_EXE_memc"))
+                .arg("compile")
+                .arg(&model)
+                .arg("-o")
+                .arg(&plan),
+        );
+        let mut run = Command::new(env!("CARGO_BIN_EXE_memc"));
+        run.arg("run")
+            .arg(&plan)
+            .arg("--output-dir")
+            .arg(dir.join("got"));
+        let mut wants = Vec::new();
+        for entry in std::fs::read_dir(&dir).expect("the temp dir lists") {
+            let file = entry
+                .expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            if let Some(input) = file
+                .strip_prefix("in_")
+                .and_then(|f| f.strip_suffix(".npy"))
+            {
+                run.arg("--input")
+                    .arg(format!("{input}={}", dir.join(&file).display()));
+            }
+            if let Some(output) = file.strip_prefix("want_") {
+                wants.push(output.to_string());
+            }
+        }
+        common::run(&mut run);
+        assert!(!wants.is_empty(), "{name}: onnxruntime wrote no outputs");
+        for output in wants {
+            let read = |path: PathBuf| {
+                memc_runtime::npy::read_npy(&path)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            };
+            let want = read(dir.join(format!("want_{output}")));
+            let got = read(dir.join("got").join(&output));
+            assert_eq!(got.shape(), want.shape(), "{name}: {output}: shape");
+            for (g, w) in common::to_f64(&got).iter().zip(common::to_f64(&want)) {
+                assert!(
+                    (g - w).abs() <= 1e-5 + 1e-5 * w.abs(),
+                    "{name}: {output}: memc {g}, onnxruntime {w}"
+                );
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -550,6 +550,7 @@ def write_bad():
          os.path.join(BAD, "raw_data_size_mismatch.onnx"))
     write_bad_training()
     write_bad_opsets()
+    write_bad_loops()
 
 
 def write_bad_opsets():
@@ -640,6 +641,127 @@ def legacy_opset9():
                  inits, opset=9, name="legacy_opset9")
 
 
+# ---------------------------------------------------------------------------------------
+# Loop and Scan (unrolled at import)
+# ---------------------------------------------------------------------------------------
+
+
+def loop_body(cond_out_node=None):
+    """A Loop body: y_out = y_in + x (x from the outer scope), scan_out = y_out * iter_num.
+
+    `cond_out_node`, when given, computes `cond_out`; otherwise it passes `cond_in` through.
+    """
+    nodes = [
+        helper.make_node("Add", ["y_in", "x"], ["y_out"], name="body_add"),
+        helper.make_node("Cast", ["iter_num"], ["iter_f"], name="body_cast", to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["y_out", "iter_f"], ["scan_out"], name="body_mul"),
+        cond_out_node or helper.make_node("Identity", ["cond_in"], ["cond_out"], name="body_cond"),
+    ]
+    return helper.make_graph(
+        nodes,
+        "loop_body",
+        [vi("iter_num", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []),
+         vi("y_in", TensorProto.FLOAT, [2])],
+        [vi("cond_out", TensorProto.BOOL, []), vi("y_out", TensorProto.FLOAT, [2]),
+         vi("scan_out", TensorProto.FLOAT, [2])],
+    )
+
+
+def loop_model(m_input, inits, inputs, name, cond_out_node=None):
+    nodes = [helper.make_node("Loop", [m_input, "cond", "y0"], ["y", "scans"], name="loop",
+                              body=loop_body(cond_out_node))]
+    inits = list(inits) + [
+        numpy_helper.from_array(np.array(True), "cond"),
+        numpy_helper.from_array(np.zeros(2, np.float32), "y0"),
+    ]
+    return model(
+        nodes,
+        [vi("x", TensorProto.FLOAT, [2])] + inputs,
+        [vi("y", TensorProto.FLOAT, [2]), vi("scans", TensorProto.FLOAT, [None, 2])],
+        inits,
+        name=name,
+    )
+
+
+def loop_unrolled():
+    """Loop with trip count 3 (an initializer): unrolled into three copies of its body."""
+    return loop_model("trip_count", [numpy_helper.from_array(np.array(3, np.int64), "trip_count")], [],
+                      "loop_unrolled")
+
+
+def scan_unrolled():
+    """Scan (opset 17) over x[3, 2] along axis 0 in reverse, a running sum as its state."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["sum_in", "x_t"], ["sum_out"], name="body_add"),
+         helper.make_node("Identity", ["sum_out"], ["scan_out"], name="body_id")],
+        "scan_body",
+        [vi("sum_in", TensorProto.FLOAT, [2]), vi("x_t", TensorProto.FLOAT, [2])],
+        [vi("sum_out", TensorProto.FLOAT, [2]), vi("scan_out", TensorProto.FLOAT, [2])],
+    )
+    nodes = [helper.make_node("Scan", ["s0", "x"], ["s", "sums"], name="scan", body=body,
+                              num_scan_inputs=1, scan_input_directions=[1], scan_output_axes=[1])]
+    return model(
+        nodes,
+        [vi("s0", TensorProto.FLOAT, [2]), vi("x", TensorProto.FLOAT, [3, 2])],
+        [vi("s", TensorProto.FLOAT, [2]), vi("sums", TensorProto.FLOAT, [2, 3])],
+        name="scan_unrolled",
+    )
+
+
+def write_bad_loops():
+    """Loops memc cannot unroll, each named with its node."""
+    save(loop_model("trip_count", [], [vi("trip_count", TensorProto.INT64, [])], "loop_unknown_trip_count"),
+         os.path.join(BAD, "loop_unknown_trip_count.onnx"))
+    data_cond = helper.make_node("Greater", ["limit", "y_out"], ["cond_out"], name="body_cond")
+    m = loop_model("trip_count", [numpy_helper.from_array(np.array(3, np.int64), "trip_count")],
+                   [vi("limit", TensorProto.FLOAT, [2])], "loop_data_dependent_condition", data_cond)
+    save(m, os.path.join(BAD, "loop_data_dependent_condition.onnx"))
+    big = numpy_helper.from_array(np.array(1 << 40, np.int64), "trip_count")
+    save(loop_model("trip_count", [big], [], "loop_too_large"), os.path.join(BAD, "loop_too_large.onnx"))
+    zero = numpy_helper.from_array(np.array(0, np.int64), "trip_count")
+    save(loop_model("trip_count", [zero], [], "loop_no_iteration_with_scan_outputs"),
+         os.path.join(BAD, "loop_no_iteration_with_scan_outputs.onnx"))
+    endless = loop_model("", [], [], "loop_without_end")
+    endless.graph.node[0].input[1] = ""
+    save(endless, os.path.join(BAD, "loop_without_end.onnx"))
+    # Nested: 1000 outer iterations of a body whose inner Loop runs 1000 iterations of its own.
+    m = numpy_helper.from_array(np.array(1000, np.int64), "m")
+    inner_body = helper.make_graph(
+        [helper.make_node("Add", ["in_y", "x"], ["in_y_out"], name="inner_add"),
+         helper.make_node("Identity", ["in_y_out"], ["in_scan"], name="inner_scan"),
+         helper.make_node("Identity", ["in_cond"], ["in_cond_out"], name="inner_cond")],
+        "inner_body",
+        [vi("in_i", TensorProto.INT64, []), vi("in_cond", TensorProto.BOOL, []),
+         vi("in_y", TensorProto.FLOAT, [2])],
+        [vi("in_cond_out", TensorProto.BOOL, []), vi("in_y_out", TensorProto.FLOAT, [2]),
+         vi("in_scan", TensorProto.FLOAT, [2])],
+    )
+    outer_body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"], name="outer_cond"),
+         helper.make_node("Loop", ["m", "cond_in", "y_in"], ["y_out", "inner_scans"], name="inner",
+                          body=inner_body),
+         helper.make_node("Identity", ["y_out"], ["scan_out"], name="outer_scan")],
+        "outer_body",
+        [vi("iter_num", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []),
+         vi("y_in", TensorProto.FLOAT, [2])],
+        [vi("cond_out", TensorProto.BOOL, []), vi("y_out", TensorProto.FLOAT, [2]),
+         vi("scan_out", TensorProto.FLOAT, [2])],
+    )
+    nested = loop_model("m", [m], [], "loop_nested_too_large")
+    nested.graph.node[0].attribute[0].g.CopyFrom(outer_body)
+    save(nested, os.path.join(BAD, "loop_nested_too_large.onnx"))
+    body = helper.make_graph(
+        [helper.make_node("Add", ["sum_in", "x_t"], ["sum_out"], name="body_add")],
+        "scan_body",
+        [vi("sum_in", TensorProto.FLOAT, [2]), vi("x_t", TensorProto.FLOAT, [2])],
+        [vi("sum_out", TensorProto.FLOAT, [2])],
+    )
+    nodes = [helper.make_node("Scan", ["s0", "x"], ["s"], name="scan", body=body, num_scan_inputs=1)]
+    save(model(nodes, [vi("s0", TensorProto.FLOAT, [2]), vi("x", TensorProto.FLOAT, ["seq", 2])],
+               [vi("s", TensorProto.FLOAT, [2])], name="scan_unknown_length"),
+         os.path.join(BAD, "scan_unknown_length.onnx"))
+
+
 def write_valid():
     os.makedirs(FIX, exist_ok=True)
     for name, fn in [
@@ -655,6 +777,8 @@ def write_valid():
         ("optional_inputs", optional_inputs),
         ("unsupported_ops", unsupported_ops),
         ("legacy_opset9", legacy_opset9),
+        ("loop_unrolled", loop_unrolled),
+        ("scan_unrolled", scan_unrolled),
     ]:
         save(fn(), os.path.join(FIX, f"{name}.onnx"))
     save(external(os.path.join(FIX, "external")), os.path.join(FIX, "external", "model.onnx"))

@@ -1,6 +1,6 @@
 //! Data movement: copies for view ops the planner could not alias (BitCast's reading the bytes
 //! as its result's element type), Transpose, Concat, Split, Slice, the gathers and scatters, the
-//! gradients of Slice and the gathers, Expand, Tile, Pad, Resize, GridSample, AffineGrid, Trilu,
+//! gradients of Slice and the gathers, Expand, Tile, Pad, CenterCropPad, Resize, GridSample, AffineGrid, Trilu,
 //! EyeLike, OneHot, DepthToSpace and
 //! SpaceToDepth, TopK, Range, ConstantOfShape, and Shape/Size when canonicalization left them.
 //!
@@ -29,7 +29,7 @@ pub(super) use gather::{
     accumulate_gather_grad, gather, gather_elements, gather_elements_grad, gather_grad, gather_nd,
 };
 pub(super) use grid::{affine_grid, grid_sample};
-pub(super) use pad::pad;
+pub(super) use pad::{center_crop_pad, pad};
 pub(super) use resize::resize;
 pub(super) use scatter::{scatter_elements, scatter_nd, tensor_scatter};
 pub(super) use topk::top_k;

@@ -20,6 +20,10 @@
 //!   computed from static shapes, as exporters' rank dispatch is) is replaced by the nodes of
 //!   the branch it takes; the other branch is never imported, so it need not make sense for
 //!   values it would never see. Other `If`s keep both branches as regions.
+//! - `Loop` and `Scan` are unrolled as they are imported ([`unroll`]): the body's nodes once
+//!   per iteration, when the trip count, condition or scan length is known; otherwise an error
+//!   naming the node. `DynamicQuantizeLinear` is imported as its ONNX function body
+//!   ([`decompose`]).
 //! - Graph inputs and outputs become function arguments and results, with their ONNX names in
 //!   a `memc.name` attribute. A training step's parameters and gradient buffers are marked
 //!   persistent (`memc.state`, [`crate::state::mark_training_state`]). Initializers become weights; the ops that read them see a
@@ -30,12 +34,16 @@
 //!   function has no argument for it. The value must match the input's declared element type,
 //!   rank and static dims (a symbolic or unknown dim takes the array's extent).
 
+mod decompose;
 pub mod external;
 pub mod legacy;
 pub mod proto;
 #[cfg(unix)]
 pub mod reader;
 pub mod tensor;
+mod unroll;
+
+pub use unroll::MAX_UNROLLED_NODES;
 
 use crate::diag::Diagnostic;
 use crate::infer::ShapeInference;
@@ -208,6 +216,8 @@ fn import_model(
         weight_values: HashMap::new(),
         none: None,
         n_synthesized: 0,
+        unrolling: 0,
+        n_unrolled: 0,
     };
     importer.check_supported(graph)?;
     let mut func = importer.import_main_graph(graph, &options.consts)?;
@@ -299,6 +309,12 @@ struct Importer {
     none: Option<ValueId>,
     /// A counter that keeps the names of weights made from node attributes unique.
     n_synthesized: usize,
+    /// How many unrolled `Loop`/`Scan` bodies are being imported (their `Constant`s are
+    /// imported once per iteration and share one weight).
+    unrolling: usize,
+    /// The body nodes every unrolled `Loop` and `Scan` has imported so far, nested ones
+    /// included (at most [`MAX_UNROLLED_NODES`] in a model).
+    n_unrolled: usize,
 }
 
 /// One unsupported use, for the combined report.
@@ -389,7 +405,7 @@ impl Importer {
             };
             if forms
                 .iter()
-                .any(|form| onnx_opcode(form).is_none() && !is_constant(form))
+                .any(|form| onnx_opcode(form).is_none() && !is_import_only(form))
             {
                 report(kind, String::new());
                 continue;
@@ -749,6 +765,18 @@ impl Importer {
         if is_constant(node) {
             return self.import_constant(func, node).map_err(err);
         }
+        if unroll::is_unrolled(node) {
+            return self.unroll(func, node, block).map_err(err);
+        }
+        if decompose::is_decomposed(node) {
+            let mut counter = self.n_synthesized;
+            let nodes = decompose::expand(node, &mut counter).map_err(err)?;
+            self.n_synthesized = counter;
+            for form in &nodes {
+                self.build_node(func, form, label, block)?;
+            }
+            return Ok(());
+        }
         let opcode = onnx_opcode(node).ok_or_else(|| err("unsupported op".to_string()))?;
         let def = opcode.def();
 
@@ -988,6 +1016,11 @@ impl Importer {
             return Err("a Constant needs exactly one value attribute".to_string());
         };
         let name = output.clone();
+        if let (true, Some(id)) = (self.unrolling > 0, self.module.weights.lookup(&name)) {
+            // A later iteration of an unrolled body: the first one made the weight.
+            let value = self.weight_value(func, id);
+            return self.define(&name, value);
+        }
         let id = match (attr.name.as_str(), attr.t.as_ref()) {
             ("value", Some(t)) => self.add_weight(&name, t)?,
             ("value_float", _) => {
@@ -1100,6 +1133,12 @@ fn opcode_for(domain: &str, op_type: &str) -> Option<Opcode> {
     };
     let opcode = Opcode::from_name(&format!("{dialect}.{op_type}"))?;
     (opcode.def().dialect() == dialect).then_some(opcode)
+}
+
+/// A node the importer builds no op of its own for: a `Constant` (a weight), a `Loop` or
+/// `Scan` (unrolled, [`unroll`]) or an op ONNX defines as a function ([`decompose`]).
+fn is_import_only(node: &NodeProto) -> bool {
+    is_constant(node) || unroll::is_unrolled(node) || decompose::is_decomposed(node)
 }
 
 /// A default-domain `Constant`, which becomes a weight.

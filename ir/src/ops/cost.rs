@@ -59,7 +59,8 @@
 //! - **Scatters and accumulators**: 1 add per element of the added tensor: ms.GatherGrad,
 //!   ms.GatherElementsGrad, memc.accumulate_gather_grad (dY), ms.InPlaceAccumulatorV2
 //!   (`value`). onnx.ScatterElements and onnx.ScatterND: 1 per element of `updates` with a
-//!   `reduction` (add, mul, max, min), 0 without. ms.DivGrad per dY element: dA 2 (divide, sum back), dB 5, each when present.
+//!   `reduction` (add, mul, max, min), 0 without. onnx.Col2Im: 1 per input element (each
+//!   column entry added into its image position). ms.DivGrad per dY element: dA 2 (divide, sum back), dB 5, each when present.
 //! - **Quantization**: DequantizeLinear 1 per element (`+ 1` with a zero point);
 //!   QuantizeLinear 3 (divide, round, saturate) `+ 1` with a zero point.
 //! - **Signal processing**: the window functions and MelWeightMatrix 4 per element (a scale,
@@ -76,7 +77,7 @@
 //! - **Views and data movement**: 0. Reshape, Flatten, Squeeze, Unsqueeze, Identity,
 //!   Transpose, Slice and Dropout (the `VIEW` trait; a training Dropout's mask draw is not
 //!   counted: [`crate::ops::is_random`] keeps it from being recomputed), and Concat, Split,
-//!   Gather, GatherElements, GatherND, Expand, Tile, Pad, Trilu, EyeLike, DepthToSpace,
+//!   Gather, GatherElements, GatherND, Expand, Tile, Pad, CenterCropPad, Trilu, EyeLike, DepthToSpace,
 //!   SpaceToDepth, Shape, Size, ConstantOfShape, BitCast, ms.ConcatTraining, ms.SliceGrad
 //!   (`zero`). OneHot: 1 per output element (the comparison of the index with the position).
 //! - **Structure**: 0. func.return, onnx.Yield, memc.none, memc.weight; onnx.If itself (the
@@ -1147,6 +1148,7 @@ mod tests {
             (Opcode::Gather, &[&[4, 3], &[2]], &[&[2, 3]]),
             (Opcode::Expand, &[&[1, 3], &[2]], &[&[4, 3]]),
             (Opcode::Pad, &[&[2, 3], &[4]], &[&[4, 5]]),
+            (Opcode::CenterCropPad, &[&[2, 3], &[2]], &[&[4, 1]]),
             (Opcode::Cast, &[&[2, 3]], &[&[2, 3]]),
             (Opcode::Identity, &[&[2, 3]], &[&[2, 3]]),
             (Opcode::BitCast, &[&[2, 3]], &[&[2, 3]]),
@@ -1245,5 +1247,13 @@ mod tests {
         assert_eq!(scatter(Opcode::ScatterElements, "none"), 0);
         assert_eq!(scatter(Opcode::ScatterElements, "max"), 8);
         assert_eq!(scatter(Opcode::ScatterND, "mul"), 8);
+        // Col2Im: one add per column entry, [1, 2 * 4, 9].
+        let col2im = count(
+            Opcode::Col2Im,
+            &[&[1, 8, 9], &[2], &[2]],
+            &[&[1, 2, 4, 4]],
+            Vec::new(),
+        );
+        assert_eq!(col2im, 72);
     }
 }

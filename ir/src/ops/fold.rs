@@ -717,6 +717,32 @@ fn decode(weight: &Weight) -> Option<Vec<SymInt>> {
     Some(elems)
 }
 
+/// `Floor` of known floats (a `Range` expansion's trip count is `Ceil` of a float quotient).
+pub fn floor(ctx: &ShapeCtx, results: &[TensorType], index: usize) -> Fold {
+    elementwise(ctx, results, index, &|args| match args[0] {
+        SymInt::Float(x) => SymInt::Float(x.floor()),
+        _ => SymInt::unknown(),
+    })
+}
+
+/// `Ceil` of known floats.
+pub fn ceil(ctx: &ShapeCtx, results: &[TensorType], index: usize) -> Fold {
+    elementwise(ctx, results, index, &|args| match args[0] {
+        SymInt::Float(x) => SymInt::Float(x.ceil()),
+        _ => SymInt::unknown(),
+    })
+}
+
+/// `Relu` of known numbers: `max(x, 0)` (NaN stays NaN).
+pub fn relu(ctx: &ShapeCtx, results: &[TensorType], index: usize) -> Fold {
+    elementwise(ctx, results, index, &|args| match args[0] {
+        SymInt::Float(x) if x.is_nan() => SymInt::Float(*x),
+        SymInt::Float(x) => SymInt::Float(x.max(0.0)),
+        SymInt::Const(c) => SymInt::Const((*c).max(0)),
+        _ => SymInt::unknown(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2353,3 +2353,108 @@ pub fn stft(ctx: &ShapeCtx) -> ShapeResult {
         vec![signal.dims[0].clone(), frames, bins, Dim::Static(2)],
     ))
 }
+
+/// CenterCropPad: each axis of `axes` (default all) takes its entry of the known `shape`;
+/// unknown when `shape` is not known.
+pub fn center_crop_pad(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let axes = match ctx.ints_attr("axes")? {
+        Some(axes) => axis_set(&axes, x.rank())?,
+        None => (0..x.rank()).collect(),
+    };
+    let mut dims = x.dims.clone();
+    let Some(shape) = known_ints(ctx, 1) else {
+        for &a in &axes {
+            dims[a] = Dim::Unknown;
+        }
+        return one(TensorType::new(x.elem, dims));
+    };
+    if shape.len() != axes.len() {
+        return Err(format!(
+            "`shape` has {} entries but {} axes are cropped or padded",
+            shape.len(),
+            axes.len()
+        ));
+    }
+    for (&a, &n) in axes.iter().zip(&shape) {
+        let n = u64::try_from(n).map_err(|_| format!("`shape` has a negative entry {n}"))?;
+        dims[a] = Dim::Static(n);
+    }
+    one(TensorType::new(x.elem, dims))
+}
+
+/// Col2Im: `[N, C * prod(block_shape), L]` to `[N, C, image_shape...]`; the block count `L`
+/// must be the number of sliding blocks the image, pads, dilations and strides give.
+pub fn col2im(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let (Some(image), Some(block)) = (known_ints(ctx, 1), known_ints(ctx, 2)) else {
+        let n_spatial = static_len(operand(ctx, 1)?);
+        return Ok(n_spatial.map(|n| {
+            let mut dims = vec![
+                x.dims.first().cloned().unwrap_or(Dim::Unknown),
+                Dim::Unknown,
+            ];
+            dims.extend(std::iter::repeat_n(Dim::Unknown, n));
+            vec![TensorType::new(x.elem, dims)]
+        }));
+    };
+    let n = image.len();
+    if block.len() != n || x.rank() != 3 {
+        return Err(format!(
+            "Col2Im needs a 3-d input and `image_shape` and `block_shape` of one length, got rank {}, {} and {}",
+            x.rank(),
+            n,
+            block.len()
+        ));
+    }
+    let attr = |name: &str, len: usize, default: i64| -> Result<Vec<i64>, String> {
+        let values = ctx.ints_attr(name)?.unwrap_or_else(|| vec![default; len]);
+        if values.len() != len {
+            return Err(format!(
+                "`{name}` has {} entries, expected {len}",
+                values.len()
+            ));
+        }
+        Ok(values)
+    };
+    let dilations = attr("dilations", n, 1)?;
+    let strides = attr("strides", n, 1)?;
+    let pads = attr("pads", 2 * n, 0)?;
+    let mut n_blocks: i128 = 1;
+    let mut block_elems: i128 = 1;
+    for i in 0..n {
+        let (img, blk) = (i128::from(image[i]), i128::from(block[i]));
+        let (d, s) = (i128::from(dilations[i]), i128::from(strides[i]));
+        if img < 1 || blk < 1 || d < 1 || s < 1 {
+            return Err(format!(
+                "spatial axis {i} has image size {img}, block size {blk}, dilation {d} and stride {s}; each must be positive"
+            ));
+        }
+        let span = img + i128::from(pads[i]) + i128::from(pads[n + i]) - d * (blk - 1) - 1;
+        if span < 0 {
+            return Err(format!(
+                "on spatial axis {i} the block ({blk} with dilation {d}) does not fit the padded image ({img})"
+            ));
+        }
+        n_blocks *= span / s + 1;
+        block_elems *= blk;
+    }
+    if let Dim::Static(l) = x.dims[2] {
+        if i128::from(l) != n_blocks {
+            return Err(format!(
+                "the input has {l} blocks but the image, block shape, pads, dilations and strides give {n_blocks}"
+            ));
+        }
+    }
+    let channels = x.dims[1]
+        .div_exact(&static_dim(block_elems))
+        .ok_or_else(|| {
+            format!(
+                "the input's {} rows are not a multiple of the block's {block_elems} elements",
+                x.dims[1]
+            )
+        })?;
+    let mut dims = vec![x.dims[0].clone(), channels];
+    dims.extend(image.iter().map(|&v| Dim::Static(v as u64)));
+    one(TensorType::new(x.elem, dims))
+}

@@ -204,8 +204,8 @@ define_ops! {
     Exp = op("onnx.Exp", "e ^ X").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
     Log = op("onnx.Log", "natural logarithm").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
     Reciprocal = op("onnx.Reciprocal", "1 / X").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
-    Floor = op("onnx.Floor", "round down").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
-    Ceil = op("onnx.Ceil", "round up").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
+    Floor = op("onnx.Floor", "round down").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first).fold(f::floor);
+    Ceil = op("onnx.Ceil", "round up").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first).fold(f::ceil);
     Sin = op("onnx.Sin", "sine").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
     Cos = op("onnx.Cos", "cosine").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first);
     Erf = op("onnx.Erf", "the error function").ins(X_T).outs(Y_T).vars(T_NUMERIC).traits(ELEMENTWISE).shape(s::same_as_first);
@@ -229,7 +229,7 @@ define_ops! {
     IsInf = op("onnx.IsInf", "whether X is infinite (of the selected signs)").ins(X_T).outs(&[req("Y", var("B"))]).vars(&[("T", FLOAT), ("B", BOOL)]).attrs(&[int_attr("detect_negative", 1), int_attr("detect_positive", 1)]).traits(ELEMENTWISE).shape(s::same_shape_bool);
     BitwiseNot = op("onnx.BitwiseNot", "bitwise not").ins(X_T).outs(Y_T).vars(&[("T", INT)]).traits(ELEMENTWISE).shape(s::same_as_first);
     CastLike = op("onnx.CastLike", "converts to the element type of `target_type`").ins(&[req("input", var("T1")), req("target_type", var("T2"))]).outs(&[req("output", var("T2"))]).vars(&[("T1", ANY), ("T2", ANY)]).attrs(&[int_attr("saturate", 1), str_attr("round_mode", "up")]).traits(ELEMENTWISE).shape(s::cast_like).flops(c::zero);
-    Relu = op("onnx.Relu", "max(X, 0)").ins(X_T).outs(Y_T).vars(T_SIGNED).traits(ELEMENTWISE).shape(s::same_as_first);
+    Relu = op("onnx.Relu", "max(X, 0)").ins(X_T).outs(Y_T).vars(T_SIGNED).traits(ELEMENTWISE).shape(s::same_as_first).fold(f::relu);
     LeakyRelu = op("onnx.LeakyRelu", "X < 0 ? alpha * X : X").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(&[float_attr("alpha", 0.01)]).traits(ELEMENTWISE).shape(s::same_as_first).flops(c::per_elem::<2>);
     Elu = op("onnx.Elu", "X < 0 ? alpha * (e ^ X - 1) : X").ins(X_T).outs(Y_T).vars(T_FLOAT).attrs(&[float_attr("alpha", 1.0)]).traits(ELEMENTWISE).shape(s::same_as_first).flops(c::per_elem::<4>);
     Sigmoid = op("onnx.Sigmoid", "1 / (1 + e ^ -X)").ins(X_T).outs(Y_T).vars(T_FLOAT).traits(ELEMENTWISE).shape(s::same_as_first).flops(c::per_elem::<{ c::SIGMOID }>);
@@ -330,6 +330,8 @@ define_ops! {
     OneHot = op("onnx.OneHot", "on_value where the index along `axis` equals the position, else off_value").ins(&[req("indices", var("T1")), req("depth", var("T2")), req("values", var("T3"))]).outs(&[req("output", var("T3"))]).vars(&[("T1", NUMERIC), ("T2", NUMERIC), ("T3", ANY)]).attrs(&[int_attr("axis", -1)]).verify(v::one_hot).shape(s::one_hot).flops(c::per_elem::<1>);
     DepthToSpace = op("onnx.DepthToSpace", "moves channel blocks into spatial blocks").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_ANY).attrs(&[required("blocksize", Int), str_attr("mode", "DCR")]).shape(s::depth_to_space).flops(c::zero);
     SpaceToDepth = op("onnx.SpaceToDepth", "moves spatial blocks into channels").ins(&[req("input", var("T"))]).outs(&[req("output", var("T"))]).vars(T_ANY).attrs(&[required("blocksize", Int)]).shape(s::space_to_depth).flops(c::zero);
+    CenterCropPad = op("onnx.CenterCropPad", "crops or zero-pads `axes` to `shape`, centered").ins(&[req("input_data", var("T")), req("shape", var("I"))]).outs(&[req("output_data", var("T"))]).vars(&[("T", ANY), ("I", INDEX)]).attrs(&[attr("axes", Ints)]).verify(v::center_crop_pad).shape(s::center_crop_pad).flops(c::zero);
+    Col2Im = op("onnx.Col2Im", "sums sliding blocks (columns) back into an image").ins(&[req("input", var("T")), req("image_shape", var("I")), req("block_shape", var("I"))]).outs(&[req("output", var("T"))]).vars(&[("T", NUMERIC), ("I", I64_ONLY)]).attrs(&[attr("dilations", Ints), attr("pads", Ints), attr("strides", Ints)]).verify(v::col2im).shape(s::col2im).flops(c::adds::<0>);
 
     // Shape computations.
     Shape = op("onnx.Shape", "the shape of a tensor as an i64 tensor").ins(&[req("data", var("T"))]).outs(&[req("shape", var("I"))]).vars(T_ANY_I64).attrs(&[attr("start", Int), attr("end", Int)]).shape(s::shape).fold(f::shape).flops(c::zero);

@@ -772,3 +772,77 @@ pub fn mel_weight_matrix(ctx: &OpCtx) -> Check {
     }
     Ok(())
 }
+
+/// CenterCropPad: `axes` (when given) are distinct and in range, and `shape` is 1-d with one
+/// entry per cropped or padded axis when its length is static.
+pub fn center_crop_pad(ctx: &OpCtx) -> Check {
+    let rank = operand(ctx, 0)?.rank();
+    let n_axes = match ctx.ints_attr("axes")? {
+        Some(axes) => {
+            let mut seen = Vec::with_capacity(axes.len());
+            for &a in &axes {
+                let a = normalize_axis(a, rank)?;
+                if seen.contains(&a) {
+                    return Err(format!("axis {a} is listed twice in `axes`"));
+                }
+                seen.push(a);
+            }
+            axes.len()
+        }
+        None => rank,
+    };
+    let shape = operand(ctx, 1)?;
+    match shape.dims.as_slice() {
+        [Dim::Static(n)] if *n != n_axes as u64 => Err(format!(
+            "`shape` has {n} entries but {n_axes} axes are cropped or padded"
+        )),
+        [_] => Ok(()),
+        _ => Err(format!("`shape` must be 1-d, got rank {}", shape.rank())),
+    }
+}
+
+/// Col2Im: a 3-d input `[N, C * prod(block_shape), L]`; 1-d `image_shape` and `block_shape`
+/// of one length (the spatial rank); `dilations` and `strides` one positive entry per spatial
+/// axis, `pads` two non-negative ones.
+pub fn col2im(ctx: &OpCtx) -> Check {
+    let input = operand(ctx, 0)?;
+    if input.rank() != 3 {
+        return Err(format!(
+            "Col2Im needs a 3-d input [N, C * block elements, blocks], got rank {}",
+            input.rank()
+        ));
+    }
+    let mut n_spatial = None;
+    for (index, name) in [(1, "image_shape"), (2, "block_shape")] {
+        let ty = operand(ctx, index)?;
+        match ty.dims.as_slice() {
+            [Dim::Static(n)] => {
+                if n_spatial.is_some_and(|s| s != *n) {
+                    return Err(format!(
+                        "`image_shape` and `block_shape` have different lengths ({} and {n})",
+                        n_spatial.unwrap_or(0)
+                    ));
+                }
+                n_spatial = Some(*n);
+            }
+            [_] => {}
+            _ => return Err(format!("`{name}` must be 1-d, got rank {}", ty.rank())),
+        }
+    }
+    let Some(n) = n_spatial else { return Ok(()) };
+    for (name, per_axis, min) in [("dilations", 1, 1), ("strides", 1, 1), ("pads", 2, 0)] {
+        if let Some(values) = ctx.ints_attr(name)? {
+            if values.len() as u64 != per_axis * n {
+                return Err(format!(
+                    "`{name}` has {} entries for {n} spatial axes (expected {})",
+                    values.len(),
+                    per_axis * n
+                ));
+            }
+            if let Some(v) = values.iter().find(|&&v| v < min) {
+                return Err(format!("`{name}` has entry {v}, below {min}"));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,4 +1,4 @@
-//! Conv and ConvTranspose.
+//! Conv and ConvTranspose, and Col2Im.
 //!
 //! The direct form is one loop kernel: outer axes `(n, [g,] m, out spatial...)` walk the output
 //! (the group axis only when `group > 1`), inner axes `(c, kernel spatial...)` the reduction
@@ -8,6 +8,8 @@
 //! ConvTranspose gathers instead of scattering: output position `o` receives input `i` through
 //! tap `k` when `o + pad - k * dilation = i * stride`, tested with index arithmetic and read
 //! with a `LoadIndirect`.
+//! Col2Im is that gather with an identity filter: each image position sums the column entries
+//! its block taps land on.
 //!
 //! Convolutions in the target's contraction types (f32 and f64 on the CPU) with at least two
 //! input channels per group run as contractions instead. The main form is im2col
@@ -1305,4 +1307,110 @@ fn transpose_tap(
         contract,
         covers_all,
     })
+}
+
+/// Col2Im: `[N, C * prod(block_shape), L]` summed back into `[N, C, image_shape...]`.
+/// ConvTranspose's gather form with an identity filter: one loop kernel whose outer axes
+/// `(n, c, o...)` walk the image and whose inner axes `(k...)` the block; image position `o`
+/// receives block `l` through tap `k` when `o + pad - k * dilation = l * stride`, tested with
+/// index arithmetic and read with a `LoadIndirect`.
+pub fn col2im(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let x = ctx.input(op, 0)?;
+    let out = ctx.result(op, 0)?;
+    if out.numel() == 0 {
+        return Ok(Vec::new());
+    }
+    check_arith(out.elem)?;
+    let n_spatial = out.rank() - 2;
+    let block = ctx
+        .const_ints(op, 2)
+        .filter(|b| b.len() == n_spatial && b.iter().all(|&k| k > 0))
+        .ok_or_else(|| unsupported("Col2Im's `block_shape` must be a compile-time constant"))?;
+    let per_axis = |name: &str, len: usize, default: i64| -> Result<Vec<i64>, LowerError> {
+        match ctx.attr_ints(op, name) {
+            None => Ok(vec![default; len]),
+            Some(v) if v.len() == len => Ok(v),
+            Some(v) => Err(unsupported(format!(
+                "`{name}` has {} entries, expected {len}",
+                v.len()
+            ))),
+        }
+    };
+    let dilations = per_axis("dilations", n_spatial, 1)?;
+    let strides = per_axis("strides", n_spatial, 1)?;
+    let pads = per_axis("pads", 2 * n_spatial, 0)?;
+    let image: Vec<i64> = signed(&out.shape[2..])?;
+    let n_blocks: Vec<i64> = (0..n_spatial)
+        .map(|i| {
+            (image[i] + pads[i] + pads[n_spatial + i] - dilations[i] * (block[i] - 1) - 1)
+                / strides[i]
+                + 1
+        })
+        .collect();
+    if n_blocks.iter().product::<i64>() != x.shape[2] as i64 {
+        return Err(unsupported(
+            "Col2Im's input block count does not match its image and block shapes",
+        ));
+    }
+    let n_axes = 2 + 2 * n_spatial;
+    let outer = out.shape.clone();
+    let inner: Vec<u64> = block.iter().map(|&k| k as u64).collect();
+    let os = out.strides();
+    let mut out_strides = vec![0i64; n_axes];
+    out_strides[..os.len()].copy_from_slice(&os);
+    let xs = x.strides();
+    let block_elems: i64 = block.iter().product();
+    let mut x_strides = vec![0i64; n_axes];
+    x_strides[0] = xs[0];
+    x_strides[1] = xs[1] * block_elems;
+    for i in 0..n_spatial {
+        x_strides[2 + n_spatial + i] = xs[1] * block[i + 1..].iter().product::<i64>();
+    }
+    let views = vec![out.view_with(out_strides), x.view_with(x_strides)];
+    let mut insts = Insts::new();
+    let mut valid: Option<InstId> = None;
+    let mut terms = Vec::with_capacity(n_spatial);
+    for i in 0..n_spatial {
+        // t = o + pad - k * dilation must be l * stride for a block index 0 <= l < blocks.
+        let o = insts.index(2 + i);
+        let k = insts.index(2 + n_spatial + i);
+        let kd = insts.mul_c(k, dilations[i]);
+        let t = insts.add_c(o, pads[i]);
+        let t = insts.binary(BinaryOp::Sub, t, kd);
+        let st = insts.i64c(strides[i]);
+        let rem = insts.binary(BinaryOp::FloorMod, t, st);
+        let zero = insts.i64c(0);
+        let divisible = insts.binary(BinaryOp::Eq, rem, zero);
+        let index = insts.floor_div_c(t, strides[i]);
+        let inside = insts.in_range_c(index, 0, n_blocks[i]);
+        let ok = insts.binary(BinaryOp::And, divisible, inside);
+        valid = Some(insts.and(valid, ok));
+        let index = insts.clamp_c(index, 0, n_blocks[i] - 1);
+        terms.push(IndirectIndex {
+            index,
+            stride: xs[2] * n_blocks[i + 1..].iter().product::<i64>(),
+            limit: n_blocks[i],
+        });
+    }
+    let xv = insts.load_indirect(&views, 1, terms);
+    let zero = insts.constant(out.elem, 0.0);
+    let value = match valid {
+        Some(v) => insts.select(v, xv, zero),
+        None => xv,
+    };
+    let acc_ty = out.elem.compute();
+    let reduce = Stage::Reduce {
+        insts: insts.finish(),
+        value,
+        op: ReduceOp::Sum,
+        init: 0,
+        ty: acc_ty,
+    };
+    Ok(vec![loop_kernel(
+        ctx.kernel_name(op, 0),
+        outer,
+        inner,
+        views,
+        vec![reduce, finish_stage(acc_ty, out.elem, false)],
+    )])
 }

@@ -3,6 +3,9 @@
 //! constant (or selects a loaded runtime constant where the guards fail); edge mode clamps
 //! the coordinate, reflect folds it with period `2 (n - 1)`, wrap takes it modulo `n`, each
 //! through a `LoadIndirect`. Negative pads crop, as the ONNX spec says.
+//!
+//! CenterCropPad is a constant Pad by zero whose begin pads center the result (negative where
+//! it crops).
 
 use super::super::build::TensorRef;
 use super::super::build::{guard, Insts};
@@ -210,4 +213,36 @@ fn constant_guarded(
         views,
         vec![map_stage(insts, 0, value)],
     )
+}
+
+/// CenterCropPad: a constant-mode Pad by zero whose begin pad on each axis is half the growth
+/// (rounded down), negative where the axis is cropped (the ONNX reference's centering).
+pub fn center_crop_pad(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let input = ctx.input(op, 0)?;
+    let Some(out) = output(ctx, op, 0)? else {
+        return Ok(Vec::new());
+    };
+    if input.numel() == 0 {
+        return Ok(vec![fill(ctx.kernel_name(op, 0), &out, 0)]);
+    }
+    let begin: Vec<i64> = input
+        .shape
+        .iter()
+        .zip(&out.shape)
+        .map(|(&n, &t)| {
+            let (n, t) = (n as i64, t as i64);
+            if t >= n {
+                (t - n) / 2
+            } else {
+                -((n - t) / 2)
+            }
+        })
+        .collect();
+    Ok(vec![constant_guarded(
+        ctx.kernel_name(op, 0),
+        &input,
+        &out,
+        &begin,
+        0,
+    )])
 }

@@ -148,6 +148,7 @@ fn zero_element_tensors_and_kernels_run() {
             c: mat(0),
             alpha: 1f64.to_bits(),
             accumulate: false,
+            pack: None,
         }),
     };
     let io = |name: &str| IoTensor {

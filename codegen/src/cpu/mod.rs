@@ -46,6 +46,8 @@ mod loops;
 #[cfg(feature = "cpu")]
 mod nbits;
 #[cfg(feature = "cpu")]
+mod pool;
+#[cfg(feature = "cpu")]
 mod program;
 mod regions;
 #[cfg(feature = "cpu")]
@@ -63,6 +65,8 @@ pub mod target;
 pub use backend::{CpuBackend, CpuRunner};
 #[cfg(feature = "cpu")]
 pub use error::CpuError;
+#[cfg(feature = "cpu")]
+pub use pool::WorkerPool;
 #[cfg(feature = "cpu")]
 pub use program::{host_isa_flags, CpuProgram};
 pub use regions::RegionPtrs;

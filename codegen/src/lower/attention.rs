@@ -166,6 +166,7 @@ fn contract(
             c,
             alpha: alpha.to_bits(),
             accumulate,
+            pack: None,
         }),
     }
 }

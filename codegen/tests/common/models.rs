@@ -137,10 +137,7 @@ pub fn run_cpu(program: &Program, weights: &[u8], inputs: &[Vec<u8>]) -> Vec<Vec
     }
     let kernels: Vec<_> = program.kernels().collect();
     let cpu = CpuProgram::compile(&kernels).expect("the kernels compile");
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(2)
-        .build()
-        .expect("a thread pool");
+    let pool = memc_codegen::cpu::WorkerPool::new(2).expect("a thread pool");
     for i in 0..kernels.len() {
         // SAFETY: the regions have the sizes the program was validated against, and nothing
         // else touches the arena while a kernel runs.

@@ -190,6 +190,15 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
         return plan;
     }
     let static_type = |v| func.value_type(v).tensor().and_then(|t| t.static_shape());
+    // Contractions compute in the result's type (f32 or f64; others have none).
+    let elem_size = match data
+        .results
+        .first()
+        .and_then(|&v| func.value_type(v).tensor())
+    {
+        Some(t) if t.elem == ElemType::F64 => 8,
+        _ => 4,
+    };
     let exact = match data.opcode {
         Opcode::MatMul | Opcode::Gemm | Opcode::FusedMatMul => (|| {
             let a = static_type(*data.operands.first()?)?;
@@ -214,8 +223,38 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
                 crate::cpu::target::GemmBlocking::new(batches, m, n, k, size, pack_b)
                     .scratch_bytes()
             };
-            Some(bytes(4).max(bytes(8)))
+            Some(bytes(elem_size))
         })(),
+        Opcode::Conv => (|| {
+            // Through im2col or as products per tap: `M / group` rows, at most `(C / group) x
+            // taps` values of K and every output pixel of every image as columns, per image and
+            // group.
+            let w = static_type(*data.operands.get(1)?)?;
+            let y = static_type(*data.results.first()?)?;
+            if w.len() < 2 || y.len() < 2 {
+                return None;
+            }
+            let group = data
+                .attrs
+                .get("group")
+                .and_then(|a| a.as_int())
+                .unwrap_or(1)
+                .max(1) as u64;
+            let taps = w[2..].iter().product::<u64>();
+            let pixels = y[2..].iter().product::<u64>();
+            let (m, k, n) = (w[0] / group, w[1] * taps, y[0] * pixels);
+            let bytes = |size| {
+                crate::cpu::target::GemmBlocking::new(y[0] * group, m, n, k, size, true)
+                    .scratch_bytes()
+            };
+            Some(bytes(elem_size))
+        })(),
+        Opcode::Attention => super::attention::contraction_bound(func, op).map(|(b, m, n, k)| {
+            let bytes = |size| {
+                crate::cpu::target::GemmBlocking::new(b, m, n, k, size, true).scratch_bytes()
+            };
+            bytes(elem_size)
+        }),
         _ => None,
     };
     let bytes = exact.unwrap_or_else(|| {
@@ -231,7 +270,7 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
             crate::cpu::target::GemmBlocking::new(elems, elems, elems, elems, size, true)
                 .scratch_bytes()
         };
-        bytes(4).max(bytes(8))
+        bytes(elem_size)
     });
     if bytes == 0 {
         return plan;

@@ -50,6 +50,10 @@ pub const GEMM_THREADS: u64 = 4;
 /// without packing it (each element of `B` is used by so few rows that a copy would cost as
 /// much as the product).
 pub const GEMM_SMALL_M: u64 = 16;
+/// Products with fewer multiply-adds than this (`batches x m x n x k`) run on one thread and
+/// pack into small panels on its stack: no planned scratch (a few KiB of panels would cost more
+/// arena than they save time).
+pub const GEMM_PARALLEL_MACS: u64 = 64 * 64 * 64;
 
 /// How a product of `batches` x (`m` x `k`) @ (`k` x `n`) with `elem_size`-byte elements is
 /// blocked, and so the packing scratch it needs: one slot per thread (at most
@@ -68,7 +72,8 @@ pub struct GemmBlocking {
     pub pack_b: bool,
     /// Independent pieces of work: `batches x ceil(m / MC) x ceil(n / NC)`.
     pub units: u64,
-    /// Packing slots, one per thread that may run the product.
+    /// Packing slots, one per thread that may run the product; 0 for products under
+    /// [`GEMM_PARALLEL_MACS`] (and empty ones), which pack on the stack of one thread.
     pub slots: u64,
     pub elem_size: u64,
 }
@@ -82,7 +87,11 @@ impl GemmBlocking {
         let units = batches
             .saturating_mul(m.div_ceil(GEMM_MC))
             .saturating_mul(n.div_ceil(GEMM_NC));
-        let slots = if m == 0 || n == 0 || k == 0 {
+        let macs = batches
+            .saturating_mul(m)
+            .saturating_mul(n)
+            .saturating_mul(k);
+        let slots = if macs < GEMM_PARALLEL_MACS {
             0
         } else {
             units.min(GEMM_THREADS)
@@ -120,6 +129,20 @@ impl GemmBlocking {
     pub fn scratch_bytes(&self) -> u64 {
         self.slots.saturating_mul(self.slot_bytes())
     }
+}
+
+/// A bound on the packing scratch of any product whose operands and result each have at most
+/// `elems` elements: `batches x m x n x k <= elems^2`, a packed `A` panel holds at most
+/// `min(MC x KC, 6 x elems)` values (rows rounded up to [`GEMM_MR`]) and a `B` panel
+/// `min(KC x NC, 32 x elems)`.
+pub fn gemm_scratch_bound(elems: u64, elem_size: u64) -> u64 {
+    if elems.saturating_mul(elems) < GEMM_PARALLEL_MACS {
+        return 0;
+    }
+    let kc = GEMM_KC_BYTES / elem_size.max(1);
+    let a = (GEMM_MC * kc).min(elems.saturating_mul(GEMM_MR)) * elem_size;
+    let b = (kc * GEMM_NC).min(elems.saturating_mul(GEMM_NR_MAX)) * elem_size;
+    GEMM_THREADS * (a.next_multiple_of(64) + b.next_multiple_of(64))
 }
 
 /// Whether a product with `m` rows reads `B` where it is: few rows, and `B`'s columns
@@ -814,6 +837,7 @@ pub unsafe fn run<T: Kernels>(
     let per_batch = plan.n_ic * plan.n_jc;
     let units = batches * per_batch;
     let threads = threads.min(blocking.slots as usize).min(units).max(1);
+    let slots = slots.filter(|_| blocking.slots > 0);
     let slot_bytes = blocking.slot_bytes() as usize;
     let a_bytes = blocking.a_bytes() as usize;
     let slots = SendPtr(slots.unwrap_or(std::ptr::null_mut()));

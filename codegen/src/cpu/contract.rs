@@ -12,8 +12,9 @@ use super::regions::RegionPtrs;
 use crate::kernel::{Contract, MatView, Scalar};
 use memc_gemm::{self as gemm, Kernels, Mat, Product};
 
-/// Products with at least this many multiply-adds (`batches * m * n * k`) use several threads.
-const PARALLEL_MNK: u64 = 64 * 64 * 64;
+/// Products with at least this many multiply-adds (`batches * m * n * k`) use several threads
+/// (and have planned panels).
+const PARALLEL_MNK: u64 = memc_gemm::GEMM_PARALLEL_MACS;
 
 impl RegionPtrs {
     /// The address of `view`'s element (batch `b`, 0, 0), as a `T` pointer.

@@ -242,12 +242,15 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
                 .max(1) as u64;
             let taps = w[2..].iter().product::<u64>();
             let pixels = y[2..].iter().product::<u64>();
-            let (m, k, n) = (w[0] / group, w[1] * taps, y[0] * pixels);
-            let bytes = |size| {
-                crate::cpu::target::GemmBlocking::new(y[0] * group, m, n, k, size, true)
+            let (m, k, images) = (w[0] / group, w[1] * taps, y[0]);
+            // The column matrix and the input have contiguous columns.
+            let pack_b = !crate::cpu::target::gemm_b_in_place(m, 1);
+            // One product per image and group, or the images merged into the columns.
+            let bytes = |batches, n| {
+                crate::cpu::target::GemmBlocking::new(batches, m, n, k, elem_size, pack_b)
                     .scratch_bytes()
             };
-            Some(bytes(elem_size))
+            Some(bytes(images * group, pixels).max(bytes(group, images * pixels)))
         })(),
         Opcode::Attention => super::attention::contraction_bound(func, op).map(|(b, m, n, k)| {
             let bytes = |size| {
@@ -263,14 +266,10 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
             .iter()
             .chain(&data.results)
             .filter_map(|&v| func.value_type(v).tensor()?.static_num_elements())
-            .chain([plan.scratch_bytes])
+            .chain([plan.scratch_bytes / elem_size])
             .max()
             .unwrap_or(0);
-        let bytes = |size| {
-            crate::cpu::target::GemmBlocking::new(elems, elems, elems, elems, size, true)
-                .scratch_bytes()
-        };
-        bytes(elem_size)
+        crate::cpu::target::gemm_scratch_bound(elems, elem_size)
     });
     if bytes == 0 {
         return plan;
@@ -564,7 +563,8 @@ fn give_gemm_panels(
     let reserved = end - start;
     for kernel in kernels {
         if let crate::kernel::KernelBody::Contract(c) = &mut kernel.body {
-            if c.pack.is_none() && c.blocking().scratch_bytes() <= reserved {
+            let need = c.blocking().scratch_bytes();
+            if c.pack.is_none() && need > 0 && need <= reserved {
                 c.pack = Some(start);
             }
         }

@@ -160,14 +160,14 @@ fn main() {
             } else {
                 gemm::Parallelism::None
             };
-            let c_ptr = c_gemm.as_mut_ptr();
+            let c_addr = c_gemm.as_mut_ptr() as usize;
             let t_gemm = best_time(Duration::from_millis(500), || {
                 rayon_pool.install(|| unsafe {
                     gemm::gemm(
                         m,
                         n,
                         k,
-                        c_ptr,
+                        c_addr as *mut f32,
                         1,
                         n as isize,
                         false,

@@ -400,6 +400,9 @@ mod x86 {
     use super::{portable, Mat, MR};
     use std::arch::x86_64::*;
 
+    /// Rows of an in-place `B` fetched ahead of the one being multiplied.
+    const PREFETCH_ROWS: isize = 8;
+
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn fma_f64(
         kc: usize,
@@ -481,7 +484,21 @@ mod x86 {
     ) {
         let mut acc = [[_mm256_setzero_ps(); 2]; M];
         let (mut a, mut b) = (a, b);
-        if b_cols >= 16 {
+        if b_cols >= 16 && b_rs != 16 {
+            // `B` read in place (few rows): its rows are far apart, so fetch a few ahead.
+            for _ in 0..kc {
+                _mm_prefetch::<_MM_HINT_T0>(b.wrapping_offset(PREFETCH_ROWS * b_rs).cast());
+                let b0 = _mm256_loadu_ps(b);
+                let b1 = _mm256_loadu_ps(b.add(8));
+                for (i, acc) in acc.iter_mut().enumerate() {
+                    let ai = _mm256_broadcast_ss(&*a.add(i));
+                    acc[0] = _mm256_fmadd_ps(ai, b0, acc[0]);
+                    acc[1] = _mm256_fmadd_ps(ai, b1, acc[1]);
+                }
+                a = a.add(MR);
+                b = b.wrapping_offset(b_rs);
+            }
+        } else if b_cols >= 16 {
             for _ in 0..kc {
                 let b0 = _mm256_loadu_ps(b);
                 let b1 = _mm256_loadu_ps(b.add(8));
@@ -588,7 +605,23 @@ mod x86 {
     ) {
         let mut acc = [[_mm512_setzero_ps(); 2]; M];
         let (mut a, mut b) = (a, b);
-        if b_cols >= 32 {
+        if b_cols >= 32 && b_rs != 32 {
+            // `B` read in place (few rows): its rows are far apart, so fetch a few ahead.
+            for _ in 0..kc {
+                let ahead = b.wrapping_offset(PREFETCH_ROWS * b_rs);
+                _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
+                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(16).cast());
+                let b0 = _mm512_loadu_ps(b);
+                let b1 = _mm512_loadu_ps(b.add(16));
+                for (i, acc) in acc.iter_mut().enumerate() {
+                    let ai = _mm512_set1_ps(*a.add(i));
+                    acc[0] = _mm512_fmadd_ps(ai, b0, acc[0]);
+                    acc[1] = _mm512_fmadd_ps(ai, b1, acc[1]);
+                }
+                a = a.add(MR);
+                b = b.wrapping_offset(b_rs);
+            }
+        } else if b_cols >= 32 {
             for _ in 0..kc {
                 let b0 = _mm512_loadu_ps(b);
                 let b1 = _mm512_loadu_ps(b.add(16));

@@ -29,6 +29,9 @@
 //! output element is summed in an order fixed by the shape and the instruction set, not by
 //! the number of threads.
 
+// The microkernels take their operands as plain arguments, so they stay in registers.
+#![allow(clippy::too_many_arguments)]
+
 use std::sync::OnceLock;
 
 /// Rows of `C` one GEMM microkernel call computes (`cpu/gemm.rs`), on every instruction set.
@@ -848,6 +851,9 @@ unsafe fn run_units<T: Kernels>(
     }
 }
 
+/// Runs `f(0..t)` on `t` threads and returns when all have finished (a pool's broadcast).
+pub type Broadcast<'a> = &'a dyn Fn(usize, &(dyn Fn(usize) + Sync));
+
 /// Runs `p` for batch indices `0..batches` (batch `b`'s operands found by `at(b)`), split
 /// over at most `threads` threads (never more than `blocking.slots`) that `broadcast(t, f)`
 /// runs `f(0..t)` on, returning when all have finished; packing into `slots`.
@@ -863,7 +869,7 @@ pub unsafe fn run<T: Kernels>(
     blocking: &GemmBlocking,
     slots: Option<*mut u8>,
     threads: usize,
-    broadcast: &dyn Fn(usize, &(dyn Fn(usize) + Sync)),
+    broadcast: Broadcast<'_>,
 ) {
     let first = at(0);
     let plan = Plan::<T>::new(blocking, first.m, first.n);

@@ -247,7 +247,7 @@ pub fn run(plan: &Path, options: &RunOptions) -> Result<String, RuntimeError> {
             used.insert(file.clone());
         }
         let path = dir.join(format!("{file}.npy"));
-        write_npy(&path, *tensor)?;
+        write_npy(&path, tensor)?;
         writeln!(
             report,
             "  {name:<width$}  {sig:<sig_width$}  -> {}",
@@ -255,8 +255,8 @@ pub fn run(plan: &Path, options: &RunOptions) -> Result<String, RuntimeError> {
         )
         .expect("writing to a String cannot fail");
     }
-    // The last run's outputs borrow the session: its backend time is read once they are done.
-    drop(outputs);
+    // The last run's outputs borrow the session (until their last use above), so its backend
+    // time is read after them.
     if options.time_backend {
         backend_times.push(session.backend_run_time());
         let backend_median = median_of(&mut backend_times);

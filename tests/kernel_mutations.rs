@@ -210,10 +210,7 @@ fn validated_mutants_stay_in_bounds() {
         }
     }
     println!("{} programs", programs.len());
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(2)
-        .build()
-        .expect("a thread pool");
+    let pool = memc_codegen::cpu::WorkerPool::new(2).expect("a thread pool");
     // MEMC_MUTATION_SEED explores other mutants; the default keeps CI reproducible.
     let seed = std::env::var("MEMC_MUTATION_SEED")
         .ok()
@@ -270,7 +267,7 @@ fn run_guarded(
     sizes: RegionSizes,
     arena: &Guarded,
     weights: &Guarded,
-    pool: &rayon::ThreadPool,
+    pool: &memc_codegen::cpu::WorkerPool,
 ) -> bool {
     // Skip mutants whose work is too large to run in a test (the validator allows them).
     let work: u128 = match &kernel.body {
@@ -374,10 +371,7 @@ fn validated_scatter_mutants_stay_in_bounds() {
     // Index bytes of 0x9c read as large negative i64s: the clamp decides every address.
     arena.fill(0x9c);
     let weights = Guarded::new(0);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(2)
-        .build()
-        .expect("a thread pool");
+    let pool = memc_codegen::cpu::WorkerPool::new(2).expect("a thread pool");
     let mut rng = Rng(0x7363_6174_7465_7221);
     let (mut ran, mut rejected) = (0, 0);
     let original = serde_json::to_value(&kernel).expect("kernels serialize");

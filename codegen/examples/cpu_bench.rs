@@ -327,7 +327,8 @@ fn main() {
         "kernel", "threads", "JIT ms", "Rust ms"
     );
     for threads in [1usize, 2] {
-        let pool = rayon::ThreadPoolBuilder::new()
+        let pool = memc_codegen::cpu::WorkerPool::new(threads).expect("a pool");
+        let rayon_pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
             .expect("a pool");
@@ -342,7 +343,7 @@ fn main() {
                     reference_add(&mut arena)
                 })),
                 "softmax" => Some(best_time(Duration::from_millis(300), || {
-                    reference_softmax(&mut arena, &pool)
+                    reference_softmax(&mut arena, &rayon_pool)
                 })),
                 _ => None,
             };

@@ -148,7 +148,7 @@ fn time(
     l: &Layout,
     matrices: u64,
     passes: usize,
-    pool: &rayon::ThreadPool,
+    pool: &memc_codegen::cpu::WorkerPool,
 ) -> f64 {
     let program = CpuProgram::compile(&[kernel]).expect("the kernel compiles");
     let run_pass = |arena: &mut Buf| {
@@ -204,10 +204,7 @@ fn main() {
             (matrices * l.read) as f64 / (1 << 20) as f64
         );
         for (t, &threads) in thread_counts.iter().enumerate() {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .expect("a thread pool");
+            let pool = memc_codegen::cpu::WorkerPool::new(threads).expect("a thread pool");
             if threads == 1 {
                 // The same GEMV on the first N_IN_CACHE columns of one matrix, over and over.
                 let (kernel, arena_bytes) = kernel(1, N_IN_CACHE, bits, &l);

@@ -75,6 +75,7 @@
 //! (indirect indices are clamped to `[0, limit)` at run time, so their range is known). Backends
 //! may assume a validated kernel; they never see one that reads or writes out of bounds.
 
+use crate::cpu::target::{gemm_b_in_place, GemmBlocking};
 use crate::nbits;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -764,6 +765,20 @@ pub struct Contract {
     /// `f64` bits.
     pub alpha: u64,
     pub accumulate: bool,
+    /// Arena byte offset (64-aligned) of the packing scratch of the CPU's GEMM:
+    /// [`Contract::blocking`]`.scratch_bytes()` bytes, planned for the op's step. Without it
+    /// the CPU packs into small buffers on its stack, more slowly; other backends ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pack: Option<u64>,
+}
+
+impl Contract {
+    /// How the CPU's GEMM blocks this product, and so the packing scratch it needs.
+    pub fn blocking(&self) -> GemmBlocking {
+        let batches = self.batch.iter().product::<u64>();
+        let pack_b = !gemm_b_in_place(self.m, self.b.col_stride);
+        GemmBlocking::new(batches, self.m, self.n, self.k, self.elem.size(), pack_b)
+    }
 }
 
 /// `c[r, :] = a[r, :] x dequantize(b) (+ bias)` for every row `r` of `a`, `b` packed as the
@@ -1471,6 +1486,21 @@ fn validate_contract(
                 lo: lo_byte,
                 hi: hi_byte,
                 size: region,
+            });
+        }
+    }
+    if let Some(offset) = c.pack {
+        if offset % 64 != 0 {
+            return Err(bad("the packing scratch is not 64-byte aligned".into()));
+        }
+        let bytes = c.blocking().scratch_bytes();
+        if offset as i128 + bytes as i128 > sizes.arena as i128 {
+            return Err(KernelError::OutOfBounds {
+                kernel: kernel.name.clone(),
+                view: "pack".to_string(),
+                lo: offset as i128,
+                hi: offset as i128 + bytes as i128,
+                size: sizes.arena,
             });
         }
     }

@@ -12,9 +12,9 @@
 //!   [`backend::CompiledProgram`] traits the runtime runs a plan through, and
 //!   [`backend::backend_for`], which picks one by [`Target`].
 //! - `cpu`: the Cranelift JIT backend (ISA from `cranelift_native`, `opt_level=speed`, 128-bit
-//!   SIMD; contractions call a GEMM crate). Its compiler and runner need the `cpu` cargo
-//!   feature (on by default, like naga's backends behind theirs), which brings in cranelift,
-//!   gemm and rayon; `cargo build -p memc-codegen --no-default-features` builds everything
+//!   SIMD; contractions run memc's GEMM, `memc-gemm`, with panels in planned scratch). Its
+//!   compiler and runner need the `cpu` cargo feature (on by default, like naga's backends
+//!   behind theirs), which brings in cranelift; `cargo build -p memc-codegen --no-default-features` builds everything
 //!   else.
 //!
 //! - `ptx`: the kernel IR as PTX for NVIDIA GPUs (text, built without any feature), and the

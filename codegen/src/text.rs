@@ -378,6 +378,14 @@ fn write_contract(out: &mut dyn Write, pad: &str, c: &Contract) -> fmt::Result {
         "{pad}c: {}",
         mat_view(&c.c, c.elem, &c.batch, c.m, c.n)
     )?;
+    if let Some(offset) = c.pack {
+        let bytes = c.blocking().scratch_bytes();
+        writeln!(
+            out,
+            "{pad}pack: {bytes} bytes = {}",
+            address(Region::Arena, offset as i64)
+        )?;
+    }
     let alpha = f64::from_bits(c.alpha);
     let scaled = if alpha == 1.0 {
         String::new()

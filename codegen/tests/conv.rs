@@ -94,10 +94,10 @@ fn check(case: &Case) -> bool {
     check_planned(case, Planned::WithScratch)
 }
 
-/// Whether `compiled` lowered its convolution through im2col: the plan gave it scratch, which
-/// the lowering uses whenever it is there.
+/// Whether `compiled` lowered its convolution through im2col: the plan gave it scratch for the
+/// column matrix (beside the GEMM's panels), which the lowering uses whenever it is there.
 fn uses_im2col(compiled: &Compiled) -> bool {
-    compiled.scratch_bytes > 0
+    compiled.scratch_bytes > 0 && compiled.scratch_uses.iter().any(|u| u.contains("im2col"))
 }
 
 fn check_planned(case: &Case, planned: Planned) -> bool {

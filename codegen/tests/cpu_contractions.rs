@@ -77,6 +77,7 @@ fn batched_transposed_accumulating_contraction() {
             },
             alpha: f64_bits(0.5),
             accumulate: true,
+            pack: None,
         };
         let kernel = Kernel {
             name: "bmm".into(),
@@ -149,6 +150,7 @@ fn batched_large_contraction_on_two_threads() {
         c: mat(c_at, m, n),
         alpha: f64_bits(1.0),
         accumulate: false,
+        pack: None,
     };
     let kernel = Kernel {
         name: "bmm".into(),
@@ -222,6 +224,7 @@ fn large_contraction_on_two_threads() {
         },
         alpha: f64_bits(1.0),
         accumulate: false,
+        pack: None,
     };
     let mut want = vec![0.0; (m * n) as usize];
     // The reference writes into its own buffer with c's strides.

@@ -283,11 +283,8 @@ fn build(case: &Case, seed: u64) -> Built {
     }
 }
 
-fn pool(threads: usize) -> rayon::ThreadPool {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .expect("a test thread pool")
+fn pool(threads: usize) -> memc_codegen::cpu::WorkerPool {
+    memc_codegen::cpu::WorkerPool::new(threads).expect("a test thread pool")
 }
 
 /// Runs the built kernel on `threads` threads and returns every result element, row by row.

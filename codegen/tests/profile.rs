@@ -53,10 +53,7 @@ fn profile_kernels() {
         .ok()
         .and_then(|t| t.parse().ok())
         .unwrap_or(2);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .expect("a pool");
+    let pool = memc_codegen::cpu::WorkerPool::new(threads).expect("a pool");
     let repeats = 5;
     let mut times = vec![f64::INFINITY; kernels.len()];
     for _ in 0..repeats {

@@ -153,6 +153,7 @@ fn contract(case: &GemmCase) -> (Kernel, u64) {
             c,
             alpha: f64_bits(case.alpha),
             accumulate: case.accumulate,
+            pack: None,
         }),
     };
     let sizes = RegionSizes {

@@ -233,16 +233,14 @@ impl Session {
         let outputs = self.run_in_place(inputs)?;
         Ok(outputs
             .iter()
-            .map(|(name, tensor)| tensor.to_tensor(*name))
+            .map(|(name, tensor)| tensor.to_tensor(name))
             .collect())
     }
 
     /// Like [`Session::run`], but returns the outputs where they lie (in the arena or the
-    /// mapped weights) instead of copying them; they stay valid until the next run.
-    pub fn run_in_place(
-        &mut self,
-        inputs: &[(&str, TensorRef<'_>)],
-    ) -> Result<Vec<(&str, TensorRef<'_>)>> {
+    /// mapped weights) instead of copying them; they stay valid until the next run. Nothing is
+    /// allocated on the heap (`tests/no_heap.rs` counts).
+    pub fn run_in_place(&mut self, inputs: &[(&str, TensorRef<'_>)]) -> Result<Outputs<'_>> {
         let Session {
             plan,
             compiled,
@@ -252,7 +250,7 @@ impl Session {
             ..
         } = self;
         let program = plan.program();
-        let bound = bind_inputs(program, inputs)?;
+        check_inputs(program, inputs)?;
         if let Some(unset) = program
             .state
             .iter()
@@ -265,36 +263,71 @@ impl Session {
                 expected: signature(s.elem, &s.shape),
             });
         }
-        for (io, tensor) in program.inputs.iter().zip(bound) {
-            // `Program::validate` checked the input lies inside the arena, and `bind_inputs`
-            // that the tensor has its size; the backend checks the range again.
-            compiled.write_arena(io.byte_offset, tensor.data())?;
+        for io in &program.inputs {
+            // `check_inputs` found each input exactly once, with its size; `Program::validate`
+            // checked it lies inside the arena, and the backend checks the range again.
+            if let Some((_, tensor)) = inputs.iter().find(|(name, _)| *name == io.name) {
+                compiled.write_arena(io.byte_offset, tensor.data())?;
+            }
         }
         let started = Instant::now();
         // SAFETY: `PlanFile::open` validated the program the backend compiled.
         unsafe { compiled.run(plan.weights())? };
         *backend_run_time = started.elapsed();
         let arena = compiled.read_arena(output_ranges)?;
-        let weights = plan.weights();
-        Ok(program
-            .outputs
-            .iter()
-            .map(|io| {
-                let region = match io.region {
-                    Region::Arena => arena,
-                    Region::Weights => weights,
-                    // `Program::validate` refuses outputs in the state.
-                    Region::State => &[],
-                };
-                // `Program::validate` checked the output lies inside its region.
-                let start = io.byte_offset as usize;
-                let bytes = &region[start..start + io.byte_size() as usize];
-                (
-                    io.name.as_str(),
-                    TensorRef::new_unchecked(io.elem, &io.shape, bytes),
-                )
-            })
-            .collect())
+        Ok(Outputs {
+            program,
+            arena,
+            weights: plan.weights(),
+        })
+    }
+}
+
+/// The outputs of a run where they lie ([`Session::run_in_place`]), in the plan's order: a view
+/// that allocates nothing.
+#[derive(Clone, Copy)]
+pub struct Outputs<'s> {
+    program: &'s Program,
+    arena: &'s [u8],
+    weights: &'s [u8],
+}
+
+impl<'s> Outputs<'s> {
+    pub fn len(&self) -> usize {
+        self.program.outputs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.program.outputs.is_empty()
+    }
+
+    /// Output `index`: its name and its tensor.
+    pub fn get(&self, index: usize) -> Option<(&'s str, TensorRef<'s>)> {
+        let io = self.program.outputs.get(index)?;
+        let region = match io.region {
+            Region::Arena => self.arena,
+            Region::Weights => self.weights,
+            // `Program::validate` refuses outputs in the state.
+            Region::State => &[],
+        };
+        // `Program::validate` checked the output lies inside its region.
+        let start = io.byte_offset as usize;
+        let bytes = &region[start..start + io.byte_size() as usize];
+        Some((
+            io.name.as_str(),
+            TensorRef::new_unchecked(io.elem, &io.shape, bytes),
+        ))
+    }
+
+    /// Every output, in the plan's order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'s str, TensorRef<'s>)> + '_ {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+}
+
+impl std::fmt::Debug for Outputs<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 
@@ -317,11 +350,9 @@ fn state_listing(state: &[StateTensor]) -> String {
     items.join(", ")
 }
 
-/// `inputs` in the order of the plan's inputs, each checked against its signature.
-fn bind_inputs<'t>(
-    program: &Program,
-    inputs: &[(&str, TensorRef<'t>)],
-) -> Result<Vec<TensorRef<'t>>> {
+/// Checks that `inputs` gives each of the plan's inputs exactly once, with its signature.
+/// Allocates only to describe an error.
+fn check_inputs(program: &Program, inputs: &[(&str, TensorRef<'_>)]) -> Result<()> {
     let expected = &program.inputs;
     let listing = || {
         if expected.is_empty() {
@@ -333,17 +364,14 @@ fn bind_inputs<'t>(
             .collect();
         items.join(", ")
     };
-    let mut bound: Vec<Option<TensorRef<'t>>> = vec![None; expected.len()];
-    for (name, tensor) in inputs {
-        let index = expected
-            .iter()
-            .position(|io| io.name == *name)
-            .ok_or_else(|| RuntimeError::UnknownInput {
+    for (given, (name, tensor)) in inputs.iter().enumerate() {
+        let io = expected.iter().find(|io| io.name == *name).ok_or_else(|| {
+            RuntimeError::UnknownInput {
                 name: name.to_string(),
                 expected: listing(),
-            })?;
-        let io = &expected[index];
-        if bound[index].is_some() {
+            }
+        })?;
+        if inputs[..given].iter().any(|(earlier, _)| earlier == name) {
             return Err(RuntimeError::DuplicateInput {
                 name: name.to_string(),
             });
@@ -362,19 +390,18 @@ fn bind_inputs<'t>(
                 got: crate::tensor::shape_string(tensor.shape()),
             });
         }
-        bound[index] = Some(*tensor);
     }
-    expected
+    if let Some(io) = expected
         .iter()
-        .zip(bound)
-        .map(|(io, tensor)| {
-            tensor.ok_or_else(|| RuntimeError::MissingInput {
-                name: io.name.clone(),
-                expected: signature(io.elem, &io.shape),
-                all: listing(),
-            })
-        })
-        .collect()
+        .find(|io| !inputs.iter().any(|(name, _)| *name == io.name))
+    {
+        return Err(RuntimeError::MissingInput {
+            name: io.name.clone(),
+            expected: signature(io.elem, &io.shape),
+            all: listing(),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -406,18 +433,17 @@ mod tests {
     }
 
     fn bind_err(inputs: &[(&str, TensorRef<'_>)]) -> String {
-        bind_inputs(&program(), inputs).unwrap_err().to_string()
+        check_inputs(&program(), inputs).unwrap_err().to_string()
     }
 
     const IMAGE: [f32; 6] = [0.0; 6];
     const IDS: [i64; 4] = [1, 2, 3, 4];
 
     #[test]
-    fn inputs_are_bound_in_the_plan_order() {
+    fn inputs_may_come_in_any_order() {
         let image = TensorRef::from_slice(&[2, 3], &IMAGE).unwrap();
         let ids = TensorRef::from_slice(&[4], &IDS).unwrap();
-        let bound = bind_inputs(&program(), &[("ids", ids), ("image", image)]).unwrap();
-        assert_eq!(bound, [image, ids]);
+        check_inputs(&program(), &[("ids", ids), ("image", image)]).unwrap();
     }
 
     #[test]
@@ -448,7 +474,7 @@ mod tests {
         let mut none = program();
         none.inputs.clear();
         assert_eq!(
-            bind_inputs(&none, &[("x", ids)]).unwrap_err().to_string(),
+            check_inputs(&none, &[("x", ids)]).unwrap_err().to_string(),
             "unknown input `x`; the plan's inputs are none"
         );
     }

@@ -50,8 +50,8 @@ fn run_in_place_returns_the_same_outputs() {
     let in_place = session.run_in_place(&inputs).unwrap();
     assert_eq!(in_place.len(), copied.len());
     for ((name, tensor), owned) in in_place.iter().zip(&copied) {
-        assert_eq!(*name, owned.name());
-        assert_eq!(*tensor, owned.as_ref());
+        assert_eq!(name, owned.name());
+        assert_eq!(tensor, owned.as_ref());
     }
 }
 
@@ -148,6 +148,7 @@ fn zero_element_tensors_and_kernels_run() {
             c: mat(0),
             alpha: 1f64.to_bits(),
             accumulate: false,
+            pack: None,
         }),
     };
     let io = |name: &str| IoTensor {

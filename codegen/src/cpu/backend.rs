@@ -1,11 +1,12 @@
 //! The CPU backend behind the [`Backend`] seam: a [`CpuProgram`] with its host arena and its
-//! rayon pool ([`CpuRunner`]).
+//! worker pool ([`CpuRunner`]).
 //!
 //! Guarantees: a run copies nothing but the inputs it is given; the arena is allocated once, at
 //! compile time, and never grows; every range the session copies in or out is checked against
 //! it, and the weights section against the program's size, before any kernel runs.
 
 use super::arena::HostArena;
+use super::pool::WorkerPool;
 use super::program::CpuProgram;
 use super::regions::RegionPtrs;
 use crate::backend::{check_range, Backend, BackendError, BackendOptions, CompiledProgram};
@@ -40,7 +41,7 @@ pub struct CpuRunner {
     arena: HostArena,
     /// The persistent state: a second anonymous mapping, apart from the arena.
     state: HostArena,
-    pool: rayon::ThreadPool,
+    pool: WorkerPool,
     weights_size: u64,
     compile_time: Duration,
 }
@@ -65,10 +66,7 @@ impl CpuRunner {
         let compile_time = started.elapsed();
         let arena = HostArena::new(program.arena_size)?;
         let state = HostArena::new(program.state_size)?;
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(options.threads.get())
-            .thread_name(|i| format!("memc-worker-{i}"))
-            .build()
+        let pool = WorkerPool::new(options.threads.get())
             .map_err(|e| BackendError::ThreadPool(e.to_string()))?;
         Ok(CpuRunner {
             program: compiled,

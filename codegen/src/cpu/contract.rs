@@ -1,17 +1,20 @@
-//! Contractions ([`Contract`]) run through the `gemm` crate, one call per batch index.
+//! Contractions ([`Contract`]) run through memc's GEMM (`gemm.rs`), batches and blocks of
+//! each product split over the worker pool.
 //!
-//! Guarantees: for a validated contraction every pointer handed to `gemm` addresses elements
-//! the validator bounded; batches run in parallel (one thread per product) when their result
-//! matrices provably do not overlap and either each product is small or the batches spread
-//! evenly over the threads; otherwise large products use `gemm`'s Rayon parallelism inside
-//! the caller's pool, and small ones run on the calling thread.
+//! Guarantees: for a validated contraction every pointer handed to the GEMM addresses
+//! elements the validator bounded, and the packing scratch is the planned range
+//! ([`Contract::pack`]) or the threads' stacks; several threads run a contraction only when
+//! its result elements are provably distinct for distinct (batch, row, column), and tiny ones
+//! run on the calling thread. Nothing is allocated.
 
+use super::pool::WorkerPool;
 use super::regions::RegionPtrs;
 use crate::kernel::{Contract, MatView, Scalar};
-use rayon::prelude::*;
+use memc_gemm::{self as gemm, Kernels, Mat, Product};
 
-/// Products with at least this many multiply-adds (`m * n * k`) use several threads.
-const PARALLEL_MNK: u64 = 64 * 64 * 64;
+/// Products with at least this many multiply-adds (`batches * m * n * k`) use several threads
+/// (and have planned panels).
+const PARALLEL_MNK: u64 = memc_gemm::GEMM_PARALLEL_MACS;
 
 impl RegionPtrs {
     /// The address of `view`'s element (batch `b`, 0, 0), as a `T` pointer.
@@ -28,30 +31,20 @@ impl RegionPtrs {
 /// # Safety
 /// As [`super::CpuProgram::run_kernel`]: the regions are at least as large as the sizes the
 /// contraction was validated against.
-pub(crate) unsafe fn run_contract(c: &Contract, regions: RegionPtrs, pool: &rayon::ThreadPool) {
+pub(crate) unsafe fn run_contract(c: &Contract, regions: RegionPtrs, pool: &WorkerPool) {
     match c.elem {
-        Scalar::F32 => run_typed::<f32>(c, regions, pool, f64::from_bits(c.alpha) as f32, 0.0, 1.0),
-        Scalar::F64 => run_typed::<f64>(c, regions, pool, f64::from_bits(c.alpha), 0.0, 1.0),
+        Scalar::F32 => run_typed::<f32>(c, regions, pool, f64::from_bits(c.alpha) as f32),
+        Scalar::F64 => run_typed::<f64>(c, regions, pool, f64::from_bits(c.alpha)),
         // `CpuProgram::compile` rejects other element types, so nothing reaches here.
         _ => {}
     }
 }
 
-unsafe fn run_typed<T>(
-    c: &Contract,
-    regions: RegionPtrs,
-    pool: &rayon::ThreadPool,
-    alpha: T,
-    zero: T,
-    one: T,
-) where
-    T: Copy + Send + Sync + 'static,
-{
+unsafe fn run_typed<T: Kernels>(c: &Contract, regions: RegionPtrs, pool: &WorkerPool, alpha: T) {
     if c.m == 0 || c.n == 0 || c.batch.contains(&0) {
         return;
     }
     let n_batches: u64 = c.batch.iter().product();
-    let mnk = c.m.saturating_mul(c.n).saturating_mul(c.k);
     let batch_offsets = |mut linear: u64, view: &MatView| -> i64 {
         let mut offset = 0i64;
         for (&extent, &stride) in c.batch.iter().zip(&view.batch_strides).rev() {
@@ -60,75 +53,62 @@ unsafe fn run_typed<T>(
         }
         offset
     };
-    let one_batch = |linear: u64, threads: usize| {
-        let dst: *mut T = regions.origin(&c.c, batch_offsets(linear, &c.c));
-        if c.k == 0 {
-            if !c.accumulate {
+    if c.k == 0 {
+        if !c.accumulate {
+            for linear in 0..n_batches {
+                let dst: *mut T = regions.origin(&c.c, batch_offsets(linear, &c.c));
                 for r in 0..c.m as i64 {
                     for col in 0..c.n as i64 {
                         let at = r
                             .wrapping_mul(c.c.row_stride)
                             .wrapping_add(col.wrapping_mul(c.c.col_stride));
                         // SAFETY: (r, col) is inside the validated result matrix.
-                        unsafe { dst.wrapping_offset(at as isize).write(zero) };
+                        unsafe { dst.wrapping_offset(at as isize).write(T::ZERO) };
                     }
                 }
             }
-            return;
         }
-        let lhs: *mut T = regions.origin(&c.a, batch_offsets(linear, &c.a));
-        let rhs: *mut T = regions.origin(&c.b, batch_offsets(linear, &c.b));
-        let parallelism = if threads > 1 {
-            gemm::Parallelism::Rayon(threads)
-        } else {
-            gemm::Parallelism::None
-        };
-        // SAFETY: all three matrices are inside their validated regions; `gemm` reads `lhs` and
-        // `rhs` and writes `dst` only at the strided positions given.
-        unsafe {
-            gemm::gemm(
-                c.m as usize,
-                c.n as usize,
-                c.k as usize,
-                dst,
-                c.c.col_stride as isize,
-                c.c.row_stride as isize,
-                c.accumulate,
-                lhs,
-                c.a.col_stride as isize,
-                c.a.row_stride as isize,
-                rhs,
-                c.b.col_stride as isize,
-                c.b.row_stride as isize,
-                one,
-                alpha,
-                false,
-                false,
-                false,
-                parallelism,
-            )
-        }
-    };
-    let threads = pool.current_num_threads();
-    let n_threads = threads as u64;
-    // Whole batches per thread beat splitting each product when they divide evenly (or are
-    // many): no synchronization inside a product, and every thread packs its own operands.
-    let batches_balance =
-        n_batches >= n_threads && (n_batches % n_threads == 0 || n_batches >= 4 * n_threads);
-    if threads <= 1 || mnk.saturating_mul(n_batches) < PARALLEL_MNK {
-        (0..n_batches).for_each(|b| one_batch(b, 1));
-    } else if (mnk < PARALLEL_MNK || batches_balance) && n_batches > 1 && batches_disjoint(c) {
-        pool.install(|| (0..n_batches).into_par_iter().for_each(|b| one_batch(b, 1)));
-    } else {
-        pool.install(|| (0..n_batches).for_each(|b| one_batch(b, threads)));
+        return;
     }
+    let mat = |view: &MatView, linear: u64| Mat {
+        ptr: regions.origin::<T>(view, batch_offsets(linear, view)),
+        rs: view.row_stride as isize,
+        cs: view.col_stride as isize,
+    };
+    let at = |batch: usize| Product {
+        m: c.m as usize,
+        n: c.n as usize,
+        k: c.k as usize,
+        a: mat(&c.a, batch as u64),
+        b: mat(&c.b, batch as u64),
+        c: mat(&c.c, batch as u64),
+        alpha,
+        accumulate: c.accumulate,
+    };
+    let blocking = c.blocking();
+    let mnk = c.m.saturating_mul(c.n).saturating_mul(c.k);
+    let parallel =
+        pool.threads() > 1 && mnk.saturating_mul(n_batches) >= PARALLEL_MNK && results_disjoint(c);
+    let slots = c
+        .pack
+        .map(|offset| regions.arena.wrapping_add(offset as usize));
+    let threads = if parallel { pool.threads() } else { 1 };
+    gemm::run::<T>(
+        n_batches as usize,
+        &at,
+        &blocking,
+        slots,
+        threads,
+        &|t, f| pool.broadcast(t, f),
+    );
 }
 
-/// Whether distinct batch indices write disjoint result elements: sorted by stride magnitude,
-/// every axis of the result (rows, columns, batches) must step past everything the smaller
-/// axes span.
-fn batches_disjoint(c: &Contract) -> bool {
-    let mut axes: Vec<(u64, u64)> = c
+/// Whether distinct (batch, row, column) indices write distinct result elements: sorted by
+/// stride magnitude, every axis of the result must step past everything the smaller axes span.
+fn results_disjoint(c: &Contract) -> bool {
+    let mut axes = [(0u64, 0u64); crate::kernel::MAX_AXES + 2];
+    let mut len = 0;
+    let all = c
         .batch
         .iter()
         .zip(&c.c.batch_strides)
@@ -137,11 +117,18 @@ fn batches_disjoint(c: &Contract) -> bool {
             (c.m, c.c.row_stride.unsigned_abs()),
             (c.n, c.c.col_stride.unsigned_abs()),
         ])
-        .filter(|&(e, _)| e > 1)
-        .collect();
-    axes.sort_by_key(|&(_, s)| s);
+        .filter(|&(e, _)| e > 1);
+    for axis in all {
+        if len == axes.len() {
+            return false;
+        }
+        axes[len] = axis;
+        len += 1;
+    }
+    let axes = &mut axes[..len];
+    axes.sort_unstable_by_key(|&(_, s)| s);
     let mut span: u64 = 0;
-    for (extent, stride) in axes {
+    for &(extent, stride) in axes.iter() {
         if stride <= span {
             return false;
         }

@@ -1,7 +1,8 @@
-//! The CPU backend: kernels JIT-compiled by Cranelift for the host, run on a rayon pool.
+//! The CPU backend: kernels JIT-compiled by Cranelift for the host, run on memc's worker pool
+//! (`pool.rs`).
 //!
 //! Everything here except the target description needs the `cpu` cargo feature (on by default),
-//! which brings in cranelift, gemm and rayon; without it lowering, the kernel IR and the
+//! which brings in cranelift; without it lowering, the kernel IR and the
 //! program still build, and [`crate::backend::backend_for`] answers that the CPU backend is
 //! not built.
 //!
@@ -11,14 +12,15 @@
 //!   instructions at one point (with `scalar.rs` for the operations and `func.rs` for the
 //!   function being built), `simd.rs` emits f32x4 loops for contiguous innermost axes (exp,
 //!   tanh and erf inline as polynomials, `vmath.rs`), and transcendentals elsewhere call the
-//!   Rust functions of `helpers.rs`. Contractions call the `gemm` crate (`contract.rs`);
+//!   Rust functions of `helpers.rs`. Contractions run memc's GEMM (`contract.rs` over `memc-gemm`,
+//!   its packed panels in the planned scratch `Contract::pack` names);
 //!   low-bit products run hand-written Rust with std::arch AVX-512/AVX2 chosen at run time
 //!   (`nbits.rs`).
 //! - `CpuBackend` (`backend.rs`): the [`crate::backend::Backend`] the runtime uses: a
 //!   `CpuProgram` with its arena (`arena.rs`, an anonymous zero-filled mapping) and its
-//!   thread pool.
+//!   `WorkerPool` (`pool.rs`: threads started once, dispatches that allocate nothing).
 //!
-//! Files import one way: `backend -> program -> {loops, contract, nbits}`,
+//! Files import one way: `backend -> program -> {loops, contract, nbits} -> pool`,
 //! `loops -> {simd, emitter}`, `simd -> emitter -> scalar -> func -> helpers`; the errors
 //! (`error.rs`) are imported by all and import nothing of the backend.
 //!
@@ -46,6 +48,8 @@ mod loops;
 #[cfg(feature = "cpu")]
 mod nbits;
 #[cfg(feature = "cpu")]
+mod pool;
+#[cfg(feature = "cpu")]
 mod program;
 mod regions;
 #[cfg(feature = "cpu")]
@@ -63,6 +67,8 @@ pub mod target;
 pub use backend::{CpuBackend, CpuRunner};
 #[cfg(feature = "cpu")]
 pub use error::CpuError;
+#[cfg(feature = "cpu")]
+pub use pool::WorkerPool;
 #[cfg(feature = "cpu")]
 pub use program::{host_isa_flags, CpuProgram};
 pub use regions::RegionPtrs;

@@ -21,7 +21,7 @@
 //!   Every path reads a zero point (one byte, i8 or u8 as the weight is signed or not) and
 //!   converts it once per block, as it starts.
 //! - **More rows**: tiles of `B` ([`TILE_K`] x [`TILE_N`]) are dequantized into the planned
-//!   scratch (one [`SCRATCH_SLOTS`] slot per worker) and multiplied into `C` with `gemm`,
+//!   scratch (one [`SCRATCH_SLOTS`] slot per worker) and multiplied into `C` with memc's GEMM (`memc-gemm`, its panels on the thread's stack),
 //!   accumulating over the `K` tiles.
 //! - **Blocks.** A scale block that is a multiple of 16 values, or covers all of `K`, takes
 //!   the fast decoders above; any other block size dequantizes runs of each column into a
@@ -35,12 +35,13 @@
 //! zero padding; loads past `K` in `A` are masked; prefetch hints may name addresses past the
 //! weight, which never fault); each output element is summed in an order fixed by the shape
 //! and the instruction set alone, so the result does not depend on the number of threads. No
-//! heap memory is allocated (beyond what `gemm` allocates itself).
+//! heap memory is allocated.
 
+use super::pool::WorkerPool;
 use super::target::{SCRATCH_SLOTS, SMALL_ROWS, TILE_K, TILE_N};
 use crate::kernel::{NBitsMatMul, Region};
 use crate::nbits::{row_bytes, GROUP};
-use rayon::prelude::*;
+use memc_gemm::{product_on_stack, Mat, Product};
 use std::sync::OnceLock;
 
 /// Products with fewer multiply-adds (`rows * n * k`) than this run on the calling thread.
@@ -339,7 +340,7 @@ unsafe impl Sync for RowLayout {}
 pub(crate) unsafe fn run_nbits(
     q: &NBitsMatMul,
     regions: super::regions::RegionPtrs,
-    pool: &rayon::ThreadPool,
+    pool: &WorkerPool,
 ) {
     let rows = q.rows();
     if rows == 0 || q.n == 0 {
@@ -414,7 +415,7 @@ pub(crate) unsafe fn run_nbits(
         if workers == 1 {
             chunk(0);
         } else {
-            pool.install(|| (0..workers).into_par_iter().for_each(chunk));
+            pool.broadcast(workers, &chunk);
         }
         return;
     }
@@ -441,7 +442,7 @@ pub(crate) unsafe fn run_nbits(
     if workers == 1 {
         chunk(0);
     } else {
-        pool.install(|| (0..workers).into_par_iter().for_each(chunk));
+        pool.broadcast(workers, &chunk);
     }
 }
 
@@ -607,7 +608,7 @@ unsafe fn dequantize_tile(job: &Job, tile: *mut f32, n0: usize, n1: usize, k0: u
 }
 
 /// Columns `n0..n1` (at most [`TILE_N`]) of a product with many rows: for each `K` tile,
-/// dequantize it into `tile` and multiply-add it into `C` with `gemm`; then add the bias.
+/// dequantize it into `tile` and multiply-add it into `C` with memc's GEMM; then add the bias.
 unsafe fn many_rows_tile(
     q: &NBitsMatMul,
     job: &Job,
@@ -626,27 +627,28 @@ unsafe fn many_rows_tile(
             // SAFETY: rows `0..m` of `a` (values k0..k1) and of `c` (columns n0..n1) are inside
             // the validated views; the tile holds `k1 - k0` values of each of its columns.
             unsafe {
-                gemm::gemm(
+                product_on_stack(&Product {
                     m,
-                    n1 - n0,
-                    k1 - k0,
-                    c.add(n0),
-                    1,
-                    c_step,
-                    k0 > 0,
-                    a.add(k0),
-                    1,
-                    a_step,
-                    tile,
-                    TILE_K as isize,
-                    1,
-                    1.0f32,
-                    1.0f32,
-                    false,
-                    false,
-                    false,
-                    gemm::Parallelism::None,
-                )
+                    n: n1 - n0,
+                    k: k1 - k0,
+                    a: Mat {
+                        ptr: a.add(k0).cast_mut(),
+                        rs: a_step,
+                        cs: 1,
+                    },
+                    b: Mat {
+                        ptr: tile,
+                        rs: 1,
+                        cs: TILE_K as isize,
+                    },
+                    c: Mat {
+                        ptr: c.add(n0),
+                        rs: c_step,
+                        cs: 1,
+                    },
+                    alpha: 1.0f32,
+                    accumulate: k0 > 0,
+                })
             }
         };
         match layout {

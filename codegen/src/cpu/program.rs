@@ -2,15 +2,16 @@
 //!
 //! [`CpuProgram::compile`] builds one `JITModule` (ISA from `cranelift_native`, so the host's
 //! SSE4.1/AVX/FMA are used; `opt_level=speed`) holding one function per loop kernel
-//! (`loops.rs`); contractions call the `gemm` crate (`contract.rs`) and low-bit products the
+//! (`loops.rs`); contractions run memc's GEMM (`contract.rs`, `gemm.rs`) and low-bit products the
 //! hand-written code of `nbits.rs`. [`CpuProgram::run_kernel`] runs one kernel, splitting its
-//! rows over a rayon pool.
+//! rows over the worker pool (`pool.rs`).
 //!
 //! Guarantees: compiling a validated kernel never panics; running a validated kernel touches
 //! only the bytes its validation bounded, and gives the same result whether its rows run on
 //! one thread or many.
 
 use super::error::CpuError;
+use super::pool::WorkerPool;
 use super::regions::RegionPtrs;
 use super::{contract, func, helpers, loops, nbits};
 use crate::kernel::{Contract, Kernel, KernelBody, NBitsMatMul, Scalar};
@@ -19,7 +20,6 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::FunctionBuilderContext;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Module};
-use rayon::prelude::*;
 use std::time::{Duration, Instant};
 
 /// Below this much work (`rows * work_per_row` elements) a kernel runs on the calling thread.
@@ -233,7 +233,7 @@ impl CpuProgram {
         index: usize,
         arena: *mut u8,
         weights: *const u8,
-        pool: &rayon::ThreadPool,
+        pool: &WorkerPool,
     ) {
         let regions = RegionPtrs {
             arena,
@@ -250,12 +250,7 @@ impl CpuProgram {
     /// Every pointer of `regions` must point to a region at least as large as the size the
     /// kernel was validated against, the arena and the state writable and not accessed by
     /// anything else meanwhile.
-    pub unsafe fn run_kernel_in(
-        &self,
-        index: usize,
-        regions: RegionPtrs,
-        pool: &rayon::ThreadPool,
-    ) {
+    pub unsafe fn run_kernel_in(&self, index: usize, regions: RegionPtrs, pool: &WorkerPool) {
         let Some(kernel) = self.kernels.get(index) else {
             return;
         };
@@ -281,21 +276,19 @@ impl CpuProgram {
                 // A few chunks per thread balance uneven rows without much scheduling.
                 let n_chunks = rows.min(threads * 4);
                 let chunk = rows.div_ceil(n_chunks);
-                pool.install(|| {
-                    (0..n_chunks).into_par_iter().for_each(|c| {
-                        let begin = c * chunk;
-                        let end = (begin + chunk).min(rows);
-                        if begin < end {
-                            let RegionPtrs {
-                                arena,
-                                weights,
-                                state,
-                            } = regions.get();
-                            // SAFETY: the caller's contract on the regions holds for every
-                            // chunk, and rows never write the same element.
-                            unsafe { func(arena, weights, state, begin, end) };
-                        }
-                    })
+                pool.for_each(threads as usize, n_chunks as usize, &|c| {
+                    let begin = c as u64 * chunk;
+                    let end = (begin + chunk).min(rows);
+                    if begin < end {
+                        let RegionPtrs {
+                            arena,
+                            weights,
+                            state,
+                        } = regions.get();
+                        // SAFETY: the caller's contract on the regions holds for every chunk,
+                        // and rows never write the same element.
+                        unsafe { func(arena, weights, state, begin, end) };
+                    }
                 });
             }
         }

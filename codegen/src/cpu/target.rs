@@ -58,3 +58,10 @@ pub static CPU: TargetInfo = TargetInfo {
 pub fn target() -> &'static TargetInfo {
     &CPU
 }
+
+/// The GEMM's blocking constants and the packing scratch they imply (`memc-gemm`), here with
+/// the other tuning constants so that lowering and the kernels read one number.
+pub use memc_gemm::{
+    gemm_b_in_place, gemm_scratch_bound, GemmBlocking, GEMM_KC_BYTES, GEMM_MC, GEMM_MR, GEMM_NC,
+    GEMM_NR_MAX, GEMM_PARALLEL_MACS, GEMM_SMALL_M, GEMM_THREADS,
+};

@@ -104,6 +104,16 @@ pub(super) fn scratch_bytes(func: &Function, op: OpId) -> u64 {
     bytes.unwrap_or(0)
 }
 
+/// A bound on the contractions of an `Attention` op, `(batches, m, n, k)`: `Q K^T` is
+/// `q_seq x total_seq` over `head_size`, `P V` is `q_seq x v_head_size` over `total_seq`, for
+/// every batch and query head (`None` when the shapes are not static).
+pub(super) fn contraction_bound(func: &Function, op: OpId) -> Option<(u64, u64, u64, u64)> {
+    let (_, s) = resolve(func, op).ok()?;
+    let n = s.total_seq.max(s.v_head_size);
+    let k = s.head_size.max(s.total_seq);
+    Some((s.batch * s.q_heads, s.q_seq, n, k))
+}
+
 /// The element strides of `t` read as `[batch, heads, seq, size]`: a 4-d tensor is that
 /// layout; a 3-d one is `[batch, seq, heads * size]`.
 fn logical_strides(t: &TensorRef, heads: u64) -> [i64; 4] {
@@ -166,6 +176,7 @@ fn contract(
             c,
             alpha: alpha.to_bits(),
             accumulate,
+            pack: None,
         }),
     }
 }

@@ -27,7 +27,11 @@ pub(super) type LowerFn = fn(&LowerCtx, OpId) -> LowerResult;
 /// How one op lowers, decided before memory planning, and the scratch bytes that needs.
 #[derive(Clone, Debug)]
 pub struct OpPlan {
+    /// All the op's scratch: its form's own, then (64-aligned, at the end) `pack_bytes`.
     scratch_bytes: u64,
+    /// The part of the scratch reserved for the CPU GEMM's packed panels
+    /// (`Contract::pack`); 0 for ops without contractions and on other targets.
+    pack_bytes: u64,
     /// What the scratch holds, for the memory report (`im2col matrix`); empty without scratch.
     scratch_use: &'static str,
     form: Form,
@@ -65,6 +69,7 @@ impl OpPlan {
     fn nothing() -> OpPlan {
         OpPlan {
             scratch_bytes: 0,
+            pack_bytes: 0,
             scratch_use: "",
             form: Form::Nothing,
         }
@@ -73,6 +78,7 @@ impl OpPlan {
     fn kernels(lower: LowerFn) -> OpPlan {
         OpPlan {
             scratch_bytes: 0,
+            pack_bytes: 0,
             scratch_use: "",
             form: Form::Kernels(lower),
         }
@@ -81,6 +87,7 @@ impl OpPlan {
     fn unsupported(reason: &'static str) -> OpPlan {
         OpPlan {
             scratch_bytes: 0,
+            pack_bytes: 0,
             scratch_use: "",
             form: Form::Unsupported(reason),
         }
@@ -94,6 +101,7 @@ impl OpPlan {
     ) -> OpPlan {
         OpPlan {
             scratch_bytes,
+            pack_bytes: 0,
             scratch_use,
             form,
         }
@@ -143,7 +151,145 @@ pub fn plan_ops<'t>(func: &Function, weights: &WeightStore, target: &'t TargetIn
 /// The form `op` of `func` lowers to on `target` and the scratch bytes it needs. It reads the
 /// op's types and attributes only (the memory plan does not exist yet). The weights are for
 /// forms that depend on constant operands (none yet).
-pub fn plan_op(func: &Function, _weights: &WeightStore, target: &TargetInfo, op: OpId) -> OpPlan {
+pub fn plan_op(func: &Function, weights: &WeightStore, target: &TargetInfo, op: OpId) -> OpPlan {
+    let plan = plan_form(func, weights, target, op);
+    with_gemm_panels(func, target, op, plan)
+}
+
+/// Ops whose kernels may include contractions ([`crate::kernel::Contract`]).
+fn has_contractions(opcode: Opcode) -> bool {
+    use Opcode as O;
+    matches!(
+        opcode,
+        O::MatMul
+            | O::Gemm
+            | O::FusedMatMul
+            | O::AccumulateGemm
+            | O::Einsum
+            | O::Conv
+            | O::ConvTranspose
+            | O::ConvGrad
+            | O::Attention
+            | O::RNN
+            | O::GRU
+            | O::LSTM
+    )
+}
+
+/// `plan` with the CPU GEMM's packing panels added to its scratch, for an op with
+/// contractions on the CPU. Sized from the op's types: a MatMul's or Gemm's exact product when
+/// its shapes are static and plain, else a bound that holds any contraction whose dims are at
+/// most the largest operand, result or scratch (in elements); a contraction that needs more
+/// than was reserved runs with stack panels (see `lower_op`).
+fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: OpPlan) -> OpPlan {
+    let data = func.op(op);
+    if target.name != crate::cpu::target::CPU.name
+        || !has_contractions(data.opcode)
+        || matches!(plan.form, Form::Unsupported(_) | Form::Nothing)
+    {
+        return plan;
+    }
+    let static_type = |v| func.value_type(v).tensor().and_then(|t| t.static_shape());
+    // Contractions compute in the result's type (f32 or f64; others have none).
+    let elem_size = match data
+        .results
+        .first()
+        .and_then(|&v| func.value_type(v).tensor())
+    {
+        Some(t) if t.elem == ElemType::F64 => 8,
+        _ => 4,
+    };
+    let exact = match data.opcode {
+        Opcode::MatMul | Opcode::Gemm | Opcode::FusedMatMul => (|| {
+            let a = static_type(*data.operands.first()?)?;
+            let out = static_type(*data.results.first()?)?;
+            if a.len() < 2 || out.len() < 2 {
+                return None;
+            }
+            let (m, n) = (out[out.len() - 2], out[out.len() - 1]);
+            let k = if data.opcode == Opcode::Gemm
+                && func.op(op).attrs.get("transA").and_then(|a| a.as_int()) == Some(1)
+            {
+                a[0]
+            } else {
+                a[a.len() - 1]
+            };
+            let batches = out[..out.len() - 2].iter().product::<u64>();
+            let trans_b = data.opcode == Opcode::Gemm
+                && func.op(op).attrs.get("transB").and_then(|a| a.as_int()) == Some(1);
+            let b_col_stride = if trans_b { k as i64 } else { 1 };
+            let pack_b = !crate::cpu::target::gemm_b_in_place(m, b_col_stride);
+            let bytes = |size| {
+                crate::cpu::target::GemmBlocking::new(batches, m, n, k, size, pack_b)
+                    .scratch_bytes()
+            };
+            Some(bytes(elem_size))
+        })(),
+        Opcode::Conv => (|| {
+            // Through im2col or as products per tap: `M / group` rows, at most `(C / group) x
+            // taps` values of K and every output pixel of every image as columns, per image and
+            // group.
+            let w = static_type(*data.operands.get(1)?)?;
+            let y = static_type(*data.results.first()?)?;
+            if w.len() < 2 || y.len() < 2 {
+                return None;
+            }
+            let group = data
+                .attrs
+                .get("group")
+                .and_then(|a| a.as_int())
+                .unwrap_or(1)
+                .max(1) as u64;
+            let taps = w[2..].iter().product::<u64>();
+            let pixels = y[2..].iter().product::<u64>();
+            let (m, k, images) = (w[0] / group, w[1] * taps, y[0]);
+            // The column matrix and the input have contiguous columns.
+            let pack_b = !crate::cpu::target::gemm_b_in_place(m, 1);
+            // One product per image and group, or the images merged into the columns.
+            let bytes = |batches, n| {
+                crate::cpu::target::GemmBlocking::new(batches, m, n, k, elem_size, pack_b)
+                    .scratch_bytes()
+            };
+            Some(bytes(images * group, pixels).max(bytes(group, images * pixels)))
+        })(),
+        Opcode::Attention => super::attention::contraction_bound(func, op).map(|(b, m, n, k)| {
+            let bytes = |size| {
+                crate::cpu::target::GemmBlocking::new(b, m, n, k, size, true).scratch_bytes()
+            };
+            bytes(elem_size)
+        }),
+        _ => None,
+    };
+    let bytes = exact.unwrap_or_else(|| {
+        let elems = data
+            .operands
+            .iter()
+            .chain(&data.results)
+            .filter_map(|&v| func.value_type(v).tensor()?.static_num_elements())
+            .chain([plan.scratch_bytes / elem_size])
+            .max()
+            .unwrap_or(0);
+        crate::cpu::target::gemm_scratch_bound(elems, elem_size)
+    });
+    if bytes == 0 {
+        return plan;
+    }
+    // Room to align the panels to 64 bytes at the end of the scratch, wherever it starts.
+    let own = plan.scratch_bytes;
+    plan.pack_bytes = bytes;
+    plan.scratch_bytes = own.next_multiple_of(64) + bytes + 64;
+    plan.scratch_use = match plan.scratch_use {
+        _ if own == 0 => "GEMM panels",
+        "im2col matrix" => "im2col matrix, GEMM panels",
+        "attention scores" => "attention scores, GEMM panels",
+        "recurrent states" => "recurrent states, GEMM panels",
+        other => other,
+    };
+    plan
+}
+
+/// The form of `op` and its own scratch (see [`plan_op`]).
+fn plan_form(func: &Function, _weights: &WeightStore, target: &TargetInfo, op: OpId) -> OpPlan {
     use elementwise as ew;
     use linalg::{conv, einsum, matmul, nbits, pool, quant};
     use movement as mv;
@@ -382,12 +528,47 @@ pub(super) fn lower_op(ctx: &LowerCtx, op: OpId, plan: Option<&OpPlan>) -> Lower
         return Ok(Vec::new());
     }
     let plan = plan.ok_or_else(|| unsupported("the op has no lowering plan (a memc bug)"))?;
-    match &plan.form {
+    let mut kernels = match &plan.form {
         Form::Nothing => Ok(Vec::new()),
         Form::Kernels(lower) => lower(ctx, op),
         Form::Conv(conv) => linalg::conv::conv(ctx, op, conv),
         Form::NBits => linalg::nbits::matmul_nbits(ctx, op, plan.scratch_bytes),
         Form::ConvGrad(grad) => linalg::conv::grad::conv_grad(ctx, op, grad),
         Form::Unsupported(reason) => Err(unsupported(*reason)),
+    }?;
+    give_gemm_panels(ctx, op, plan, &mut kernels);
+    Ok(kernels)
+}
+
+/// Points every contraction of `op` at the GEMM panels its plan reserved (the last
+/// `pack_bytes` of the op's scratch, 64-aligned), when they hold what it needs; the ops run
+/// one contraction at a time, so all share them.
+fn give_gemm_panels(
+    ctx: &LowerCtx,
+    op: OpId,
+    plan: &OpPlan,
+    kernels: &mut [crate::kernel::Kernel],
+) {
+    if plan.pack_bytes == 0 {
+        return;
+    }
+    let Some(scratch) = ctx.scratch(op) else {
+        return;
+    };
+    let end = scratch.byte_offset as u64 + scratch.shape.first().copied().unwrap_or(0);
+    let Some(start) = end.checked_sub(plan.pack_bytes).map(|s| s / 64 * 64) else {
+        return;
+    };
+    if start < scratch.byte_offset as u64 {
+        return;
+    }
+    let reserved = end - start;
+    for kernel in kernels {
+        if let crate::kernel::KernelBody::Contract(c) = &mut kernel.body {
+            let need = c.blocking().scratch_bytes();
+            if c.pack.is_none() && need > 0 && need <= reserved {
+                c.pack = Some(start);
+            }
+        }
     }
 }

@@ -132,6 +132,7 @@ fn contract(name: String, [m, n, k]: [u64; 3], [a, b, c]: [MatView; 3]) -> Kerne
             c,
             alpha: 1f64.to_bits(),
             accumulate: false,
+            pack: None,
         }),
     }
 }

@@ -166,11 +166,8 @@ pub fn loop_kernel(
     }
 }
 
-pub fn pool(threads: usize) -> rayon::ThreadPool {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .expect("a test thread pool")
+pub fn pool(threads: usize) -> memc_codegen::cpu::WorkerPool {
+    memc_codegen::cpu::WorkerPool::new(threads).expect("a test thread pool")
 }
 
 /// Validates, compiles and runs `kernels` in order on `threads` threads.

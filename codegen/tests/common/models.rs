@@ -19,6 +19,8 @@ pub struct Compiled {
     pub program: Program,
     /// The scratch bytes the plan holds, over all ops.
     pub scratch_bytes: u64,
+    /// What each op's planned scratch holds (`im2col matrix, GEMM panels`), for ops with any.
+    pub scratch_uses: Vec<&'static str>,
 }
 
 /// Imports, infers shapes, cleans up, plans and lowers the model at `path`.
@@ -51,7 +53,15 @@ pub fn compile_module(module: Module) -> Result<Compiled, String> {
             .map_err(|d| format!("plan: {d:?}"))?;
     let program =
         lower_planned(func, &module.weights, &plan, &ops).map_err(|d| format!("lower: {d:?}"))?;
-    Ok(compiled(module, program, &plan))
+    let uses = func
+        .layout()
+        .block_ops(func.entry_block())
+        .iter()
+        .filter_map(|&op| ops.scratch_use(op))
+        .collect();
+    let mut compiled = compiled(module, program, &plan);
+    compiled.scratch_uses = uses;
+    Ok(compiled)
 }
 
 /// Plans without scratch memory (ops fall back to forms that need none) and lowers.
@@ -69,6 +79,7 @@ fn compiled(module: Module, program: Program, plan: &MemoryPlan) -> Compiled {
         module,
         program,
         scratch_bytes: plan.scratch.iter().map(|s| s.size).sum(),
+        scratch_uses: Vec::new(),
     }
 }
 
@@ -137,10 +148,7 @@ pub fn run_cpu(program: &Program, weights: &[u8], inputs: &[Vec<u8>]) -> Vec<Vec
     }
     let kernels: Vec<_> = program.kernels().collect();
     let cpu = CpuProgram::compile(&kernels).expect("the kernels compile");
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(2)
-        .build()
-        .expect("a thread pool");
+    let pool = memc_codegen::cpu::WorkerPool::new(2).expect("a thread pool");
     for i in 0..kernels.len() {
         // SAFETY: the regions have the sizes the program was validated against, and nothing
         // else touches the arena while a kernel runs.

@@ -117,6 +117,7 @@ pub fn add_matmul_program() -> (Program, WeightStore) {
             },
             alpha: 1f64.to_bits(),
             accumulate: false,
+            pack: None,
         }),
     };
     let program = Program {

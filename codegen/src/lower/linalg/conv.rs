@@ -384,6 +384,7 @@ fn kernel_row_products(
         c,
         alpha: 1f64.to_bits(),
         accumulate: true,
+        pack: None,
     };
     let mut contracts = Vec::new();
     for c_in in 0..s.c_g as i64 {
@@ -609,6 +610,7 @@ fn im2col_kernels(
             c,
             alpha: 1f64.to_bits(),
             accumulate: bias.is_some(),
+            pack: None,
         };
         kernels.push(Kernel {
             name: ctx.kernel_name(op, kernels.len()),
@@ -863,6 +865,7 @@ fn conv_tap(
         c,
         alpha: 1f64.to_bits(),
         accumulate: true,
+        pack: None,
     });
     Some(Tap {
         contract,
@@ -1302,6 +1305,7 @@ fn transpose_tap(
         c,
         alpha: 1f64.to_bits(),
         accumulate: true,
+        pack: None,
     });
     Some(Tap {
         contract,

@@ -219,6 +219,7 @@ fn as_contract(
             c: mat(out, out_strides, &m, &n),
             alpha: 1.0f64.to_bits(),
             accumulate: false,
+            pack: None,
         }),
     })
 }

@@ -231,6 +231,7 @@ fn contract(
             c: c.mat(),
             alpha: alpha.to_bits(),
             accumulate,
+            pack: None,
         }),
     }
 }

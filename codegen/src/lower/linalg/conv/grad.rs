@@ -232,6 +232,7 @@ fn per_image_products(
                 c,
                 alpha: 1f64.to_bits(),
                 accumulate: image > 0,
+                pack: None,
             })
         })
         .collect()

@@ -1,0 +1,222 @@
+//! The CPU backend's worker threads ([`WorkerPool`]): a fixed set of threads started with the
+//! program, to which a run hands one closure at a time.
+//!
+//! memc's own pool rather than rayon's because a run must not allocate: rayon's `install`
+//! from a thread outside the pool pushes onto a global injector queue that allocates a block
+//! every few dozen jobs, and `broadcast` collects its results into a `Vec`. Here a dispatch
+//! stores a pointer to the caller's closure in a shared slot, bumps an epoch and wakes the
+//! workers (who spin briefly before they sleep on a condition variable), runs the closure
+//! itself as thread 0, and waits for the others. A parallel loop ([`WorkerPool::for_each`])
+//! hands out indices from an atomic counter on the caller's stack.
+//!
+//! Guarantees: [`WorkerPool::broadcast`] returns only after every thread it used has
+//! returned from the closure, so the closure may borrow the caller's stack; nothing is
+//! allocated per dispatch (std's `Mutex` and `Condvar` are futex words on Linux); a closure
+//! that panics on a worker is reported as a panic of the caller once all have finished.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+/// Spins a waiting thread does before it sleeps.
+const SPINS: u32 = 1 << 14;
+
+/// The closure of the current dispatch, its lifetime erased (see [`WorkerPool::broadcast`]).
+#[derive(Copy, Clone)]
+struct Job(*const (dyn Fn(usize) + Sync));
+
+// SAFETY: the closure is `Sync` and outlives every use (the dispatcher waits for all users).
+unsafe impl Send for Job {}
+
+struct Control {
+    epoch: u64,
+    job: Option<Job>,
+    /// Threads `1..active` run the current job.
+    active: usize,
+    /// Workers still running the current job.
+    pending: usize,
+    shutdown: bool,
+}
+
+struct Shared {
+    control: Mutex<Control>,
+    /// The epoch, readable without the lock, for spinning workers.
+    epoch: AtomicU64,
+    /// Workers still running, readable without the lock, for the spinning dispatcher.
+    pending: AtomicUsize,
+    panicked: AtomicBool,
+    work: Condvar,
+    done: Condvar,
+}
+
+/// `threads - 1` worker threads; the thread that dispatches is thread 0.
+pub struct WorkerPool {
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for WorkerPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerPool")
+            .field("threads", &self.threads())
+            .finish()
+    }
+}
+
+impl WorkerPool {
+    /// A pool of `threads` threads (at least 1) counting the caller: starts `threads - 1`.
+    pub fn new(threads: usize) -> std::io::Result<WorkerPool> {
+        let shared = Arc::new(Shared {
+            control: Mutex::new(Control {
+                epoch: 0,
+                job: None,
+                active: 0,
+                pending: 0,
+                shutdown: false,
+            }),
+            epoch: AtomicU64::new(0),
+            pending: AtomicUsize::new(0),
+            panicked: AtomicBool::new(false),
+            work: Condvar::new(),
+            done: Condvar::new(),
+        });
+        let mut pool = WorkerPool {
+            shared,
+            workers: Vec::new(),
+        };
+        for index in 1..threads.max(1) {
+            let shared = Arc::clone(&pool.shared);
+            let handle = std::thread::Builder::new()
+                .name(format!("memc-worker-{index}"))
+                .spawn(move || worker(&shared, index))?;
+            pool.workers.push(handle);
+        }
+        Ok(pool)
+    }
+
+    /// Threads a dispatch can use, the caller included.
+    pub fn threads(&self) -> usize {
+        self.workers.len() + 1
+    }
+
+    /// The same as [`WorkerPool::threads`] (rayon's name, for callers written against it).
+    pub fn current_num_threads(&self) -> usize {
+        self.threads()
+    }
+
+    /// Runs `f(t)` for `t` in `0..threads` (at most [`WorkerPool::threads`]), `f(0)` on the
+    /// calling thread, and returns when all have returned.
+    pub fn broadcast(&self, threads: usize, f: &(dyn Fn(usize) + Sync)) {
+        let threads = threads.clamp(1, self.threads());
+        if threads == 1 {
+            f(0);
+            return;
+        }
+        // SAFETY: the erased lifetime: this function does not return (or unwind) before every
+        // worker that read the job has finished with it (`Wait` below, also on unwinding).
+        let job = Job(unsafe {
+            std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(f)
+        });
+        {
+            let mut control = lock(&self.shared.control);
+            control.job = Some(job);
+            control.active = threads;
+            control.pending = threads - 1;
+            control.epoch += 1;
+            self.shared.pending.store(threads - 1, Ordering::Release);
+            self.shared.epoch.store(control.epoch, Ordering::Release);
+        }
+        self.shared.work.notify_all();
+        struct Wait<'a>(&'a Shared);
+        impl Drop for Wait<'_> {
+            fn drop(&mut self) {
+                let shared = self.0;
+                for _ in 0..SPINS {
+                    if shared.pending.load(Ordering::Acquire) == 0 {
+                        break;
+                    }
+                    std::hint::spin_loop();
+                }
+                let mut control = lock(&shared.control);
+                while control.pending > 0 {
+                    control = shared.done.wait(control).unwrap_or_else(|e| e.into_inner());
+                }
+                control.job = None;
+            }
+        }
+        let wait = Wait(&self.shared);
+        f(0);
+        drop(wait);
+        if self.shared.panicked.swap(false, Ordering::AcqRel) {
+            panic!("a memc worker thread panicked while running a kernel");
+        }
+    }
+
+    /// Runs `f(i)` for every `i` in `0..n` on up to `threads` threads, each taking the next
+    /// index as it finishes one.
+    pub fn for_each(&self, threads: usize, n: usize, f: &(dyn Fn(usize) + Sync)) {
+        let next = AtomicUsize::new(0);
+        self.broadcast(threads.min(n), &|_| loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= n {
+                break;
+            }
+            f(i);
+        });
+    }
+}
+
+impl Drop for WorkerPool {
+    fn drop(&mut self) {
+        lock(&self.shared.control).shutdown = true;
+        self.shared.epoch.fetch_add(1, Ordering::AcqRel);
+        self.shared.work.notify_all();
+        for handle in self.workers.drain(..) {
+            let _ = handle.join();
+        }
+    }
+}
+
+fn lock(m: &Mutex<Control>) -> std::sync::MutexGuard<'_, Control> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn worker(shared: &Shared, index: usize) {
+    let mut seen = 0u64;
+    loop {
+        // Spin a while for the next dispatch, then sleep.
+        for _ in 0..SPINS {
+            if shared.epoch.load(Ordering::Acquire) != seen {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        let (job, active) = {
+            let mut control = lock(&shared.control);
+            while control.epoch == seen && !control.shutdown {
+                control = shared.work.wait(control).unwrap_or_else(|e| e.into_inner());
+            }
+            if control.shutdown {
+                return;
+            }
+            seen = control.epoch;
+            (control.job, control.active)
+        };
+        if index >= active {
+            continue;
+        }
+        if let Some(Job(f)) = job {
+            // SAFETY: the dispatcher keeps the closure alive until `pending` reaches 0.
+            let f = unsafe { &*f };
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(index))).is_err() {
+                shared.panicked.store(true, Ordering::Release);
+            }
+        }
+        let mut control = lock(&shared.control);
+        control.pending -= 1;
+        shared.pending.store(control.pending, Ordering::Release);
+        if control.pending == 0 {
+            shared.done.notify_all();
+        }
+    }
+}

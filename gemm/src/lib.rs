@@ -1,0 +1,1002 @@
+//! memc's GEMM (the `memc-gemm` crate): `C = alpha * A @ B + (accumulate ? C : 0)` over strided f32 or f64 matrices,
+//! blocked BLIS-style, with its packed panels in memory the caller provides.
+//!
+//! - **Blocking.** [`GemmBlocking`] (below; memc-codegen's `cpu/target.rs` re-exports it, so
+//!   that lowering sizes the scratch with the same numbers) cuts a product into units of `MC` rows by `NC` columns (per batch
+//!   index). A unit walks `K` in steps of `KC`: it packs `B`'s `KC x NC` panel (column strips
+//!   of the microkernel's `NR`, zero-padded), then for each `MC x KC` block of `A` packs it
+//!   (row strips of [`MR`], zero-padded) and runs the microkernel over every `MR x NR` tile.
+//!   Consecutive units of one thread that share a `B` panel pack it once. Products with at
+//!   most [`GEMM_SMALL_M`] rows whose `B` has contiguous columns read `B` where it is.
+//! - **Memory.** Each thread packs into its own slot: planned arena scratch
+//!   ([`Contract::pack`], `slots x (A panel + B panel)`), or, for a contraction planned without
+//!   it (hand-built kernels, old plans) and for the callers inside other kernels, smaller
+//!   panels on the thread's stack. Nothing is allocated on the heap.
+//! - **Microkernels.** `MR = 6` rows by `NR` columns of accumulators in registers: AVX-512F
+//!   (`NR = 32` f32), AVX2+FMA (`NR = 16` f32), and a portable one (`NR = 16` f32, 8 f64;
+//!   compiled with AVX2+FMA where the CPU has it, so f64 vectorizes). The choice is made once
+//!   per process from `is_x86_feature_detected!`; `MEMC_GEMM_ISA=scalar|avx2|avx512` (read
+//!   once, a test hook) forces a path. Partial tiles mask their loads and stores; a `C` whose
+//!   columns are not contiguous is written element by element.
+//! - **Threads.** Units are split over at most `slots` threads, in contiguous runs (batch
+//!   major, then column block, then row block), when the result's elements are provably
+//!   distinct for distinct (batch, row, column); otherwise the product runs on the calling
+//!   thread in order.
+//!
+//! Guarantees: for a validated contraction every element read or written lies in the views
+//! the validator bounded, and packing writes only the slots it was given; with
+//! `accumulate = false` the old `C` is never read (so NaN garbage there does not leak); each
+//! output element is summed in an order fixed by the shape and the instruction set, not by
+//! the number of threads.
+
+// The microkernels take their operands as plain arguments, so they stay in registers.
+#![allow(clippy::too_many_arguments)]
+
+use std::sync::OnceLock;
+
+/// Rows of `C` one GEMM microkernel call computes (`cpu/gemm.rs`), on every instruction set.
+pub const GEMM_MR: u64 = 6;
+/// The widest microkernel tile, in columns (AVX-512, f32); packed `B` panels are padded to a
+/// multiple of it, so one scratch size serves every instruction set.
+pub const GEMM_NR_MAX: u64 = 32;
+/// Rows of `A` packed at a time (a multiple of [`GEMM_MR`]).
+pub const GEMM_MC: u64 = 96;
+/// Bytes of one row of a packed `A` panel along `K`: `KC` is 256 f32 or 128 f64 values.
+pub const GEMM_KC_BYTES: u64 = 1024;
+/// Columns of `B` packed at a time (a multiple of [`GEMM_NR_MAX`]).
+pub const GEMM_NC: u64 = 128;
+/// Threads one product runs on at most: the plan reserves one packing slot (an `A` panel of
+/// [`GEMM_MC`] x `KC` and a `B` panel of `KC` x [`GEMM_NC`], 224 KiB in f32) per thread, and
+/// a session with more threads runs each product on this many.
+pub const GEMM_THREADS: u64 = 4;
+/// Products with at most this many rows read a `B` whose columns are contiguous where it is,
+/// without packing it (each element of `B` is used by so few rows that a copy would cost as
+/// much as the product).
+pub const GEMM_SMALL_M: u64 = 16;
+/// Products with fewer multiply-adds than this (`batches x m x n x k`) run on one thread and
+/// pack into small panels on its stack: no planned scratch (a few KiB of panels would cost more
+/// arena than they save time).
+pub const GEMM_PARALLEL_MACS: u64 = 64 * 64 * 64;
+
+/// How a product of `batches` x (`m` x `k`) @ (`k` x `n`) with `elem_size`-byte elements is
+/// blocked, and so the packing scratch it needs: one slot per thread (at most
+/// [`GEMM_THREADS`]), each an `A` panel of `mc x kc` and, unless `B` is read in place, a `B`
+/// panel of `kc x nc` elements. The sizes only grow with every argument (and with packing
+/// `B`), so a plan sized for bounds on the dims holds any product within them.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct GemmBlocking {
+    /// Rows of a packed `A` panel: `min(MC, m)` rounded up to [`GEMM_MR`].
+    pub mc: u64,
+    /// Values of `K` per panel.
+    pub kc: u64,
+    /// Columns of a packed `B` panel: `min(NC, n)` rounded up to [`GEMM_NR_MAX`].
+    pub nc: u64,
+    /// Whether `B` is packed (else read in place).
+    pub pack_b: bool,
+    /// Independent pieces of work: `batches x ceil(m / MC) x ceil(n / NC)`.
+    pub units: u64,
+    /// Packing slots, one per thread that may run the product; 0 for products under
+    /// [`GEMM_PARALLEL_MACS`] (and empty ones), which pack on the stack of one thread.
+    pub slots: u64,
+    pub elem_size: u64,
+}
+
+impl GemmBlocking {
+    pub fn new(batches: u64, m: u64, n: u64, k: u64, elem_size: u64, pack_b: bool) -> GemmBlocking {
+        let round = |x: u64, to: u64| x.div_ceil(to).saturating_mul(to);
+        let mc = round(m.min(GEMM_MC), GEMM_MR);
+        let kc = k.min(GEMM_KC_BYTES / elem_size.max(1));
+        let nc = round(n.min(GEMM_NC), GEMM_NR_MAX);
+        let units = batches
+            .saturating_mul(m.div_ceil(GEMM_MC))
+            .saturating_mul(n.div_ceil(GEMM_NC));
+        let macs = batches
+            .saturating_mul(m)
+            .saturating_mul(n)
+            .saturating_mul(k);
+        let slots = if macs < GEMM_PARALLEL_MACS {
+            0
+        } else {
+            units.min(GEMM_THREADS)
+        };
+        GemmBlocking {
+            mc,
+            kc,
+            nc,
+            pack_b,
+            units,
+            slots,
+            elem_size,
+        }
+    }
+
+    /// Bytes of one slot's packed `A` panel (a multiple of 64).
+    pub fn a_bytes(&self) -> u64 {
+        (self.mc * self.kc * self.elem_size).next_multiple_of(64)
+    }
+
+    /// Bytes of one slot's packed `B` panel (a multiple of 64; 0 when `B` is read in place).
+    pub fn b_bytes(&self) -> u64 {
+        if self.pack_b {
+            (self.kc * self.nc * self.elem_size).next_multiple_of(64)
+        } else {
+            0
+        }
+    }
+
+    pub fn slot_bytes(&self) -> u64 {
+        self.a_bytes() + self.b_bytes()
+    }
+
+    /// The packing scratch of the whole product.
+    pub fn scratch_bytes(&self) -> u64 {
+        self.slots.saturating_mul(self.slot_bytes())
+    }
+}
+
+/// A bound on the packing scratch of any product whose operands and result each have at most
+/// `elems` elements: `batches x m x n x k <= elems^2`, a packed `A` panel holds at most
+/// `min(MC x KC, 6 x elems)` values (rows rounded up to [`GEMM_MR`]) and a `B` panel
+/// `min(KC x NC, 32 x elems)`.
+pub fn gemm_scratch_bound(elems: u64, elem_size: u64) -> u64 {
+    if elems.saturating_mul(elems) < GEMM_PARALLEL_MACS {
+        return 0;
+    }
+    let kc = GEMM_KC_BYTES / elem_size.max(1);
+    let a = (GEMM_MC * kc).min(elems.saturating_mul(GEMM_MR)) * elem_size;
+    let b = (kc * GEMM_NC).min(elems.saturating_mul(GEMM_NR_MAX)) * elem_size;
+    GEMM_THREADS * (a.next_multiple_of(64) + b.next_multiple_of(64))
+}
+
+/// Whether a product with `m` rows reads `B` where it is: few rows, and `B`'s columns
+/// contiguous (`col_stride` 1), which the microkernels load as vectors.
+pub fn gemm_b_in_place(m: u64, b_col_stride: i64) -> bool {
+    m <= GEMM_SMALL_M && b_col_stride == 1
+}
+
+/// Rows of a microkernel tile.
+const MR: usize = GEMM_MR as usize;
+
+/// An element type the GEMM computes in.
+pub trait Elem: Copy + Send + Sync + PartialEq + 'static {
+    const ZERO: Self;
+    const SIZE: usize;
+    fn mul_add(self, a: Self, b: Self) -> Self;
+    fn mul(self, a: Self) -> Self;
+    fn add(self, a: Self) -> Self;
+}
+
+impl Elem for f32 {
+    const ZERO: f32 = 0.0;
+    const SIZE: usize = 4;
+    #[inline(always)]
+    fn mul_add(self, a: f32, b: f32) -> f32 {
+        self.mul_add(a, b)
+    }
+    #[inline(always)]
+    fn mul(self, a: f32) -> f32 {
+        self * a
+    }
+    #[inline(always)]
+    fn add(self, a: f32) -> f32 {
+        self + a
+    }
+}
+
+impl Elem for f64 {
+    const ZERO: f64 = 0.0;
+    const SIZE: usize = 8;
+    #[inline(always)]
+    fn mul_add(self, a: f64, b: f64) -> f64 {
+        self.mul_add(a, b)
+    }
+    #[inline(always)]
+    fn mul(self, a: f64) -> f64 {
+        self * a
+    }
+    #[inline(always)]
+    fn add(self, a: f64) -> f64 {
+        self + a
+    }
+}
+
+/// A strided matrix: element `(r, c)` at `ptr + r * rs + c * cs` (in elements).
+#[derive(Copy, Clone, Debug)]
+pub struct Mat<T> {
+    pub ptr: *mut T,
+    pub rs: isize,
+    pub cs: isize,
+}
+
+impl<T> Mat<T> {
+    #[inline(always)]
+    fn at(&self, r: usize, c: usize) -> *mut T {
+        self.ptr
+            .wrapping_offset(r as isize * self.rs + c as isize * self.cs)
+    }
+}
+
+/// One product `c = alpha * a @ b + (accumulate ? c : 0)`, `a` `m x k`, `b` `k x n`, `k > 0`.
+#[derive(Copy, Clone, Debug)]
+pub struct Product<T> {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub a: Mat<T>,
+    pub b: Mat<T>,
+    pub c: Mat<T>,
+    pub alpha: T,
+    pub accumulate: bool,
+}
+
+// SAFETY: a product is raw addresses; the callers promise that the threads running parts of
+// one product write disjoint elements of `c`, and read `a` and `b` only.
+unsafe impl<T> Send for Product<T> {}
+unsafe impl<T> Sync for Product<T> {}
+
+/// The instruction set the microkernels use.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Isa {
+    Scalar,
+    Avx2,
+    Avx512,
+}
+
+impl Isa {
+    fn name(self) -> &'static str {
+        match self {
+            Isa::Scalar => "scalar",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
+        }
+    }
+
+    fn available(self) -> bool {
+        match self {
+            Isa::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx2")
+                    && is_x86_feature_detected!("fma")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+}
+
+/// The microkernels of this process: the best available, or the one `MEMC_GEMM_ISA` forces.
+pub fn isa() -> Isa {
+    static ISA: OnceLock<Isa> = OnceLock::new();
+    *ISA.get_or_init(|| {
+        let detected = [Isa::Avx512, Isa::Avx2]
+            .into_iter()
+            .find(|isa| isa.available())
+            .unwrap_or(Isa::Scalar);
+        let Ok(wanted) = std::env::var("MEMC_GEMM_ISA") else {
+            return detected;
+        };
+        let forced = [Isa::Scalar, Isa::Avx2, Isa::Avx512]
+            .into_iter()
+            .find(|isa| isa.name() == wanted && isa.available());
+        let chosen = forced.unwrap_or(detected);
+        eprintln!(
+            "memc: MEMC_GEMM_ISA={wanted}: GEMM microkernels use the {} path{}",
+            chosen.name(),
+            if forced.is_some() {
+                ""
+            } else {
+                " (the value is unknown or this CPU lacks it)"
+            }
+        );
+        chosen
+    })
+}
+
+/// `mr x nr` tile: `c = alpha * sum_k a[k] b[k] + (beta ? c : 0)`. `a` is a packed strip
+/// (`MR` values per `k`); row `k` of `b` is at `b + k * b_rs`, of which `b_cols` columns may
+/// be read (`NR` for a zero-padded packed strip).
+type MicroKernel<T> = unsafe fn(
+    kc: usize,
+    a: *const T,
+    b: *const T,
+    b_rs: isize,
+    b_cols: usize,
+    mr: usize,
+    nr: usize,
+    c: Mat<T>,
+    alpha: T,
+    beta: bool,
+);
+
+/// The microkernel of an element type on an instruction set, and its `NR`.
+pub trait Kernels: Elem {
+    fn kernel(isa: Isa) -> (MicroKernel<Self>, usize);
+}
+
+impl Kernels for f32 {
+    fn kernel(isa: Isa) -> (MicroKernel<f32>, usize) {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => (x86::avx512_f32, 32),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => (x86::avx2_f32, 16),
+            _ => (portable::<f32, 16, false>, 16),
+        }
+    }
+}
+
+impl Kernels for f64 {
+    fn kernel(isa: Isa) -> (MicroKernel<f64>, usize) {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 | Isa::Avx2 => (x86::fma_f64, 8),
+            _ => (portable::<f64, 8, false>, 8),
+        }
+    }
+}
+
+/// The portable microkernel (`FMA`: fused multiply-adds, for callers compiled with FMA).
+#[inline(always)]
+unsafe fn portable<T: Elem, const NR: usize, const FMA: bool>(
+    kc: usize,
+    a: *const T,
+    b: *const T,
+    b_rs: isize,
+    b_cols: usize,
+    mr: usize,
+    nr: usize,
+    c: Mat<T>,
+    alpha: T,
+    beta: bool,
+) {
+    let mut acc = [[T::ZERO; NR]; MR];
+    let cols = b_cols.min(NR);
+    let (mut a, mut b) = (a, b);
+    if cols == NR {
+        for _ in 0..kc {
+            let bv: [T; NR] = std::array::from_fn(|j| *b.add(j));
+            for (i, row) in acc.iter_mut().enumerate() {
+                let ai = *a.add(i);
+                for (x, &bj) in row.iter_mut().zip(&bv) {
+                    *x = if FMA {
+                        ai.mul_add(bj, *x)
+                    } else {
+                        x.add(ai.mul(bj))
+                    };
+                }
+            }
+            a = a.add(MR);
+            b = b.wrapping_offset(b_rs);
+        }
+    } else {
+        for _ in 0..kc {
+            let bv: [T; NR] = std::array::from_fn(|j| if j < cols { *b.add(j) } else { T::ZERO });
+            for (i, row) in acc.iter_mut().enumerate() {
+                let ai = *a.add(i);
+                for (x, &bj) in row.iter_mut().zip(&bv) {
+                    *x = if FMA {
+                        ai.mul_add(bj, *x)
+                    } else {
+                        x.add(ai.mul(bj))
+                    };
+                }
+            }
+            a = a.add(MR);
+            b = b.wrapping_offset(b_rs);
+        }
+    }
+    for (i, row) in acc.iter().enumerate().take(mr) {
+        for (j, &x) in row.iter().enumerate().take(nr) {
+            let p = c.at(i, j);
+            let v = alpha.mul(x);
+            *p = if beta { v.add(*p) } else { v };
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{portable, Mat, MR};
+    use std::arch::x86_64::*;
+
+    /// Rows of an in-place `B` fetched ahead of the one being multiplied.
+    const PREFETCH_ROWS: isize = 8;
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn fma_f64(
+        kc: usize,
+        a: *const f64,
+        b: *const f64,
+        b_rs: isize,
+        b_cols: usize,
+        mr: usize,
+        nr: usize,
+        c: Mat<f64>,
+        alpha: f64,
+        beta: bool,
+    ) {
+        portable::<f64, 8, true>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta)
+    }
+
+    /// Writes `M` rows of accumulators (`V` vectors of `L` lanes each, spilled to `tile`)
+    /// into `c` element by element.
+    #[inline(always)]
+    unsafe fn store_strided<const W: usize>(
+        tile: &[[f32; W]; MR],
+        mr: usize,
+        nr: usize,
+        c: Mat<f32>,
+        alpha: f32,
+        beta: bool,
+    ) {
+        for (i, row) in tile.iter().enumerate().take(mr) {
+            for (j, &x) in row.iter().enumerate().take(nr) {
+                let p = c.at(i, j);
+                let v = alpha * x;
+                *p = if beta { v + *p } else { v };
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn avx2_f32(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        b_rs: isize,
+        b_cols: usize,
+        mr: usize,
+        nr: usize,
+        c: Mat<f32>,
+        alpha: f32,
+        beta: bool,
+    ) {
+        match mr {
+            1 => avx2_rows::<1>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+            2 => avx2_rows::<2>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+            3 => avx2_rows::<3>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+            4 => avx2_rows::<4>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+            5 => avx2_rows::<5>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+            _ => avx2_rows::<6>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+        }
+    }
+
+    /// The lane mask of the first `n` of 8 lanes (`n` may exceed 8).
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn mask8(n: usize) -> __m256i {
+        let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(n.min(8) as i32), lanes)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn avx2_rows<const M: usize>(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        b_rs: isize,
+        b_cols: usize,
+        mr: usize,
+        nr: usize,
+        c: Mat<f32>,
+        alpha: f32,
+        beta: bool,
+    ) {
+        let mut acc = [[_mm256_setzero_ps(); 2]; M];
+        let (mut a, mut b) = (a, b);
+        if b_cols >= 16 && b_rs != 16 {
+            // `B` read in place (few rows): its rows are far apart, so fetch a few ahead.
+            for _ in 0..kc {
+                _mm_prefetch::<_MM_HINT_T0>(b.wrapping_offset(PREFETCH_ROWS * b_rs).cast());
+                let b0 = _mm256_loadu_ps(b);
+                let b1 = _mm256_loadu_ps(b.add(8));
+                for (i, acc) in acc.iter_mut().enumerate() {
+                    let ai = _mm256_broadcast_ss(&*a.add(i));
+                    acc[0] = _mm256_fmadd_ps(ai, b0, acc[0]);
+                    acc[1] = _mm256_fmadd_ps(ai, b1, acc[1]);
+                }
+                a = a.add(MR);
+                b = b.wrapping_offset(b_rs);
+            }
+        } else if b_cols >= 16 {
+            for _ in 0..kc {
+                let b0 = _mm256_loadu_ps(b);
+                let b1 = _mm256_loadu_ps(b.add(8));
+                for (i, acc) in acc.iter_mut().enumerate() {
+                    let ai = _mm256_broadcast_ss(&*a.add(i));
+                    acc[0] = _mm256_fmadd_ps(ai, b0, acc[0]);
+                    acc[1] = _mm256_fmadd_ps(ai, b1, acc[1]);
+                }
+                a = a.add(MR);
+                b = b.wrapping_offset(b_rs);
+            }
+        } else {
+            let (m0, m1) = (mask8(b_cols), mask8(b_cols.saturating_sub(8)));
+            for _ in 0..kc {
+                let b0 = _mm256_maskload_ps(b, m0);
+                let b1 = _mm256_maskload_ps(b.wrapping_add(8), m1);
+                for (i, acc) in acc.iter_mut().enumerate() {
+                    let ai = _mm256_broadcast_ss(&*a.add(i));
+                    acc[0] = _mm256_fmadd_ps(ai, b0, acc[0]);
+                    acc[1] = _mm256_fmadd_ps(ai, b1, acc[1]);
+                }
+                a = a.add(MR);
+                b = b.wrapping_offset(b_rs);
+            }
+        }
+        let va = _mm256_set1_ps(alpha);
+        if c.cs == 1 {
+            let (m0, m1) = (mask8(nr), mask8(nr.saturating_sub(8)));
+            for (i, acc) in acc.iter().enumerate().take(mr) {
+                let p = c.at(i, 0);
+                let (mut r0, mut r1) = (_mm256_mul_ps(va, acc[0]), _mm256_mul_ps(va, acc[1]));
+                if nr == 16 {
+                    if beta {
+                        r0 = _mm256_add_ps(r0, _mm256_loadu_ps(p));
+                        r1 = _mm256_add_ps(r1, _mm256_loadu_ps(p.add(8)));
+                    }
+                    _mm256_storeu_ps(p, r0);
+                    _mm256_storeu_ps(p.add(8), r1);
+                } else {
+                    let p1 = p.wrapping_add(8);
+                    if beta {
+                        r0 = _mm256_add_ps(r0, _mm256_maskload_ps(p, m0));
+                        r1 = _mm256_add_ps(r1, _mm256_maskload_ps(p1, m1));
+                    }
+                    _mm256_maskstore_ps(p, m0, r0);
+                    _mm256_maskstore_ps(p1, m1, r1);
+                }
+            }
+        } else {
+            let mut tile = [[0f32; 16]; MR];
+            for (row, acc) in tile.iter_mut().zip(&acc) {
+                _mm256_storeu_ps(row.as_mut_ptr(), acc[0]);
+                _mm256_storeu_ps(row.as_mut_ptr().add(8), acc[1]);
+            }
+            store_strided(&tile, mr, nr, c, alpha, beta);
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn avx512_f32(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        b_rs: isize,
+        b_cols: usize,
+        mr: usize,
+        nr: usize,
+        c: Mat<f32>,
+        alpha: f32,
+        beta: bool,
+    ) {
+        match mr {
+            1 => avx512_rows::<1>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+            2 => avx512_rows::<2>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+            3 => avx512_rows::<3>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+            4 => avx512_rows::<4>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+            5 => avx512_rows::<5>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+            _ => avx512_rows::<6>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+        }
+    }
+
+    /// The mask of the first `n` of 16 lanes (`n` may exceed 16).
+    #[inline(always)]
+    fn mask16(n: usize) -> __mmask16 {
+        if n >= 16 {
+            0xffff
+        } else {
+            ((1u32 << n) - 1) as __mmask16
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn avx512_rows<const M: usize>(
+        kc: usize,
+        a: *const f32,
+        b: *const f32,
+        b_rs: isize,
+        b_cols: usize,
+        mr: usize,
+        nr: usize,
+        c: Mat<f32>,
+        alpha: f32,
+        beta: bool,
+    ) {
+        let mut acc = [[_mm512_setzero_ps(); 2]; M];
+        let (mut a, mut b) = (a, b);
+        if b_cols >= 32 && b_rs != 32 {
+            // `B` read in place (few rows): its rows are far apart, so fetch a few ahead.
+            for _ in 0..kc {
+                let ahead = b.wrapping_offset(PREFETCH_ROWS * b_rs);
+                _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
+                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(16).cast());
+                let b0 = _mm512_loadu_ps(b);
+                let b1 = _mm512_loadu_ps(b.add(16));
+                for (i, acc) in acc.iter_mut().enumerate() {
+                    let ai = _mm512_set1_ps(*a.add(i));
+                    acc[0] = _mm512_fmadd_ps(ai, b0, acc[0]);
+                    acc[1] = _mm512_fmadd_ps(ai, b1, acc[1]);
+                }
+                a = a.add(MR);
+                b = b.wrapping_offset(b_rs);
+            }
+        } else if b_cols >= 32 {
+            for _ in 0..kc {
+                let b0 = _mm512_loadu_ps(b);
+                let b1 = _mm512_loadu_ps(b.add(16));
+                for (i, acc) in acc.iter_mut().enumerate() {
+                    let ai = _mm512_set1_ps(*a.add(i));
+                    acc[0] = _mm512_fmadd_ps(ai, b0, acc[0]);
+                    acc[1] = _mm512_fmadd_ps(ai, b1, acc[1]);
+                }
+                a = a.add(MR);
+                b = b.wrapping_offset(b_rs);
+            }
+        } else {
+            let (m0, m1) = (mask16(b_cols), mask16(b_cols.saturating_sub(16)));
+            for _ in 0..kc {
+                let b0 = _mm512_maskz_loadu_ps(m0, b);
+                let b1 = _mm512_maskz_loadu_ps(m1, b.wrapping_add(16));
+                for (i, acc) in acc.iter_mut().enumerate() {
+                    let ai = _mm512_set1_ps(*a.add(i));
+                    acc[0] = _mm512_fmadd_ps(ai, b0, acc[0]);
+                    acc[1] = _mm512_fmadd_ps(ai, b1, acc[1]);
+                }
+                a = a.add(MR);
+                b = b.wrapping_offset(b_rs);
+            }
+        }
+        let va = _mm512_set1_ps(alpha);
+        if c.cs == 1 {
+            let (m0, m1) = (mask16(nr), mask16(nr.saturating_sub(16)));
+            for (i, acc) in acc.iter().enumerate().take(mr) {
+                let p = c.at(i, 0);
+                let p1 = p.wrapping_add(16);
+                let (mut r0, mut r1) = (_mm512_mul_ps(va, acc[0]), _mm512_mul_ps(va, acc[1]));
+                if nr == 32 {
+                    if beta {
+                        r0 = _mm512_add_ps(r0, _mm512_loadu_ps(p));
+                        r1 = _mm512_add_ps(r1, _mm512_loadu_ps(p1));
+                    }
+                    _mm512_storeu_ps(p, r0);
+                    _mm512_storeu_ps(p1, r1);
+                } else {
+                    if beta {
+                        r0 = _mm512_add_ps(r0, _mm512_maskz_loadu_ps(m0, p));
+                        r1 = _mm512_add_ps(r1, _mm512_maskz_loadu_ps(m1, p1));
+                    }
+                    _mm512_mask_storeu_ps(p, m0, r0);
+                    _mm512_mask_storeu_ps(p1, m1, r1);
+                }
+            }
+        } else {
+            let mut tile = [[0f32; 32]; MR];
+            for (row, acc) in tile.iter_mut().zip(&acc) {
+                _mm512_storeu_ps(row.as_mut_ptr(), acc[0]);
+                _mm512_storeu_ps(row.as_mut_ptr().add(16), acc[1]);
+            }
+            store_strided(&tile, mr, nr, c, alpha, beta);
+        }
+    }
+}
+
+/// Packs rows `i0..i0 + rows` by values `p0..p0 + kc` of `a` into strips of [`MR`] rows:
+/// strip `s` at `dst + s * MR * kc`, value `(i, p)` of it at `p * MR + i`, zero past `rows`.
+unsafe fn pack_a<T: Elem>(dst: *mut T, a: Mat<T>, i0: usize, rows: usize, p0: usize, kc: usize) {
+    for s in 0..rows.div_ceil(MR) {
+        let strip = dst.add(s * MR * kc);
+        let live = (rows - s * MR).min(MR);
+        if a.cs == 1 && live == MR {
+            for i in 0..MR {
+                let src = a.at(i0 + s * MR + i, p0);
+                for p in 0..kc {
+                    *strip.add(p * MR + i) = *src.add(p);
+                }
+            }
+        } else {
+            for p in 0..kc {
+                for i in 0..MR {
+                    *strip.add(p * MR + i) = if i < live {
+                        *a.at(i0 + s * MR + i, p0 + p)
+                    } else {
+                        T::ZERO
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// Packs values `p0..p0 + kc` by columns `j0..j0 + cols` of `b` into strips of `nr` columns:
+/// strip `s` at `dst + s * nr * kc`, value `(p, j)` of it at `p * nr + j`, zero past `cols`.
+unsafe fn pack_b<T: Elem>(
+    dst: *mut T,
+    b: Mat<T>,
+    p0: usize,
+    kc: usize,
+    j0: usize,
+    cols: usize,
+    nr: usize,
+) {
+    for s in 0..cols.div_ceil(nr) {
+        let strip = dst.add(s * nr * kc);
+        let live = (cols - s * nr).min(nr);
+        if b.cs == 1 {
+            for p in 0..kc {
+                let src = b.at(p0 + p, j0 + s * nr);
+                let row = strip.add(p * nr);
+                std::ptr::copy_nonoverlapping(src, row, live);
+                for j in live..nr {
+                    *row.add(j) = T::ZERO;
+                }
+            }
+        } else {
+            for j in 0..nr {
+                if j < live {
+                    let src = b.at(p0, j0 + s * nr + j);
+                    for p in 0..kc {
+                        *strip.add(p * nr + j) = *src.wrapping_offset(p as isize * b.rs);
+                    }
+                } else {
+                    for p in 0..kc {
+                        *strip.add(p * nr + j) = T::ZERO;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A product's blocking in `usize`, with the microkernel chosen.
+struct Plan<T> {
+    mc: usize,
+    kc: usize,
+    nc: usize,
+    pack_b: bool,
+    n_ic: usize,
+    n_jc: usize,
+    kernel: MicroKernel<T>,
+    nr: usize,
+}
+
+impl<T: Kernels> Plan<T> {
+    fn new(blocking: &GemmBlocking, m: usize, n: usize) -> Plan<T> {
+        let (kernel, nr) = T::kernel(isa());
+        let (mc, nc) = (blocking.mc as usize, blocking.nc as usize);
+        Plan {
+            mc,
+            kc: blocking.kc as usize,
+            nc,
+            pack_b: blocking.pack_b,
+            n_ic: m.div_ceil(mc),
+            n_jc: n.div_ceil(nc),
+            kernel,
+            nr,
+        }
+    }
+}
+
+/// Runs units `begin..end` (of one batch index's product `p`, numbered column block major)
+/// with panels at `a_buf` (`mc x kc`) and `b_buf` (`kc x nc`, unused when `B` is read in
+/// place).
+unsafe fn run_units<T: Kernels>(
+    p: &Product<T>,
+    plan: &Plan<T>,
+    begin: usize,
+    end: usize,
+    a_buf: *mut T,
+    b_buf: *mut T,
+) {
+    let mut unit = begin;
+    while unit < end {
+        let jc = unit / plan.n_ic;
+        // The row blocks of this column block in the range share each `B` panel.
+        let ic_begin = unit % plan.n_ic;
+        let ic_end = (end - jc * plan.n_ic).min(plan.n_ic);
+        let j0 = jc * plan.nc;
+        let cols = (p.n - j0).min(plan.nc);
+        let mut p0 = 0;
+        while p0 < p.k {
+            let kc = (p.k - p0).min(plan.kc);
+            let beta = p.accumulate || p0 > 0;
+            let (b_strips, b_rs) = if plan.pack_b {
+                pack_b(b_buf, p.b, p0, kc, j0, cols, plan.nr);
+                (b_buf as *const T, plan.nr as isize)
+            } else {
+                (p.b.at(p0, j0) as *const T, p.b.rs)
+            };
+            for ic in ic_begin..ic_end {
+                let i0 = ic * plan.mc;
+                let rows = (p.m - i0).min(plan.mc);
+                pack_a(a_buf, p.a, i0, rows, p0, kc);
+                let mut jr = 0;
+                while jr < cols {
+                    let nr = (cols - jr).min(plan.nr);
+                    let (b, b_cols) = if plan.pack_b {
+                        (b_strips.add(jr * kc), plan.nr)
+                    } else {
+                        (b_strips.wrapping_add(jr), nr)
+                    };
+                    let mut ir = 0;
+                    while ir < rows {
+                        let mr = (rows - ir).min(MR);
+                        let c = Mat {
+                            ptr: p.c.at(i0 + ir, j0 + jr),
+                            ..p.c
+                        };
+                        (plan.kernel)(
+                            kc,
+                            a_buf.add(ir * kc),
+                            b,
+                            b_rs,
+                            b_cols,
+                            mr,
+                            nr,
+                            c,
+                            p.alpha,
+                            beta,
+                        );
+                        ir += MR;
+                    }
+                    jr += plan.nr;
+                }
+            }
+            p0 += kc;
+        }
+        unit = (jc + 1) * plan.n_ic;
+    }
+}
+
+/// Runs `f(0..t)` on `t` threads and returns when all have finished (a pool's broadcast).
+pub type Broadcast<'a> = &'a dyn Fn(usize, &(dyn Fn(usize) + Sync));
+
+/// Runs `p` for batch indices `0..batches` (batch `b`'s operands found by `at(b)`), split
+/// over at most `threads` threads (never more than `blocking.slots`) that `broadcast(t, f)`
+/// runs `f(0..t)` on, returning when all have finished; packing into `slots`.
+///
+/// # Safety
+/// Every product's operands are valid for its dims; `slots` is `None` or holds
+/// `blocking.slots` slots of `blocking.slot_bytes()` bytes, 64-aligned, that nothing else
+/// uses meanwhile; `threads > 1` only when distinct (batch, row, column) write distinct
+/// elements.
+pub unsafe fn run<T: Kernels>(
+    batches: usize,
+    at: &(dyn Fn(usize) -> Product<T> + Sync),
+    blocking: &GemmBlocking,
+    slots: Option<*mut u8>,
+    threads: usize,
+    broadcast: Broadcast<'_>,
+) {
+    let first = at(0);
+    let plan = Plan::<T>::new(blocking, first.m, first.n);
+    let per_batch = plan.n_ic * plan.n_jc;
+    let units = batches * per_batch;
+    let threads = threads.min(blocking.slots as usize).min(units).max(1);
+    let slots = slots.filter(|_| blocking.slots > 0);
+    let slot_bytes = blocking.slot_bytes() as usize;
+    let a_bytes = blocking.a_bytes() as usize;
+    let slots = SendPtr(slots.unwrap_or(std::ptr::null_mut()));
+
+    let work = |t: usize| {
+        let slots = slots.get();
+        let (begin, end) = (units * t / threads, units * (t + 1) / threads);
+        let mut stack = std::mem::MaybeUninit::<StackPanels<T>>::uninit();
+        let (a_buf, b_buf, plan_here);
+        if slots.is_null() {
+            // No planned scratch: small panels on this thread's stack.
+            let small = StackPanels::<T>::blocking(blocking);
+            plan_here = Plan::<T>::new(&small, first.m, first.n);
+            (a_buf, b_buf) = StackPanels::panels(&mut stack);
+        } else {
+            let slot = slots.add(t * slot_bytes);
+            plan_here = Plan::<T>::new(blocking, first.m, first.n);
+            (a_buf, b_buf) = (slot.cast::<T>(), slot.add(a_bytes).cast::<T>());
+        }
+        let plan = &plan_here;
+        let per_batch = plan.n_ic * plan.n_jc;
+        // Stack panels are smaller, so the units are renumbered in their blocking.
+        let (begin, end) = if slots.is_null() {
+            let total = batches * per_batch;
+            (total * t / threads, total * (t + 1) / threads)
+        } else {
+            (begin, end)
+        };
+        let mut unit = begin;
+        while unit < end {
+            let batch = unit / per_batch;
+            let batch_end = ((batch + 1) * per_batch).min(end);
+            let p = at(batch);
+            run_units(
+                &p,
+                plan,
+                unit - batch * per_batch,
+                batch_end - batch * per_batch,
+                a_buf,
+                b_buf,
+            );
+            unit = batch_end;
+        }
+    };
+    if threads > 1 {
+        broadcast(threads, &work);
+    } else {
+        work(0);
+    }
+}
+
+#[derive(Copy, Clone)]
+struct SendPtr(*mut u8);
+// SAFETY: each thread uses its own slot of the scratch.
+unsafe impl Send for SendPtr {}
+unsafe impl Sync for SendPtr {}
+
+impl SendPtr {
+    /// The pointer; a method so closures capture the whole (Sync) struct.
+    fn get(self) -> *mut u8 {
+        self.0
+    }
+}
+
+/// Bytes of the panels on a thread's stack, for products without planned scratch.
+const STACK_A_BYTES: usize = 48 * 512;
+const STACK_B_BYTES: usize = 512 * 64;
+
+#[repr(C, align(64))]
+struct StackPanels<T> {
+    a: [u8; STACK_A_BYTES],
+    b: [u8; STACK_B_BYTES],
+    _elem: std::marker::PhantomData<T>,
+}
+
+impl<T: Elem> StackPanels<T> {
+    /// The blocking of a product whose panels live on the stack: `KC` of 512 bytes, at most
+    /// 48 rows and 64 columns per panel.
+    fn blocking(planned: &GemmBlocking) -> GemmBlocking {
+        let kc = planned.kc.min(512 / T::SIZE as u64);
+        GemmBlocking {
+            mc: planned.mc.min(48),
+            kc,
+            nc: planned.nc.min(64),
+            ..*planned
+        }
+    }
+
+    /// The two panels of uninitialized stack memory (packing writes before any read).
+    fn panels(stack: &mut std::mem::MaybeUninit<StackPanels<T>>) -> (*mut T, *mut T) {
+        let base = stack.as_mut_ptr();
+        // SAFETY: field addresses of a live (if uninitialized) value; nothing is read.
+        unsafe {
+            (
+                std::ptr::addr_of_mut!((*base).a).cast(),
+                std::ptr::addr_of_mut!((*base).b).cast(),
+            )
+        }
+    }
+}
+
+/// `c = alpha * a @ b + (accumulate ? c : 0)` on the calling thread with stack panels: for
+/// callers inside other kernels (the low-bit products' tiles).
+///
+/// # Safety
+/// The operands are valid for the product's dims.
+pub unsafe fn product_on_stack<T: Kernels>(p: &Product<T>) {
+    if p.m == 0 || p.n == 0 || p.k == 0 {
+        return;
+    }
+    let pack_b = !gemm_b_in_place(p.m as u64, p.b.cs as i64);
+    let blocking = GemmBlocking::new(
+        1,
+        p.m as u64,
+        p.n as u64,
+        p.k as u64,
+        T::SIZE as u64,
+        pack_b,
+    );
+    run(1, &|_| *p, &blocking, None, 1, &|_, f| f(0));
+}
+
+const _: () = assert!(GEMM_NR_MAX >= 32 && GEMM_SMALL_M >= 1);

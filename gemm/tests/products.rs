@@ -1,0 +1,128 @@
+//! memc's GEMM against a naive triple loop: shapes around every block edge (MR, NR, MC, KC,
+//! NC, the in-place-`B` row limit), row- and column-major and strided operands, `alpha`,
+//! `accumulate` (and a NaN-filled `C` that must not leak when it is off), f32 and f64,
+//! planned slots and stack panels, one and several threads (run on scoped threads here).
+//! `MEMC_GEMM_ISA=scalar|avx2|avx512` runs the same on another microkernel.
+
+use memc_gemm::{GemmBlocking, Kernels, Mat, Product};
+
+/// A deterministic value in [-0.5, 0.5).
+fn value(i: usize, salt: usize) -> f64 {
+    ((i * 2654435761 + salt * 40503) % 1000) as f64 / 1000.0 - 0.5
+}
+
+/// A matrix of `rows x cols` with a layout: row-major, column-major, or padded rows.
+fn layout(rows: usize, cols: usize, form: usize) -> (isize, isize, usize) {
+    match form % 3 {
+        0 => (cols as isize, 1, rows * cols),
+        1 => (1, rows as isize, rows * cols),
+        _ => ((cols + 3) as isize, 1, rows * (cols + 3)),
+    }
+}
+
+fn check<T: Kernels + Into<f64> + From<f32>>(
+    m: usize,
+    n: usize,
+    k: usize,
+    form: usize,
+    threads: usize,
+    planned: bool,
+) {
+    let (a_rs, a_cs, a_len) = layout(m, k, form);
+    let (b_rs, b_cs, b_len) = layout(k, n, form / 3);
+    let (c_rs, c_cs, c_len) = layout(m, n, form / 9);
+    let a: Vec<T> = (0..a_len).map(|i| T::from(value(i, 1) as f32)).collect();
+    let b: Vec<T> = (0..b_len).map(|i| T::from(value(i, 2) as f32)).collect();
+    for (accumulate, alpha) in [(false, 1.0f32), (true, -0.5)] {
+        let start: Vec<T> = (0..c_len)
+            .map(|i| {
+                T::from(if accumulate {
+                    value(i, 3) as f32
+                } else {
+                    f32::NAN
+                })
+            })
+            .collect();
+        let mut c = start.clone();
+        let product = Product {
+            m,
+            n,
+            k,
+            a: Mat {
+                ptr: a.as_ptr().cast_mut(),
+                rs: a_rs,
+                cs: a_cs,
+            },
+            b: Mat {
+                ptr: b.as_ptr().cast_mut(),
+                rs: b_rs,
+                cs: b_cs,
+            },
+            c: Mat {
+                ptr: c.as_mut_ptr(),
+                rs: c_rs,
+                cs: c_cs,
+            },
+            alpha: T::from(alpha),
+            accumulate,
+        };
+        let pack_b = !memc_gemm::gemm_b_in_place(m as u64, b_cs as i64);
+        let blocking = GemmBlocking::new(1, m as u64, n as u64, k as u64, T::SIZE as u64, pack_b);
+        let mut scratch = vec![0u128; (blocking.scratch_bytes() as usize).div_ceil(16) + 4];
+        let base = scratch.as_mut_ptr().cast::<u8>();
+        let slots = planned.then(|| base.wrapping_add(base.align_offset(64)));
+        let broadcast = |t: usize, f: &(dyn Fn(usize) + Sync)| {
+            std::thread::scope(|s| {
+                for i in 1..t {
+                    s.spawn(move || f(i));
+                }
+                f(0);
+            })
+        };
+        // SAFETY: the operands hold every element the strides reach; the slots are sized by
+        // the blocking.
+        unsafe { memc_gemm::run::<T>(1, &|_| product, &blocking, slots, threads, &broadcast) };
+        for i in 0..m {
+            for j in 0..n {
+                let mut sum = 0.0f64;
+                for p in 0..k {
+                    let x: f64 = a[(i as isize * a_rs + p as isize * a_cs) as usize].into();
+                    let y: f64 = b[(p as isize * b_rs + j as isize * b_cs) as usize].into();
+                    sum += x * y;
+                }
+                let at = (i as isize * c_rs + j as isize * c_cs) as usize;
+                let old: f64 = start[at].into();
+                let want = alpha as f64 * sum + if accumulate { old } else { 0.0 };
+                let got: f64 = c[at].into();
+                assert!(
+                    (got - want).abs() <= 1e-4 * (1.0 + k as f64).sqrt() * (1.0 + want.abs()),
+                    "{m}x{k}x{n} form {form} threads {threads} planned {planned} accumulate {accumulate}: c[{i}, {j}] = {got}, want {want}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn products_match_a_naive_loop() {
+    let shapes = [
+        (1, 1, 1),
+        (1, 37, 300),
+        (3, 33, 17),
+        (6, 32, 256),
+        (7, 65, 257),
+        (16, 200, 40),
+        (17, 129, 31),
+        (97, 70, 300),
+        (100, 130, 20),
+        (13, 1, 600),
+    ];
+    for (index, &(m, n, k)) in shapes.iter().enumerate() {
+        for form in [0, 1 + 3 * 2, 2 + 3 * 0 + 9 * 1, 3 * 1 + 9 * 2] {
+            let threads = 1 + index % 3;
+            check::<f32>(m, n, k, form, threads, true);
+            check::<f32>(m, n, k, form, threads, false);
+            check::<f64>(m, n, k, form, threads, index % 2 == 0);
+        }
+    }
+}

@@ -312,9 +312,30 @@ type MicroKernel<T> = unsafe fn(
     beta: bool,
 );
 
-/// The microkernel of an element type on an instruction set, and its `NR`.
+/// One row of `a` times an in-place, row-major `b`: `c[j] = alpha * sum_k a[k] b[k, j] +
+/// (beta ? c[j] : 0)` for `j < cols`, `a[k]` at `a + k * a_cs`, row `k` of `b` at `b + k * b_rs`
+/// with contiguous columns, `c` contiguous. A product of one row has no reuse of `b` to pack
+/// for: this streams each row of `b` once over the whole `K`, with a wide block of
+/// independent accumulators (the tile kernels' one row would keep two).
+type RowKernel<T> = unsafe fn(
+    k: usize,
+    a: *const T,
+    a_cs: isize,
+    b: *const T,
+    b_rs: isize,
+    cols: usize,
+    c: *mut T,
+    alpha: T,
+    beta: bool,
+);
+
+/// The microkernel of an element type on an instruction set, and its `NR`; and the row kernel
+/// for one-row products, where there is one.
 pub trait Kernels: Elem {
     fn kernel(isa: Isa) -> (MicroKernel<Self>, usize);
+    fn row_kernel(_isa: Isa) -> Option<RowKernel<Self>> {
+        None
+    }
 }
 
 impl Kernels for f32 {
@@ -325,6 +346,16 @@ impl Kernels for f32 {
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => (x86::avx2_f32, 16),
             _ => (portable::<f32, 16, false>, 16),
+        }
+    }
+
+    fn row_kernel(isa: Isa) -> Option<RowKernel<f32>> {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => Some(x86::avx512_row_f32),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => Some(x86::avx2_row_f32),
+            _ => None,
         }
     }
 }
@@ -583,6 +614,110 @@ mod x86 {
         }
     }
 
+    /// Columns of `c` one pass of the AVX-512 row kernel holds in accumulators.
+    const ROW_COLS_512: usize = 384;
+    /// Likewise for AVX2 (12 of its 16 registers).
+    const ROW_COLS_256: usize = 96;
+
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn avx512_row_f32(
+        k: usize,
+        a: *const f32,
+        a_cs: isize,
+        b: *const f32,
+        b_rs: isize,
+        cols: usize,
+        c: *mut f32,
+        alpha: f32,
+        beta: bool,
+    ) {
+        const V: usize = ROW_COLS_512 / 16;
+        let mut j = 0;
+        while j < cols {
+            let w = (cols - j).min(ROW_COLS_512);
+            let mut acc = [_mm512_setzero_ps(); V];
+            if w == ROW_COLS_512 {
+                for p in 0..k {
+                    let av = _mm512_set1_ps(*a.offset(p as isize * a_cs));
+                    let row = b.offset(p as isize * b_rs).add(j);
+                    for (v, acc) in acc.iter_mut().enumerate() {
+                        *acc = _mm512_fmadd_ps(av, _mm512_loadu_ps(row.add(v * 16)), *acc);
+                    }
+                }
+            } else {
+                for p in 0..k {
+                    let av = _mm512_set1_ps(*a.offset(p as isize * a_cs));
+                    let row = b.offset(p as isize * b_rs).add(j);
+                    for (v, acc) in acc.iter_mut().enumerate().take(w.div_ceil(16)) {
+                        let x = _mm512_maskz_loadu_ps(mask16(w - v * 16), row.add(v * 16));
+                        *acc = _mm512_fmadd_ps(av, x, *acc);
+                    }
+                }
+            }
+            let alpha_v = _mm512_set1_ps(alpha);
+            for (v, acc) in acc.iter().enumerate().take(w.div_ceil(16)) {
+                let mask = mask16(w - v * 16);
+                let out = c.add(j + v * 16);
+                let mut r = _mm512_mul_ps(alpha_v, *acc);
+                if beta {
+                    r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mask, out));
+                }
+                _mm512_mask_storeu_ps(out, mask, r);
+            }
+            j += w;
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn avx2_row_f32(
+        k: usize,
+        a: *const f32,
+        a_cs: isize,
+        b: *const f32,
+        b_rs: isize,
+        cols: usize,
+        c: *mut f32,
+        alpha: f32,
+        beta: bool,
+    ) {
+        const V: usize = ROW_COLS_256 / 8;
+        let mut j = 0;
+        while j + ROW_COLS_256 <= cols {
+            let mut acc = [_mm256_setzero_ps(); V];
+            for p in 0..k {
+                let av = _mm256_set1_ps(*a.offset(p as isize * a_cs));
+                let row = b.offset(p as isize * b_rs).add(j);
+                for (v, acc) in acc.iter_mut().enumerate() {
+                    *acc = _mm256_fmadd_ps(av, _mm256_loadu_ps(row.add(v * 8)), *acc);
+                }
+            }
+            let alpha_v = _mm256_set1_ps(alpha);
+            for (v, acc) in acc.iter().enumerate() {
+                let out = c.add(j + v * 8);
+                let mut r = _mm256_mul_ps(alpha_v, *acc);
+                if beta {
+                    r = _mm256_add_ps(r, _mm256_loadu_ps(out));
+                }
+                _mm256_storeu_ps(out, r);
+            }
+            j += ROW_COLS_256;
+        }
+        // The last columns one at a time, summed in the same order.
+        for col in j..cols {
+            let mut acc = 0.0f32;
+            for p in 0..k {
+                acc = (*a.offset(p as isize * a_cs))
+                    .mul_add(*b.offset(p as isize * b_rs + col as isize), acc);
+            }
+            let out = c.add(col);
+            *out = if beta {
+                alpha * acc + *out
+            } else {
+                alpha * acc
+            };
+        }
+    }
+
     /// The mask of the first `n` of 16 lanes (`n` may exceed 16).
     #[inline(always)]
     fn mask16(n: usize) -> __mmask16 {
@@ -761,6 +896,7 @@ struct Plan<T> {
     n_jc: usize,
     kernel: MicroKernel<T>,
     nr: usize,
+    row_kernel: Option<RowKernel<T>>,
 }
 
 impl<T: Kernels> Plan<T> {
@@ -776,6 +912,7 @@ impl<T: Kernels> Plan<T> {
             n_jc: n.div_ceil(nc),
             kernel,
             nr,
+            row_kernel: T::row_kernel(isa()),
         }
     }
 }
@@ -799,6 +936,25 @@ unsafe fn run_units<T: Kernels>(
         let ic_end = (end - jc * plan.n_ic).min(plan.n_ic);
         let j0 = jc * plan.nc;
         let cols = (p.n - j0).min(plan.nc);
+        if let Some(row) = plan
+            .row_kernel
+            .filter(|_| p.m == 1 && !plan.pack_b && p.b.cs == 1 && p.c.cs == 1 && plan.n_ic == 1)
+        {
+            // One row: every unit is one column block; the row kernel takes them all at once.
+            let cols = (end * plan.nc).min(p.n) - j0;
+            row(
+                p.k,
+                p.a.at(0, 0),
+                p.a.cs,
+                p.b.at(0, j0),
+                p.b.rs,
+                cols,
+                p.c.at(0, j0),
+                p.alpha,
+                p.accumulate,
+            );
+            return;
+        }
         let mut p0 = 0;
         while p0 < p.k {
             let kc = (p.k - p0).min(plan.kc);

@@ -116,6 +116,10 @@ fn products_match_a_naive_loop() {
         (97, 70, 300),
         (100, 130, 20),
         (13, 1, 600),
+        // One row: the row kernels, over full and partial accumulator blocks.
+        (1, 300, 70),
+        (1, 517, 9),
+        (1, 96, 5),
     ];
     for (index, &(m, n, k)) in shapes.iter().enumerate() {
         for form in [0, 1 + 3 * 2, 2 + 3 * 0 + 9 * 1, 3 * 1 + 9 * 2] {

@@ -48,8 +48,13 @@ pub use memc_codegen::backend::ARENA_ALIGN;
 pub struct Session {
     plan: PlanFile,
     compiled: Box<dyn CompiledProgram>,
-    /// The arena bytes of the outputs that live there, for [`CompiledProgram::read_arena`].
+    /// The arena bytes of the outputs that live there, and of their extent slots, for
+    /// [`CompiledProgram::read_arena`].
     output_ranges: Vec<Range<u64>>,
+    /// Per output with a run-time extent: its shape in the last run and, when its bounded axis
+    /// is not the first (so the kept elements are not one prefix of its bytes), the kept
+    /// elements copied together; empty for the other outputs.
+    trimmed: Vec<(Vec<u64>, Vec<u8>)>,
     /// Whether each state tensor (in the program's order) has been set or written by a run.
     state_set: Vec<bool>,
     open_time: Duration,
@@ -99,8 +104,14 @@ impl Session {
             .outputs
             .iter()
             .filter(|io| io.region == Region::Arena)
-            .map(|io| io.byte_offset..io.byte_offset + io.byte_size())
+            .flat_map(|io| {
+                let slot = io
+                    .extent
+                    .map(|e| e.byte_offset..e.byte_offset + memc_codegen::program::EXTENT_BYTES);
+                std::iter::once(io.byte_offset..io.byte_offset + io.byte_size()).chain(slot)
+            })
             .collect();
+        let trimmed = vec![(Vec::new(), Vec::new()); plan.program().outputs.len()];
         // Gradient buffers start at zero, which the backend's fresh state already holds.
         let state_set = plan
             .program()
@@ -112,6 +123,7 @@ impl Session {
             plan,
             compiled,
             output_ranges,
+            trimmed,
             state_set,
             open_time,
             jit_time,
@@ -239,6 +251,12 @@ impl Session {
 
     /// Like [`Session::run`], but returns the outputs where they lie (in the arena or the
     /// mapped weights) instead of copying them; they stay valid until the next run.
+    ///
+    /// An output with a run-time extent (a bounded dim: NonZero's, Compress's, Unique's) comes
+    /// back with the extent the run wrote in its slot, after a check that it lies between 0 and
+    /// the bound ([`RuntimeError::Extent`] otherwise; nothing past the bound is read). Where its
+    /// bounded axis is the first, it is the leading part of its bytes in the arena; otherwise
+    /// the kept slices are copied together into a buffer the session keeps for that output.
     pub fn run_in_place(
         &mut self,
         inputs: &[(&str, TensorRef<'_>)],
@@ -247,6 +265,7 @@ impl Session {
             plan,
             compiled,
             output_ranges,
+            trimmed,
             state_set,
             backend_run_time,
             ..
@@ -276,23 +295,55 @@ impl Session {
         *backend_run_time = started.elapsed();
         let arena = compiled.read_arena(output_ranges)?;
         let weights = plan.weights();
+        let region_of = |io: &IoTensor| match io.region {
+            Region::Arena => arena,
+            Region::Weights => weights,
+            // `Program::validate` refuses outputs in the state.
+            Region::State => &[],
+        };
+        for (io, (shape, bytes)) in program.outputs.iter().zip(trimmed.iter_mut()) {
+            let Some(slot) = io.extent else {
+                continue;
+            };
+            // `Program::validate` checked the slot lies inside the arena.
+            let at = slot.byte_offset as usize;
+            let raw: [u8; 8] = arena[at..at + 8]
+                .try_into()
+                .expect("an extent slot is 8 bytes (EXTENT_BYTES)");
+            *shape = io
+                .trimmed_shape(i64::from_le_bytes(raw))
+                .map_err(RuntimeError::Extent)?;
+            bytes.clear();
+            if io.shape[..slot.axis as usize].iter().any(|&d| d > 1) {
+                let start = io.byte_offset as usize;
+                let full = &region_of(io)[start..start + io.byte_size() as usize];
+                *bytes = io.trim_bytes(full, shape);
+            }
+        }
         Ok(program
             .outputs
             .iter()
-            .map(|io| {
-                let region = match io.region {
-                    Region::Arena => arena,
-                    Region::Weights => weights,
-                    // `Program::validate` refuses outputs in the state.
-                    Region::State => &[],
+            .zip(trimmed.iter())
+            .map(|(io, (shape, copied))| {
+                let tensor = match io.extent {
+                    None => {
+                        // `Program::validate` checked the output lies inside its region.
+                        let start = io.byte_offset as usize;
+                        let bytes = &region_of(io)[start..start + io.byte_size() as usize];
+                        TensorRef::new_unchecked(io.elem, &io.shape, bytes)
+                    }
+                    Some(slot) if io.shape[..slot.axis as usize].iter().any(|&d| d > 1) => {
+                        TensorRef::new_unchecked(io.elem, shape, copied)
+                    }
+                    Some(_) => {
+                        // The kept slices are the leading bytes of the output.
+                        let len = shape.iter().product::<u64>() * io.elem.size();
+                        let start = io.byte_offset as usize;
+                        let bytes = &region_of(io)[start..start + len as usize];
+                        TensorRef::new_unchecked(io.elem, shape, bytes)
+                    }
                 };
-                // `Program::validate` checked the output lies inside its region.
-                let start = io.byte_offset as usize;
-                let bytes = &region[start..start + io.byte_size() as usize];
-                (
-                    io.name.as_str(),
-                    TensorRef::new_unchecked(io.elem, &io.shape, bytes),
-                )
+                (io.name.as_str(), tensor)
             })
             .collect())
     }
@@ -389,6 +440,7 @@ mod tests {
             shape,
             region: Region::Arena,
             byte_offset,
+            extent: None,
         };
         Program {
             arena_size: 128,

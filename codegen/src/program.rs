@@ -72,6 +72,30 @@ impl IoTensor {
         }
     }
 
+    /// The output as one run left it, for runners that hold the whole arena (the reference, the
+    /// PTX interpreter, MLIR's engine): its shape and bytes, trimmed to the extent its slot holds
+    /// when it has one. `region` is the region the output lives in. Errors name the output.
+    pub fn read_output(&self, region: &[u8], arena: &[u8]) -> Result<(Vec<u64>, Vec<u8>), String> {
+        let slice = |bytes: &[u8], at: u64, n: u64| {
+            usize::try_from(at)
+                .ok()
+                .zip(usize::try_from(n).ok())
+                .and_then(|(at, n)| bytes.get(at..at.checked_add(n)?))
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| format!("output `{}` lies outside its region", self.name))
+        };
+        let full = slice(region, self.byte_offset, self.byte_size())?;
+        let Some(slot) = self.extent else {
+            return Ok((self.shape.clone(), full));
+        };
+        let raw: [u8; 8] = slice(arena, slot.byte_offset, EXTENT_BYTES)?
+            .try_into()
+            .expect("the slice has EXTENT_BYTES bytes");
+        let shape = self.trimmed_shape(i64::from_le_bytes(raw))?;
+        let bytes = self.trim_bytes(&full, &shape);
+        Ok((shape, bytes))
+    }
+
     /// The elements of the output at `trimmed` (from [`IoTensor::trimmed_shape`]) out of `full`,
     /// its bytes at the bound: for each index before the bounded axis, the leading `extent`
     /// slices of that axis.

@@ -512,10 +512,10 @@ pub fn check_mlir(
 ) -> Result<(), Status> {
     let bytes: Vec<&[u8]> = inputs.iter().map(|t| t.data.as_slice()).collect();
     let outputs = jit
-        .run(weights, &bytes)
+        .run_outputs(weights, &bytes)
         .map_err(|e| Status::Fail(format!("mlir: {}", one_line(&e.to_string()))))?;
-    for ((io, got), want) in jit.program().outputs.iter().zip(&outputs).zip(expected) {
-        if let Some(diff) = compare(&io.name, want, io.elem, &io.shape, got, tol) {
+    for ((io, (shape, got)), want) in jit.program().outputs.iter().zip(&outputs).zip(expected) {
+        if let Some(diff) = compare(&io.name, want, io.elem, shape, got, tol) {
             return Err(Status::Fail(format!("mlir: {}", one_line(&diff))));
         }
     }

@@ -11,7 +11,10 @@
 //! position the count names (an indirect store), and the count grows by one where the element
 //! is kept (an accumulating store). A point that is not kept still stores, at the position the
 //! next kept point will overwrite, or past the final extent, where nothing reads it; so no store
-//! needs a condition. The cost is one pass over the input, on one thread.
+//! needs a condition. (NonZero's count never reaches its bound before its last point; Compress's
+//! can, when the condition is shorter than the axis, and then the clamped index names the last
+//! kept slot: there a point not kept stores back the element it loads.) The cost is one pass
+//! over the input, on one thread.
 //!
 //! Unique without `axis` compares every element with every other, `O(n^2)` in rows that run
 //! in parallel: a first kernel marks each element's first occurrence in planned scratch; a
@@ -250,14 +253,19 @@ pub(super) fn compress(ctx: &LowerCtx, op: OpId) -> LowerResult {
         last = b.binary(BinaryOp::And, last, at_end);
     }
     let grows = b.binary(BinaryOp::And, kept, last);
+    let at_count = vec![IndirectIndex {
+        index: count,
+        stride: out_strides[axis],
+        limit: out.shape[axis] as i64,
+    }];
+    // Once every slot is taken (the condition is shorter than the axis), the count names the
+    // last slot (the index is clamped): a slice not kept stores that element back unchanged.
+    let old = b.load_indirect(&views, 3, at_count.clone());
+    let value = b.select(kept, v, old);
     let store_out = Store {
         view: 3,
-        value: v,
-        indices: vec![IndirectIndex {
-            index: count,
-            stride: out_strides[axis],
-            limit: out.shape[axis] as i64,
-        }],
+        value,
+        indices: at_count,
         accumulate: false,
     };
     let (_, bump) = bump_count(&mut b, 2, grows);

@@ -162,19 +162,7 @@ pub fn run_outputs(
                 Region::Weights => weights,
                 Region::State => &state,
             };
-            let n = usize::try_from(io.byte_size())
-                .map_err(|_| ReferenceError::Io(format!("output `{}` is too large", io.name)))?;
-            let full = io_range(io.byte_offset, n, region.len(), &io.name).map(|r| &region[r])?;
-            let Some(slot) = io.extent else {
-                return Ok((io.shape.clone(), full.to_vec()));
-            };
-            let at = io_range(slot.byte_offset, 8, arena.len(), &io.name)?;
-            let raw: [u8; 8] = arena[at].try_into().expect("io_range gave 8 bytes");
-            let shape = io
-                .trimmed_shape(i64::from_le_bytes(raw))
-                .map_err(ReferenceError::Io)?;
-            let bytes = io.trim_bytes(full, &shape);
-            Ok((shape, bytes))
+            io.read_output(region, &arena).map_err(ReferenceError::Io)
         })
         .collect()
 }

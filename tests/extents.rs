@@ -171,3 +171,39 @@ func.func @main(%x: tensor<2x3xf32>) -> tensor<2x?xi64, #memc.dims<["<=6"]>> {
         "`onnx.Abs`: operand #0 has type tensor<2x?xi64, #memc.dims<[\"<=6\"]>>, whose bounded dim is known only at run time, and this op does not accept one (only `func.return` does: a bounded value may only be a graph output)"
     );
 }
+
+#[test]
+fn top_k_with_k_from_data_returns_k_of_the_axis() {
+    let text = r#"
+func.func @main(%x: tensor<2x4xf32>, %k: tensor<1xi64>) -> (tensor<2x?xf32, #memc.dims<["<=4"]>>, tensor<2x?xi64, #memc.dims<["<=4"]>>) {
+  %0:2 = "onnx.TopK"(%x, %k) {axis = 1} : (tensor<2x4xf32>, tensor<1xi64>) -> (tensor<2x?xf32, #memc.dims<["<=4"]>>, tensor<2x?xi64, #memc.dims<["<=4"]>>)
+  return %0#0, %0#1 : tensor<2x?xf32, #memc.dims<["<=4"]>>, tensor<2x?xi64, #memc.dims<["<=4"]>>
+}
+"#;
+    let (mut s, _) = session("top_k", text);
+    let x = [3.0f32, 1.0, 4.0, 2.0, 5.0, 9.0, 2.0, 6.0];
+    let mut run = |k: i64| {
+        let out = s
+            .run(&[
+                ("input0", TensorRef::from_slice(&[2, 4], &x).unwrap()),
+                ("input1", TensorRef::from_slice(&[1], &[k]).unwrap()),
+            ])
+            .unwrap();
+        (out[0].shape().to_vec(), f32s(&out[0]), i64s(&out[1]))
+    };
+    assert_eq!(run(0), (vec![2, 0], vec![], vec![]));
+    assert_eq!(
+        run(2),
+        (vec![2, 2], vec![4.0, 3.0, 9.0, 6.0], vec![2, 0, 1, 3])
+    );
+    assert_eq!(
+        run(4),
+        (
+            vec![2, 4],
+            vec![4.0, 3.0, 2.0, 1.0, 9.0, 6.0, 5.0, 2.0],
+            vec![2, 0, 3, 1, 1, 3, 0, 2]
+        )
+    );
+    // K past the axis length is clamped to it (onnxruntime refuses such a K).
+    assert_eq!(run(7).0, vec![2, 4]);
+}

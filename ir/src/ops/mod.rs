@@ -182,7 +182,8 @@ impl Traits {
     /// time). Only `func.return` has it: a bounded value may only be a graph output.
     pub const ACCEPTS_BOUNDED: Traits = Traits(1 << 9);
     /// A result may have a bounded dim: the op's lowering writes the run-time extent after the
-    /// result's elements (`memc_ir::types::BoundedLayout`). NonZero, Compress, Unique.
+    /// result's elements (`memc_ir::types::BoundedLayout`). NonZero, Compress, Unique, and TopK
+    /// with `K` from data.
     pub const BOUNDED_RESULTS: Traits = Traits(1 << 10);
 
     pub const fn with(self, other: Traits) -> Traits {

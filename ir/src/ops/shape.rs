@@ -626,7 +626,8 @@ pub fn top_k(ctx: &ShapeCtx) -> ShapeResult {
             Dim::Static(k)
         }
         Some(other) => return Err(format!("K must have one entry, got {}", other.len())),
-        None => Dim::Unknown,
+        // `K` from data: at most the axis length, the extent known at run time.
+        None => x.dims[axis].as_static().map_or(Dim::Unknown, Dim::AtMost),
     };
     let mut dims = x.dims.clone();
     dims[axis] = k;

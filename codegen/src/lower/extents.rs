@@ -292,15 +292,374 @@ pub(super) fn unique_scratch(func: &memc_ir::Function, op: OpId) -> u64 {
     let Some(x) = func.value_type(func.op(op).operands[0]).tensor() else {
         return 0;
     };
-    x.static_num_elements().map_or(0, |n| n.saturating_mul(8))
+    let axis = memc_ir::Opcode::Unique
+        .def()
+        .int_attr(&func.op(op).attrs, "axis");
+    match axis {
+        None => x.static_num_elements().map_or(0, |n| n.saturating_mul(8)),
+        Some(axis) => {
+            // Pairwise equal and less marks `[d, d]`, first marks and ranks `[d]`.
+            let rank = x.rank() as i64;
+            let axis = if axis < 0 { axis + rank } else { axis };
+            let d = usize::try_from(axis)
+                .ok()
+                .and_then(|a| x.dims.get(a))
+                .and_then(memc_ir::Dim::as_static)
+                .unwrap_or(0);
+            d.saturating_mul(d).saturating_add(d).saturating_mul(16)
+        }
+    }
+}
+
+/// A loop kernel named `name`.
+fn loop_kernel(
+    name: String,
+    outer: Vec<u64>,
+    inner: Vec<u64>,
+    views: Vec<View>,
+    stages: Vec<Stage>,
+) -> Kernel {
+    Kernel {
+        name,
+        body: KernelBody::Loop(LoopKernel {
+            outer,
+            inner,
+            views,
+            stages,
+        }),
+    }
+}
+
+/// An i64 tensor of `shape` in the scratch at `byte_offset` past its start.
+fn scratch_i64(scratch: &TensorRef, byte_offset: u64, shape: Vec<u64>) -> TensorRef {
+    TensorRef {
+        region: scratch.region,
+        byte_offset: scratch.byte_offset + byte_offset as i64,
+        elem: Scalar::I64,
+        shape,
+    }
+}
+
+/// `Unique` with `axis`: the unique slices along `axis`. The input is `[pre, d, post]` around
+/// the axis; each slice has `pre * post` elements, compared in row-major order (numpy's order
+/// of slices). A first kernel compares every pair of slices (`outer = [d, d]`, the slice as the
+/// inner loop: the first element where they differ decides) into equal and less marks in
+/// scratch; then as without `axis`: first-occurrence marks, per slice its first index, rank
+/// and count (written at its rank), each slice copied to its rank in `Y`, and the number of
+/// distinct slices into the extent slots.
+fn unique_slices(ctx: &LowerCtx, op: OpId, axis: i64, sorted: bool) -> LowerResult {
+    let x = ctx.input(op, 0)?;
+    let rank = x.rank() as i64;
+    let axis = usize::try_from(if axis < 0 { axis + rank } else { axis })
+        .ok()
+        .filter(|&a| a < x.rank())
+        .ok_or_else(|| unsupported(format!("Unique axis {axis} out of range")))?;
+    let d = x.shape[axis];
+    let pre: u64 = x.shape[..axis].iter().product();
+    let post: u64 = x.shape[axis + 1..].iter().product();
+    let size = pre * post;
+    let mut slots = Vec::new();
+    for index in [0, 1, 3] {
+        if ctx.result_used(op, index) {
+            slots.push(extent_slot(ctx, op, index)?);
+        }
+    }
+    let mut kernels = vec![zero_slots(ctx.kernel_name(op, 0), &slots)];
+    if d == 0 {
+        return Ok(kernels);
+    }
+    if size == 0 {
+        return Err(unsupported("Unique of slices with no elements"));
+    }
+    let scratch = ctx
+        .scratch(op)
+        .ok_or_else(|| unsupported("Unique planned without its scratch (the pair marks)"))?;
+    let equal = scratch_i64(&scratch, 0, vec![d, d]);
+    let less = scratch_i64(&scratch, d * d * 8, vec![d, d]);
+    let first = scratch_i64(&scratch, 2 * d * d * 8, vec![d]);
+    let ranks = scratch_i64(&scratch, (2 * d * d + d) * 8, vec![d]);
+    let plane = (d * post) as i64;
+    let post_i = post as i64;
+    // Pairs: axes (i, j, p, q).
+    {
+        let views = vec![
+            x.view_with(vec![post_i, 0, plane, 1]),
+            x.view_with(vec![0, post_i, plane, 1]),
+            x.view_with(vec![0; 4]),
+            equal.view_with(vec![d as i64, 1, 0, 0]),
+            less.view_with(vec![d as i64, 1, 0, 0]),
+        ];
+        let mut b = Insts::new();
+        let xi = b.load(&views, 0);
+        let xj = b.load(&views, 1);
+        let same = b.binary(BinaryOp::Eq, xi, xj);
+        let differ = b.unary(UnaryOp::Not, same);
+        let (p, q) = (b.index(2), b.index(3));
+        let post_c = b.constant_int(Scalar::I64, post_i);
+        let at = b.binary(BinaryOp::Mul, p, post_c);
+        let e = b.binary(BinaryOp::Add, at, q);
+        let none = b.constant_int(Scalar::I64, size as i64);
+        let value = b.select(differ, e, none);
+        let reduce = Stage::Reduce {
+            insts: b.finish(),
+            value,
+            op: ReduceOp::Min,
+            init: size,
+            ty: Scalar::I64,
+        };
+        let mut b = Insts::new();
+        let e = b.acc(0, Scalar::I64);
+        let none = b.constant_int(Scalar::I64, size as i64);
+        let same = b.binary(BinaryOp::Eq, e, none);
+        let last = b.constant_int(Scalar::I64, size as i64 - 1);
+        let e = b.binary(BinaryOp::Min, e, last);
+        let post_c = b.constant_int(Scalar::I64, post_i);
+        let p = b.binary(BinaryOp::Div, e, post_c);
+        let q = b.binary(BinaryOp::Rem, e, post_c);
+        let plane_c = b.constant_int(Scalar::I64, plane);
+        let base = b.binary(BinaryOp::Mul, p, plane_c);
+        let base = b.binary(BinaryOp::Add, base, q);
+        let element = |b: &mut Insts, axis: usize| {
+            let i = b.index(axis);
+            let at = b.binary(BinaryOp::Mul, i, post_c);
+            let linear = b.binary(BinaryOp::Add, base, at);
+            b.load_indirect(
+                &views,
+                2,
+                vec![IndirectIndex {
+                    index: linear,
+                    stride: 1,
+                    limit: x.numel() as i64,
+                }],
+            )
+        };
+        let xi = element(&mut b, 0);
+        let xj = element(&mut b, 1);
+        let below = b.binary(BinaryOp::Lt, xj, xi);
+        let differ = b.unary(UnaryOp::Not, same);
+        let below = b.binary(BinaryOp::And, differ, below);
+        let same = b.cast(same, Scalar::I64);
+        let below = b.cast(below, Scalar::I64);
+        kernels.push(loop_kernel(
+            ctx.kernel_name(op, 1),
+            vec![d, d],
+            vec![pre, post],
+            views,
+            vec![
+                reduce,
+                Stage::Once {
+                    insts: b.finish(),
+                    stores: vec![Store::new(3, same), Store::new(4, below)],
+                },
+            ],
+        ));
+    }
+    // First-occurrence marks: axes (i, j).
+    {
+        let views = vec![
+            equal.view_with(vec![d as i64, 1]),
+            first.view_with(vec![1, 0]),
+        ];
+        let mut b = Insts::new();
+        let same = b.load(&views, 0);
+        let (i, j) = (b.index(0), b.index(1));
+        let before = b.binary(BinaryOp::Lt, j, i);
+        let zero = b.constant_int(Scalar::I64, 0);
+        let dup = b.select(before, same, zero);
+        let reduce = Stage::Reduce {
+            insts: b.finish(),
+            value: dup,
+            op: ReduceOp::Max,
+            init: 0,
+            ty: Scalar::I64,
+        };
+        let mut b = Insts::new();
+        let dups = b.acc(0, Scalar::I64);
+        let one = b.constant_int(Scalar::I64, 1);
+        let mark = b.binary(BinaryOp::Sub, one, dups);
+        kernels.push(loop_kernel(
+            ctx.kernel_name(op, 2),
+            vec![d],
+            vec![d],
+            views,
+            vec![
+                reduce,
+                Stage::Once {
+                    insts: b.finish(),
+                    stores: vec![Store::new(1, mark)],
+                },
+            ],
+        ));
+    }
+    // Per slice i: first index, rank and count; axes (i, j).
+    {
+        let mut views = vec![
+            equal.view_with(vec![d as i64, 1]),
+            less.view_with(vec![d as i64, 1]),
+            first.view_with(vec![0, 1]),
+        ];
+        let first_stage = {
+            let mut b = Insts::new();
+            let same = b.load(&views, 0);
+            let one = b.constant_int(Scalar::I64, 1);
+            let same = b.binary(BinaryOp::Eq, same, one);
+            let j = b.index(1);
+            let none = b.constant_int(Scalar::I64, i64::MAX);
+            let value = b.select(same, j, none);
+            Stage::Reduce {
+                insts: b.finish(),
+                value,
+                op: ReduceOp::Min,
+                init: i64::MAX as u64,
+                ty: Scalar::I64,
+            }
+        };
+        let rank_stage = {
+            let mut b = Insts::new();
+            let marked = b.load(&views, 2);
+            let counted = if sorted {
+                let below = b.load(&views, 1);
+                let one = b.constant_int(Scalar::I64, 1);
+                b.binary(BinaryOp::Eq, below, one)
+            } else {
+                let j = b.index(1);
+                let first_i = b.acc(0, Scalar::I64);
+                b.binary(BinaryOp::Lt, j, first_i)
+            };
+            let zero = b.constant_int(Scalar::I64, 0);
+            let value = b.select(counted, marked, zero);
+            Stage::Reduce {
+                insts: b.finish(),
+                value,
+                op: ReduceOp::Sum,
+                init: 0,
+                ty: Scalar::I64,
+            }
+        };
+        let count_stage = {
+            let mut b = Insts::new();
+            let same = b.load(&views, 0);
+            Stage::Reduce {
+                insts: b.finish(),
+                value: same,
+                op: ReduceOp::Sum,
+                init: 0,
+                ty: Scalar::I64,
+            }
+        };
+        let mut b = Insts::new();
+        let first_index = b.acc(0, Scalar::I64);
+        let rank = b.acc(1, Scalar::I64);
+        let count = b.acc(2, Scalar::I64);
+        let at_rank = vec![IndirectIndex {
+            index: rank,
+            stride: 1,
+            limit: d as i64,
+        }];
+        views.push(ranks.view_with(vec![1, 0]));
+        let mut stores = vec![Store::new(views.len() as u32 - 1, rank)];
+        for (index, value) in [(1, first_index), (3, count)] {
+            if let Some(result) = used_result(ctx, op, index)? {
+                views.push(result.view_with(vec![0, 0]));
+                stores.push(Store {
+                    view: views.len() as u32 - 1,
+                    value,
+                    indices: at_rank.clone(),
+                    accumulate: false,
+                });
+            }
+        }
+        if let Some(inverse) = used_result(ctx, op, 2)? {
+            views.push(inverse.view_with(vec![1, 0]));
+            stores.push(Store::new(views.len() as u32 - 1, rank));
+        }
+        kernels.push(loop_kernel(
+            ctx.kernel_name(op, 3),
+            vec![d],
+            vec![d],
+            views,
+            vec![
+                first_stage,
+                rank_stage,
+                count_stage,
+                Stage::Once {
+                    insts: b.finish(),
+                    stores,
+                },
+            ],
+        ));
+    }
+    // Each slice to its rank in Y: axes (i, p, q); slices of one value write the same bytes.
+    if let Some(y) = used_result(ctx, op, 0)? {
+        let views = vec![
+            x.view_with(vec![post_i, plane, 1]),
+            ranks.view_with(vec![1, 0, 0]),
+            y.view_with(vec![0, plane, 1]),
+        ];
+        let mut b = Insts::new();
+        let v = b.load(&views, 0);
+        let r = b.load(&views, 1);
+        kernels.push(loop_kernel(
+            ctx.kernel_name(op, 4),
+            vec![d],
+            vec![pre, post],
+            views,
+            vec![Stage::Map {
+                insts: b.finish(),
+                stores: vec![Store {
+                    view: 2,
+                    value: v,
+                    indices: vec![IndirectIndex {
+                        index: r,
+                        stride: post_i,
+                        limit: d as i64,
+                    }],
+                    accumulate: false,
+                }],
+            }],
+        ));
+    }
+    // The number of distinct slices into every extent slot.
+    if !slots.is_empty() {
+        let mut views = vec![first.view_with(vec![1])];
+        views.extend(slots.iter().map(|&s| slot_view(s, 1)));
+        let mut b = Insts::new();
+        let mark = b.load(&views, 0);
+        let reduce = Stage::Reduce {
+            insts: b.finish(),
+            value: mark,
+            op: ReduceOp::Sum,
+            init: 0,
+            ty: Scalar::I64,
+        };
+        let mut b = Insts::new();
+        let total = b.acc(0, Scalar::I64);
+        let stores = (1..views.len() as u32)
+            .map(|v| Store::new(v, total))
+            .collect();
+        kernels.push(loop_kernel(
+            ctx.kernel_name(op, 5),
+            Vec::new(),
+            vec![d],
+            views,
+            vec![
+                reduce,
+                Stage::Once {
+                    insts: b.finish(),
+                    stores,
+                },
+            ],
+        ));
+    }
+    Ok(kernels)
 }
 
 /// `Unique` without `axis`: see the module doc.
 pub(super) fn unique(ctx: &LowerCtx, op: OpId) -> LowerResult {
-    if ctx.attr_int_opt(op, "axis").is_some() {
-        return Err(unsupported("Unique with `axis` (unique slices)"));
-    }
     let sorted = ctx.attr_int(op, "sorted") != 0;
+    if let Some(axis) = ctx.attr_int_opt(op, "axis") {
+        return unique_slices(ctx, op, axis, sorted);
+    }
     let x = ctx.input(op, 0)?;
     let x = x.reshaped(vec![x.numel()]);
     let n = x.numel();

@@ -24,8 +24,9 @@
 //! writes the same bytes there, so the result does not depend on the order rows run in,
 //! although the rows do not own those elements alone), with the inverse index at its own
 //! position; a third counts the distinct values into each extent slot. NaN equals nothing, so
-//! each NaN is a value of its own (numpy merges them). Unique with `axis` (unique slices) is
-//! not lowered.
+//! each NaN is a value of its own (numpy merges them). Unique with `axis` does the same over
+//! slices, after a kernel that compares every pair of slices (`unique_slices`).
+//! TopK with `K` from data writes its extent in `movement/topk.rs`.
 //!
 //! Guarantees: every indirect store's index is bounded by the output's bound (the validator
 //! clamps it); the extent written is at most the bound, since it counts inner points or marked

@@ -357,9 +357,27 @@ fn state_table(out: &mut String, program: &memc_codegen::Program) {
 fn io_table(out: &mut String, title: &str, tensors: &[IoTensor]) {
     writeln!(out, "{title:<12}{}", tensors.len()).expect("writing to a String cannot fail");
     let name_width = tensors.iter().map(|t| t.name.len()).max().unwrap_or(0);
+    // An output with a run-time extent shows its bound on that axis: `i64[2, <=6]`.
     let sigs: Vec<String> = tensors
         .iter()
-        .map(|t| signature(t.elem, &t.shape))
+        .map(|t| match t.extent {
+            None => signature(t.elem, &t.shape),
+            Some(slot) => {
+                let dims: Vec<String> = t
+                    .shape
+                    .iter()
+                    .enumerate()
+                    .map(|(a, d)| {
+                        if a == slot.axis as usize {
+                            format!("<={d}")
+                        } else {
+                            d.to_string()
+                        }
+                    })
+                    .collect();
+                format!("{}[{}]", t.elem.name(), dims.join(", "))
+            }
+        })
         .collect();
     let sig_width = sigs.iter().map(String::len).max().unwrap_or(0);
     for (io, sig) in tensors.iter().zip(&sigs) {
@@ -368,9 +386,12 @@ fn io_table(out: &mut String, title: &str, tensors: &[IoTensor]) {
             Region::Weights => "weights",
             Region::State => "state",
         };
+        let extent = io.extent.map_or(String::new(), |slot| {
+            format!(", extent at arena +{}", slot.byte_offset)
+        });
         writeln!(
             out,
-            "  {:<name_width$}  {sig:<sig_width$}  {region} +{}, {}",
+            "  {:<name_width$}  {sig:<sig_width$}  {region} +{}, {}{extent}",
             io.name,
             io.byte_offset,
             bytes(io.byte_size())

@@ -26,11 +26,94 @@ pub struct IoTensor {
     /// persistent state.
     pub region: Region,
     pub byte_offset: u64,
+    /// For an output with a bounded dim (`<=N` in the IR: NonZero's, Compress's, Unique's
+    /// results): where the run writes its actual extent. `shape` then holds the bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extent: Option<RunExtent>,
 }
 
+/// Where a run leaves the extent of an output's bounded axis: an i64 at `byte_offset` in the
+/// arena, between 0 and `shape[axis]` in a run that went right (the runtime checks that before
+/// it reads the output, [`IoTensor::trimmed_shape`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunExtent {
+    pub axis: u32,
+    pub byte_offset: u64,
+}
+
+/// Bytes of an extent slot (one i64).
+pub const EXTENT_BYTES: u64 = 8;
+
 impl IoTensor {
+    /// The bytes the tensor takes in its region (at its bound, for a bounded output).
     pub fn byte_size(&self) -> u64 {
         self.shape.iter().product::<u64>() * self.elem.size()
+    }
+
+    /// The output's shape in one run, given the i64 its extent slot holds: `shape` with the
+    /// bounded axis set to `extent`; an error when `extent` is negative or above the bound
+    /// (a corrupted plan or a kernel bug, never read past). `shape` itself without an extent.
+    pub fn trimmed_shape(&self, extent: i64) -> Result<Vec<u64>, String> {
+        let mut shape = self.shape.clone();
+        let Some(slot) = self.extent else {
+            return Ok(shape);
+        };
+        let axis = slot.axis as usize;
+        let bound = shape[axis];
+        match u64::try_from(extent) {
+            Ok(e) if e <= bound => {
+                shape[axis] = e;
+                Ok(shape)
+            }
+            _ => Err(format!(
+                "output `{}`: the run left extent {extent} on axis {axis}, outside [0, {bound}]",
+                self.name
+            )),
+        }
+    }
+
+    /// The output as one run left it, for runners that hold the whole arena (the reference, the
+    /// PTX interpreter, MLIR's engine): its shape and bytes, trimmed to the extent its slot holds
+    /// when it has one. `region` is the region the output lives in. Errors name the output.
+    pub fn read_output(&self, region: &[u8], arena: &[u8]) -> Result<(Vec<u64>, Vec<u8>), String> {
+        let slice = |bytes: &[u8], at: u64, n: u64| {
+            usize::try_from(at)
+                .ok()
+                .zip(usize::try_from(n).ok())
+                .and_then(|(at, n)| bytes.get(at..at.checked_add(n)?))
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| format!("output `{}` lies outside its region", self.name))
+        };
+        let full = slice(region, self.byte_offset, self.byte_size())?;
+        let Some(slot) = self.extent else {
+            return Ok((self.shape.clone(), full));
+        };
+        let raw: [u8; 8] = slice(arena, slot.byte_offset, EXTENT_BYTES)?
+            .try_into()
+            .expect("the slice has EXTENT_BYTES bytes");
+        let shape = self.trimmed_shape(i64::from_le_bytes(raw))?;
+        let bytes = self.trim_bytes(&full, &shape);
+        Ok((shape, bytes))
+    }
+
+    /// The elements of the output at `trimmed` (from [`IoTensor::trimmed_shape`]) out of `full`,
+    /// its bytes at the bound: for each index before the bounded axis, the leading `extent`
+    /// slices of that axis.
+    pub fn trim_bytes(&self, full: &[u8], trimmed: &[u64]) -> Vec<u8> {
+        let Some(slot) = self.extent else {
+            return full.to_vec();
+        };
+        let axis = slot.axis as usize;
+        let elem = self.elem.size() as usize;
+        let inner: usize = self.shape[axis + 1..].iter().product::<u64>() as usize * elem;
+        let outer: usize = self.shape[..axis].iter().product::<u64>() as usize;
+        let (bound, extent) = (self.shape[axis] as usize, trimmed[axis] as usize);
+        let mut out = Vec::with_capacity(outer * extent * inner);
+        for o in 0..outer {
+            let start = o * bound * inner;
+            out.extend_from_slice(&full[start..start + extent * inner]);
+        }
+        out
     }
 }
 
@@ -155,6 +238,37 @@ impl Program {
         for (i, s) in self.state.iter().enumerate() {
             if self.state[..i].iter().any(|t| t.name == s.name) {
                 return Err(bad(format!("state tensor `{}` is listed twice", s.name)));
+            }
+        }
+        if let Some(input) = self.inputs.iter().find(|io| io.extent.is_some()) {
+            return Err(bad(format!(
+                "input `{}` has a run-time extent (only outputs may)",
+                input.name
+            )));
+        }
+        for output in &self.outputs {
+            let Some(slot) = output.extent else {
+                continue;
+            };
+            if slot.axis as usize >= output.shape.len() {
+                return Err(bad(format!(
+                    "output `{}` has its extent on axis {}, but rank {}",
+                    output.name,
+                    slot.axis,
+                    output.shape.len()
+                )));
+            }
+            if output.region != Region::Arena
+                || slot.byte_offset % EXTENT_BYTES != 0
+                || slot
+                    .byte_offset
+                    .checked_add(EXTENT_BYTES)
+                    .is_none_or(|end| end > sizes.arena)
+            {
+                return Err(bad(format!(
+                    "output `{}` has its extent slot at byte {}, outside the arena or misaligned",
+                    output.name, slot.byte_offset
+                )));
             }
         }
         if let Some(input) = self.inputs.iter().find(|io| io.region != Region::Arena) {

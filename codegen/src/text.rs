@@ -546,7 +546,17 @@ impl Display for IoTensor {
             self.elem,
             shape(&self.shape),
             address(self.region, self.byte_offset as i64)
-        )
+        )?;
+        // `, extent of axis 1 at arena[+64]` for a bounded output.
+        if let Some(slot) = self.extent {
+            write!(
+                f,
+                ", extent of axis {} at {}",
+                slot.axis,
+                address(Region::Arena, slot.byte_offset as i64)
+            )?;
+        }
+        Ok(())
     }
 }
 

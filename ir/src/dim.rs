@@ -156,6 +156,11 @@ pub enum Dim {
     Expr(Arc<DimExpr>),
     /// A size nobody named (ONNX dims with neither value nor param).
     Unknown,
+    /// A size known only at run time, at most the bound (the number of non-zero elements of
+    /// `NonZero`'s input). Memory is planned for the bound; the run returns the actual extent
+    /// (`docs/dynamic-extents.md`). Never static, never provably equal to another dim, and no
+    /// arithmetic on it is known (the result is `Unknown`).
+    AtMost(u64),
 }
 
 impl Dim {
@@ -175,10 +180,23 @@ impl Dim {
         matches!(self, Dim::Symbol(_) | Dim::Expr(_))
     }
 
+    /// Whether the dim is a run-time extent with a static bound ([`Dim::AtMost`]).
+    pub fn is_bounded(&self) -> bool {
+        matches!(self, Dim::AtMost(_))
+    }
+
+    /// The size memory is planned for: a static size, or a bounded dim's bound.
+    pub fn planned_size(&self) -> Option<u64> {
+        match self {
+            Dim::Static(n) | Dim::AtMost(n) => Some(*n),
+            _ => None,
+        }
+    }
+
     /// Whether both dims are known to have the same value: equal static sizes or equal
-    /// expressions. `Unknown` is never provably equal to anything.
+    /// expressions. `Unknown` and bounded dims are never provably equal to anything.
     pub fn provably_equal(&self, other: &Dim) -> bool {
-        self != &Dim::Unknown && self == other
+        !matches!(self, Dim::Unknown | Dim::AtMost(_)) && self == other
     }
 
     fn to_expr(&self) -> Option<DimExpr> {
@@ -186,7 +204,7 @@ impl Dim {
             Dim::Static(n) => Some(DimExpr::constant(i64::try_from(*n).ok()?)),
             Dim::Symbol(name) => Some(DimExpr::symbol(name.clone())),
             Dim::Expr(e) => Some((**e).clone()),
-            Dim::Unknown => None,
+            Dim::Unknown | Dim::AtMost(_) => None,
         }
     }
 
@@ -276,19 +294,26 @@ impl Dim {
                 .iter()
                 .flat_map(|(m, _)| m.iter().cloned())
                 .collect(),
-            Dim::Static(_) | Dim::Unknown => Vec::new(),
+            Dim::Static(_) | Dim::Unknown | Dim::AtMost(_) => Vec::new(),
         };
         out.sort();
         out.dedup();
         out
     }
 
-    /// Parses the text form (`batch`, `batch*seq`, `2*seq+1`, `past+seq-1`, `12`); `""`
-    /// is `Unknown`. Returns a message on malformed text.
+    /// Parses the text form (`batch`, `batch*seq`, `2*seq+1`, `past+seq-1`, `12`, `<=12` for
+    /// a bounded dim); `""` is `Unknown`. Returns a message on malformed text.
     pub fn parse(text: &str) -> Result<Dim, String> {
         let text = text.trim();
         if text.is_empty() {
             return Ok(Dim::Unknown);
+        }
+        if let Some(bound) = text.strip_prefix("<=") {
+            return bound
+                .trim()
+                .parse::<u64>()
+                .map(Dim::AtMost)
+                .map_err(|_| format!("the bound of `{text}` is not a size"));
         }
         let mut sum = DimExpr::constant(0);
         let bytes = text.as_bytes();
@@ -350,6 +375,7 @@ impl fmt::Display for Dim {
             Dim::Symbol(name) => f.write_str(name),
             Dim::Expr(e) => write!(f, "{e}"),
             Dim::Unknown => f.write_str("?"),
+            Dim::AtMost(n) => write!(f, "<={n}"),
         }
     }
 }

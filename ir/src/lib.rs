@@ -40,7 +40,7 @@ pub use infer::{infer_module, unbound_symbols, KnownValue, ShapeInference, SymIn
 pub use ops::Opcode;
 pub use parser::parse_module;
 pub use printer::print_module;
-pub use types::{Dim, ElemType, TensorType, Type};
+pub use types::{BoundedLayout, Dim, ElemType, TensorType, Type};
 pub use verifier::verify_module;
 
 pub use weights::{Weight, WeightBytes, WeightStore};

@@ -284,11 +284,46 @@ impl TensorType {
     /// Size in bytes in the arena (and in the runtime's tensors) when every dim is static:
     /// [`ElemType::arena_bytes`] per element, so sub-byte elements take one byte each; `None`
     /// on symbolic dims or overflow. Equals [`TensorType::static_byte_size`] for every type of
-    /// 8 bits or more.
+    /// 8 bits or more. A tensor with a bounded dim ([`Dim::AtMost`]) and static others takes
+    /// the bytes its [`BoundedLayout`] plans: its elements at the bound, then its extent.
     pub fn static_arena_bytes(&self) -> Option<u64> {
+        if self.bounded_axis().is_some() {
+            return self.bounded_arena_layout().map(|l| l.total_bytes);
+        }
         self.static_num_elements()?
             .checked_mul(self.elem.arena_bytes())
     }
+
+    /// The one axis whose dim is bounded ([`Dim::AtMost`]), if any.
+    pub fn bounded_axis(&self) -> Option<usize> {
+        self.dims.iter().position(Dim::is_bounded)
+    }
+
+    /// For a tensor with bounded dims and otherwise static ones: how its buffer is laid out
+    /// (see [`BoundedLayout`]); `None` for any other tensor, or on overflow.
+    pub fn bounded_arena_layout(&self) -> Option<BoundedLayout> {
+        self.bounded_axis()?;
+        let elements = self
+            .dims
+            .iter()
+            .try_fold(1u64, |acc, d| acc.checked_mul(d.planned_size()?))?
+            .checked_mul(self.elem.arena_bytes())?;
+        let extent_offset = elements.checked_next_multiple_of(8)?;
+        Some(BoundedLayout {
+            extent_offset,
+            total_bytes: extent_offset.checked_add(8)?,
+        })
+    }
+}
+
+/// The buffer of a tensor with a bounded dim: its elements laid out for the bound (the extent
+/// of the bounded axis is at most that), then, at `extent_offset` (a multiple of 8 bytes after
+/// the elements), the run-time extent as one i64, which the op producing the tensor writes.
+/// [`TensorType::static_arena_bytes`] of such a tensor is `total_bytes`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct BoundedLayout {
+    pub extent_offset: u64,
+    pub total_bytes: u64,
 }
 
 impl fmt::Display for TensorType {
@@ -297,18 +332,20 @@ impl fmt::Display for TensorType {
         for dim in &self.dims {
             match dim {
                 Dim::Static(n) => write!(f, "{n}x")?,
-                Dim::Symbol(_) | Dim::Expr(_) | Dim::Unknown => f.write_str("?x")?,
+                Dim::Symbol(_) | Dim::Expr(_) | Dim::Unknown | Dim::AtMost(_) => {
+                    f.write_str("?x")?
+                }
             }
         }
         f.write_str(self.elem.mlir_name())?;
-        let has_names = self.dims.iter().any(Dim::is_symbolic);
+        let has_names = self.dims.iter().any(|d| d.is_symbolic() || d.is_bounded());
         if has_names {
             f.write_str(", #memc.dims<[")?;
             let mut first = true;
             for dim in &self.dims {
                 let name = match dim {
                     Dim::Static(_) => continue,
-                    Dim::Symbol(_) | Dim::Expr(_) => dim.to_string(),
+                    Dim::Symbol(_) | Dim::Expr(_) | Dim::AtMost(_) => dim.to_string(),
                     Dim::Unknown => String::new(),
                 };
                 if !first {

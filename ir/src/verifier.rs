@@ -33,6 +33,12 @@
 //! 12. **Persistent state.** The rules of [`crate::state::check`]: a `memc.state` argument is a
 //!     parameter or a gradient buffer, and a gradient buffer is read only as the accumulation
 //!     buffer of one `ms.InPlaceAccumulatorV2`.
+//! 13. **Bounded dims.** A dim `<=N` ([`crate::Dim::AtMost`]: an extent known only at run time)
+//!     appears only on results of ops marked to produce one (`Traits::BOUNDED_RESULTS`), exactly
+//!     where their shape function puts it, never on a function argument, and at most once per
+//!     type; a value with a bounded dim is an operand only of ops marked to accept one
+//!     (`Traits::ACCEPTS_BOUNDED`: `func.return` alone), so no kernel reads the elements past
+//!     the run-time extent (see `docs/dynamic-extents.md`).
 //!
 //! A verifier error on user input (text or a model) is a user error; one after a pass ran is a
 //! bug in memc, and the pass manager says so.
@@ -82,7 +88,9 @@ pub fn verify_function(module: &Module, func: &Function, errors: &mut Vec<Diagno
     v.check_signature_sizes();
     for op in func.walk_ops() {
         v.check_op(op);
+        v.check_bounded_dims(op);
     }
+    v.check_bounded_arguments();
     v.check_terminators(func.body(), None);
     for message in crate::state::check(func) {
         v.error(None, message);
@@ -554,6 +562,89 @@ impl Verifier<'_> {
                         );
                     }
                 }
+            }
+        }
+    }
+
+    /// Step 13 for the function's arguments: none has a bounded dim.
+    fn check_bounded_arguments(&mut self) {
+        let func = self.func;
+        let bounded: Vec<String> = func
+            .args()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, &a)| {
+                let ty = func.value_type(a).tensor()?;
+                ty.bounded_axis().map(|_| {
+                    format!("argument #{i} has type {ty}: a function argument cannot have a bounded dim")
+                })
+            })
+            .collect();
+        for message in bounded {
+            self.error(None, message);
+        }
+    }
+
+    /// Step 13 for one op: its bounded operands and results.
+    fn check_bounded_dims(&mut self, op: OpId) {
+        let func = self.func;
+        let data = func.op(op);
+        let def = data.opcode.def();
+        for (i, &operand) in data.operands.iter().enumerate() {
+            let Some(ty) = func.value_type(operand).tensor() else {
+                continue;
+            };
+            if ty.bounded_axis().is_some() && !def.accepts_bounded() {
+                self.error(
+                    Some(op),
+                    format!(
+                        "operand #{i} has type {ty}, whose bounded dim is known only at run time, \
+                         and this op does not accept one (only `func.return` does: a bounded \
+                         value may only be a graph output)"
+                    ),
+                );
+            }
+        }
+        let any_bounded = data.results.iter().any(|&r| {
+            func.value_type(r)
+                .tensor()
+                .is_some_and(|t| t.bounded_axis().is_some())
+        });
+        if !any_bounded {
+            return;
+        }
+        let inferred = def
+            .infer
+            .filter(|_| def.produces_bounded())
+            .and_then(|infer| {
+                infer(&ShapeCtx::new(func, op).with_weights(&self.module.weights)).ok()
+            })
+            .flatten();
+        for (i, &result) in data.results.iter().enumerate() {
+            let Some(ty) = func.value_type(result).tensor() else {
+                continue;
+            };
+            let n_bounded = ty.dims.iter().filter(|d| d.is_bounded()).count();
+            if n_bounded == 0 {
+                continue;
+            }
+            let message = if !def.produces_bounded() {
+                Some("this op does not produce a run-time extent".to_string())
+            } else if n_bounded > 1 {
+                Some("a type has at most one bounded dim".to_string())
+            } else {
+                match inferred.as_ref().and_then(|t| t.get(i)) {
+                    Some(expected) if expected.dims != ty.dims => {
+                        Some(format!("the operands imply {expected}"))
+                    }
+                    _ => None,
+                }
+            };
+            if let Some(message) = message {
+                self.error(
+                    Some(op),
+                    format!("result #{i} has type {ty} with a bounded dim, but {message}"),
+                );
             }
         }
     }

@@ -169,7 +169,7 @@ fn run_session(
     session: &Mutex<Option<Session>>,
     inputs: &[(&str, memc_core::codegen::Scalar, &[u64], &[u8])],
     outputs: &mut [&mut [u8]],
-) -> Result<(), String> {
+) -> Result<Vec<Vec<u64>>, String> {
     // A panic elsewhere while the lock was held cannot leave the session half-changed in a
     // way a later run sees: a run rewrites every input and every buffer it reads.
     let mut guard = session.lock().unwrap_or_else(|p| p.into_inner());
@@ -194,18 +194,22 @@ fn run_session(
         })
         .collect::<Result<_, String>>()?;
     let results = session.run_in_place(&refs).map_err(|e| e.to_string())?;
+    let mut shapes = Vec::with_capacity(results.len());
     for ((name, tensor), out) in results.iter().zip(outputs.iter_mut()) {
+        // An output with a run-time extent holds at most its planned bytes; it fills the front
+        // of its array (`Plan.run` trims it).
         let data = tensor.data();
-        if data.len() != out.len() {
+        if data.len() > out.len() {
             return Err(format!(
-                "memc bug: output `{name}` has {} bytes, the plan says {}",
+                "memc bug: output `{name}` has {} bytes, the plan says at most {}",
                 data.len(),
                 out.len()
             ));
         }
-        out.copy_from_slice(data);
+        out[..data.len()].copy_from_slice(data);
+        shapes.push(tensor.shape().to_vec());
     }
-    Ok(())
+    Ok(shapes)
 }
 
 #[pymethods]
@@ -215,7 +219,8 @@ impl Plan {
     ///
     /// Runs the plan on `inputs`, a dict of input names to numpy arrays (every input of the
     /// plan, each with the plan's dtype and shape), and returns a dict of output names to new
-    /// numpy arrays, in the plan's order. C-contiguous inputs are read in place, others are
+    /// numpy arrays, in the plan's order; an output whose extent depends on the data (NonZero,
+    /// Compress, Unique) has the run's shape, its planned bound trimmed to what the run wrote. C-contiguous inputs are read in place, others are
     /// copied once. Raises `memc.Error` for an unknown, missing or mistyped input (naming it),
     /// `TypeError` when `inputs` is not a dict of str to numpy arrays.
     fn run<'py>(
@@ -246,7 +251,7 @@ impl Plan {
             .iter()
             .map(|io| empty_array(py, io.elem, &io.shape))
             .collect::<PyResult<_>>()?;
-        {
+        let shapes = {
             let inputs: Vec<_> = arrays
                 .iter()
                 .map(|a| (a.name.as_str(), a.elem, a.shape.as_slice(), a.bytes()))
@@ -260,11 +265,22 @@ impl Plan {
             let file = &self.file;
             let session = &self.session;
             py.detach(|| run_session(file, session, &inputs, &mut buffers))
-                .map_err(memc_error)?;
-        }
+                .map_err(memc_error)?
+        };
         let result = PyDict::new(py);
-        for (io, array) in program.outputs.iter().zip(outputs) {
-            result.set_item(&io.name, array)?;
+        for ((io, array), shape) in program.outputs.iter().zip(outputs).zip(shapes) {
+            if io.extent.is_none() {
+                result.set_item(&io.name, array)?;
+                continue;
+            }
+            // An output with a run-time extent: a fresh array of the run's shape, its
+            // elements from the front of the array planned for the bound.
+            let trimmed = empty_array(py, io.elem, &shape)?;
+            // SAFETY: both arrays are fresh from `empty_array` and seen by no one else; the
+            // trimmed one is the smaller, and `run_session` filled the front of the other.
+            let (to, from) = unsafe { (bytes_to_fill(&trimmed), bytes_to_fill(&array)) };
+            to.copy_from_slice(&from[..to.len()]);
+            result.set_item(&io.name, trimmed)?;
         }
         Ok(result)
     }

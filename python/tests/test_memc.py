@@ -207,6 +207,37 @@ def test_outputs_are_fresh_arrays(mlp_plan, rng):
     assert first.flags.owndata or first.base is not None
 
 
+def test_outputs_with_a_run_time_extent_are_trimmed(tmp_path):
+    """NonZero's and Compress's outputs are planned for their bound; each run returns the
+    extent it found, from none to all, as onnxruntime does."""
+    model = make_model(
+        [
+            helper.make_node("NonZero", ["x"], ["indices"]),
+            helper.make_node("Compress", ["x", "keep"], ["kept"], axis=1),
+        ],
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+            helper.make_tensor_value_info("keep", TensorProto.BOOL, [3]),
+        ],
+        [
+            helper.make_tensor_value_info("indices", TensorProto.INT64, [2, None]),
+            helper.make_tensor_value_info("kept", TensorProto.FLOAT, [2, None]),
+        ],
+    )
+    path = save(model, tmp_path / "extents.onnx")
+    plan = memc.compile(path)
+    for x, keep in [
+        (np.zeros((2, 3), np.float32), np.zeros(3, bool)),
+        (np.array([[0, 7, 0], [0, 0, -0.5]], np.float32), np.array([True, False, True])),
+        (np.arange(1, 7, dtype=np.float32).reshape(2, 3), np.ones(3, bool)),
+    ]:
+        got = plan.run({"x": x, "keep": keep})
+        want = onnxruntime_outputs(path, {"x": x, "keep": keep})
+        for name in ["indices", "kept"]:
+            assert got[name].shape == want[name].shape, name
+            np.testing.assert_array_equal(got[name], want[name])
+
+
 def test_save_and_load_round_trip(tmp_path, mlp_path, mlp_plan, rng):
     x = rng.standard_normal((3, 8)).astype(np.float32)
     saved = tmp_path / "mlp.plan"

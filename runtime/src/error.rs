@@ -154,6 +154,10 @@ pub enum RuntimeError {
         actual: &'static str,
         requested: &'static str,
     },
+    /// A run left an output's extent slot outside `[0, bound]` (a corrupted plan or a kernel
+    /// bug); the output is not read.
+    #[error("{0}; the output is not read (a corrupted plan or a bug in memc)")]
+    Extent(String),
     /// A `.npy` file memc cannot read, or a tensor it cannot write as one.
     #[error("`{}`: {message}", path.display())]
     Npy { path: PathBuf, message: String },

@@ -61,9 +61,12 @@ pub use tensor::{Element, Tensor, TensorRef};
 /// `Region::State`) for training steps. Version 4: the metadata's `ptx` field (the PTX module
 /// and launch list of a `cuda` plan, `null` for other targets). Version 5: the metadata's
 /// `memory_report` field (the memory plan's report as JSON, what `memc report` prints).
-/// Version 4 plans are still read (they differ only in lacking `memory_report`); older ones are
+/// Version 6: an output may have a run-time extent (`IoTensor::extent`: the bounded axis and
+/// the arena offset of the i64 the run writes its extent to; NonZero, Compress, Unique).
+/// Versions 4 and 5 plans are still read (version 4 lacks only `memory_report`; neither has an
+/// output with an extent, which is what a missing `extent` field reads as); older ones are
 /// refused with a request to recompile.
-pub const PLAN_FORMAT_VERSION: u32 = 5;
+pub const PLAN_FORMAT_VERSION: u32 = 6;
 
 /// The oldest plan format version this build reads.
 pub const OLDEST_PLAN_FORMAT_VERSION: u32 = 4;

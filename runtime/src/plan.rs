@@ -45,7 +45,9 @@
 //! is long enough for the magic, the magic, the version (before anything else in the header, so a
 //! future format with a different header is reported as a version; versions from
 //! [`OLDEST_PLAN_FORMAT_VERSION`](crate::OLDEST_PLAN_FORMAT_VERSION) on are read: version 4 has
-//! the same layout and lacks only `memory_report`, read as `None`), the header length, the
+//! the same layout and lacks only `memory_report`, read as `None`; versions 4 and 5 have no
+//! output with a run-time extent, `IoTensor::extent`, and one that claims one is refused), the
+//! header length, the
 //! header checksum, the section bounds (and that the file ends where the weights do), the
 //! metadata checksum, the JSON, [`Program::validate`], that the weights section is as long as
 //! the program says, and the PTX (below). The weights checksum reads every weight page, so it is
@@ -86,6 +88,8 @@ pub const MAGIC: [u8; 8] = *b"MEMCPLAN";
 pub const HEADER_LEN: u64 = 64;
 /// The first format version whose metadata holds `memory_report`.
 pub const FIRST_VERSION_WITH_REPORT: u32 = 5;
+/// The first format version whose outputs may have a run-time extent (`IoTensor::extent`).
+pub const FIRST_VERSION_WITH_EXTENTS: u32 = 6;
 /// Alignment of the weights section's file offset (a page on every common system).
 pub const WEIGHTS_ALIGN: u64 = 4096;
 
@@ -856,6 +860,14 @@ impl PlanFile {
             path: path.to_path_buf(),
             message,
         };
+        if header.version < FIRST_VERSION_WITH_EXTENTS {
+            if let Some(io) = program.outputs.iter().find(|io| io.extent.is_some()) {
+                return Err(layout(format!(
+                    "output `{}` has a run-time extent, which format version {} plans cannot have",
+                    io.name, header.version
+                )));
+            }
+        }
         if program.weights_size != header.weights_len {
             return Err(layout(format!(
                 "the weights section is {} bytes but the program reads {}",

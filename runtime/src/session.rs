@@ -48,8 +48,13 @@ pub use memc_codegen::backend::ARENA_ALIGN;
 pub struct Session {
     plan: PlanFile,
     compiled: Box<dyn CompiledProgram>,
-    /// The arena bytes of the outputs that live there, for [`CompiledProgram::read_arena`].
+    /// The arena bytes of the outputs that live there, and of their extent slots, for
+    /// [`CompiledProgram::read_arena`].
     output_ranges: Vec<Range<u64>>,
+    /// Per output with a run-time extent: its shape in the last run and, when its bounded axis
+    /// is not the first (so the kept elements are not one prefix of its bytes), the kept
+    /// elements copied together; empty for the other outputs.
+    trimmed: Vec<(Vec<u64>, Vec<u8>)>,
     /// Whether each state tensor (in the program's order) has been set or written by a run.
     state_set: Vec<bool>,
     open_time: Duration,
@@ -99,7 +104,25 @@ impl Session {
             .outputs
             .iter()
             .filter(|io| io.region == Region::Arena)
-            .map(|io| io.byte_offset..io.byte_offset + io.byte_size())
+            .flat_map(|io| {
+                let slot = io
+                    .extent
+                    .map(|e| e.byte_offset..e.byte_offset + memc_codegen::program::EXTENT_BYTES);
+                std::iter::once(io.byte_offset..io.byte_offset + io.byte_size()).chain(slot)
+            })
+            .collect();
+        // Capacity for every output with an extent, so a run allocates nothing.
+        let trimmed = plan
+            .program()
+            .outputs
+            .iter()
+            .map(|io| match io.extent {
+                Some(_) => (
+                    Vec::with_capacity(io.shape.len()),
+                    Vec::with_capacity(io.byte_size() as usize),
+                ),
+                None => (Vec::new(), Vec::new()),
+            })
             .collect();
         // Gradient buffers start at zero, which the backend's fresh state already holds.
         let state_set = plan
@@ -112,6 +135,7 @@ impl Session {
             plan,
             compiled,
             output_ranges,
+            trimmed,
             state_set,
             open_time,
             jit_time,
@@ -240,11 +264,19 @@ impl Session {
     /// Like [`Session::run`], but returns the outputs where they lie (in the arena or the
     /// mapped weights) instead of copying them; they stay valid until the next run. Nothing is
     /// allocated on the heap (`tests/no_heap.rs` counts).
+    ///
+    /// An output with a run-time extent (a bounded dim: NonZero's, Compress's, Unique's) comes
+    /// back with the extent the run wrote in its slot, after a check that it lies between 0 and
+    /// the bound ([`RuntimeError::Extent`] otherwise; nothing past the bound is read). Where its
+    /// bounded axis is the first, it is the leading part of its bytes in the arena; otherwise
+    /// the kept slices are copied together into a buffer the session reserved for that output
+    /// at load.
     pub fn run_in_place(&mut self, inputs: &[(&str, TensorRef<'_>)]) -> Result<Outputs<'_>> {
         let Session {
             plan,
             compiled,
             output_ranges,
+            trimmed,
             state_set,
             backend_run_time,
             ..
@@ -275,10 +307,53 @@ impl Session {
         unsafe { compiled.run(plan.weights())? };
         *backend_run_time = started.elapsed();
         let arena = compiled.read_arena(output_ranges)?;
+        let weights = plan.weights();
+        for (io, (shape, bytes)) in program.outputs.iter().zip(trimmed.iter_mut()) {
+            let Some(slot) = io.extent else {
+                continue;
+            };
+            // `Program::validate` checked the slot lies inside the arena.
+            let at = slot.byte_offset as usize;
+            let raw: [u8; 8] = arena[at..at + 8]
+                .try_into()
+                .expect("an extent slot is 8 bytes (EXTENT_BYTES)");
+            let axis = slot.axis as usize;
+            let bound = io.shape[axis];
+            let extent = match u64::try_from(i64::from_le_bytes(raw)) {
+                Ok(e) if e <= bound => e,
+                // The message, and so its allocation, only on this error.
+                _ => {
+                    return Err(RuntimeError::Extent(
+                        io.trimmed_shape(i64::from_le_bytes(raw)).unwrap_err(),
+                    ))
+                }
+            };
+            // `shape` and `bytes` hold the capacity reserved at load: nothing is allocated.
+            shape.clear();
+            shape.extend_from_slice(&io.shape);
+            shape[axis] = extent;
+            bytes.clear();
+            if io.shape[..axis].iter().any(|&d| d > 1) {
+                let region = match io.region {
+                    Region::Arena => arena,
+                    Region::Weights => weights,
+                    Region::State => &[],
+                };
+                let elem = io.elem.size() as usize;
+                let inner = io.shape[axis + 1..].iter().product::<u64>() as usize * elem;
+                let outer = io.shape[..axis].iter().product::<u64>() as usize;
+                let start = io.byte_offset as usize;
+                for o in 0..outer {
+                    let from = start + o * bound as usize * inner;
+                    bytes.extend_from_slice(&region[from..from + extent as usize * inner]);
+                }
+            }
+        }
         Ok(Outputs {
             program,
             arena,
-            weights: plan.weights(),
+            weights,
+            trimmed,
         })
     }
 }
@@ -290,6 +365,9 @@ pub struct Outputs<'s> {
     program: &'s Program,
     arena: &'s [u8],
     weights: &'s [u8],
+    /// Per output with a run-time extent: its shape in this run, and its kept elements copied
+    /// together where they are not a prefix of its bytes.
+    trimmed: &'s [(Vec<u64>, Vec<u8>)],
 }
 
 impl<'s> Outputs<'s> {
@@ -312,11 +390,23 @@ impl<'s> Outputs<'s> {
         };
         // `Program::validate` checked the output lies inside its region.
         let start = io.byte_offset as usize;
-        let bytes = &region[start..start + io.byte_size() as usize];
-        Some((
-            io.name.as_str(),
-            TensorRef::new_unchecked(io.elem, &io.shape, bytes),
-        ))
+        let tensor = match io.extent {
+            None => {
+                let bytes = &region[start..start + io.byte_size() as usize];
+                TensorRef::new_unchecked(io.elem, &io.shape, bytes)
+            }
+            Some(slot) => {
+                let (shape, copied) = &self.trimmed[index];
+                if io.shape[..slot.axis as usize].iter().any(|&d| d > 1) {
+                    TensorRef::new_unchecked(io.elem, shape, copied)
+                } else {
+                    // The kept slices are the leading bytes of the output.
+                    let len = shape.iter().product::<u64>() * io.elem.size();
+                    TensorRef::new_unchecked(io.elem, shape, &region[start..start + len as usize])
+                }
+            }
+        };
+        Some((io.name.as_str(), tensor))
     }
 
     /// Every output, in the plan's order.
@@ -416,6 +506,7 @@ mod tests {
             shape,
             region: Region::Arena,
             byte_offset,
+            extent: None,
         };
         Program {
             arena_size: 128,

@@ -157,6 +157,7 @@ fn zero_element_tensors_and_kernels_run() {
         shape: vec![0, 3],
         region: Region::Arena,
         byte_offset: 0,
+        extent: None,
     };
     let program = Program {
         arena_size: 0,

@@ -54,6 +54,13 @@ pub fn human_bytes(bytes: u64) -> String {
 /// The size of a value as a formula of the symbolic dims (`3072*batch*seq`), from its type
 /// before `--dim` bindings.
 pub fn size_formula(ty: &TensorType) -> String {
+    // A bounded dim's buffer is planned for its bound, with its extent after the elements.
+    if let Some(bytes) = ty
+        .bounded_arena_layout()
+        .filter(|_| ty.dims.iter().all(|d| d.planned_size().is_some()))
+    {
+        return bytes.total_bytes.to_string();
+    }
     // Sub-byte elements take a byte each in the arena.
     let mut total = Dim::Static(ty.elem.arena_bytes());
     for d in &ty.dims {

@@ -226,12 +226,12 @@ pub fn check_reference(
     tol: Tolerance,
 ) -> Option<String> {
     let bytes: Vec<&[u8]> = inputs.iter().map(|t| t.data.as_slice()).collect();
-    let outputs = match memc_codegen::reference::run_on_inputs(program, weights, &bytes) {
+    let outputs = match memc_codegen::reference::run_outputs(program, weights, &bytes) {
         Ok(outputs) => outputs,
         Err(e) => return Some(format!("reference backend: {e}")),
     };
-    for ((io, got), want) in program.outputs.iter().zip(&outputs).zip(expected) {
-        if let Some(diff) = compare(&io.name, want, io.elem, &io.shape, got, tol) {
+    for ((io, (shape, got)), want) in program.outputs.iter().zip(&outputs).zip(expected) {
+        if let Some(diff) = compare(&io.name, want, io.elem, shape, got, tol) {
             return Some(format!("reference backend: {diff}"));
         }
     }
@@ -512,10 +512,10 @@ pub fn check_mlir(
 ) -> Result<(), Status> {
     let bytes: Vec<&[u8]> = inputs.iter().map(|t| t.data.as_slice()).collect();
     let outputs = jit
-        .run(weights, &bytes)
+        .run_outputs(weights, &bytes)
         .map_err(|e| Status::Fail(format!("mlir: {}", one_line(&e.to_string()))))?;
-    for ((io, got), want) in jit.program().outputs.iter().zip(&outputs).zip(expected) {
-        if let Some(diff) = compare(&io.name, want, io.elem, &io.shape, got, tol) {
+    for ((io, (shape, got)), want) in jit.program().outputs.iter().zip(&outputs).zip(expected) {
+        if let Some(diff) = compare(&io.name, want, io.elem, shape, got, tol) {
             return Err(Status::Fail(format!("mlir: {}", one_line(&diff))));
         }
     }

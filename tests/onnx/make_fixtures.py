@@ -548,9 +548,19 @@ def write_bad():
                 inputs=[vi("x", TensorProto.FLOAT, [2, 4])], outputs=[vi("y", TensorProto.FLOAT, [2, 4])],
                 inits=[w], name="raw_data_size_mismatch"),
          os.path.join(BAD, "raw_data_size_mismatch.onnx"))
+    write_bounded_operand()
     write_bad_training()
     write_bad_opsets()
     write_bad_loops()
+
+
+def write_bounded_operand():
+    """NonZero's output, whose extent is known only at run time, read by a Transpose: memc
+    plans such values only as graph outputs."""
+    save(simple([helper.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
+                 helper.make_node("Transpose", ["nz"], ["y"], name="transpose")],
+                outputs=[vi("y", TensorProto.INT64, [None, 2])], name="bounded_operand"),
+         os.path.join(BAD, "bounded_operand.onnx"))
 
 
 def write_bad_opsets():

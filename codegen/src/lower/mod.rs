@@ -39,6 +39,7 @@
 mod attention;
 pub mod build;
 mod elementwise;
+mod extents;
 mod linalg;
 mod loss;
 mod movement;
@@ -55,7 +56,8 @@ pub use plan::{plan_op, plan_ops, OpPlan, OpPlans};
 
 use crate::kernel::{Kernel, Region, Scalar};
 use crate::program::{
-    IoTensor, Program, StateKind, StateTensor, Step, WeightSlot, STATE_ALIGN, WEIGHT_ALIGN,
+    IoTensor, Program, RunExtent, StateKind, StateTensor, Step, WeightSlot, STATE_ALIGN,
+    WEIGHT_ALIGN,
 };
 use memc_ir::ops::{OpCtx, ShapeCtx};
 use memc_ir::target::TargetInfo;
@@ -318,8 +320,13 @@ impl<'a> LowerCtx<'a> {
             )));
         }
         let elem = Scalar::from_elem(ty.elem);
+        // A bounded dim (`<=N`) is addressed at its bound: only the op that writes the value
+        // and the return see such a value (verifier invariant 13).
         let shape = ty
-            .static_shape()
+            .dims
+            .iter()
+            .map(memc_ir::Dim::planned_size)
+            .collect::<Option<Vec<u64>>>()
             .ok_or_else(|| unsupported("a shape is not static"))?;
         if let Some(weight) = self.weight_of(value) {
             let offset = self.element_slot(weight)?;
@@ -366,6 +373,29 @@ impl<'a> LowerCtx<'a> {
             elem,
             shape,
         })
+    }
+
+    /// Where the run-time extent of `value` (a tensor with a bounded dim) lives: its bounded
+    /// axis and the arena byte offset of the i64 after its elements
+    /// ([`memc_ir::BoundedLayout`]); `None` for a tensor without a bounded dim.
+    pub fn extent_slot(&self, value: ValueId) -> Result<Option<RunExtent>, LowerError> {
+        let Some(ty) = self.func.value_type(value).tensor() else {
+            return Ok(None);
+        };
+        let (Some(axis), Some(layout)) = (ty.bounded_axis(), ty.bounded_arena_layout()) else {
+            return Ok(None);
+        };
+        let t = self.tensor(value)?;
+        if t.region != Region::Arena {
+            return Err(LowerError::Internal(format!(
+                "{} has a bounded dim but does not live in the arena",
+                self.value_label(value)
+            )));
+        }
+        Ok(Some(RunExtent {
+            axis: axis as u32,
+            byte_offset: t.byte_offset as u64 + layout.extent_offset,
+        }))
     }
 
     /// The scratch memory the plan gave `op` for its step, as a 1-d u8 tensor in the arena;
@@ -629,12 +659,18 @@ pub fn lower_planned(
                 internal_error(&format!("graph input or output `{name}`"), &reason)
             }
         })?;
+        let extent = ctx.extent_slot(value).map_err(|e| match e {
+            LowerError::Unsupported(reason) | LowerError::Internal(reason) => {
+                internal_error(&format!("graph output `{name}`"), &reason)
+            }
+        })?;
         Ok(IoTensor {
             name,
             elem: t.elem,
             shape: t.shape,
             region: t.region,
             byte_offset: t.byte_offset as u64,
+            extent,
         })
     };
     let mut inputs = Vec::new();

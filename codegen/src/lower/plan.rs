@@ -13,7 +13,7 @@
 //! says why.
 
 use super::{
-    attention, elementwise, linalg, loss, movement, quant4, recurrent, reduce, rnn, signal,
+    attention, elementwise, extents, linalg, loss, movement, quant4, recurrent, reduce, rnn, signal,
 };
 use super::{unsupported, LowerCtx, LowerResult};
 use crate::kernel::ReduceOp;
@@ -398,6 +398,13 @@ fn plan_form(func: &Function, _weights: &WeightStore, target: &TargetInfo, op: O
         O::CumSum => OpPlan::kernels(|ctx, op| reduce::cumulative(ctx, op, ReduceOp::Sum)),
         O::CumProd => OpPlan::kernels(|ctx, op| reduce::cumulative(ctx, op, ReduceOp::Prod)),
         O::TopK => OpPlan::kernels(mv::top_k),
+        O::NonZero => OpPlan::kernels(extents::non_zero),
+        O::Compress => OpPlan::kernels(extents::compress),
+        O::Unique => OpPlan::with_scratch(
+            Form::Kernels(extents::unique),
+            extents::unique_scratch(func, op),
+            "first-occurrence marks",
+        ),
 
         // Shape and data movement. View ops the planner aliased run nothing (checked first in
         // `lower_op`); the others copy.

@@ -80,8 +80,24 @@ impl Jit {
 
     /// Runs the program on fresh memory: a zeroed arena and state, the graph inputs' bytes
     /// (little-endian, in the program's input order); returns the outputs' bytes in the
-    /// program's output order. `weights` is the plan's weights section.
+    /// program's output order (an output with a run-time extent trimmed to it, see
+    /// [`Jit::run_outputs`]). `weights` is the plan's weights section.
     pub fn run(&self, weights: &[u8], inputs: &[&[u8]]) -> Result<Vec<Vec<u8>>, MlirError> {
+        Ok(self
+            .run_outputs(weights, inputs)?
+            .into_iter()
+            .map(|(_, bytes)| bytes)
+            .collect())
+    }
+
+    /// [`Jit::run`] with each output's shape: its planned shape, or, for an output with a
+    /// run-time extent, that shape with the extent its slot in the arena holds after the run
+    /// (outside `[0, bound]` is an error), and only the kept elements.
+    pub fn run_outputs(
+        &self,
+        weights: &[u8],
+        inputs: &[&[u8]],
+    ) -> Result<Vec<(Vec<u64>, Vec<u8>)>, MlirError> {
         let p = &self.program;
         if inputs.len() != p.inputs.len() {
             return Err(MlirError::Io(format!(
@@ -139,11 +155,26 @@ impl Jit {
         // shape the function's signature declares, and the program validated, so every access
         // the kernels make is inside those buffers.
         unsafe { (self.entry)(args.as_mut_ptr()) };
-        Ok(p.outputs
+        p.outputs
             .iter()
             .zip(&outs)
-            .map(|(io, a)| a.bytes()[..io.byte_size() as usize].to_vec())
-            .collect())
+            .map(|(io, a)| {
+                let full = &a.bytes()[..io.byte_size() as usize];
+                let Some(slot) = io.extent else {
+                    return Ok((io.shape.clone(), full.to_vec()));
+                };
+                // `Program::validate` checked the slot lies inside the arena.
+                let at = slot.byte_offset as usize;
+                let raw: [u8; 8] = arena.bytes()[at..at + 8]
+                    .try_into()
+                    .expect("an extent slot is 8 bytes");
+                let shape = io
+                    .trimmed_shape(i64::from_le_bytes(raw))
+                    .map_err(MlirError::Io)?;
+                let bytes = io.trim_bytes(full, &shape);
+                Ok((shape, bytes))
+            })
+            .collect()
     }
 }
 

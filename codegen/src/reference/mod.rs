@@ -106,12 +106,27 @@ pub fn run_kernel_with_state(
 
 /// Runs `program` on fresh memory: a zeroed arena and a zeroed state of the program's sizes,
 /// the graph inputs' bytes (little-endian, in the program's input order) copied to their
-/// places; returns the graph outputs' bytes in the program's output order.
+/// places; returns the graph outputs' bytes in the program's output order (an output with a
+/// run-time extent trimmed to it, see [`run_outputs`]).
 pub fn run_on_inputs(
     program: &Program,
     weights: &[u8],
     inputs: &[&[u8]],
 ) -> Result<Vec<Vec<u8>>, ReferenceError> {
+    Ok(run_outputs(program, weights, inputs)?
+        .into_iter()
+        .map(|(_, bytes)| bytes)
+        .collect())
+}
+
+/// [`run_on_inputs`] with each output's shape: its planned shape, or, for an output with a
+/// run-time extent, that shape with the extent its slot holds after the run (an extent outside
+/// `[0, bound]` is an error) and only the kept elements.
+pub fn run_outputs(
+    program: &Program,
+    weights: &[u8],
+    inputs: &[&[u8]],
+) -> Result<Vec<(Vec<u64>, Vec<u8>)>, ReferenceError> {
     let arena_size = usize::try_from(program.arena_size)
         .map_err(|_| ReferenceError::Io("the arena does not fit this machine".into()))?;
     let mut arena = vec![0u8; arena_size];
@@ -147,9 +162,7 @@ pub fn run_on_inputs(
                 Region::Weights => weights,
                 Region::State => &state,
             };
-            let n = usize::try_from(io.byte_size())
-                .map_err(|_| ReferenceError::Io(format!("output `{}` is too large", io.name)))?;
-            io_range(io.byte_offset, n, region.len(), &io.name).map(|r| region[r].to_vec())
+            io.read_output(region, &arena).map_err(ReferenceError::Io)
         })
         .collect()
 }

@@ -93,6 +93,30 @@ impl ShapeInference {
             self.known.remove(result);
         }
         let def = data.opcode.def();
+        // A value whose extent is known only at run time may only be a graph output (verifier
+        // invariant 13); say so here, where the op that reads it is built or re-inferred, as
+        // the model's limit rather than as invalid IR.
+        if !def.accepts_bounded() {
+            for (i, &operand) in data.operands.iter().enumerate() {
+                let Some(ty) = func.value_type(operand).tensor() else {
+                    continue;
+                };
+                if let Some(axis) = ty.bounded_axis() {
+                    let producer = match func.value(operand).def {
+                        crate::ValueDef::Result { op, .. } => {
+                            format!("`{}`'s result", func.op(op).opcode.name())
+                        }
+                        crate::ValueDef::BlockArg { .. } => "an argument".to_string(),
+                    };
+                    return Err(format!(
+                        "operand #{i} is {producer} of type {ty}, whose dim {axis} ({}) is known \
+                         only at run time; memc does not support reading such a value: it may \
+                         only be a graph output (docs/dynamic-extents.md)",
+                        ty.dims[axis]
+                    ));
+                }
+            }
+        }
         let ctx = ShapeCtx::new(func, op)
             .with_weights(weights)
             .with_known(&self.known);

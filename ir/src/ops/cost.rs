@@ -194,6 +194,13 @@ pub(super) fn adds<const I: usize>(ctx: &OpCtx) -> Option<u64> {
     operand_elements(ctx, I)
 }
 
+/// Unique: each element compared with every other one (its rank among the distinct values and
+/// its first occurrence).
+pub(super) fn unique(ctx: &OpCtx) -> Option<u64> {
+    let n = operand_elements(ctx, 0)?;
+    Some(n.saturating_mul(n))
+}
+
 /// ScatterElements and ScatterND: one operation per update element with a `reduction`, none
 /// without (the updates are only moved).
 pub(super) fn scatter(ctx: &OpCtx) -> Option<u64> {

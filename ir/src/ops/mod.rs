@@ -178,6 +178,13 @@ impl Traits {
     /// with a `random_when` hook, in the uses the hook names; [`is_random`] decides for one
     /// op. A rematerialization never recomputes such an op.
     pub const RANDOM: Traits = Traits(1 << 8);
+    /// An operand may have a bounded dim ([`crate::Dim::AtMost`]: an extent known only at run
+    /// time). Only `func.return` has it: a bounded value may only be a graph output.
+    pub const ACCEPTS_BOUNDED: Traits = Traits(1 << 9);
+    /// A result may have a bounded dim: the op's lowering writes the run-time extent after the
+    /// result's elements (`memc_ir::types::BoundedLayout`). NonZero, Compress, Unique, and TopK
+    /// with `K` from data.
+    pub const BOUNDED_RESULTS: Traits = Traits(1 << 10);
 
     pub const fn with(self, other: Traits) -> Traits {
         Traits(self.0 | other.0)
@@ -550,6 +557,16 @@ impl OpDef {
     /// Whether the op is a reduction (`ReduceX`, `ArgMax`, `ArgMin`).
     pub fn is_reduction(&self) -> bool {
         self.traits.contains(Traits::REDUCTION)
+    }
+
+    /// Whether an operand may have a bounded dim ([`Traits::ACCEPTS_BOUNDED`]).
+    pub fn accepts_bounded(&self) -> bool {
+        self.traits.contains(Traits::ACCEPTS_BOUNDED)
+    }
+
+    /// Whether a result may have a bounded dim ([`Traits::BOUNDED_RESULTS`]).
+    pub fn produces_bounded(&self) -> bool {
+        self.traits.contains(Traits::BOUNDED_RESULTS)
     }
 
     /// Whether some use of the op may be random ([`is_random`] decides for one op).

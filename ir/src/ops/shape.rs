@@ -95,7 +95,7 @@ fn product(dims: &[Dim]) -> Dim {
 /// coefficients are all positive.
 fn is_non_negative(dim: &Dim) -> bool {
     match dim {
-        Dim::Static(_) | Dim::Symbol(_) => true,
+        Dim::Static(_) | Dim::Symbol(_) | Dim::AtMost(_) => true,
         Dim::Expr(e) => e.terms().all(|(_, c)| c > 0),
         Dim::Unknown => false,
     }
@@ -626,13 +626,85 @@ pub fn top_k(ctx: &ShapeCtx) -> ShapeResult {
             Dim::Static(k)
         }
         Some(other) => return Err(format!("K must have one entry, got {}", other.len())),
-        None => Dim::Unknown,
+        // `K` from data: at most the axis length, the extent known at run time.
+        None => x.dims[axis].as_static().map_or(Dim::Unknown, Dim::AtMost),
     };
     let mut dims = x.dims.clone();
     dims[axis] = k;
     Ok(Some(vec![
         TensorType::new(x.elem, dims.clone()),
         TensorType::new(ElemType::I64, dims),
+    ]))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Data-dependent extents: results with a bounded dim (`docs/dynamic-extents.md`).
+
+/// A bounded dim of at most `bound` elements, or `Unknown` when the bound is not static.
+fn at_most(bound: Option<u64>) -> Dim {
+    bound.map_or(Dim::Unknown, Dim::AtMost)
+}
+
+/// `NonZero`: `[rank, <=numel(X)]` (one row of indices per axis).
+pub fn non_zero(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let rank = Dim::Static(x.rank() as u64);
+    one(TensorType::new(
+        ElemType::I64,
+        vec![rank, at_most(x.static_num_elements())],
+    ))
+}
+
+/// `Compress`: the slices along `axis` (the elements, flattened, without one) where the 1-d
+/// condition is true, at most as many as the condition has entries and the axis has slices.
+pub fn compress(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let condition = operand(ctx, 1)?;
+    if condition.rank() != 1 {
+        return Err(format!(
+            "the condition must be 1-d, got rank {}",
+            condition.rank()
+        ));
+    }
+    let limit = condition.dims[0].as_static();
+    let bounded = |n: Option<u64>| at_most(n.zip(limit).map(|(n, c)| n.min(c)));
+    match ctx.int_attr("axis") {
+        None => one(TensorType::new(
+            x.elem,
+            vec![bounded(x.static_num_elements())],
+        )),
+        Some(axis) => {
+            let axis = axis_index(axis, x.rank())?;
+            let mut dims = x.dims.clone();
+            dims[axis] = bounded(x.dims[axis].as_static());
+            one(TensorType::new(x.elem, dims))
+        }
+    }
+}
+
+/// `Unique`: `Y`, `indices` and `counts` have at most as many entries as `X` has elements
+/// (slices along `axis`, with one); `inverse_indices` has one per element (slice).
+pub fn unique(ctx: &ShapeCtx) -> ShapeResult {
+    let x = operand(ctx, 0)?;
+    let (y_dims, n) = match ctx.int_attr("axis") {
+        None => {
+            let n = x.static_num_elements();
+            (vec![at_most(n)], n)
+        }
+        Some(axis) => {
+            let axis = axis_index(axis, x.rank())?;
+            let n = x.dims[axis].as_static();
+            let mut dims = x.dims.clone();
+            dims[axis] = at_most(n);
+            (dims, n)
+        }
+    };
+    let index = |dim: Dim| TensorType::new(ElemType::I64, vec![dim]);
+    Ok(Some(vec![
+        TensorType::new(x.elem, y_dims),
+        index(at_most(n)),
+        index(n.map_or(Dim::Unknown, Dim::Static)),
+        index(at_most(n)),
     ]))
 }
 

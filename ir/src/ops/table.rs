@@ -154,7 +154,7 @@ const SCE_INTERNAL_ATTRS: &[super::AttrDef] =
 define_ops! {
     // Structure. `memc.weight` has no shape function: its type is its weight's (verifier step
     // 10), which shape inference reads from the weight store.
-    Return = op("func.return", "returns the function's results").ins(&[variadic("operands", TypeRule::OneOf(ANY))]).traits(Traits::TERMINATOR).effects().flops(c::zero);
+    Return = op("func.return", "returns the function's results").ins(&[variadic("operands", TypeRule::OneOf(ANY))]).traits(Traits::TERMINATOR.with(Traits::ACCEPTS_BOUNDED)).effects().flops(c::zero);
     None = op("memc.none", "a left-out optional operand (ONNX's empty input name)").outs(&[req("none", TypeRule::OneOf(&[]))]).flops(c::zero);
     Weight = op("memc.weight", "a constant tensor from the weight store").outs(&[req("output", var("T"))]).vars(T_ANY).attrs(&[required("value", Weight)]).fold(f::weight).flops(c::zero);
     If = op("onnx.If", "runs the then or else region").ins(&[req("cond", var("B"))]).outs(&[variadic("outputs", TypeRule::OneOf(ANY))]).vars(&[("B", BOOL)]).regions(2).shape(s::if_op).flops(c::zero);
@@ -296,7 +296,12 @@ define_ops! {
     ArgMax = op("onnx.ArgMax", "index of the max along `axis`").ins(&[req("data", var("T"))]).outs(&[req("reduced", var("I"))]).vars(T_NUMERIC_I64).attrs(&[int_attr("axis", 0), int_attr("keepdims", 1), int_attr("select_last_index", 0)]).verify(v::axis_in_range).traits(REDUCTION).shape(s::arg_reduce);
     ArgMin = op("onnx.ArgMin", "index of the min along `axis`").ins(&[req("data", var("T"))]).outs(&[req("reduced", var("I"))]).vars(T_NUMERIC_I64).attrs(&[int_attr("axis", 0), int_attr("keepdims", 1), int_attr("select_last_index", 0)]).verify(v::axis_in_range).traits(REDUCTION).shape(s::arg_reduce);
     CumSum = op("onnx.CumSum", "cumulative sum along the `axis` operand").ins(&[req("x", var("T")), req("axis", var("I"))]).outs(&[req("y", var("T"))]).vars(&[("T", NUMERIC), ("I", INDEX)]).attrs(&[int_attr("exclusive", 0), int_attr("reverse", 0)]).shape(s::same_as_first).flops(c::per_elem::<1>);
-    TopK = op("onnx.TopK", "the K largest (or smallest) entries along `axis`, and their indices").ins(&[req("X", var("T")), req("K", var("I"))]).outs(&[req("Values", var("T")), req("Indices", var("I"))]).vars(T_NUMERIC_I64).attrs(&[int_attr("axis", -1), int_attr("largest", 1), int_attr("sorted", 1)]).verify(v::axis_in_range).shape(s::top_k).flops(c::top_k);
+    TopK = op("onnx.TopK", "the K largest (or smallest) entries along `axis`, and their indices").ins(&[req("X", var("T")), req("K", var("I"))]).outs(&[req("Values", var("T")), req("Indices", var("I"))]).vars(T_NUMERIC_I64).attrs(&[int_attr("axis", -1), int_attr("largest", 1), int_attr("sorted", 1)]).verify(v::axis_in_range).traits(Traits::BOUNDED_RESULTS).shape(s::top_k).flops(c::top_k);
+    // Data-dependent extents: results with a bounded dim (`<=N`), the run-time extent written
+    // after the elements (`docs/dynamic-extents.md`).
+    NonZero = op("onnx.NonZero", "the indices of the non-zero elements, one row per axis").ins(&[req("X", var("T"))]).outs(&[req("Y", TypeRule::OneOf(I64_ONLY))]).vars(T_ANY).traits(Traits::BOUNDED_RESULTS).shape(s::non_zero).flops(c::adds::<0>);
+    Compress = op("onnx.Compress", "the slices of `input` along `axis` (or its elements) where `condition` is true").ins(&[req("input", var("T")), req("condition", TypeRule::OneOf(BOOL))]).outs(&[req("output", var("T"))]).vars(T_ANY).attrs(&[attr("axis", Int)]).traits(Traits::BOUNDED_RESULTS).shape(s::compress).flops(c::zero);
+    Unique = op("onnx.Unique", "the unique elements of `X`, sorted, with their first indices, the inverse indices and the counts").ins(&[req("X", var("T"))]).outs(&[req("Y", var("T")), opt("indices", TypeRule::OneOf(I64_ONLY)), opt("inverse_indices", TypeRule::OneOf(I64_ONLY)), opt("counts", TypeRule::OneOf(I64_ONLY))]).vars(T_NUMERIC).attrs(&[attr("axis", Int), int_attr("sorted", 1)]).traits(Traits::BOUNDED_RESULTS).shape(s::unique).flops(c::unique);
 
     // Shape and data movement.
     Reshape = op("onnx.Reshape", "same data, new shape").ins(&[req("data", var("T")), req("shape", var("I"))]).outs(&[req("reshaped", var("T"))]).vars(T_ANY_I64).attrs(&[int_attr("allowzero", 0)]).traits(SAME_BYTES).verify(v::reshape).shape(s::reshape).fold(f::forward);

@@ -130,6 +130,7 @@ pub fn add_matmul_program() -> (Program, WeightStore) {
             shape: vec![4],
             region: Region::Arena,
             byte_offset: 0,
+            extent: None,
         }],
         outputs: vec![
             IoTensor {
@@ -138,6 +139,7 @@ pub fn add_matmul_program() -> (Program, WeightStore) {
                 shape: vec![1, 2],
                 region: Region::Arena,
                 byte_offset: 0,
+                extent: None,
             },
             IoTensor {
                 name: "bias".into(),
@@ -145,6 +147,7 @@ pub fn add_matmul_program() -> (Program, WeightStore) {
                 shape: vec![4],
                 region: Region::Weights,
                 byte_offset: 0,
+                extent: None,
             },
         ],
         weights: vec![

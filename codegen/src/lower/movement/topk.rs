@@ -5,19 +5,85 @@
 //! among the elements ordered after the previous slot's `(value, index)` (read with `Acc`), a
 //! second finds the lowest index holding that value, and a final `Once` stage stores all
 //! slots. The cost is `O(k * n)` per row, which suits the small `k` of models; NaN ordering is
-//! not the reference's.
+//! not the reference's. With `K` from data (a graph input), the results have a bounded dim: the
+//! kernel selects as many slots as the axis is long, and the run's K, clamped to
+//! `[0, axis length]`, goes into each result's extent slot (`docs/dynamic-extents.md`).
 
 use super::super::build::Insts;
 use super::super::{unsupported, LowerCtx, LowerResult};
 use super::common::{loop_kernel, norm_axis};
 use super::output;
-use crate::kernel::{BinaryOp, InstKind, ReduceOp, Scalar, Stage, Store};
+use crate::kernel::{
+    BinaryOp, InstKind, Kernel, KernelBody, LoopKernel, ReduceOp, Region, Scalar, Stage, Store,
+    View,
+};
 use memc_ir::OpId;
 
 /// Most output slots; each costs three stages.
 const MAX_K: u64 = 256;
 
 pub fn top_k(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    // With `K` from data the results are planned for the axis length (a bounded dim): the
+    // kernel below selects that many slots, and a second one writes `min(max(K, 0), n)` into
+    // each result's extent slot, so the run returns the first K.
+    let mut kernels = select_kernel(ctx, op)?;
+    kernels.extend(extent_kernel(ctx, op)?);
+    Ok(kernels)
+}
+
+/// The kernel writing the run's K into the extent slot of each used result, when the results
+/// have a bounded dim (none otherwise).
+fn extent_kernel(ctx: &LowerCtx, op: OpId) -> LowerResult {
+    let mut slots = Vec::new();
+    for index in 0..2 {
+        if ctx.result_used(op, index) {
+            if let Some(slot) = ctx.extent_slot(ctx.op(op).results[index])? {
+                slots.push(slot);
+            }
+        }
+    }
+    let Some(first) = slots.first() else {
+        return Ok(Vec::new());
+    };
+    let bound = ctx.result(op, 0)?.shape[first.axis as usize];
+    let k = ctx.input(op, 1)?;
+    let mut views = vec![k.view_with(vec![])];
+    for slot in &slots {
+        views.push(View {
+            region: Region::Arena,
+            elem: Scalar::I64,
+            byte_offset: slot.byte_offset as i64,
+            strides: vec![],
+            guards: Vec::new(),
+            pad: 0,
+        });
+    }
+    let mut b = Insts::new();
+    let k_value = b.load(&views, 0);
+    let k_value = b.cast(k_value, Scalar::I64);
+    let zero = b.constant_int(Scalar::I64, 0);
+    let n = b.constant_int(Scalar::I64, bound as i64);
+    let at_least_zero = b.binary(BinaryOp::Max, k_value, zero);
+    let extent = b.binary(BinaryOp::Min, at_least_zero, n);
+    let stores = (1..views.len() as u32)
+        .map(|v| Store::new(v, extent))
+        .collect();
+    Ok(vec![Kernel {
+        name: ctx.kernel_name(op, 1),
+        body: KernelBody::Loop(LoopKernel {
+            outer: Vec::new(),
+            inner: Vec::new(),
+            views,
+            stages: vec![Stage::Map {
+                insts: b.finish(),
+                stores,
+            }],
+        }),
+    }])
+}
+
+/// The selection kernel (the module doc).
+fn select_kernel(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let Some(values) = output(ctx, op, 0)? else {
         return Ok(Vec::new());

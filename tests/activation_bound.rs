@@ -124,8 +124,13 @@ fn zoo_bound_matches_the_independent_script() {
                 })
                 .collect();
             assert!(!conv_scratch.is_empty(), "{model}: conv scratch");
+            // A conv's scratch holds its im2col matrix, memc-gemm's packing panels, or both.
             for b in conv_scratch {
-                assert_eq!(b["scratch_use"], "im2col matrix", "{model}: {b}");
+                let uses = ["im2col matrix", "GEMM panels", "im2col matrix, GEMM panels"];
+                assert!(
+                    b["scratch_use"].as_str().is_some_and(|u| uses.contains(&u)),
+                    "{model}: {b}"
+                );
             }
         }
     }

@@ -33,6 +33,7 @@
 //! elements of an input no longer than the bound.
 
 use super::build::{contiguous_strides, Insts, TensorRef};
+use super::movement::common::loop_kernel;
 use super::{unsupported, LowerCtx, LowerError, LowerResult};
 use crate::kernel::{
     BinaryOp, IndirectIndex, InstId, Kernel, KernelBody, LoopKernel, ReduceOp, Region, Scalar,
@@ -309,25 +310,6 @@ pub(super) fn unique_scratch(func: &memc_ir::Function, op: OpId) -> u64 {
                 .unwrap_or(0);
             d.saturating_mul(d).saturating_add(d).saturating_mul(16)
         }
-    }
-}
-
-/// A loop kernel named `name`.
-fn loop_kernel(
-    name: String,
-    outer: Vec<u64>,
-    inner: Vec<u64>,
-    views: Vec<View>,
-    stages: Vec<Stage>,
-) -> Kernel {
-    Kernel {
-        name,
-        body: KernelBody::Loop(LoopKernel {
-            outer,
-            inner,
-            views,
-            stages,
-        }),
     }
 }
 

@@ -34,13 +34,7 @@ struct Builder<'n> {
 
 impl Builder<'_> {
     fn fresh(&mut self, what: &str) -> String {
-        *self.counter += 1;
-        let base = if self.node.name.is_empty() {
-            self.node.output.first().map_or("", String::as_str)
-        } else {
-            self.node.name.as_str()
-        };
-        format!("{base}/{what}#memc{}", self.counter)
+        super::legacy::fresh_name(self.node, self.counter, what)
     }
 
     /// A node writing `output` (a fresh name when `None`); returns the output's name.

@@ -291,13 +291,7 @@ struct Rewrite<'a> {
 impl Rewrite<'_> {
     /// A fresh value name for a helper value.
     fn fresh(&mut self, what: &str) -> String {
-        *self.counter += 1;
-        let base = if self.node.name.is_empty() {
-            self.node.output.first().map_or("", String::as_str)
-        } else {
-            self.node.name.as_str()
-        };
-        format!("{base}/{what}#memc{}", self.counter)
+        fresh_name(&self.node, self.counter, what)
     }
 
     /// A helper node named like the node it serves (so its location is that node's).
@@ -1240,4 +1234,16 @@ mod tests {
         assert_eq!(oldest_opset("Not"), 1);
         assert_eq!(oldest_opset("Add"), OLDEST_OPSET);
     }
+}
+
+/// A fresh name for a helper value of the nodes that stand for `node`: the node's name (or its
+/// first output's), `what`, and the importer-wide `counter`, which it advances.
+pub(super) fn fresh_name(node: &NodeProto, counter: &mut usize, what: &str) -> String {
+    *counter += 1;
+    let base = if node.name.is_empty() {
+        node.output.first().map_or("", String::as_str)
+    } else {
+        node.name.as_str()
+    };
+    format!("{base}/{what}#memc{counter}")
 }

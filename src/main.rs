@@ -24,6 +24,13 @@ struct Cli {
     command: Command,
 }
 
+/// `memc run --engine`.
+#[derive(Copy, Clone, ValueEnum)]
+enum EngineArg {
+    Backend,
+    Mlir,
+}
+
 #[derive(Copy, Clone, ValueEnum)]
 enum EmitArg {
     Ir,
@@ -200,6 +207,11 @@ enum Command {
         /// with a JSON summary line, for bench/run_bench.py.
         #[arg(long)]
         rss: bool,
+        /// What runs the plan: `backend` (its target's kernels; the default) or `mlir` (the
+        /// program emitted as upstream MLIR, lowered and run by MLIR's ExecutionEngine on one
+        /// thread: an independent oracle to compare outputs with; needs the `mlir` feature).
+        #[arg(long, value_enum, default_value = "backend")]
+        engine: EngineArg,
     },
     /// Show where a plan's memory goes: the table `compile --report` prints, and its SVG timeline.
     ///
@@ -370,6 +382,7 @@ fn run(cli: Cli) -> ExitCode {
             save_state,
             verify,
             rss,
+            engine,
         } => {
             let options = memc::run::RunOptions {
                 inputs,
@@ -381,6 +394,10 @@ fn run(cli: Cli) -> ExitCode {
                 verify_weights: verify,
                 measure_rss: rss,
                 time_backend: time,
+                engine: match engine {
+                    EngineArg::Backend => memc::run::Engine::Backend,
+                    EngineArg::Mlir => memc::run::Engine::Mlir,
+                },
             };
             runtime_output(memc::run::run(&plan, &options))
         }

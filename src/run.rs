@@ -20,6 +20,19 @@ use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// What runs a plan's program (`memc run --engine`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Engine {
+    /// The plan's own backend: the CPU backend's JIT-compiled kernels (or the GPU's).
+    #[default]
+    Backend,
+    /// MLIR (feature `mlir`): the program emitted as upstream MLIR (`--emit mlir-plan`),
+    /// lowered by MLIR's own pipeline and run by its ExecutionEngine, on one thread with a fresh
+    /// arena per run. An oracle that shares no kernel code with the backend: compare the
+    /// outputs of both.
+    Mlir,
+}
+
 /// What `memc run` was asked to do.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -40,6 +53,8 @@ pub struct RunOptions {
     pub measure_rss: bool,
     /// `--time`: time the backend's run call alone over the runs and print a JSON line.
     pub time_backend: bool,
+    /// `--engine`: what runs the program.
+    pub engine: Engine,
 }
 
 /// A field of `/proc/self/status` in bytes (`VmRSS`, `VmHWM`), where Linux provides it.
@@ -155,6 +170,13 @@ pub fn run(plan: &Path, options: &RunOptions) -> Result<String, RuntimeError> {
     );
 
     let refs: Vec<(&str, TensorRef<'_>)> = inputs.iter().map(|(n, t)| (*n, t.as_ref())).collect();
+    if options.engine == Engine::Mlir {
+        let outputs = run_mlir(&session, &refs, options, &mut report)?;
+        let views: Vec<(&str, TensorRef<'_>)> =
+            outputs.iter().map(|t| (t.name(), t.as_ref())).collect();
+        write_outputs(&mut report, options, &views)?;
+        return Ok(report);
+    }
     // Peak-RSS growth of the first run: the arena's pages, the inputs copied in and the outputs
     // copied out, measured from the loaded state with the weights resident.
     let mut rss_growth = None;
@@ -224,37 +246,8 @@ pub fn run(plan: &Path, options: &RunOptions) -> Result<String, RuntimeError> {
         )
         .expect("writing to a String cannot fail");
     }
-    if let Some(dir) = &options.output_dir {
-        create_dir(dir)?;
-    }
-    writeln!(report, "outputs").expect("writing to a String cannot fail");
-    let width = outputs.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
-    let sigs: Vec<String> = outputs
-        .iter()
-        .map(|(_, t)| signature(t.elem(), t.shape()))
-        .collect();
-    let sig_width = sigs.iter().map(String::len).max().unwrap_or(0);
-    let mut used = HashSet::new();
-    for (index, (name, tensor)) in outputs.iter().enumerate() {
-        let sig = &sigs[index];
-        let Some(dir) = &options.output_dir else {
-            writeln!(report, "  {name:<width$}  {sig}").expect("writing to a String cannot fail");
-            continue;
-        };
-        let mut file = sanitize_name(name);
-        if !used.insert(file.clone()) {
-            file = format!("{file}_{index}");
-            used.insert(file.clone());
-        }
-        let path = dir.join(format!("{file}.npy"));
-        write_npy(&path, tensor)?;
-        writeln!(
-            report,
-            "  {name:<width$}  {sig:<sig_width$}  -> {}",
-            path.display()
-        )
-        .expect("writing to a String cannot fail");
-    }
+    let views: Vec<(&str, TensorRef<'_>)> = outputs.iter().collect();
+    write_outputs(&mut report, options, &views)?;
     // The last run's outputs borrow the session (until their last use above), so its backend
     // time is read after them.
     if options.time_backend {
@@ -283,6 +276,155 @@ pub fn run(plan: &Path, options: &RunOptions) -> Result<String, RuntimeError> {
         save_state(&mut session, options, &mut report)?;
     }
     Ok(report)
+}
+
+/// `--engine mlir`: runs the session's program through MLIR's ExecutionEngine `repeat` times,
+/// adds its lines to `report` and returns the last run's outputs (an output with a run-time
+/// extent trimmed to it). The inputs are checked as a session run checks them.
+fn run_mlir(
+    session: &Session,
+    inputs: &[(&str, TensorRef<'_>)],
+    options: &RunOptions,
+    report: &mut String,
+) -> Result<Vec<Tensor>, RuntimeError> {
+    if !session.state().is_empty() {
+        return Err(RuntimeError::Mlir(
+            "the plan is a training step with persistent state, which the MLIR engine does not keep between runs; run it with the default engine".into(),
+        ));
+    }
+    if options.measure_rss || options.time_backend {
+        return Err(RuntimeError::Mlir(
+            "`--rss` and `--time` measure the plan's backend; leave them out with `--engine mlir`"
+                .into(),
+        ));
+    }
+    let program = session.program();
+    memc_runtime::check_inputs(program, inputs)?;
+    let ordered: Vec<&[u8]> = program
+        .inputs
+        .iter()
+        .map(|io| {
+            inputs
+                .iter()
+                .find(|(name, _)| *name == io.name)
+                .map_or(&[][..], |(_, t)| t.data())
+        })
+        .collect();
+    mlir_engine::run(session, &ordered, options.repeat.get(), report)
+}
+
+#[cfg(feature = "mlir")]
+mod mlir_engine {
+    use super::{median_of, millis};
+    use memc_codegen::mlir::{EmitOptions, Jit};
+    use memc_runtime::{RuntimeError, Session, Tensor};
+    use std::fmt::Write as _;
+    use std::time::Instant;
+
+    /// Emits, lowers and JIT-compiles the program with MLIR, then runs it `repeat` times on
+    /// `inputs` (in the program's input order).
+    pub(super) fn run(
+        session: &Session,
+        inputs: &[&[u8]],
+        repeat: usize,
+        report: &mut String,
+    ) -> Result<Vec<Tensor>, RuntimeError> {
+        let error = |e: memc_codegen::mlir::MlirError| RuntimeError::Mlir(e.to_string());
+        let program = session.program();
+        let started = Instant::now();
+        let jit = Jit::compile(program, &EmitOptions::default()).map_err(error)?;
+        let jit_time = started.elapsed();
+        let weights = session.plan().weights();
+        let mut times = Vec::with_capacity(repeat);
+        let mut last = Vec::new();
+        for _ in 0..repeat {
+            let started = Instant::now();
+            last = jit.run_outputs(weights, inputs).map_err(error)?;
+            times.push(started.elapsed());
+        }
+        let runs = times.len();
+        let median = median_of(&mut times);
+        writeln!(
+            report,
+            "{:<9}MLIR ExecutionEngine (emitted, lowered and JIT-compiled in {}), 1 thread, a fresh arena per run",
+            "engine",
+            millis(jit_time)
+        )
+        .expect("writing to a String cannot fail");
+        writeln!(
+            report,
+            "{:<9}min {}, median {} over {runs} run{}",
+            "run",
+            millis(times[0]),
+            millis(median),
+            if runs == 1 { "" } else { "s" }
+        )
+        .expect("writing to a String cannot fail");
+        program
+            .outputs
+            .iter()
+            .zip(last)
+            .map(|(io, (shape, bytes))| Tensor::new(io.name.clone(), io.elem, shape, bytes))
+            .collect()
+    }
+}
+
+#[cfg(not(feature = "mlir"))]
+mod mlir_engine {
+    use memc_runtime::{RuntimeError, Session, Tensor};
+
+    /// Why `--engine mlir` is not there in a build without the `mlir` feature.
+    pub(super) fn run(
+        _: &Session,
+        _: &[&[u8]],
+        _: usize,
+        _: &mut String,
+    ) -> Result<Vec<Tensor>, RuntimeError> {
+        Err(RuntimeError::Mlir(
+            "this memc was built without the `mlir` feature (it links LLVM/MLIR 22: install Debian's libmlir-22-dev llvm-22-dev libclang-22-dev and build with `cargo build --release --features mlir`)".into(),
+        ))
+    }
+}
+
+/// Lists the outputs in the report and, with `--output-dir`, writes each to
+/// `DIR/<sanitized name>.npy` (a repeated file name gets its output's index).
+fn write_outputs(
+    report: &mut String,
+    options: &RunOptions,
+    outputs: &[(&str, TensorRef<'_>)],
+) -> Result<(), RuntimeError> {
+    if let Some(dir) = &options.output_dir {
+        create_dir(dir)?;
+    }
+    writeln!(report, "outputs").expect("writing to a String cannot fail");
+    let width = outputs.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    let sigs: Vec<String> = outputs
+        .iter()
+        .map(|(_, t)| signature(t.elem(), t.shape()))
+        .collect();
+    let sig_width = sigs.iter().map(String::len).max().unwrap_or(0);
+    let mut used = HashSet::new();
+    for (index, (name, tensor)) in outputs.iter().enumerate() {
+        let sig = &sigs[index];
+        let Some(dir) = &options.output_dir else {
+            writeln!(report, "  {name:<width$}  {sig}").expect("writing to a String cannot fail");
+            continue;
+        };
+        let mut file = sanitize_name(name);
+        if !used.insert(file.clone()) {
+            file = format!("{file}_{index}");
+            used.insert(file.clone());
+        }
+        let path = dir.join(format!("{file}.npy"));
+        write_npy(&path, *tensor)?;
+        writeln!(
+            report,
+            "  {name:<width$}  {sig:<sig_width$}  -> {}",
+            path.display()
+        )
+        .expect("writing to a String cannot fail");
+    }
+    Ok(())
 }
 
 /// Sorts `times` (not empty) and returns their median.

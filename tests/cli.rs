@@ -279,6 +279,91 @@ fn emit_mlir_plan_follows_the_mlir_feature() {
     }
 }
 
+/// `memc run --engine mlir` on the bundled classifier: with the feature, MLIR's
+/// ExecutionEngine gives the CPU backend's probabilities (both within the example's expected
+/// output's tolerance); without it, a plain error (exit 1, no output written). A training
+/// step's state and `--rss` are refused either way before anything runs.
+#[test]
+fn run_engine_mlir_agrees_with_the_backend() {
+    let dir = scratch_dir("engine-mlir");
+    let plan = dir.join("classifier.plan");
+    let model = common::root().join("examples/classifier.onnx");
+    let out = common::memc_in(
+        common::root(),
+        &[
+            "compile",
+            common::path_str(&model),
+            "--dim",
+            "batch=1",
+            "-o",
+            common::path_str(&plan),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let input = common::root().join("examples/classifier_input.npy");
+    let image = format!("image={}", common::path_str(&input));
+    let run = |engine: &str, out_dir: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            common::path_str(&plan),
+            "--input",
+            &image,
+            "--engine",
+            engine,
+            "--output-dir",
+            common::path_str(out_dir),
+        ];
+        args.extend_from_slice(extra);
+        common::memc_in(common::root(), &args)
+    };
+    let (cpu_dir, mlir_dir) = (dir.join("cpu"), dir.join("mlir"));
+    let cpu = run("backend", &cpu_dir, &[]);
+    assert_eq!(cpu.code, 0, "{}", cpu.stderr);
+    let mlir = run("mlir", &mlir_dir, &["--repeat", "2"]);
+    if cfg!(feature = "mlir") {
+        assert_eq!(mlir.code, 0, "{}", mlir.stderr);
+        assert!(
+            mlir.stdout.contains("MLIR ExecutionEngine") && mlir.stdout.contains("over 2 runs"),
+            "{}",
+            mlir.stdout
+        );
+        let read = |dir: &Path| {
+            common::to_f64(&memc_runtime::npy::read_npy(&dir.join("probs.npy")).expect("probs"))
+        };
+        let want = common::to_f64(
+            &memc_runtime::npy::read_npy(&common::root().join("examples/classifier_expected.npy"))
+                .expect("the example's expected output"),
+        );
+        let (cpu, mlir) = (read(&cpu_dir), read(&mlir_dir));
+        assert_eq!(mlir.len(), want.len());
+        for ((m, c), w) in mlir.iter().zip(&cpu).zip(&want) {
+            assert!((m - c).abs() <= 1e-5, "MLIR {m} vs CPU {c}");
+            assert!(
+                (m - w).abs() <= 1e-4 + 1e-3 * w.abs(),
+                "MLIR {m} vs expected {w}"
+            );
+        }
+    } else {
+        assert_eq!(mlir.code, 1, "{}", mlir.stderr);
+        assert!(
+            mlir.stderr
+                .contains("--engine mlir: this memc was built without the `mlir` feature"),
+            "{}",
+            mlir.stderr
+        );
+        assert!(!mlir_dir.join("probs.npy").exists());
+    }
+    let rss = run("mlir", &dir.join("rss"), &["--rss"]);
+    assert_eq!(rss.code, 1, "{}", rss.stderr);
+    assert!(
+        rss.stderr
+            .contains("`--rss` and `--time` measure the plan's backend"),
+        "{}",
+        rss.stderr
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `--progress`: nothing drawn when standard error is not a terminal (the default `auto`),
 /// lines for a log with `always`, ending at the weights section's size.
 #[test]

@@ -100,6 +100,10 @@ pub enum RuntimeError {
     /// copy or a run.
     #[error(transparent)]
     Backend(memc_codegen::backend::BackendError),
+    /// `memc run --engine mlir` could not run the plan through MLIR's ExecutionEngine (the
+    /// build has no `mlir` feature, the plan has persistent state, or MLIR refused it).
+    #[error("--engine mlir: {0}")]
+    Mlir(String),
     #[error("cannot allocate the arena of {bytes} bytes")]
     Arena { bytes: u64 },
     #[error("cannot start the thread pool: {0}")]

@@ -52,7 +52,7 @@ pub mod tensor;
 
 pub use error::{Result, RuntimeError};
 pub use plan::{write_plan, write_plan_with_progress, PlanFile, PlanMeta, WriteProgress};
-pub use session::{Outputs, Session, SessionOptions};
+pub use session::{check_inputs, Outputs, Session, SessionOptions};
 pub use tensor::{Element, Tensor, TensorRef};
 
 /// The plan file format version this build writes and reads. Version 2: every packed weight

@@ -440,9 +440,10 @@ fn state_listing(state: &[StateTensor]) -> String {
     items.join(", ")
 }
 
-/// Checks that `inputs` gives each of the plan's inputs exactly once, with its signature.
-/// Allocates only to describe an error.
-fn check_inputs(program: &Program, inputs: &[(&str, TensorRef<'_>)]) -> Result<()> {
+/// Checks that `inputs` gives each of the plan's inputs exactly once, with its signature: the
+/// check every run makes, for drivers that run a plan's program another way (`memc run
+/// --engine mlir`). Allocates only to describe an error.
+pub fn check_inputs(program: &Program, inputs: &[(&str, TensorRef<'_>)]) -> Result<()> {
     let expected = &program.inputs;
     let listing = || {
         if expected.is_empty() {

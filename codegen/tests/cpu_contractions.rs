@@ -67,7 +67,7 @@ fn batched_transposed_accumulating_contraction() {
                 batch_strides: vec![(k * n) as i64],
                 row_stride: n as i64,
                 col_stride: 1,
-            },
+            }.into(),
             c: MatView {
                 region: Region::Arena,
                 byte_offset: a_len as i64 * size,
@@ -146,7 +146,7 @@ fn batched_large_contraction_on_two_threads() {
         n,
         k,
         a: mat(a_at, m, k),
-        b: mat(b_at, k, n),
+        b: mat(b_at, k, n).into(),
         c: mat(c_at, m, n),
         alpha: f64_bits(1.0),
         accumulate: false,
@@ -214,7 +214,7 @@ fn large_contraction_on_two_threads() {
             batch_strides: vec![],
             row_stride: n as i64,
             col_stride: 1,
-        },
+        }.into(),
         c: MatView {
             region: Region::Arena,
             byte_offset: ((m * k + k * n) * 8) as i64,

@@ -149,7 +149,7 @@ fn contract(case: &GemmCase) -> (Kernel, u64) {
             n: case.n,
             k: case.k,
             a,
-            b,
+            b: b.into(),
             c,
             alpha: f64_bits(case.alpha),
             accumulate: case.accumulate,

@@ -232,16 +232,16 @@ fn trailing_bytes_are_an_error() {
 #[test]
 fn another_format_version_is_an_error() {
     let (_, mut bytes) = written("version");
-    bytes[8..12].copy_from_slice(&7u32.to_le_bytes());
+    bytes[8..12].copy_from_slice(&8u32.to_le_bytes());
     assert_eq!(
         open_err("version", &bytes),
-        "`PLAN`: plan format version 7, this memc reads versions 4 to 6; recompile the model"
+        "`PLAN`: plan format version 8, this memc reads versions 4 to 7; recompile the model"
     );
     // The version is read before the header's length and checksum: a future format may
     // change both.
     assert_eq!(
         open_err("version", &bytes[..12]),
-        "`PLAN`: plan format version 7, this memc reads versions 4 to 6; recompile the model"
+        "`PLAN`: plan format version 8, this memc reads versions 4 to 7; recompile the model"
     );
 }
 

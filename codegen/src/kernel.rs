@@ -937,9 +937,9 @@ impl Im2colView {
             return Err("an implicit im2col axis is empty or too large".into());
         }
         let fits = |values: Vec<u64>| {
-            values
-                .into_iter()
-                .try_fold(1u64, |acc, v| acc.checked_mul(v).filter(|&p| p < LIMIT << 16))
+            values.into_iter().try_fold(1u64, |acc, v| {
+                acc.checked_mul(v).filter(|&p| p < LIMIT << 16)
+            })
         };
         let taps = fits(self.axes.iter().map(|a| a.kernel).collect());
         let pixels = fits(self.axes.iter().map(|a| a.out).collect());
@@ -1648,7 +1648,7 @@ fn validate_contract(
     }
     if c.b.batch_strides().len() != c.batch.len() {
         return Err(bad(
-            "operand b does not have one stride per batch axis".into(),
+            "operand b does not have one stride per batch axis".into()
         ));
     }
     if let ContractB::Im2col(view) = &c.b {
@@ -1703,9 +1703,21 @@ fn validate_contract(
         }
     };
     let ranges = [
-        ("a", c.m, c.k, c.a.region, c.a.byte_range(&c.batch, c.m, c.k, c.elem.size())),
+        (
+            "a",
+            c.m,
+            c.k,
+            c.a.region,
+            c.a.byte_range(&c.batch, c.m, c.k, c.elem.size()),
+        ),
         ("b", c.k, c.n, c.b.region(), b_range),
-        ("c", c.m, c.n, c.c.region, c.c.byte_range(&c.batch, c.m, c.n, c.elem.size())),
+        (
+            "c",
+            c.m,
+            c.n,
+            c.c.region,
+            c.c.byte_range(&c.batch, c.m, c.n, c.elem.size()),
+        ),
     ];
     for (name, rows, cols, region, (lo_byte, hi_byte)) in ranges {
         if rows == 0 || cols == 0 {

@@ -18,8 +18,9 @@
 //! snapshots; nothing parses it back (plans store kernels as data).
 
 use crate::kernel::{
-    BinaryOp, Contract, ContractB, Guard, Im2colView, IndirectIndex, Inst, InstKind, Kernel, KernelBody, LoopKernel,
-    MatView, NBitsMatMul, ReduceOp, Region, Scalar, Stage, Store, UnaryOp, View,
+    BinaryOp, Contract, ContractB, Guard, Im2colView, IndirectIndex, Inst, InstKind, Kernel,
+    KernelBody, LoopKernel, MatView, NBitsMatMul, ReduceOp, Region, Scalar, Stage, Store, UnaryOp,
+    View,
 };
 use crate::nbits::{self, PackSpec};
 use crate::program::{IoTensor, Program, Step, WeightSlot};

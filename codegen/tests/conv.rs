@@ -663,8 +663,22 @@ fn conv_scratch_stays_within_the_rule() {
 fn conv_grad_weight_gradient_in_every_form() {
     // (dY, X, W, group, strides, pads)
     let cases: [(&[u64], &[u64], &[u64], u64, &[i64], &[i64]); 3] = [
-        (&[2, 4, 4, 4], &[2, 3, 8, 8], &[4, 3, 3, 3], 1, &[2, 2], &[1, 1, 1, 1]),
-        (&[2, 6, 7, 9], &[2, 8, 7, 9], &[6, 4, 3, 3], 2, &[1, 1], &[1, 1, 1, 1]),
+        (
+            &[2, 4, 4, 4],
+            &[2, 3, 8, 8],
+            &[4, 3, 3, 3],
+            1,
+            &[2, 2],
+            &[1, 1, 1, 1],
+        ),
+        (
+            &[2, 6, 7, 9],
+            &[2, 8, 7, 9],
+            &[6, 4, 3, 3],
+            2,
+            &[1, 1],
+            &[1, 1, 1, 1],
+        ),
         (&[1, 5, 18], &[1, 6, 35], &[5, 6, 4], 1, &[2], &[1, 2]),
     ];
     for (dy_shape, x_shape, w_shape, group, strides, pads) in cases {
@@ -696,11 +710,19 @@ fn conv_grad_weight_gradient_in_every_form() {
                         for o in points(&dy_shape[2..]) {
                             let pos: Vec<i64> =
                                 (0..s).map(|i| o[i] * strides[i] - pads[i] + k[i]).collect();
-                            if pos.iter().zip(&x_shape[2..]).any(|(&p, &d)| p < 0 || p >= d as i64) {
+                            if pos
+                                .iter()
+                                .zip(&x_shape[2..])
+                                .any(|(&p, &d)| p < 0 || p >= d as i64)
+                            {
                                 continue;
                             }
                             let at = |base: usize, idx: &[i64], st: &[usize]| {
-                                base + idx.iter().enumerate().map(|(i, &v)| v as usize * st[2 + i]).sum::<usize>()
+                                base + idx
+                                    .iter()
+                                    .enumerate()
+                                    .map(|(i, &v)| v as usize * st[2 + i])
+                                    .sum::<usize>()
                             };
                             let dyv = dy[at(n * ys[0] + m * ys[1], &o, &ys)] as f64;
                             let xv = x[at(n * xs[0] + c * xs[1], &pos, &xs)] as f64;
@@ -714,7 +736,8 @@ fn conv_grad_weight_gradient_in_every_form() {
         let inputs = vec![bytes(&dy), bytes(&x), bytes(&w)];
         let forms = [Im2colForm::Implicit, Im2colForm::Explicit, Im2colForm::Off];
         for form in forms {
-            let mut module = memc_ir::parse_module(&text).unwrap_or_else(|d| panic!("{d:?}\n{text}"));
+            let mut module =
+                memc_ir::parse_module(&text).unwrap_or_else(|d| panic!("{d:?}\n{text}"));
             memc_ir::infer::infer_module(&mut module, &HashMap::new()).expect("shapes infer");
             let compiled = compile_module_for(module, &cpu_with(form)).expect("compiles");
             let implicit = compiled

@@ -748,7 +748,8 @@ fn benchmark_kernels_emit() {
         let KernelBody::Contract(c) = &kernel.body else {
             unreachable!("contract() builds contractions")
         };
-        let views = [&c.a, &c.b, &c.c]
+        let b = c.b.as_mat().expect("contract() builds strided operands");
+        let views = [&c.a, b, &c.c]
             .map(|v| format!("[{}, {}, {}]", v.byte_offset, v.row_stride, v.col_stride));
         let fields = format!(
             "\"kind\": \"gemm\", \"m\": {m}, \"n\": {n}, \"k\": {k}, \"arena\": {arena}, \

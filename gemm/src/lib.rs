@@ -241,7 +241,16 @@ pub trait PackB<T>: Sync {
     /// # Safety
     /// `dst` is valid for `cols.div_ceil(nr) * nr * kc` values, and the values lie within
     /// the packer's `B` (`p0 + kc <= k`, `j0 + cols <= n`).
-    unsafe fn pack(&self, batch: usize, dst: *mut T, p0: usize, kc: usize, j0: usize, cols: usize, nr: usize);
+    unsafe fn pack(
+        &self,
+        batch: usize,
+        dst: *mut T,
+        p0: usize,
+        kc: usize,
+        j0: usize,
+        cols: usize,
+        nr: usize,
+    );
 }
 
 // SAFETY: a product is raw addresses; the callers promise that the threads running parts of
@@ -952,17 +961,14 @@ unsafe fn run_units<T: Kernels>(
         let ic_end = (end - jc * plan.n_ic).min(plan.n_ic);
         let j0 = jc * plan.nc;
         let cols = (p.n - j0).min(plan.nc);
-        if let Some(row) = plan
-            .row_kernel
-            .filter(|_| {
-                p.m == 1
-                    && packer.is_none()
-                    && !plan.pack_b
-                    && p.b.cs == 1
-                    && p.c.cs == 1
-                    && plan.n_ic == 1
-            })
-        {
+        if let Some(row) = plan.row_kernel.filter(|_| {
+            p.m == 1
+                && packer.is_none()
+                && !plan.pack_b
+                && p.b.cs == 1
+                && p.c.cs == 1
+                && plan.n_ic == 1
+        }) {
             // One row: every unit is one column block; the row kernel takes them all at once.
             let cols = (end * plan.nc).min(p.n) - j0;
             row(
@@ -1075,7 +1081,15 @@ pub unsafe fn run_packing_b<T: Kernels>(
         pack_b: true,
         ..*blocking
     };
-    run_with(batches, at, Some(packer), &blocking, slots, threads, broadcast);
+    run_with(
+        batches,
+        at,
+        Some(packer),
+        &blocking,
+        slots,
+        threads,
+        broadcast,
+    );
 }
 
 unsafe fn run_with<T: Kernels>(

@@ -873,9 +873,11 @@ impl PlanFile {
             }
         }
         if header.version < FIRST_VERSION_WITH_IMPLICIT_IM2COL {
-            let implicit = program.steps.iter().flat_map(|s| &s.kernels).find(|k| {
-                matches!(&k.body, KernelBody::Contract(c) if c.b.as_mat().is_none())
-            });
+            let implicit = program
+                .steps
+                .iter()
+                .flat_map(|s| &s.kernels)
+                .find(|k| matches!(&k.body, KernelBody::Contract(c) if c.b.as_mat().is_none()));
             if let Some(kernel) = implicit {
                 return Err(layout(format!(
                     "kernel `{}` reads an implicit im2col operand, which format version {} plans cannot have",

@@ -202,7 +202,8 @@ impl<T: Kernels> Im2colPacker<'_, T> {
         let last = axes.len() - 1;
         let mut at = *start;
         let mut done = 0;
-        let position = |i: usize, o: i64| o * axes[i].step - axes[i].pad + taps[i] * axes[i].dilation;
+        let position =
+            |i: usize, o: i64| o * axes[i].step - axes[i].pad + taps[i] * axes[i].dilation;
         while done < count {
             let run = (count - done).min((axes[last].out as i64 - at[last]) as usize);
             // The input row the outer axes select, unless one of them reads padding.
@@ -223,17 +224,36 @@ impl<T: Kernels> Im2colPacker<'_, T> {
                     }
                 }
                 Some(row) => {
+                    // Outputs `r < run` read position `first + r * step`: inside the input
+                    // for `lo <= r < hi`, padding before and after.
                     let axis = &axes[last];
                     let first = position(last, at[last]);
                     let size = axis.size as i64;
-                    for r in 0..run {
-                        let pos = first + r as i64 * axis.step;
-                        *out.add(r * step) = if pos >= 0 && pos < size {
-                            // SAFETY: every in-range position is inside the validated input.
-                            *row.wrapping_offset((pos * axis.stride) as isize)
-                        } else {
-                            T::ZERO
-                        };
+                    let lo = if first >= 0 {
+                        0
+                    } else {
+                        (-first + axis.step - 1) / axis.step
+                    }
+                    .min(run as i64) as usize;
+                    let hi = if size > first {
+                        (size - first + axis.step - 1) / axis.step
+                    } else {
+                        0
+                    }
+                    .clamp(lo as i64, run as i64) as usize;
+                    for r in (0..lo).chain(hi..run) {
+                        *out.add(r * step) = T::ZERO;
+                    }
+                    // SAFETY: every in-range position is inside the validated input.
+                    let src = row
+                        .wrapping_offset(((first + lo as i64 * axis.step) * axis.stride) as isize);
+                    if step == 1 && axis.step == 1 && axis.stride == 1 {
+                        std::ptr::copy_nonoverlapping(src, out.add(lo), hi - lo);
+                    } else {
+                        let src_step = (axis.step * axis.stride) as isize;
+                        for (i, r) in (lo..hi).enumerate() {
+                            *out.add(r * step) = *src.wrapping_offset(i as isize * src_step);
+                        }
                     }
                 }
             }

@@ -5,7 +5,9 @@
 //! so what the plan reserves and what the kernels use are one number. This file needs no cargo
 //! feature: it is data, compiled whether or not the Cranelift backend is.
 
-use memc_ir::target::{ConvPolicy, Im2colForm, NBitsPolicy, TargetInfo, NATIVE_TYPES, STORAGE_TYPES};
+use memc_ir::target::{
+    ConvPolicy, Im2colForm, NBitsPolicy, TargetInfo, NATIVE_TYPES, STORAGE_TYPES,
+};
 use memc_ir::ElemType;
 
 /// Products with more rows than this dequantize tiles of `B` into scratch and multiply them

@@ -851,15 +851,9 @@ fn streaming(c: &Contract, b: &MatView, elem: Elem, name: &str) -> PtxEntry {
         b.byte_offset
     ));
     asm.i(format!("add.s64 {pb}, {pb}, {}", offsets[1]));
-    asm.i(format!(
-        "mad.lo.s64 {pb}, {t}, {}, {pb}",
-        b.row_stride * es
-    ));
+    asm.i(format!("mad.lo.s64 {pb}, {t}, {}, {pb}", b.row_stride * es));
     asm.i(format!("cvt.s64.s32 {t}, {col}"));
-    asm.i(format!(
-        "mad.lo.s64 {pb}, {t}, {}, {pb}",
-        b.col_stride * es
-    ));
+    asm.i(format!("mad.lo.s64 {pb}, {t}, {}, {pb}", b.col_stride * es));
     let zero = float_imm(ty, 0.0);
     let acc: Vec<String> = (0..m).map(|_| asm.fl(ty)).collect();
     for a in &acc {

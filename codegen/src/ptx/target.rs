@@ -5,7 +5,9 @@
 //! both targets except where a policy below differs; that is what lets the tests compare the
 //! two backends kernel for kernel. Data only: built with or without the `cuda` feature.
 
-use memc_ir::target::{ConvPolicy, Im2colForm, NBitsPolicy, TargetInfo, NATIVE_TYPES, STORAGE_TYPES};
+use memc_ir::target::{
+    ConvPolicy, Im2colForm, NBitsPolicy, TargetInfo, NATIVE_TYPES, STORAGE_TYPES,
+};
 use memc_ir::ElemType;
 
 /// The id of the packed low-bit weight layout the GPU's nbits kernels read: the CPU's layout,

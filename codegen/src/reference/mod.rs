@@ -25,8 +25,8 @@ mod scalar;
 
 use crate::kernel::NBitsMatMul;
 use crate::kernel::{
-    BinaryOp, Contract, ContractB, IndirectIndex, Inst, InstKind, Kernel, KernelBody, LoopKernel, MatView,
-    ReduceOp, Region, Scalar, Stage, View,
+    BinaryOp, Contract, ContractB, IndirectIndex, Inst, InstKind, Kernel, KernelBody, LoopKernel,
+    MatView, ReduceOp, Region, Scalar, Stage, View,
 };
 use crate::nbits::row_bytes;
 use crate::Program;
@@ -595,7 +595,8 @@ fn run_contract(c: &Contract, mem: &mut Memory) -> Result<(), ReferenceError> {
     if let ContractB::Im2col(view) = &c.b {
         // Its own rules first: they keep the window arithmetic from dividing by zero or
         // overflowing.
-        view.validate(c.k, c.n).map_err(|message| mem.malformed(message))?;
+        view.validate(c.k, c.n)
+            .map_err(|message| mem.malformed(message))?;
     }
     let size = c.elem.size();
     let alpha = f64::from_bits(c.alpha);

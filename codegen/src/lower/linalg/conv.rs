@@ -13,18 +13,24 @@
 //!
 //! Convolutions in the target's contraction types (f32 and f64 on the CPU) with at least two
 //! input channels per group run as contractions instead. The main form is im2col
-//! ([`im2col_form`], chosen by [`plan`] before memory planning, which asks the planner for the
-//! column matrix as the op's scratch memory): loop kernels copy the input windows into the column matrix
-//! `[C * taps, output pixels]` in scratch (padding reads 0; the interior, where no tap reads
-//! padding, has no guards, so it is vectorized at stride 1), then one product per (image,
+//! ([`im2col_form`], chosen by [`plan`] before memory planning): one product per (image,
 //! group) `Y[m_g, pixels] (+)= W[m_g, c_g * taps] @ col[c_g * taps, pixels]` over the bias (or
-//! without accumulating). Every product sums exactly the convolution's terms, so inputs holding
-//! inf or huge values give what the direct loop gives. Without scratch (a plan made without
-//! it, a column matrix over the target's `im2col_max_bytes` for one image, a plain 1x1 convolution that is
-//! already one product, too little work): one product per kernel tap summing over the input
-//! channels, batched over the output rows ([`conv_tap`]); or, for strided 2-d convolutions with
-//! fewer input channels than kernel columns, one product per (input channel, kernel row)
-//! summing over the kernel columns ([`kernel_row_products`]).
+//! without accumulating), where `col` is the column matrix of the input windows (padding reads
+//! 0). The column matrix is never stored on the CPU: the product's `B` is an
+//! [`Im2colView`] of the input ([`implicit_product`], one `Contract` batched over images and
+//! groups), and the GEMM packs each `KC x NC` panel straight from the input, so the only
+//! scratch is the GEMM's packing panels. A target whose products read strided matrices only
+//! (CUDA: `Im2colForm::Explicit`) copies the windows into a column matrix in scratch with loop
+//! kernels (the interior, where no tap reads padding, has no guards, so it is vectorized at
+//! stride 1), when one image's matrix is within the conv scratch rule
+//! (`ConvPolicy::scratch_cap`). Every product sums exactly the convolution's terms, so inputs
+//! holding inf or huge values give what the direct loop gives. Otherwise (im2col off, an
+//! explicit matrix over the cap or a plan made without its scratch, a plain 1x1 convolution
+//! that is already one product, too little work): one product per kernel tap summing over the
+//! input channels, batched over the output rows ([`conv_tap`]); or, for strided 2-d
+//! convolutions with fewer input channels than kernel columns, one product per (input
+//! channel, kernel row) summing over the kernel columns ([`kernel_row_products`]). No form's
+//! scratch is a whole column matrix past the cap.
 
 use super::super::build::{guard, Insts, TensorRef};
 use super::super::movement::common::{loop_kernel, map_stage, once_stage, IndexMath};
@@ -239,9 +245,7 @@ impl ConvPlan {
         scratch_cap: u64,
     ) -> (ConvPlan, u64) {
         let im2col = match (&shape, &window, elem, im2col) {
-            (Some(s), Ok(win), Some(elem), true) => {
-                im2col_form(target, elem, s, win, scratch_cap)
-            }
+            (Some(s), Ok(win), Some(elem), true) => im2col_form(target, elem, s, win, scratch_cap),
             _ => None,
         };
         let bytes = im2col.as_ref().map_or(0, Im2col::bytes);

@@ -551,8 +551,9 @@ fn conv_huge_inputs_stay_where_they_are() {
 /// Implicit im2col at the GEMM's block edges: `K = c_g x taps` past one `KC` (256) and not a
 /// multiple of it, `N` (output pixels) past one `NC` (128) and not a multiple of a
 /// microkernel's width, `M` past one `MC` (96); batches of several images (on two threads);
-/// strided, dilated, asymmetrically padded, grouped, 1-d, 2-d and 3-d windows; padding wider
-/// than the kernel's reach (whole output rows read only padding). Every form must agree.
+/// strided, dilated, asymmetrically padded, grouped, 1-d, 2-d and 3-d windows; short and long
+/// output rows; padding wider than the kernel's reach (whole output rows read only padding).
+/// Every form must agree.
 #[test]
 fn conv_implicit_im2col_block_edges_and_windows() {
     let cases = [
@@ -595,6 +596,17 @@ fn conv_implicit_im2col_block_edges_and_windows() {
             pads: vec![1, 0, 1, 0, 1, 1],
             bias: true,
             ..conv(&[1, 4, 6, 5, 7], &[5, 4, 3, 2, 3], true)
+        },
+        // Output rows wider than two microkernel strips, plain and strided with dilation.
+        Case {
+            pads: vec![1, 1, 1, 1],
+            ..conv(&[1, 4, 5, 70], &[6, 4, 3, 3], true)
+        },
+        Case {
+            strides: vec![1, 2],
+            dilations: vec![1, 2],
+            pads: vec![1, 1, 0, 2],
+            ..conv(&[2, 3, 6, 140], &[5, 3, 3, 3], true)
         },
         // Pads wider than the kernel's reach.
         Case {

@@ -184,6 +184,20 @@ impl<T: Kernels> Im2colPacker<'_, T> {
         (base, self.decode(row % taps, |i| self.view.axes[i].kernel))
     }
 
+    /// Advances `(base, taps)` from one row of the column matrix to the next: the last tap
+    /// first, carrying into earlier axes, then into the channel.
+    fn next_row(&self, base: &mut *const T, taps: &mut Coords) {
+        let axes = &self.view.axes;
+        for i in (0..axes.len()).rev() {
+            taps[i] += 1;
+            if taps[i] < axes[i].kernel as i64 {
+                return;
+            }
+            taps[i] = 0;
+        }
+        *base = base.wrapping_offset(self.view.channel_stride as isize);
+    }
+
     /// Writes `count` values of one row of the column matrix (`channel` base `base`, taps
     /// `taps`), from the output position `start` on, to `dst`, `dst + step`, ...
     ///
@@ -229,18 +243,14 @@ impl<T: Kernels> Im2colPacker<'_, T> {
                     let axis = &axes[last];
                     let first = position(last, at[last]);
                     let size = axis.size as i64;
-                    let lo = if first >= 0 {
-                        0
+                    let (lo, hi) = if axis.step == 1 {
+                        (-first, size - first)
                     } else {
-                        (-first + axis.step - 1) / axis.step
-                    }
-                    .min(run as i64) as usize;
-                    let hi = if size > first {
-                        (size - first + axis.step - 1) / axis.step
-                    } else {
-                        0
-                    }
-                    .clamp(lo as i64, run as i64) as usize;
+                        let up = |x: i64| (x + axis.step - 1).div_euclid(axis.step);
+                        (up(-first), up(size - first))
+                    };
+                    let lo = lo.clamp(0, run as i64) as usize;
+                    let hi = hi.clamp(lo as i64, run as i64) as usize;
                     for r in (0..lo).chain(hi..run) {
                         *out.add(r * step) = T::ZERO;
                     }
@@ -248,7 +258,11 @@ impl<T: Kernels> Im2colPacker<'_, T> {
                     let src = row
                         .wrapping_offset(((first + lo as i64 * axis.step) * axis.stride) as isize);
                     if step == 1 && axis.step == 1 && axis.stride == 1 {
-                        std::ptr::copy_nonoverlapping(src, out.add(lo), hi - lo);
+                        // Runs are short (an output row, at most a strip): a loop, not a call.
+                        let out = out.add(lo);
+                        for i in 0..hi - lo {
+                            *out.add(i) = *src.add(i);
+                        }
                     } else {
                         let src_step = (axis.step * axis.stride) as isize;
                         for (i, r) in (lo..hi).enumerate() {
@@ -285,7 +299,8 @@ impl<T: Kernels> gemm::PackB<T> for Im2colPacker<'_, T> {
         let image = self
             .base
             .wrapping_offset((self.batch_offset)(batch) as isize);
-        for s in 0..cols.div_ceil(nr) {
+        let n_strips = cols.div_ceil(nr);
+        for s in 0..n_strips {
             let strip = dst.add(s * nr * kc);
             let live = (cols - s * nr).min(nr);
             let first = j0 + s * nr;
@@ -302,7 +317,8 @@ impl<T: Kernels> gemm::PackB<T> for Im2colPacker<'_, T> {
                         }
                     }
                 }
-            } else {
+            } else if n_strips > MAX_STRIPS {
+                // A panel wider than the strips decoded below (not one memc-gemm makes).
                 let start = pixel_coords(first as u64);
                 for p in 0..kc {
                     let (base, taps) = self.row(image, (p0 + p) as u64);
@@ -314,8 +330,33 @@ impl<T: Kernels> gemm::PackB<T> for Im2colPacker<'_, T> {
                 }
             }
         }
+        if self.view.transposed || n_strips > MAX_STRIPS {
+            return;
+        }
+        // Rows of the column matrix outer (the channel and taps advanced without division),
+        // strips inner, each strip's first output position decoded once.
+        let mut starts = [[0i64; MAX_IM2COL_AXES]; MAX_STRIPS];
+        for (s, start) in starts.iter_mut().enumerate().take(n_strips) {
+            *start = pixel_coords((j0 + s * nr) as u64);
+        }
+        let (mut base, mut taps) = self.row(image, p0 as u64);
+        for p in 0..kc {
+            for (s, start) in starts.iter().enumerate().take(n_strips) {
+                let live = (cols - s * nr).min(nr);
+                let row = dst.add(s * nr * kc + p * nr);
+                self.fill(base, &taps, start, live, row, 1);
+                for j in live..nr {
+                    *row.add(j) = T::ZERO;
+                }
+            }
+            self.next_row(&mut base, &mut taps);
+        }
     }
 }
+
+/// Strips of one panel whose first output positions [`Im2colPacker::pack`] decodes up front
+/// (memc-gemm's panels have at most `NC / NR` = 16).
+const MAX_STRIPS: usize = 32;
 
 /// Whether distinct (batch, row, column) indices write distinct result elements: sorted by
 /// stride magnitude, every axis of the result must step past everything the smaller axes span.

@@ -297,8 +297,9 @@ fn report_mistakes() {
 }
 
 /// The honest figures: the table's headline is arena / the model's activation bound, LOAD is
-/// labelled "with scratch" and the largest scratch is named by op and use (a snapshot of the
-/// table's head: the classifier's convs take im2col scratch); `memc inspect` shows the same
+/// labelled "with scratch" (a snapshot of the table's head: at batch 1 the classifier's convs
+/// need no scratch, their im2col implicit and their products too small for planned panels)
+/// and, at batch 8, the largest scratch is named by op and use; `memc inspect` shows the same
 /// figures, its `--json` the planner summary's fields; a plan from a memc before these figures
 /// (its summary and report without them) still reports and inspects, saying "not recorded".
 #[test]
@@ -345,8 +346,28 @@ fn honest_figures_and_plans_without_them() {
         text.stdout
     );
 
-    // The same plan as an older memc wrote it: no bounds, no scratch peak, no scratch uses.
-    let bytes = std::fs::read(&plan).expect("the plan reads");
+    // At batch 8 the convolutions' products plan memc-gemm's panels, named by op and use.
+    let plan8 = dir.join("classifier8.plan");
+    let out = memc(&[
+        "compile",
+        "examples/classifier.onnx",
+        "--dim",
+        "batch=8",
+        "--report",
+        "-o",
+        path_str(&plan8),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .lines()
+            .any(|l| l.contains("onnx.Conv \"conv1\"") && l.contains("GEMM panels")),
+        "{}",
+        out.stderr
+    );
+
+    // That plan as an older memc wrote it: no bounds, no scratch peak, no scratch uses.
+    let bytes = std::fs::read(&plan8).expect("the plan reads");
     let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
     let older = rewritten(&bytes, version, |meta| {
         let strip = |object: &mut Value| {

@@ -252,7 +252,7 @@ fn a_plan_of_format_version_1_is_an_error() {
     bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
     assert_eq!(
         open_err("version_1", &bytes),
-        "`PLAN`: plan format version 1, this memc reads versions 4 to 6; recompile the model"
+        "`PLAN`: plan format version 1, this memc reads versions 4 to 7; recompile the model"
     );
 }
 
@@ -283,7 +283,7 @@ fn a_plan_of_format_version_4_reads_without_a_memory_report() {
     fix_header_crc(&mut older);
     assert_eq!(
         open_err("version_4", &older),
-        "`PLAN`: plan format version 3, this memc reads versions 4 to 6; recompile the model"
+        "`PLAN`: plan format version 3, this memc reads versions 4 to 7; recompile the model"
     );
 }
 
@@ -337,7 +337,7 @@ fn inconsistent_sections_are_errors() {
     fix_header_crc(&mut long_header);
     assert_eq!(
         open_err("sections", &long_header),
-        "`PLAN`: the plan file is corrupted: the header says it is 128 bytes long; version 6 headers are 64"
+        "`PLAN`: the plan file is corrupted: the header says it is 128 bytes long; version 7 headers are 64"
     );
 }
 

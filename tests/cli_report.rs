@@ -263,7 +263,9 @@ fn report_mistakes() {
             "report_without_report",
             write(
                 "without.plan",
-                rewritten(&bytes, 5, |meta| meta["memory_report"] = Value::Null),
+                rewritten(&bytes, memc::runtime::PLAN_FORMAT_VERSION, |meta| {
+                    meta["memory_report"] = Value::Null
+                }),
             ),
             &svg,
             false,
@@ -272,7 +274,7 @@ fn report_mistakes() {
             "report_damaged_report",
             write(
                 "damaged.plan",
-                rewritten(&bytes, 5, |meta| {
+                rewritten(&bytes, memc::runtime::PLAN_FORMAT_VERSION, |meta| {
                     meta["memory_report"]["live_bytes"] = Value::from("many")
                 }),
             ),

@@ -674,7 +674,8 @@ fn conv_scratch_stays_within_the_rule() {
 #[test]
 fn conv_grad_weight_gradient_in_every_form() {
     // (dY, X, W, group, strides, pads)
-    let cases: [(&[u64], &[u64], &[u64], u64, &[i64], &[i64]); 3] = [
+    type GradCase<'a> = (&'a [u64], &'a [u64], &'a [u64], u64, &'a [i64], &'a [i64]);
+    let cases: [GradCase; 3] = [
         (
             &[2, 4, 4, 4],
             &[2, 3, 8, 8],

@@ -200,12 +200,22 @@ fn report_mistakes() {
     flipped[100] ^= 0x20;
     let mut version = bytes.clone();
     version[8] = 9;
+    // A format 4 plan cannot hold an implicit im2col operand (format 7 brought them), so the
+    // older plan drops the convolutions' products: what is checked is the report's message and
+    // that such a plan still loads and runs.
     let older = rewritten(&bytes, 4, |meta| {
         meta.as_object_mut()
             .expect("an object")
             .remove("memory_report");
+        for step in meta["program"]["steps"].as_array_mut().expect("steps") {
+            step["kernels"]
+                .as_array_mut()
+                .expect("kernels")
+                .retain(|k| k["body"]["Contract"]["b"].get("channels").is_none());
+        }
     });
     let older = write("older.plan", older);
+    let implicit_in_older = write("implicit6.plan", rewritten(&bytes, 6, |_| {}));
     let svg = dir.join("out.svg");
     let unwritable = dir.join("no/such/dir/out.svg");
     // (snapshot, plan, SVG path, whether byte counts and checksums are masked: they change
@@ -244,10 +254,18 @@ fn report_mistakes() {
         ),
         ("report_older_memc", older.clone(), &svg, false),
         (
+            "report_implicit_im2col_in_format_6",
+            implicit_in_older,
+            &svg,
+            false,
+        ),
+        (
             "report_without_report",
             write(
                 "without.plan",
-                rewritten(&bytes, 5, |meta| meta["memory_report"] = Value::Null),
+                rewritten(&bytes, memc::runtime::PLAN_FORMAT_VERSION, |meta| {
+                    meta["memory_report"] = Value::Null
+                }),
             ),
             &svg,
             false,
@@ -256,7 +274,7 @@ fn report_mistakes() {
             "report_damaged_report",
             write(
                 "damaged.plan",
-                rewritten(&bytes, 5, |meta| {
+                rewritten(&bytes, memc::runtime::PLAN_FORMAT_VERSION, |meta| {
                     meta["memory_report"]["live_bytes"] = Value::from("many")
                 }),
             ),
@@ -297,8 +315,9 @@ fn report_mistakes() {
 }
 
 /// The honest figures: the table's headline is arena / the model's activation bound, LOAD is
-/// labelled "with scratch" and the largest scratch is named by op and use (a snapshot of the
-/// table's head: the classifier's convs take im2col scratch); `memc inspect` shows the same
+/// labelled "with scratch" (a snapshot of the table's head: at batch 1 the classifier's convs
+/// need no scratch, their im2col implicit and their products too small for planned panels)
+/// and, at batch 8, the largest scratch is named by op and use; `memc inspect` shows the same
 /// figures, its `--json` the planner summary's fields; a plan from a memc before these figures
 /// (its summary and report without them) still reports and inspects, saying "not recorded".
 #[test]
@@ -345,8 +364,28 @@ fn honest_figures_and_plans_without_them() {
         text.stdout
     );
 
-    // The same plan as an older memc wrote it: no bounds, no scratch peak, no scratch uses.
-    let bytes = std::fs::read(&plan).expect("the plan reads");
+    // At batch 8 the convolutions' products plan memc-gemm's panels, named by op and use.
+    let plan8 = dir.join("classifier8.plan");
+    let out = memc(&[
+        "compile",
+        "examples/classifier.onnx",
+        "--dim",
+        "batch=8",
+        "--report",
+        "-o",
+        path_str(&plan8),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .lines()
+            .any(|l| l.contains("onnx.Conv \"conv1\"") && l.contains("GEMM panels")),
+        "{}",
+        out.stderr
+    );
+
+    // That plan as an older memc wrote it: no bounds, no scratch peak, no scratch uses.
+    let bytes = std::fs::read(&plan8).expect("the plan reads");
     let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
     let older = rewritten(&bytes, version, |meta| {
         let strip = |object: &mut Value| {

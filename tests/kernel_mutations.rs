@@ -198,6 +198,9 @@ fn validated_mutants_stay_in_bounds() {
         // Low-bit products (`NBitsMatMul`): one row, and enough rows for the scratch tiles.
         lowered("tests/onnx/fixtures/qdq_uint4.onnx", &[("batch", 1)]),
         lowered("tests/onnx/fixtures/qdq_int4.onnx", &[("batch", 130)]),
+        // A 3x3 convolution through implicit im2col (a `Contract` whose `b` is an
+        // `Im2colView` of the input), among the no-heap model's products.
+        lowered("tests/onnx/no_heap/model.onnx", &[]),
     ];
     // Kernels of other shapes (indirect loads, guards, indices, arg-reductions) from ONNX's node
     // tests, when the venv that ships them exists (scripts/test makes it).

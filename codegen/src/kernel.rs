@@ -750,6 +750,212 @@ impl MatView {
     }
 }
 
+/// The `B` operand of a [`Contract`]: a strided matrix, or a convolution's column matrix read
+/// straight from the convolution's input ([`Im2colView`], implicit im2col), so that the column
+/// matrix is never stored. In the plan file a strided `B` is spelled as a plain [`MatView`]
+/// (as before plan version 7), an implicit one by its own fields.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ContractB {
+    Mat(MatView),
+    Im2col(Im2colView),
+}
+
+impl From<MatView> for ContractB {
+    fn from(view: MatView) -> ContractB {
+        ContractB::Mat(view)
+    }
+}
+
+impl ContractB {
+    /// The strided matrix, when `B` is one.
+    pub fn as_mat(&self) -> Option<&MatView> {
+        match self {
+            ContractB::Mat(view) => Some(view),
+            ContractB::Im2col(_) => None,
+        }
+    }
+
+    pub fn region(&self) -> Region {
+        match self {
+            ContractB::Mat(view) => view.region,
+            ContractB::Im2col(view) => view.region,
+        }
+    }
+
+    pub fn byte_offset(&self) -> i64 {
+        match self {
+            ContractB::Mat(view) => view.byte_offset,
+            ContractB::Im2col(view) => view.byte_offset,
+        }
+    }
+
+    pub fn batch_strides(&self) -> &[i64] {
+        match self {
+            ContractB::Mat(view) => &view.batch_strides,
+            ContractB::Im2col(view) => &view.batch_strides,
+        }
+    }
+}
+
+/// Most spatial axes of an [`Im2colView`].
+pub const MAX_IM2COL_AXES: usize = 8;
+
+/// One spatial axis of an [`Im2colView`]: output position `o` and kernel tap `t` read input
+/// position `o * step - pad + t * dilation`, which is padding (reads 0) outside `0..size`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Im2colAxis {
+    /// The input's extent.
+    pub size: u64,
+    /// Elements between consecutive input positions.
+    pub stride: i64,
+    /// Kernel taps.
+    pub kernel: u64,
+    /// The convolution's stride (at least 1).
+    pub step: i64,
+    /// The kernel's dilation (at least 1).
+    pub dilation: i64,
+    /// The begin pad.
+    pub pad: i64,
+    /// The output's extent.
+    pub out: u64,
+}
+
+/// A convolution's column matrix as a [`Contract`]'s `B`, never stored: row `(c, t...)`
+/// (input channel `c < channels`, then the taps of every axis, row-major) and column
+/// `(o...)` (the output positions, row-major) hold the input element at channel `c` and, on
+/// every axis, the position [`Im2colAxis`] says, or 0 when that is padding. So `B` is
+/// `channels x taps` by `pixels`, or its transpose (`transposed`: `pixels` by
+/// `channels x taps`, the weight gradient's operand). Element `(c, p...)` of batch index `b`
+/// is at `byte_offset + elem_size * (sum_j batch_strides[j] * b[j] + c * channel_stride +
+/// sum_i p_i * axes[i].stride)`; only positions inside the input are read.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Im2colView {
+    pub region: Region,
+    pub byte_offset: i64,
+    pub batch_strides: Vec<i64>,
+    pub channels: u64,
+    pub channel_stride: i64,
+    pub axes: Vec<Im2colAxis>,
+    pub transposed: bool,
+}
+
+impl Im2colView {
+    /// Taps of the kernel window (the product of the axes' kernels).
+    pub fn taps(&self) -> u64 {
+        self.axes.iter().map(|a| a.kernel).product()
+    }
+
+    /// Output positions (the product of the axes' outputs).
+    pub fn pixels(&self) -> u64 {
+        self.axes.iter().map(|a| a.out).product()
+    }
+
+    /// The column matrix's rows, `channels x taps`.
+    pub fn rows(&self) -> u64 {
+        self.channels * self.taps()
+    }
+
+    /// `(k, n)` of `B`: `(rows, pixels)`, or the transpose.
+    pub fn dims(&self) -> (u64, u64) {
+        if self.transposed {
+            (self.pixels(), self.rows())
+        } else {
+            (self.rows(), self.pixels())
+        }
+    }
+
+    /// The element offset (from the batch index's base, in elements) of `B[kk, j]`, or `None`
+    /// where it reads padding. For a validated view and `kk < k`, `j < n`.
+    pub fn offset(&self, kk: u64, j: u64) -> Option<i64> {
+        let (row, mut pixel) = if self.transposed { (j, kk) } else { (kk, j) };
+        let taps = self.taps();
+        let (channel, mut tap) = (row / taps, row % taps);
+        let mut offset = channel as i64 * self.channel_stride;
+        let (mut tap_rest, mut pixel_rest) = (taps, self.pixels());
+        for axis in &self.axes {
+            tap_rest /= axis.kernel;
+            pixel_rest /= axis.out;
+            let (t, o) = (tap / tap_rest, pixel / pixel_rest);
+            tap %= tap_rest;
+            pixel %= pixel_rest;
+            let position = o as i64 * axis.step - axis.pad + t as i64 * axis.dilation;
+            if position < 0 || position >= axis.size as i64 {
+                return None;
+            }
+            offset += position * axis.stride;
+        }
+        Some(offset)
+    }
+
+    /// The element range `[lo, hi]` (inclusive, relative to `byte_offset`) of every element
+    /// the view may read over `batch`: only positions inside the input are read.
+    fn element_span(&self, batch: &[u64]) -> (i128, i128) {
+        let (mut lo, mut hi) = (0i128, 0i128);
+        let spans = batch
+            .iter()
+            .zip(&self.batch_strides)
+            .map(|(&e, &s)| (e, s))
+            .chain([(self.channels, self.channel_stride)])
+            .chain(self.axes.iter().map(|a| (a.size, a.stride)));
+        for (e, s) in spans {
+            let span = s as i128 * (e as i128 - 1);
+            if span < 0 {
+                lo += span;
+            } else {
+                hi += span;
+            }
+        }
+        (lo, hi)
+    }
+
+    /// Checks the view's own rules (what [`Im2colView::offset`] and the packers rely on):
+    /// 1 to [`MAX_IM2COL_AXES`] axes, every extent at least 1 and the window arithmetic
+    /// within 2^31 (so no index overflows), `B` of `k x n`.
+    pub(crate) fn validate(&self, k: u64, n: u64) -> Result<(), String> {
+        const LIMIT: u64 = 1 << 31;
+        if self.axes.is_empty() || self.axes.len() > MAX_IM2COL_AXES {
+            return Err(format!(
+                "an implicit im2col operand with {} axes (1 to {MAX_IM2COL_AXES})",
+                self.axes.len()
+            ));
+        }
+        let small = |v: u64| (1..LIMIT).contains(&v);
+        let small_signed = |v: i64| v.unsigned_abs() < LIMIT;
+        let axes_ok = self.axes.iter().all(|a| {
+            small(a.size)
+                && small(a.kernel)
+                && small(a.out)
+                && small_signed(a.stride)
+                && a.step >= 1
+                && small_signed(a.step)
+                && a.dilation >= 1
+                && small_signed(a.dilation)
+                && small_signed(a.pad)
+        });
+        if !axes_ok || !small(self.channels) || !small_signed(self.channel_stride) {
+            return Err("an implicit im2col axis is empty or too large".into());
+        }
+        let fits = |values: Vec<u64>| {
+            values.into_iter().try_fold(1u64, |acc, v| {
+                acc.checked_mul(v).filter(|&p| p < LIMIT << 16)
+            })
+        };
+        let taps = fits(self.axes.iter().map(|a| a.kernel).collect());
+        let pixels = fits(self.axes.iter().map(|a| a.out).collect());
+        let rows = taps.and_then(|t| t.checked_mul(self.channels));
+        match (rows, pixels) {
+            (Some(_), Some(_)) if self.dims() == (k, n) => Ok(()),
+            (Some(_), Some(_)) => Err(format!(
+                "an implicit im2col operand of {} x {} for a k x n of {k} x {n}",
+                self.dims().0,
+                self.dims().1
+            )),
+            _ => Err("an implicit im2col operand is too large".into()),
+        }
+    }
+}
+
 /// `c[b] = alpha * a[b] @ b[b] + (accumulate ? c[b] : 0)` for every batch index `b`; `a` is
 /// `m x k`, `b` is `k x n`, `c` is `m x n`. All three have element type `elem` (F32 or F64).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -760,7 +966,7 @@ pub struct Contract {
     pub n: u64,
     pub k: u64,
     pub a: MatView,
-    pub b: MatView,
+    pub b: ContractB,
     pub c: MatView,
     /// `f64` bits.
     pub alpha: u64,
@@ -776,7 +982,10 @@ impl Contract {
     /// How the CPU's GEMM blocks this product, and so the packing scratch it needs.
     pub fn blocking(&self) -> GemmBlocking {
         let batches = self.batch.iter().product::<u64>();
-        let pack_b = !gemm_b_in_place(self.m, self.b.col_stride);
+        let pack_b = match &self.b {
+            ContractB::Mat(b) => !gemm_b_in_place(self.m, b.col_stride),
+            ContractB::Im2col(_) => true,
+        };
         GemmBlocking::new(batches, self.m, self.n, self.k, self.elem.size(), pack_b)
     }
 }
@@ -1437,7 +1646,15 @@ fn validate_contract(
     if c.batch.len() > MAX_AXES {
         return Err(bad("too many batch axes".into()));
     }
-    for (name, v) in [("a", &c.a), ("b", &c.b), ("c", &c.c)] {
+    if c.b.batch_strides().len() != c.batch.len() {
+        return Err(bad(
+            "operand b does not have one stride per batch axis".into()
+        ));
+    }
+    if let ContractB::Im2col(view) = &c.b {
+        view.validate(c.k, c.n).map_err(bad)?;
+    }
+    for (name, v) in [("a", &c.a), ("c", &c.c)] {
         if v.batch_strides.len() != c.batch.len() {
             return Err(bad(format!(
                 "operand {name} does not have one stride per batch axis"
@@ -1449,11 +1666,16 @@ fn validate_contract(
     }
     // The GEMM library dereferences typed pointers: every operand must be element-aligned (the
     // regions' bases are page-aligned, so the byte offsets decide).
-    for (name, v) in [("a", &c.a), ("b", &c.b), ("c", &c.c)] {
-        if v.byte_offset.rem_euclid(c.elem.size() as i64) != 0 {
+    let offsets = [
+        ("a", c.a.byte_offset),
+        ("b", c.b.byte_offset()),
+        ("c", c.c.byte_offset),
+    ];
+    for (name, offset) in offsets {
+        if offset.rem_euclid(c.elem.size() as i64) != 0 {
             return Err(bad(format!(
                 "operand {name} starts at byte {}, not a multiple of the {}-byte element",
-                v.byte_offset,
+                offset,
                 c.elem.size()
             )));
         }
@@ -1471,14 +1693,37 @@ fn validate_contract(
     if c.m == 0 || c.n == 0 || c.batch.contains(&0) {
         return Ok(());
     }
-    let operands = [
-        ("a", &c.a, c.m, c.k),
-        ("b", &c.b, c.k, c.n),
-        ("c", &c.c, c.m, c.n),
+    let b_range = match &c.b {
+        ContractB::Mat(view) => view.byte_range(&c.batch, c.k, c.n, c.elem.size()),
+        ContractB::Im2col(view) => {
+            let (lo, hi) = view.element_span(&c.batch);
+            let size = c.elem.size() as i128;
+            let base = view.byte_offset as i128;
+            (base + lo * size, base + (hi + 1) * size)
+        }
+    };
+    let ranges = [
+        (
+            "a",
+            c.m,
+            c.k,
+            c.a.region,
+            c.a.byte_range(&c.batch, c.m, c.k, c.elem.size()),
+        ),
+        ("b", c.k, c.n, c.b.region(), b_range),
+        (
+            "c",
+            c.m,
+            c.n,
+            c.c.region,
+            c.c.byte_range(&c.batch, c.m, c.n, c.elem.size()),
+        ),
     ];
-    for (name, v, rows, cols) in operands.into_iter().filter(|&(_, _, r, k)| r > 0 && k > 0) {
-        let (lo_byte, hi_byte) = v.byte_range(&c.batch, rows, cols, c.elem.size());
-        let region = sizes.of(v.region);
+    for (name, rows, cols, region, (lo_byte, hi_byte)) in ranges {
+        if rows == 0 || cols == 0 {
+            continue;
+        }
+        let region = sizes.of(region);
         if lo_byte < 0 || hi_byte > region as i128 {
             return Err(KernelError::OutOfBounds {
                 kernel: kernel.name.clone(),

@@ -18,8 +18,9 @@
 //! snapshots; nothing parses it back (plans store kernels as data).
 
 use crate::kernel::{
-    BinaryOp, Contract, Guard, IndirectIndex, Inst, InstKind, Kernel, KernelBody, LoopKernel,
-    MatView, NBitsMatMul, ReduceOp, Region, Scalar, Stage, Store, UnaryOp, View,
+    BinaryOp, Contract, ContractB, Guard, Im2colView, IndirectIndex, Inst, InstKind, Kernel,
+    KernelBody, LoopKernel, MatView, NBitsMatMul, ReduceOp, Region, Scalar, Stage, Store, UnaryOp,
+    View,
 };
 use crate::nbits::{self, PackSpec};
 use crate::program::{IoTensor, Program, Step, WeightSlot};
@@ -362,17 +363,49 @@ fn mat_view(view: &MatView, elem: Scalar, batch: &[u64], rows: u64, cols: u64) -
     )
 }
 
+/// An implicit im2col operand: its shape, the input it reads, and per spatial axis
+/// `size:stride kernel/step/dilation pad -> out`.
+fn im2col_view(view: &Im2colView, c: &Contract) -> String {
+    let mut dims = c.batch.clone();
+    dims.extend([c.k, c.n]);
+    let mut strides = view.batch_strides.clone();
+    strides.push(view.channel_stride);
+    let axes: Vec<String> = view
+        .axes
+        .iter()
+        .map(|a| {
+            format!(
+                "{}:{} k{}/s{}/d{} pad {} -> {}",
+                a.size, a.stride, a.kernel, a.step, a.dilation, a.pad, a.out
+            )
+        })
+        .collect();
+    format!(
+        "{} {} = im2col{} of {} channels at {} strides {} axes [{}]",
+        c.elem,
+        shape(&dims),
+        if view.transposed { "^T" } else { "" },
+        view.channels,
+        address(view.region, view.byte_offset),
+        list(&strides),
+        axes.join(", ")
+    )
+}
+
 fn write_contract(out: &mut dyn Write, pad: &str, c: &Contract) -> fmt::Result {
     writeln!(
         out,
         "{pad}a: {}",
         mat_view(&c.a, c.elem, &c.batch, c.m, c.k)
     )?;
-    writeln!(
-        out,
-        "{pad}b: {}",
-        mat_view(&c.b, c.elem, &c.batch, c.k, c.n)
-    )?;
+    match &c.b {
+        ContractB::Mat(view) => writeln!(
+            out,
+            "{pad}b: {}",
+            mat_view(view, c.elem, &c.batch, c.k, c.n)
+        )?,
+        ContractB::Im2col(view) => writeln!(out, "{pad}b: {}", im2col_view(view, c))?,
+    }
     writeln!(
         out,
         "{pad}c: {}",

@@ -1,6 +1,7 @@
-//! Conv and ConvTranspose lowerings against a naive reference, in every form: im2col into the
-//! planned scratch memory, one contraction per kernel tap (the same cases planned without
-//! scratch), and the direct loop kernel (depthwise, ConvTranspose with few channels). Each case
+//! Conv and ConvTranspose lowerings against a naive reference, in every form: implicit im2col
+//! (one product whose `B` is packed straight from the input), one contraction per kernel tap
+//! or per (input channel, kernel row), and the direct loop kernel (depthwise, ConvTranspose
+//! with few channels). Each case
 //! is one op in text IR with its weights as function arguments; the kernels run in the
 //! reference backend (`memc_codegen::reference`, which bounds-checks every address), whose
 //! results are compared with the naive reference, and in the CPU backend, which must agree
@@ -9,10 +10,11 @@
 mod common;
 
 use common::models::{
-    assert_backends_agree, compile_module, compile_module_without_scratch, run_cpu, run_reference,
-    weights_section, Compiled,
+    assert_backends_agree, compile_module, compile_module_for, compile_module_without_scratch,
+    run_cpu, run_reference, weights_section, Compiled,
 };
 use memc_codegen::KernelBody;
+use memc_ir::target::{ConvPolicy, Im2colForm, TargetInfo};
 use std::collections::HashMap;
 
 /// A small deterministic generator (xorshift), values in [-1, 1).
@@ -56,6 +58,7 @@ fn points(shape: &[u64]) -> Vec<Vec<i64>> {
     out
 }
 
+#[derive(Debug)]
 struct Case {
     transpose: bool,
     x: Vec<u64>,
@@ -79,8 +82,24 @@ struct Case {
 enum Planned {
     /// With the scratch memory codegen asks for, as `memc compile` plans.
     WithScratch,
-    /// Without scratch: convolutions fall back to the per-tap products.
+    /// Without scratch: implicit im2col still (the GEMM packs on the threads' stacks).
     WithoutScratch,
+    /// For a CPU whose policy copies the column matrix into scratch (the CUDA target's form).
+    ExplicitIm2col,
+    /// For a CPU without im2col: products per tap or kernel row, or the direct loop.
+    NoIm2col,
+}
+
+/// The CPU's target with its im2col form replaced by `form`.
+fn cpu_with(form: Im2colForm) -> TargetInfo {
+    let cpu = memc_codegen::cpu::target::target();
+    TargetInfo {
+        conv: ConvPolicy {
+            im2col: form,
+            ..cpu.conv.clone()
+        },
+        ..cpu.clone()
+    }
 }
 
 fn list(v: &[i64]) -> String {
@@ -91,13 +110,23 @@ fn list(v: &[i64]) -> String {
 /// Checks `case` planned both ways; returns whether the planned run used im2col.
 fn check(case: &Case) -> bool {
     check_planned(case, Planned::WithoutScratch);
+    check_planned(case, Planned::ExplicitIm2col);
+    check_planned(case, Planned::NoIm2col);
     check_planned(case, Planned::WithScratch)
 }
 
-/// Whether `compiled` lowered its convolution through im2col: the plan gave it scratch for the
-/// column matrix (beside the GEMM's panels), which the lowering uses whenever it is there.
+/// Whether `compiled` lowered its convolution through im2col: a contraction whose `B` is an
+/// implicit column matrix. No scratch holds a column matrix (the CPU's im2col is implicit).
 fn uses_im2col(compiled: &Compiled) -> bool {
-    compiled.scratch_bytes > 0 && compiled.scratch_uses.iter().any(|u| u.contains("im2col"))
+    assert!(
+        compiled.scratch_uses.iter().all(|u| !u.contains("im2col")),
+        "a column matrix in scratch: {:?}",
+        compiled.scratch_uses
+    );
+    compiled
+        .program
+        .kernels()
+        .any(|k| matches!(&k.body, KernelBody::Contract(c) if c.b.as_mat().is_none()))
 }
 
 fn check_planned(case: &Case, planned: Planned) -> bool {
@@ -142,12 +171,20 @@ fn check_planned(case: &Case, planned: Planned) -> bool {
     let compiled = match planned {
         Planned::WithScratch => compile_module(module),
         Planned::WithoutScratch => compile_module_without_scratch(module),
+        Planned::ExplicitIm2col => compile_module_for(module, &cpu_with(Im2colForm::Explicit)),
+        Planned::NoIm2col => compile_module_for(module, &cpu_with(Im2colForm::Off)),
     }
     .expect("the op compiles");
-    let im2col = uses_im2col(&compiled);
-    if planned == Planned::WithoutScratch {
-        assert!(!im2col, "no scratch, no im2col");
-    }
+    // Implicit im2col needs no scratch of its own: planned with or without it, the form is
+    // the same (without, the GEMM packs on the threads' stacks).
+    let im2col = match planned {
+        Planned::ExplicitIm2col => false,
+        Planned::NoIm2col => {
+            assert!(!uses_im2col(&compiled), "no im2col");
+            false
+        }
+        _ => uses_im2col(&compiled),
+    };
     let contracts = compiled
         .program
         .kernels()
@@ -509,4 +546,233 @@ fn conv_huge_inputs_stay_where_they_are() {
         w: vec![4, 4, 3, 3],
         ..grouped
     });
+}
+
+/// Implicit im2col at the GEMM's block edges: `K = c_g x taps` past one `KC` (256) and not a
+/// multiple of it, `N` (output pixels) past one `NC` (128) and not a multiple of a
+/// microkernel's width, `M` past one `MC` (96); batches of several images (on two threads);
+/// strided, dilated, asymmetrically padded, grouped, 1-d, 2-d and 3-d windows; short and long
+/// output rows; padding wider than the kernel's reach (whole output rows read only padding).
+/// Every form must agree.
+#[test]
+fn conv_implicit_im2col_block_edges_and_windows() {
+    let cases = [
+        // K = 306, N = 143, two images, bias.
+        Case {
+            pads: vec![1, 1, 1, 1],
+            bias: true,
+            ..conv(&[2, 34, 13, 11], &[20, 34, 3, 3], true)
+        },
+        // M = 100.
+        Case {
+            pads: vec![1, 1, 1, 1],
+            ..conv(&[1, 8, 6, 7], &[100, 8, 3, 3], true)
+        },
+        // Strided, dilated, asymmetric pads, three images.
+        Case {
+            strides: vec![2, 1],
+            dilations: vec![2, 3],
+            pads: vec![1, 0, 2, 3],
+            bias: true,
+            ..conv(&[3, 6, 17, 15], &[7, 6, 3, 2], true)
+        },
+        // Grouped and strided.
+        Case {
+            group: 3,
+            strides: vec![2, 2],
+            pads: vec![1, 1, 1, 1],
+            ..conv(&[2, 12, 9, 10], &[9, 4, 3, 3], true)
+        },
+        // 1-d.
+        Case {
+            strides: vec![3],
+            dilations: vec![2],
+            pads: vec![2, 3],
+            ..conv(&[2, 5, 60], &[6, 5, 5], true)
+        },
+        // 3-d.
+        Case {
+            strides: vec![1, 2, 1],
+            pads: vec![1, 0, 1, 0, 1, 1],
+            bias: true,
+            ..conv(&[1, 4, 6, 5, 7], &[5, 4, 3, 2, 3], true)
+        },
+        // Output rows wider than two microkernel strips, plain and strided with dilation.
+        Case {
+            pads: vec![1, 1, 1, 1],
+            ..conv(&[1, 4, 5, 70], &[6, 4, 3, 3], true)
+        },
+        Case {
+            strides: vec![1, 2],
+            dilations: vec![1, 2],
+            pads: vec![1, 1, 0, 2],
+            ..conv(&[2, 3, 6, 140], &[5, 3, 3, 3], true)
+        },
+        // Pads wider than the kernel's reach.
+        Case {
+            pads: vec![3, 3, 3, 3],
+            ..conv(&[1, 3, 4, 4], &[4, 3, 2, 2], true)
+        },
+    ];
+    for case in &cases {
+        assert!(check(case), "implicit im2col expected: {case:?}");
+    }
+}
+
+/// The conv scratch rule (`ConvPolicy::scratch_cap`): every convolution's scratch, on the CPU
+/// (GEMM panels only: its im2col is implicit) and on the CUDA target (an explicit column
+/// matrix only within the cap, else products per tap), is at most the larger of 256 KiB per
+/// GEMM thread and 2% of the model's activation lower bound.
+#[test]
+fn conv_scratch_stays_within_the_rule() {
+    let cpu = memc_codegen::cpu::target::target();
+    let cuda = memc_codegen::ptx::target::target();
+    assert_eq!(cpu.conv.scratch_cap(4, 0), 1 << 20);
+    assert_eq!(cpu.conv.scratch_cap(4, 100 << 20), 2 << 20);
+    assert_eq!(cpu.conv.scratch_cap(1, 1000), 256 << 10);
+    // (input, weight, pads): a column matrix of 36 MiB, one of 576 KiB, one of eight images.
+    let convs: [(&[u64], &[u64], i64); 3] = [
+        (&[1, 64, 128, 128], &[64, 64, 3, 3], 1),
+        (&[1, 16, 32, 32], &[16, 16, 3, 3], 1),
+        (&[8, 32, 64, 64], &[32, 32, 3, 3], 1),
+    ];
+    for (x, w, pad) in convs {
+        let s = x.len() - 2;
+        let text = format!(
+            "func.func @f(%x: {xt}, %w: {wt}) -> tensor<?x?x?x?xf32> {{\n  %0 = \"onnx.Conv\"(%x, %w) {{pads = {pads}}} : ({xt}, {wt}) -> tensor<?x?x?x?xf32>\n  return %0 : tensor<?x?x?x?xf32>\n}}\n",
+            xt = ty(x),
+            wt = ty(w),
+            pads = list(&vec![pad; 2 * s]),
+        );
+        let mut module = memc_ir::parse_module(&text).expect("parses");
+        memc_ir::infer::infer_module(&mut module, &HashMap::new()).expect("shapes infer");
+        let (_, func) = module.functions().next().expect("a function");
+        let bound = memc_passes::memory::model_order_bound(func, &module.weights).expect("bound");
+        for target in [cpu, cuda] {
+            let cap = memc_codegen::lower::conv_scratch_cap(func, &module.weights, target);
+            assert_eq!(cap, target.conv.scratch_cap(4, bound));
+            let plans = memc_codegen::lower::plan_ops(func, &module.weights, target);
+            for &op in func.layout().block_ops(func.entry_block()) {
+                let bytes = plans.scratch_bytes(op);
+                assert!(
+                    bytes <= cap,
+                    "{}: conv {x:?} * {w:?} plans {bytes} scratch bytes, over the cap {cap}",
+                    target.name
+                );
+                let label = plans.scratch_use(op).unwrap_or_default();
+                if target.name == "cpu" {
+                    assert!(!label.contains("im2col"), "cpu: {label}");
+                }
+            }
+        }
+    }
+}
+
+/// `ms.ConvGrad`'s weight gradient in every form (implicit im2col with its `B` the transposed
+/// column matrix, an explicit column matrix, a loop kernel), strided, padded and grouped,
+/// against a naive sum; the CPU backend against the reference.
+#[test]
+fn conv_grad_weight_gradient_in_every_form() {
+    // (dY, X, W, group, strides, pads)
+    type GradCase<'a> = (&'a [u64], &'a [u64], &'a [u64], u64, &'a [i64], &'a [i64]);
+    let cases: [GradCase; 3] = [
+        (
+            &[2, 4, 4, 4],
+            &[2, 3, 8, 8],
+            &[4, 3, 3, 3],
+            1,
+            &[2, 2],
+            &[1, 1, 1, 1],
+        ),
+        (
+            &[2, 6, 7, 9],
+            &[2, 8, 7, 9],
+            &[6, 4, 3, 3],
+            2,
+            &[1, 1],
+            &[1, 1, 1, 1],
+        ),
+        (&[1, 5, 18], &[1, 6, 35], &[5, 6, 4], 1, &[2], &[1, 2]),
+    ];
+    for (dy_shape, x_shape, w_shape, group, strides, pads) in cases {
+        let s = x_shape.len() - 2;
+        let unknown = format!("tensor<{}xf32>", vec!["?"; s + 2].join("x"));
+        let text = format!(
+            "func.func @f(%dy: {dt}, %x: {xt}, %w: {wt}) -> {unknown} {{\n  %0:2 = \"ms.ConvGrad\"(%dy, %x, %w) {{group = {group}, pads = {pads}, strides = {strides}}} : ({dt}, {xt}, {wt}) -> ({unknown}, {unknown})\n  return %0#1 : {unknown}\n}}\n",
+            dt = ty(dy_shape),
+            xt = ty(x_shape),
+            wt = ty(w_shape),
+            pads = list(pads),
+            strides = list(strides),
+        );
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let dy = rng.vec(dy_shape.iter().product::<u64>() as usize);
+        let x = rng.vec(x_shape.iter().product::<u64>() as usize);
+        let w = rng.vec(w_shape.iter().product::<u64>() as usize);
+        // The naive weight gradient.
+        let (ys, xs) = (strides_of(dy_shape), strides_of(x_shape));
+        let (c_g, m_g) = (w_shape[1], w_shape[0] / group);
+        let mut want = vec![0f64; w_shape.iter().product::<u64>() as usize];
+        let ws = strides_of(w_shape);
+        for n in 0..x_shape[0] as usize {
+            for m in 0..w_shape[0] as usize {
+                let g = m / m_g as usize;
+                for ci in 0..c_g as usize {
+                    let c = g * c_g as usize + ci;
+                    for k in points(&w_shape[2..]) {
+                        for o in points(&dy_shape[2..]) {
+                            let pos: Vec<i64> =
+                                (0..s).map(|i| o[i] * strides[i] - pads[i] + k[i]).collect();
+                            if pos
+                                .iter()
+                                .zip(&x_shape[2..])
+                                .any(|(&p, &d)| p < 0 || p >= d as i64)
+                            {
+                                continue;
+                            }
+                            let at = |base: usize, idx: &[i64], st: &[usize]| {
+                                base + idx
+                                    .iter()
+                                    .enumerate()
+                                    .map(|(i, &v)| v as usize * st[2 + i])
+                                    .sum::<usize>()
+                            };
+                            let dyv = dy[at(n * ys[0] + m * ys[1], &o, &ys)] as f64;
+                            let xv = x[at(n * xs[0] + c * xs[1], &pos, &xs)] as f64;
+                            want[at(m * ws[0] + ci * ws[1], &k, &ws)] += dyv * xv;
+                        }
+                    }
+                }
+            }
+        }
+        let bytes = |v: &[f32]| v.iter().flat_map(|f| f.to_le_bytes()).collect::<Vec<u8>>();
+        let inputs = vec![bytes(&dy), bytes(&x), bytes(&w)];
+        let forms = [Im2colForm::Implicit, Im2colForm::Explicit, Im2colForm::Off];
+        for form in forms {
+            let mut module =
+                memc_ir::parse_module(&text).unwrap_or_else(|d| panic!("{d:?}\n{text}"));
+            memc_ir::infer::infer_module(&mut module, &HashMap::new()).expect("shapes infer");
+            let compiled = compile_module_for(module, &cpu_with(form)).expect("compiles");
+            let implicit = compiled
+                .program
+                .kernels()
+                .any(|k| matches!(&k.body, KernelBody::Contract(c) if c.b.as_mat().is_none()));
+            assert_eq!(implicit, form == Im2colForm::Implicit, "{form:?}");
+            let weights = weights_section(&compiled.program, &compiled.module.weights);
+            let got = run_reference(&compiled.program, &weights, &inputs);
+            let cpu = run_cpu(&compiled.program, &weights, &inputs);
+            assert_backends_agree(&compiled.program, &cpu, &got);
+            let got: Vec<f32> = got[0]
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            assert_eq!(got.len(), want.len());
+            for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (g as f64 - w).abs() <= 1e-4 + 1e-4 * w.abs(),
+                    "{form:?} {x_shape:?}, element {i}: got {g}, want {w}"
+                );
+            }
+        }
+    }
 }

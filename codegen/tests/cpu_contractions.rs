@@ -11,6 +11,9 @@ use memc_codegen::kernel::{f64_bits, Contract, Kernel, KernelBody, MatView, Regi
 
 fn contract_reference(c: &Contract, a: &[f64], b: &[f64], out: &mut [f64]) {
     let alpha = f64::from_bits(c.alpha);
+    let bm =
+        c.b.as_mat()
+            .expect("the tests' contractions have a strided b");
     let n_batches: u64 = c.batch.iter().product();
     for lin in 0..n_batches {
         let mut offs = [0i64; 3];
@@ -18,7 +21,7 @@ fn contract_reference(c: &Contract, a: &[f64], b: &[f64], out: &mut [f64]) {
         for axis in (0..c.batch.len()).rev() {
             let i = (rest % c.batch[axis]) as i64;
             rest /= c.batch[axis];
-            for (o, v) in offs.iter_mut().zip([&c.a, &c.b, &c.c]) {
+            for (o, v) in offs.iter_mut().zip([&c.a, bm, &c.c]) {
                 *o += i * v.batch_strides[axis];
             }
         }
@@ -27,7 +30,7 @@ fn contract_reference(c: &Contract, a: &[f64], b: &[f64], out: &mut [f64]) {
                 let mut sum = 0.0;
                 for k in 0..c.k as i64 {
                     sum += a[(offs[0] + r * c.a.row_stride + k * c.a.col_stride) as usize]
-                        * b[(offs[1] + k * c.b.row_stride + col * c.b.col_stride) as usize];
+                        * b[(offs[1] + k * bm.row_stride + col * bm.col_stride) as usize];
                 }
                 let at = (offs[2] + r * c.c.row_stride + col * c.c.col_stride) as usize;
                 out[at] = alpha * sum + if c.accumulate { out[at] } else { 0.0 };
@@ -67,7 +70,8 @@ fn batched_transposed_accumulating_contraction() {
                 batch_strides: vec![(k * n) as i64],
                 row_stride: n as i64,
                 col_stride: 1,
-            },
+            }
+            .into(),
             c: MatView {
                 region: Region::Arena,
                 byte_offset: a_len as i64 * size,
@@ -146,7 +150,7 @@ fn batched_large_contraction_on_two_threads() {
         n,
         k,
         a: mat(a_at, m, k),
-        b: mat(b_at, k, n),
+        b: mat(b_at, k, n).into(),
         c: mat(c_at, m, n),
         alpha: f64_bits(1.0),
         accumulate: false,
@@ -214,7 +218,8 @@ fn large_contraction_on_two_threads() {
             batch_strides: vec![],
             row_stride: n as i64,
             col_stride: 1,
-        },
+        }
+        .into(),
         c: MatView {
             region: Region::Arena,
             byte_offset: ((m * k + k * n) * 8) as i64,

@@ -149,7 +149,7 @@ fn contract(case: &GemmCase) -> (Kernel, u64) {
             n: case.n,
             k: case.k,
             a,
-            b,
+            b: b.into(),
             c,
             alpha: f64_bits(case.alpha),
             accumulate: case.accumulate,
@@ -748,7 +748,8 @@ fn benchmark_kernels_emit() {
         let KernelBody::Contract(c) = &kernel.body else {
             unreachable!("contract() builds contractions")
         };
-        let views = [&c.a, &c.b, &c.c]
+        let b = c.b.as_mat().expect("contract() builds strided operands");
+        let views = [&c.a, b, &c.c]
             .map(|v| format!("[{}, {}, {}]", v.byte_offset, v.row_stride, v.col_stride));
         let fields = format!(
             "\"kind\": \"gemm\", \"m\": {m}, \"n\": {n}, \"k\": {k}, \"arena\": {arena}, \

@@ -8,6 +8,8 @@
 //!   (row strips of [`MR`], zero-padded) and runs the microkernel over every `MR x NR` tile.
 //!   Consecutive units of one thread that share a `B` panel pack it once. Products with at
 //!   most [`GEMM_SMALL_M`] rows whose `B` has contiguous columns read `B` where it is.
+//!   [`run_packing_b`] runs the same loop with a caller's [`PackB`] filling the `B` panels
+//!   (memc's convolutions pack them straight from the input windows: implicit im2col).
 //! - **Memory.** Each thread packs into its own slot: planned arena scratch
 //!   ([`Contract::pack`], `slots x (A panel + B panel)`), or, for a contraction planned without
 //!   it (hand-built kernels, old plans) and for the callers inside other kernels, smaller
@@ -227,6 +229,28 @@ pub struct Product<T> {
     pub c: Mat<T>,
     pub alpha: T,
     pub accumulate: bool,
+}
+
+/// A packer of `B` panels for products whose `B` is not a strided matrix in memory (an
+/// implicit im2col matrix): it fills a panel exactly as the strided packer does.
+pub trait PackB<T>: Sync {
+    /// Packs values `p0..p0 + kc` by columns `j0..j0 + cols` of batch index `batch`'s `B` into
+    /// strips of `nr` columns: strip `s` at `dst + s * nr * kc`, value `(p, j)` of it at
+    /// `p * nr + j`, zero past `cols`.
+    ///
+    /// # Safety
+    /// `dst` is valid for `cols.div_ceil(nr) * nr * kc` values, and the values lie within
+    /// the packer's `B` (`p0 + kc <= k`, `j0 + cols <= n`).
+    unsafe fn pack(
+        &self,
+        batch: usize,
+        dst: *mut T,
+        p0: usize,
+        kc: usize,
+        j0: usize,
+        cols: usize,
+        nr: usize,
+    );
 }
 
 // SAFETY: a product is raw addresses; the callers promise that the threads running parts of
@@ -922,6 +946,7 @@ impl<T: Kernels> Plan<T> {
 /// place).
 unsafe fn run_units<T: Kernels>(
     p: &Product<T>,
+    packer: Option<(&dyn PackB<T>, usize)>,
     plan: &Plan<T>,
     begin: usize,
     end: usize,
@@ -936,10 +961,14 @@ unsafe fn run_units<T: Kernels>(
         let ic_end = (end - jc * plan.n_ic).min(plan.n_ic);
         let j0 = jc * plan.nc;
         let cols = (p.n - j0).min(plan.nc);
-        if let Some(row) = plan
-            .row_kernel
-            .filter(|_| p.m == 1 && !plan.pack_b && p.b.cs == 1 && p.c.cs == 1 && plan.n_ic == 1)
-        {
+        if let Some(row) = plan.row_kernel.filter(|_| {
+            p.m == 1
+                && packer.is_none()
+                && !plan.pack_b
+                && p.b.cs == 1
+                && p.c.cs == 1
+                && plan.n_ic == 1
+        }) {
             // One row: every unit is one column block; the row kernel takes them all at once.
             let cols = (end * plan.nc).min(p.n) - j0;
             row(
@@ -959,7 +988,10 @@ unsafe fn run_units<T: Kernels>(
         while p0 < p.k {
             let kc = (p.k - p0).min(plan.kc);
             let beta = p.accumulate || p0 > 0;
-            let (b_strips, b_rs) = if plan.pack_b {
+            let (b_strips, b_rs) = if let Some((packer, batch)) = packer {
+                packer.pack(batch, b_buf, p0, kc, j0, cols, plan.nr);
+                (b_buf as *const T, plan.nr as isize)
+            } else if plan.pack_b {
                 pack_b(b_buf, p.b, p0, kc, j0, cols, plan.nr);
                 (b_buf as *const T, plan.nr as isize)
             } else {
@@ -972,7 +1004,7 @@ unsafe fn run_units<T: Kernels>(
                 let mut jr = 0;
                 while jr < cols {
                     let nr = (cols - jr).min(plan.nr);
-                    let (b, b_cols) = if plan.pack_b {
+                    let (b, b_cols) = if plan.pack_b || packer.is_some() {
                         (b_strips.add(jr * kc), plan.nr)
                     } else {
                         (b_strips.wrapping_add(jr), nr)
@@ -1027,6 +1059,48 @@ pub unsafe fn run<T: Kernels>(
     threads: usize,
     broadcast: Broadcast<'_>,
 ) {
+    run_with(batches, at, None, blocking, slots, threads, broadcast);
+}
+
+/// [`run`] with `B`'s panels packed by `packer` (each product's `b` is not read): the one
+/// blocking loop, for a `B` that exists only as a rule (an implicit im2col matrix).
+/// `blocking` must pack `B` (`pack_b`).
+///
+/// # Safety
+/// As [`run`]; `packer` packs any panel of each batch index's `k x n` `B`.
+pub unsafe fn run_packing_b<T: Kernels>(
+    batches: usize,
+    at: &(dyn Fn(usize) -> Product<T> + Sync),
+    packer: &dyn PackB<T>,
+    blocking: &GemmBlocking,
+    slots: Option<*mut u8>,
+    threads: usize,
+    broadcast: Broadcast<'_>,
+) {
+    let blocking = GemmBlocking {
+        pack_b: true,
+        ..*blocking
+    };
+    run_with(
+        batches,
+        at,
+        Some(packer),
+        &blocking,
+        slots,
+        threads,
+        broadcast,
+    );
+}
+
+unsafe fn run_with<T: Kernels>(
+    batches: usize,
+    at: &(dyn Fn(usize) -> Product<T> + Sync),
+    packer: Option<&dyn PackB<T>>,
+    blocking: &GemmBlocking,
+    slots: Option<*mut u8>,
+    threads: usize,
+    broadcast: Broadcast<'_>,
+) {
     let first = at(0);
     let plan = Plan::<T>::new(blocking, first.m, first.n);
     let per_batch = plan.n_ic * plan.n_jc;
@@ -1068,6 +1142,7 @@ pub unsafe fn run<T: Kernels>(
             let p = at(batch);
             run_units(
                 &p,
+                packer.map(|packer| (packer, batch)),
                 plan,
                 unit - batch * per_batch,
                 batch_end - batch * per_batch,

@@ -37,18 +37,46 @@ pub struct TargetInfo {
 /// A backend's convolution forms and their scratch policy.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConvPolicy {
-    /// Whether a convolution may copy its input windows into a column matrix in scratch memory
-    /// and run as one product per image (im2col).
-    pub im2col: bool,
-    /// The largest column matrix, in bytes, a convolution asks scratch memory for. One image's
-    /// matrix over it falls back to a form without scratch; several images' over it run one
-    /// image at a time.
-    pub im2col_max_bytes: u64,
+    /// Whether and how a convolution runs as one product per image over its column matrix
+    /// (im2col).
+    pub im2col: Im2colForm,
     /// im2col pays when each output sums over at least this many products (`channels * taps`)
     /// ...
     pub im2col_min_terms: u64,
     /// ... and each image has at least this many output pixels.
     pub im2col_min_pixels: u64,
+    /// The scratch rule of every convolution (and of a convolution's weight gradient): at most
+    /// [`ConvPolicy::scratch_cap`] bytes, this many per thread of a product ...
+    pub scratch_per_thread: u64,
+    /// ... or this many hundredths of the model's activation lower bound, whichever is more.
+    pub scratch_percent_of_bound: u64,
+}
+
+/// How a backend's im2col form holds the column matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Im2colForm {
+    /// No im2col: products per kernel tap, or loops.
+    Off,
+    /// The column matrix is never stored: the product packs its `B` panels straight from the
+    /// input (implicit im2col), so the only scratch is the product's packing panels.
+    Implicit,
+    /// The column matrix is copied into scratch memory, within [`ConvPolicy::scratch_cap`]
+    /// (a backend whose products cannot pack from the input).
+    Explicit,
+}
+
+impl ConvPolicy {
+    /// The most scratch bytes one convolution may plan, for products on `threads` threads in
+    /// a model whose activation lower bound is `activation_bound` bytes: the larger of
+    /// `scratch_per_thread` per thread and `scratch_percent_of_bound`% of the bound. The one
+    /// statement of the rule; scratch sizing (memc-codegen's op plans) applies it and tests
+    /// check it.
+    pub fn scratch_cap(&self, threads: u64, activation_bound: u64) -> u64 {
+        let per_threads = self.scratch_per_thread.saturating_mul(threads);
+        let of_bound = activation_bound / 100 * self.scratch_percent_of_bound
+            + activation_bound % 100 * self.scratch_percent_of_bound / 100;
+        per_threads.max(of_bound)
+    }
 }
 
 /// A backend's fused low-bit product: what it computes, the packed weight layout it reads, and
@@ -110,10 +138,11 @@ impl TargetInfo {
         storage_types: STORAGE_TYPES,
         contraction_types: &[],
         conv: ConvPolicy {
-            im2col: false,
-            im2col_max_bytes: 0,
+            im2col: Im2colForm::Off,
             im2col_min_terms: u64::MAX,
             im2col_min_pixels: u64::MAX,
+            scratch_per_thread: 0,
+            scratch_percent_of_bound: 0,
         },
         nbits: NBitsPolicy {
             activation_types: &[ElemType::F32],

@@ -1,7 +1,7 @@
 // RUN: memc compile %s --emit kernels --split-input-file
-// Convolution forms. A 3x3 convolution with enough channels and pixels copies its input
-// windows into a column matrix in scratch memory (shown on its step) and multiplies it by the
-// weights; a depthwise one is a direct loop with guards for the padding; a 1x1 one is one
+// Convolution forms. A 3x3 convolution with enough channels and pixels is one product whose
+// `b` is its column matrix read straight from the input (implicit im2col: no scratch, the
+// window per axis printed as `size:stride k/s/d pad -> out`); a depthwise one is a direct loop with guards for the padding; a 1x1 one is one
 // product per image, no scratch.
 
 // im2col: 4 input channels x 9 taps, 8x8 output pixels, padded by 1.

@@ -1,7 +1,7 @@
 // RUN: memc compile %s --emit kernels --split-input-file
 // The training forms of convolutional nets. ConvGrad's dX is a transposed convolution (one
-// product per tap); its dW copies the input windows into a column matrix in scratch memory
-// (shown on its step) and multiplies dY by it per image, or, for a depthwise convolution, is
+// product per tap); its dW multiplies dY per image by the transposed column matrix read straight
+// from the input (implicit im2col, no scratch), or, for a depthwise convolution, is
 // one loop kernel summing over images and outputs; dB is a reduction. The pool gradients
 // gather over the window taps; the batch normalizations are one kernel per channel.
 

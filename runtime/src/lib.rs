@@ -63,10 +63,13 @@ pub use tensor::{Element, Tensor, TensorRef};
 /// `memory_report` field (the memory plan's report as JSON, what `memc report` prints).
 /// Version 6: an output may have a run-time extent (`IoTensor::extent`: the bounded axis and
 /// the arena offset of the i64 the run writes its extent to; NonZero, Compress, Unique).
-/// Versions 4 and 5 plans are still read (version 4 lacks only `memory_report`; neither has an
-/// output with an extent, which is what a missing `extent` field reads as); older ones are
-/// refused with a request to recompile.
-pub const PLAN_FORMAT_VERSION: u32 = 6;
+/// Version 7: a contraction's `b` may be an implicit im2col operand (`Im2colView`: a
+/// convolution's column matrix read straight from its input); a strided `b` is spelled as
+/// before.
+/// Versions 4 to 6 plans are still read (version 4 lacks only `memory_report`; versions 4 and
+/// 5 have no output with an extent, which is what a missing `extent` field reads as; none has
+/// an implicit im2col operand); older ones are refused with a request to recompile.
+pub const PLAN_FORMAT_VERSION: u32 = 7;
 
 /// The oldest plan format version this build reads.
 pub const OLDEST_PLAN_FORMAT_VERSION: u32 = 4;

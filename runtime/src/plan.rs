@@ -46,7 +46,8 @@
 //! future format with a different header is reported as a version; versions from
 //! [`OLDEST_PLAN_FORMAT_VERSION`](crate::OLDEST_PLAN_FORMAT_VERSION) on are read: version 4 has
 //! the same layout and lacks only `memory_report`, read as `None`; versions 4 and 5 have no
-//! output with a run-time extent, `IoTensor::extent`, and one that claims one is refused), the
+//! output with a run-time extent, `IoTensor::extent`, and one that claims one is refused;
+//! versions 4 to 6 have no implicit im2col operand, and one that claims one is refused), the
 //! header length, the
 //! header checksum, the section bounds (and that the file ends where the weights do), the
 //! metadata checksum, the JSON, [`Program::validate`], that the weights section is as long as
@@ -75,7 +76,7 @@
 use crate::error::{Result, RuntimeError};
 use crate::{OLDEST_PLAN_FORMAT_VERSION, PLAN_FORMAT_VERSION};
 use memc_codegen::program::WeightSlot;
-use memc_codegen::Program;
+use memc_codegen::{KernelBody, Program};
 use memc_ir::{WeightBytes, WeightStore};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -90,6 +91,9 @@ pub const HEADER_LEN: u64 = 64;
 pub const FIRST_VERSION_WITH_REPORT: u32 = 5;
 /// The first format version whose outputs may have a run-time extent (`IoTensor::extent`).
 pub const FIRST_VERSION_WITH_EXTENTS: u32 = 6;
+/// The first format version whose contractions may read an implicit im2col operand
+/// (`ContractB::Im2col`).
+pub const FIRST_VERSION_WITH_IMPLICIT_IM2COL: u32 = 7;
 /// Alignment of the weights section's file offset (a page on every common system).
 pub const WEIGHTS_ALIGN: u64 = 4096;
 
@@ -865,6 +869,19 @@ impl PlanFile {
                 return Err(layout(format!(
                     "output `{}` has a run-time extent, which format version {} plans cannot have",
                     io.name, header.version
+                )));
+            }
+        }
+        if header.version < FIRST_VERSION_WITH_IMPLICIT_IM2COL {
+            let implicit = program
+                .steps
+                .iter()
+                .flat_map(|s| &s.kernels)
+                .find(|k| matches!(&k.body, KernelBody::Contract(c) if c.b.as_mat().is_none()));
+            if let Some(kernel) = implicit {
+                return Err(layout(format!(
+                    "kernel `{}` reads an implicit im2col operand, which format version {} plans cannot have",
+                    kernel.name, header.version
                 )));
             }
         }

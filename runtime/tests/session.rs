@@ -144,7 +144,7 @@ fn zero_element_tensors_and_kernels_run() {
             n: 3,
             k: 3,
             a: mat(0),
-            b: mat(0),
+            b: mat(0).into(),
             c: mat(0),
             alpha: 1f64.to_bits(),
             accumulate: false,

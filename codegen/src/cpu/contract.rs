@@ -1,5 +1,7 @@
 //! Contractions ([`Contract`]) run through memc's GEMM (`gemm.rs`), batches and blocks of
-//! each product split over the worker pool.
+//! each product split over the worker pool. A `B` that is a convolution's implicit column
+//! matrix ([`Im2colView`]) is packed panel by panel straight from the input
+//! ([`Im2colPacker`], memc-gemm's `run_packing_b`): no column matrix is ever written.
 //!
 //! Guarantees: for a validated contraction every pointer handed to the GEMM addresses
 //! elements the validator bounded, and the packing scratch is the planned range
@@ -9,7 +11,7 @@
 
 use super::pool::WorkerPool;
 use super::regions::RegionPtrs;
-use crate::kernel::{Contract, MatView, Scalar};
+use crate::kernel::{Contract, ContractB, Im2colView, MatView, Scalar, MAX_IM2COL_AXES};
 use memc_gemm::{self as gemm, Kernels, Mat, Product};
 
 /// Products with at least this many multiply-adds (`batches * m * n * k`) use several threads
@@ -80,7 +82,15 @@ unsafe fn run_typed<T: Kernels>(c: &Contract, regions: RegionPtrs, pool: &Worker
         n: c.n as usize,
         k: c.k as usize,
         a: mat(&c.a, batch as u64),
-        b: mat(&c.b, batch as u64),
+        b: match &c.b {
+            ContractB::Mat(view) => mat(view, batch as u64),
+            // Not read: the packer below packs every panel of `B`.
+            ContractB::Im2col(_) => Mat {
+                ptr: std::ptr::null_mut(),
+                rs: 0,
+                cs: 0,
+            },
+        },
         c: mat(&c.c, batch as u64),
         alpha,
         accumulate: c.accumulate,
@@ -93,15 +103,260 @@ unsafe fn run_typed<T: Kernels>(c: &Contract, regions: RegionPtrs, pool: &Worker
         .pack
         .map(|offset| regions.arena.wrapping_add(offset as usize));
     let threads = if parallel { pool.threads() } else { 1 };
-    gemm::run::<T>(
-        n_batches as usize,
-        &at,
-        &blocking,
-        slots,
-        threads,
-        &|t, f| pool.broadcast(t, f),
-    );
+    let broadcast = |t: usize, f: &(dyn Fn(usize) + Sync)| pool.broadcast(t, f);
+    match &c.b {
+        ContractB::Mat(_) => gemm::run::<T>(
+            n_batches as usize,
+            &at,
+            &blocking,
+            slots,
+            threads,
+            &broadcast,
+        ),
+        ContractB::Im2col(view) => {
+            let packer = Im2colPacker::<T> {
+                view,
+                base: regions
+                    .base(view.region)
+                    .wrapping_offset(view.byte_offset as isize)
+                    .cast::<T>(),
+                batch_offset: &|linear| {
+                    let mut linear = linear as u64;
+                    let mut offset = 0i64;
+                    for (&extent, &stride) in c.batch.iter().zip(&view.batch_strides).rev() {
+                        offset =
+                            offset.wrapping_add(((linear % extent) as i64).wrapping_mul(stride));
+                        linear /= extent;
+                    }
+                    offset
+                },
+            };
+            gemm::run_packing_b::<T>(
+                n_batches as usize,
+                &at,
+                &packer,
+                &blocking,
+                slots,
+                threads,
+                &broadcast,
+            )
+        }
+    }
 }
+
+/// Packs the `B` panels of an implicit im2col operand straight from the convolution's input
+/// (see [`Im2colView`]): per panel row (non-transposed) or column (transposed) the channel
+/// and taps are decoded once, then the output positions are walked along the last axis in
+/// runs, each run reading one input row (or zeros where an outer axis reads padding).
+struct Im2colPacker<'v, T> {
+    view: &'v Im2colView,
+    /// The input element `byte_offset` names.
+    base: *const T,
+    /// The element offset of a (linear) batch index.
+    batch_offset: &'v (dyn Fn(usize) -> i64 + Sync),
+}
+
+// SAFETY: the packer only reads the input (validated in bounds) and writes the panels the GEMM
+// hands each thread.
+unsafe impl<T> Sync for Im2colPacker<'_, T> {}
+
+/// Positions along the axes of an [`Im2colView`] (kernel taps or output positions).
+type Coords = [i64; MAX_IM2COL_AXES];
+
+impl<T: Kernels> Im2colPacker<'_, T> {
+    /// `index` (row-major over `extents`) as coordinates.
+    fn decode(&self, mut index: u64, extent: impl Fn(usize) -> u64) -> Coords {
+        let mut coords = [0i64; MAX_IM2COL_AXES];
+        for i in (0..self.view.axes.len()).rev() {
+            let e = extent(i);
+            coords[i] = (index % e) as i64;
+            index /= e;
+        }
+        coords
+    }
+
+    /// Row `row` of the column matrix of the batch index whose input starts at `image`: its
+    /// channel's first element and its taps.
+    fn row(&self, image: *const T, row: u64) -> (*const T, Coords) {
+        let taps = self.view.taps();
+        let channel = (row / taps) as i64;
+        let base = image.wrapping_offset((channel * self.view.channel_stride) as isize);
+        (base, self.decode(row % taps, |i| self.view.axes[i].kernel))
+    }
+
+    /// Advances `(base, taps)` from one row of the column matrix to the next: the last tap
+    /// first, carrying into earlier axes, then into the channel.
+    fn next_row(&self, base: &mut *const T, taps: &mut Coords) {
+        let axes = &self.view.axes;
+        for i in (0..axes.len()).rev() {
+            taps[i] += 1;
+            if taps[i] < axes[i].kernel as i64 {
+                return;
+            }
+            taps[i] = 0;
+        }
+        *base = base.wrapping_offset(self.view.channel_stride as isize);
+    }
+
+    /// Writes `count` values of one row of the column matrix (`channel` base `base`, taps
+    /// `taps`), from the output position `start` on, to `dst`, `dst + step`, ...
+    ///
+    /// # Safety
+    /// `dst` holds `count` values `step` apart; the positions lie within the output.
+    unsafe fn fill(
+        &self,
+        base: *const T,
+        taps: &Coords,
+        start: &Coords,
+        count: usize,
+        dst: *mut T,
+        step: usize,
+    ) {
+        let axes = &self.view.axes;
+        let last = axes.len() - 1;
+        let mut at = *start;
+        let mut done = 0;
+        let position =
+            |i: usize, o: i64| o * axes[i].step - axes[i].pad + taps[i] * axes[i].dilation;
+        while done < count {
+            let run = (count - done).min((axes[last].out as i64 - at[last]) as usize);
+            // The input row the outer axes select, unless one of them reads padding.
+            let mut row = Some(base);
+            for (i, axis) in axes[..last].iter().enumerate() {
+                let pos = position(i, at[i]);
+                if pos < 0 || pos >= axis.size as i64 {
+                    row = None;
+                    break;
+                }
+                row = row.map(|r| r.wrapping_offset((pos * axis.stride) as isize));
+            }
+            let out = dst.add(done * step);
+            match row {
+                None => {
+                    for r in 0..run {
+                        *out.add(r * step) = T::ZERO;
+                    }
+                }
+                Some(row) => {
+                    // Outputs `r < run` read position `first + r * step`: inside the input
+                    // for `lo <= r < hi`, padding before and after.
+                    let axis = &axes[last];
+                    let first = position(last, at[last]);
+                    let size = axis.size as i64;
+                    let (lo, hi) = if axis.step == 1 {
+                        (-first, size - first)
+                    } else {
+                        let up = |x: i64| (x + axis.step - 1).div_euclid(axis.step);
+                        (up(-first), up(size - first))
+                    };
+                    let lo = lo.clamp(0, run as i64) as usize;
+                    let hi = hi.clamp(lo as i64, run as i64) as usize;
+                    for r in (0..lo).chain(hi..run) {
+                        *out.add(r * step) = T::ZERO;
+                    }
+                    // SAFETY: every in-range position is inside the validated input.
+                    let src = row
+                        .wrapping_offset(((first + lo as i64 * axis.step) * axis.stride) as isize);
+                    if step == 1 && axis.step == 1 && axis.stride == 1 {
+                        // Runs are short (an output row, at most a strip): a loop, not a call.
+                        let out = out.add(lo);
+                        for i in 0..hi - lo {
+                            *out.add(i) = *src.add(i);
+                        }
+                    } else {
+                        let src_step = (axis.step * axis.stride) as isize;
+                        for (i, r) in (lo..hi).enumerate() {
+                            *out.add(r * step) = *src.wrapping_offset(i as isize * src_step);
+                        }
+                    }
+                }
+            }
+            done += run;
+            // Advance the output position by `run`, carrying into the outer axes.
+            at[last] += run as i64;
+            let mut i = last;
+            while i > 0 && at[i] == axes[i].out as i64 {
+                at[i] = 0;
+                at[i - 1] += 1;
+                i -= 1;
+            }
+        }
+    }
+}
+
+impl<T: Kernels> gemm::PackB<T> for Im2colPacker<'_, T> {
+    unsafe fn pack(
+        &self,
+        batch: usize,
+        dst: *mut T,
+        p0: usize,
+        kc: usize,
+        j0: usize,
+        cols: usize,
+        nr: usize,
+    ) {
+        let pixel_coords = |pixel: u64| self.decode(pixel, |i| self.view.axes[i].out);
+        let image = self
+            .base
+            .wrapping_offset((self.batch_offset)(batch) as isize);
+        let n_strips = cols.div_ceil(nr);
+        for s in 0..n_strips {
+            let strip = dst.add(s * nr * kc);
+            let live = (cols - s * nr).min(nr);
+            let first = j0 + s * nr;
+            if self.view.transposed {
+                // Columns are rows of the column matrix; values walk the output positions.
+                let start = pixel_coords(p0 as u64);
+                for j in 0..nr {
+                    if j < live {
+                        let (base, taps) = self.row(image, (first + j) as u64);
+                        self.fill(base, &taps, &start, kc, strip.add(j), nr);
+                    } else {
+                        for p in 0..kc {
+                            *strip.add(p * nr + j) = T::ZERO;
+                        }
+                    }
+                }
+            } else if n_strips > MAX_STRIPS {
+                // A panel wider than the strips decoded below (not one memc-gemm makes).
+                let start = pixel_coords(first as u64);
+                for p in 0..kc {
+                    let (base, taps) = self.row(image, (p0 + p) as u64);
+                    let row = strip.add(p * nr);
+                    self.fill(base, &taps, &start, live, row, 1);
+                    for j in live..nr {
+                        *row.add(j) = T::ZERO;
+                    }
+                }
+            }
+        }
+        if self.view.transposed || n_strips > MAX_STRIPS {
+            return;
+        }
+        // Rows of the column matrix outer (the channel and taps advanced without division),
+        // strips inner, each strip's first output position decoded once.
+        let mut starts = [[0i64; MAX_IM2COL_AXES]; MAX_STRIPS];
+        for (s, start) in starts.iter_mut().enumerate().take(n_strips) {
+            *start = pixel_coords((j0 + s * nr) as u64);
+        }
+        let (mut base, mut taps) = self.row(image, p0 as u64);
+        for p in 0..kc {
+            for (s, start) in starts.iter().enumerate().take(n_strips) {
+                let live = (cols - s * nr).min(nr);
+                let row = dst.add(s * nr * kc + p * nr);
+                self.fill(base, &taps, start, live, row, 1);
+                for j in live..nr {
+                    *row.add(j) = T::ZERO;
+                }
+            }
+            self.next_row(&mut base, &mut taps);
+        }
+    }
+}
+
+/// Strips of one panel whose first output positions [`Im2colPacker::pack`] decodes up front
+/// (memc-gemm's panels have at most `NC / NR` = 16).
+const MAX_STRIPS: usize = 32;
 
 /// Whether distinct (batch, row, column) indices write distinct result elements: sorted by
 /// stride magnitude, every axis of the result must step past everything the smaller axes span.

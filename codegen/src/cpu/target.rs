@@ -5,7 +5,9 @@
 //! so what the plan reserves and what the kernels use are one number. This file needs no cargo
 //! feature: it is data, compiled whether or not the Cranelift backend is.
 
-use memc_ir::target::{ConvPolicy, NBitsPolicy, TargetInfo, NATIVE_TYPES, STORAGE_TYPES};
+use memc_ir::target::{
+    ConvPolicy, Im2colForm, NBitsPolicy, TargetInfo, NATIVE_TYPES, STORAGE_TYPES,
+};
 use memc_ir::ElemType;
 
 /// Products with more rows than this dequantize tiles of `B` into scratch and multiply them
@@ -21,8 +23,12 @@ pub const SCRATCH_SLOTS: u64 = 8;
 /// The id of the packed low-bit weight layout the CPU's nbits kernels read (`crate::nbits`).
 pub const NBITS_LAYOUT: &str = "nbits v2";
 
-/// The largest im2col matrix, in bytes, a convolution asks scratch memory for.
-pub const IM2COL_MAX_BYTES: u64 = 64 << 20;
+/// A convolution's scratch may take this many bytes per thread of its product (memc-gemm's
+/// panels take 224 KiB per thread) ...
+pub const CONV_SCRATCH_PER_THREAD: u64 = 256 << 10;
+/// ... or this many hundredths of the model's activation lower bound, whichever is more
+/// (`ConvPolicy::scratch_cap`).
+pub const CONV_SCRATCH_PERCENT_OF_BOUND: u64 = 2;
 /// im2col pays when each output sums over at least this many products (`c_g * taps`) ...
 pub const IM2COL_MIN_TERMS: u64 = 8;
 /// ... and each image has at least this many output pixels.
@@ -39,11 +45,13 @@ pub static CPU: TargetInfo = TargetInfo {
     storage_types: STORAGE_TYPES,
     // The GEMM crate runs f32 and f64 products; other types are loop kernels.
     contraction_types: &[ElemType::F64, ElemType::F32],
+    // memc-gemm packs a convolution's `B` panels straight from its input: no column matrix.
     conv: ConvPolicy {
-        im2col: true,
-        im2col_max_bytes: IM2COL_MAX_BYTES,
+        im2col: Im2colForm::Implicit,
         im2col_min_terms: IM2COL_MIN_TERMS,
         im2col_min_pixels: IM2COL_MIN_PIXELS,
+        scratch_per_thread: CONV_SCRATCH_PER_THREAD,
+        scratch_percent_of_bound: CONV_SCRATCH_PERCENT_OF_BOUND,
     },
     nbits: NBitsPolicy {
         activation_types: &[ElemType::F32],

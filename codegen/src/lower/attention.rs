@@ -172,7 +172,7 @@ fn contract(
             n,
             k,
             a,
-            b,
+            b: b.into(),
             c,
             alpha: alpha.to_bits(),
             accumulate,

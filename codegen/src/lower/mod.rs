@@ -52,7 +52,7 @@ mod signal;
 mod state;
 
 pub use build::TensorRef;
-pub use plan::{plan_op, plan_ops, OpPlan, OpPlans};
+pub use plan::{conv_scratch_cap, plan_op, plan_ops, OpPlan, OpPlans};
 
 use crate::kernel::{Kernel, Region, Scalar};
 use crate::program::{

@@ -139,20 +139,53 @@ impl OpPlans<'_> {
 
 /// Plans every op of `func`'s entry block for `target` (see [`plan_op`]).
 pub fn plan_ops<'t>(func: &Function, weights: &WeightStore, target: &'t TargetInfo) -> OpPlans<'t> {
-    let plans = func
-        .layout()
-        .block_ops(func.entry_block())
+    let ops = func.layout().block_ops(func.entry_block());
+    let has_conv = ops
         .iter()
-        .map(|&op| (op, plan_op(func, weights, target, op)))
+        .any(|&op| matches!(func.op(op).opcode, Opcode::Conv | Opcode::ConvGrad));
+    let cap = if has_conv {
+        conv_scratch_cap(func, weights, target)
+    } else {
+        0
+    };
+    let plans = ops
+        .iter()
+        .map(|&op| (op, plan_op_within(func, weights, target, op, cap)))
         .collect();
     OpPlans { target, plans }
+}
+
+/// The most scratch bytes a convolution of `func` may plan on `target`: the target's conv
+/// scratch rule ([`memc_ir::target::ConvPolicy::scratch_cap`]) for products on up to
+/// `GEMM_THREADS` threads and the model's activation lower bound (0 when the bound is not
+/// known, leaving the per-thread part).
+pub fn conv_scratch_cap(func: &Function, weights: &WeightStore, target: &TargetInfo) -> u64 {
+    let bound = memc_passes::memory::model_order_bound(func, weights).unwrap_or(0);
+    target
+        .conv
+        .scratch_cap(crate::cpu::target::GEMM_THREADS, bound)
 }
 
 /// The form `op` of `func` lowers to on `target` and the scratch bytes it needs. It reads the
 /// op's types and attributes only (the memory plan does not exist yet). The weights are for
 /// forms that depend on constant operands (none yet).
 pub fn plan_op(func: &Function, weights: &WeightStore, target: &TargetInfo, op: OpId) -> OpPlan {
-    let plan = plan_form(func, weights, target, op);
+    let cap = match func.op(op).opcode {
+        Opcode::Conv | Opcode::ConvGrad => conv_scratch_cap(func, weights, target),
+        _ => 0,
+    };
+    plan_op_within(func, weights, target, op, cap)
+}
+
+/// [`plan_op`] with a convolution's scratch cap computed once for the function.
+fn plan_op_within(
+    func: &Function,
+    weights: &WeightStore,
+    target: &TargetInfo,
+    op: OpId,
+    conv_cap: u64,
+) -> OpPlan {
+    let plan = plan_form(func, weights, target, op, conv_cap);
     with_gemm_panels(func, target, op, plan)
 }
 
@@ -226,9 +259,9 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
             Some(bytes(elem_size))
         })(),
         Opcode::Conv => (|| {
-            // Through im2col or as products per tap: `M / group` rows, at most `(C / group) x
-            // taps` values of K and every output pixel of every image as columns, per image and
-            // group.
+            // Through im2col (implicit or explicit) or as products per tap: `M / group` rows, at
+            // most `(C / group) x taps` values of K and every output pixel of every image as
+            // columns, per image and group.
             let w = static_type(*data.operands.get(1)?)?;
             let y = static_type(*data.results.first()?)?;
             if w.len() < 2 || y.len() < 2 {
@@ -243,8 +276,9 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
             let taps = w[2..].iter().product::<u64>();
             let pixels = y[2..].iter().product::<u64>();
             let (m, k, images) = (w[0] / group, w[1] * taps, y[0]);
-            // The column matrix and the input have contiguous columns.
-            let pack_b = !crate::cpu::target::gemm_b_in_place(m, 1);
+            // An implicit column matrix is always packed (the others have contiguous columns,
+            // read in place by products of few rows).
+            let pack_b = true;
             // One product per image and group, or the images merged into the columns.
             let bytes = |batches, n| {
                 crate::cpu::target::GemmBlocking::new(batches, m, n, k, elem_size, pack_b)
@@ -289,7 +323,13 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
 }
 
 /// The form of `op` and its own scratch (see [`plan_op`]).
-fn plan_form(func: &Function, _weights: &WeightStore, target: &TargetInfo, op: OpId) -> OpPlan {
+fn plan_form(
+    func: &Function,
+    _weights: &WeightStore,
+    target: &TargetInfo,
+    op: OpId,
+    conv_cap: u64,
+) -> OpPlan {
     use elementwise as ew;
     use linalg::{conv, einsum, matmul, nbits, pool, quant};
     use movement as mv;
@@ -353,7 +393,7 @@ fn plan_form(func: &Function, _weights: &WeightStore, target: &TargetInfo, op: O
         O::MatMul => OpPlan::kernels(matmul::matmul),
         O::Gemm => OpPlan::kernels(matmul::gemm),
         O::Einsum => OpPlan::kernels(einsum::einsum),
-        O::Conv => conv::plan(func, target, op),
+        O::Conv => conv::plan(func, target, op, conv_cap),
         O::ConvTranspose => OpPlan::kernels(conv::conv_transpose),
         O::Col2Im => OpPlan::kernels(conv::col2im),
         O::MaxPool => OpPlan::kernels(pool::max_pool),
@@ -497,7 +537,7 @@ fn plan_form(func: &Function, _weights: &WeightStore, target: &TargetInfo, op: O
         // Training: CNN.
         O::BatchNormInternal => OpPlan::kernels(reduce::batch_norm),
         O::BatchNormalizationGrad => OpPlan::kernels(reduce::batch_norm_grad),
-        O::ConvGrad => conv::grad::plan(func, target, op),
+        O::ConvGrad => conv::grad::plan(func, target, op, conv_cap),
         O::MaxPoolGrad => OpPlan::kernels(pool::grad::max_pool_grad),
         O::AveragePoolGrad => OpPlan::kernels(pool::grad::average_pool_grad),
 

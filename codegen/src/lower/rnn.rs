@@ -128,7 +128,7 @@ fn contract(name: String, [m, n, k]: [u64; 3], [a, b, c]: [MatView; 3]) -> Kerne
             n,
             k,
             a,
-            b,
+            b: b.into(),
             c,
             alpha: 1f64.to_bits(),
             accumulate: false,

@@ -2,8 +2,8 @@
 
 use super::{MlirError, Session};
 use crate::kernel::{
-    BinaryOp, Contract, IndirectIndex, Inst, InstKind, Kernel, KernelBody, LoopKernel, MatView,
-    NBitsMatMul, ReduceOp, Region as Mem, Scalar, Stage, Store, UnaryOp, View,
+    BinaryOp, Contract, ContractB, Im2colView, IndirectIndex, Inst, InstKind, Kernel, KernelBody,
+    LoopKernel, MatView, NBitsMatMul, ReduceOp, Region as Mem, Scalar, Stage, Store, UnaryOp, View,
 };
 use crate::nbits::row_bytes;
 use crate::Program;
@@ -1516,16 +1516,22 @@ fn emit_contract<'c>(b: &Builder<'c>, f: &PlanFn<'c, '_>, c: &Contract) -> R<()>
     }
     let ft = b.scalar(c.elem);
     let base = |v: &MatView| f.base(b, v.region, c.elem, v.byte_offset, None);
-    let (a, bb, cc) = (base(&c.a)?, base(&c.b)?, base(&c.c)?);
-    let strides_ok = [&c.a, &c.b, &c.c]
-        .iter()
-        .all(|v| v.row_stride >= 0 && v.col_stride >= 0 && v.batch_strides.iter().all(|&s| s >= 0));
+    let bb = f.base(b, c.b.region(), c.elem, c.b.byte_offset(), None)?;
+    let (a, cc) = (base(&c.a)?, base(&c.c)?);
+    // An implicit im2col `B` runs as the loop nest, each element read through its window.
+    let b_mat = c.b.as_mat();
+    let strides_ok = b_mat.is_some_and(|bm| {
+        [&c.a, bm, &c.c].iter().all(|v| {
+            v.row_stride >= 0 && v.col_stride >= 0 && v.batch_strides.iter().all(|&s| s >= 0)
+        })
+    });
     let unit = f64::from_bits(c.alpha) == 1.0 && !c.elem.is_storage_only();
     let elem = c.elem;
     b.nest(f.entry, &c.batch, &[], &[], &mut |blk, bidx, _| {
         let at = |v: &MatView, base: Base<'c>| linear(b, blk, base.offset, &v.batch_strides, bidx);
-        let (a_at, b_at, c_at) = (at(&c.a, a)?, at(&c.b, bb)?, at(&c.c, cc)?);
-        if strides_ok && unit && c.k > 0 {
+        let (a_at, c_at) = (at(&c.a, a)?, at(&c.c, cc)?);
+        let b_at = linear(b, blk, bb.offset, c.b.batch_strides(), bidx)?;
+        if let Some(bm_view) = b_mat.filter(|_| strides_ok && unit && c.k > 0) {
             let mat = |blk: &Block<'c>, base: Base<'c>, at, v: &MatView, rows: u64, cols: u64| {
                 let sizes = [rows as i64, cols as i64];
                 let strides = [v.row_stride, v.col_stride];
@@ -1540,7 +1546,7 @@ fn emit_contract<'c>(b: &Builder<'c>, f: &PlanFn<'c, '_>, c: &Contract) -> R<()>
                 )
             };
             let am = mat(blk, a, a_at, &c.a, c.m, c.k)?;
-            let bm = mat(blk, bb, b_at, &c.b, c.k, c.n)?;
+            let bm = mat(blk, bb, b_at, bm_view, c.k, c.n)?;
             let cm = mat(blk, cc, c_at, &c.c, c.m, c.n)?;
             if !c.accumulate {
                 let zero = b.float(blk, ft, 0.0)?;
@@ -1555,16 +1561,26 @@ fn emit_contract<'c>(b: &Builder<'c>, f: &PlanFn<'c, '_>, c: &Contract) -> R<()>
             let zero = b.float(inner, ft, 0.0)?;
             let a_row = linear(b, inner, 0, &[c.a.row_stride], &[i])?;
             let a_row = b.bin(inner, "arith.addi", a_row, a_at)?;
-            let b_col = linear(b, inner, 0, &[c.b.col_stride], &[j])?;
-            let b_col = b.bin(inner, "arith.addi", b_col, b_at)?;
+            let b_col = match b_mat {
+                Some(bm) => {
+                    let col = linear(b, inner, 0, &[bm.col_stride], &[j])?;
+                    b.bin(inner, "arith.addi", col, b_at)?
+                }
+                None => b_at,
+            };
             let sum = b.for_loop(inner, c.k, &[zero], &mut |kb, kk, acc| {
                 let kk = b.to_i64(kb, kk)?;
                 let ak = linear(b, kb, 0, &[c.a.col_stride], &[kk])?;
                 let ak = b.bin(kb, "arith.addi", ak, a_row)?;
-                let bk = linear(b, kb, 0, &[c.b.row_stride], &[kk])?;
-                let bk = b.bin(kb, "arith.addi", bk, b_col)?;
                 let x = load_elem(b, kb, a, ak, elem)?;
-                let y = load_elem(b, kb, bb, bk, elem)?;
+                let y = match &c.b {
+                    ContractB::Mat(bm) => {
+                        let bk = linear(b, kb, 0, &[bm.row_stride], &[kk])?;
+                        let bk = b.bin(kb, "arith.addi", bk, b_col)?;
+                        load_elem(b, kb, bb, bk, elem)?
+                    }
+                    ContractB::Im2col(view) => im2col_load(b, kb, view, bb, b_at, kk, j, elem)?,
+                };
                 let p = b.bin(kb, "arith.mulf", x, y)?;
                 Ok(vec![b.bin(kb, "arith.addf", acc[0], p)?])
             })?;
@@ -1582,6 +1598,63 @@ fn emit_contract<'c>(b: &Builder<'c>, f: &PlanFn<'c, '_>, c: &Contract) -> R<()>
         Ok(vec![])
     })?;
     Ok(())
+}
+
+/// Element `(kk, j)` of an implicit im2col `B` whose batch index starts at element `at` of
+/// `base`: the row and the pixel decoded into the channel, the taps and the output positions,
+/// the input element read where every axis's position is inside the input, else 0.
+#[allow(clippy::too_many_arguments)]
+fn im2col_load<'c>(
+    b: &Builder<'c>,
+    blk: &Block<'c>,
+    view: &Im2colView,
+    base: Base<'c>,
+    at: V<'c>,
+    kk: V<'c>,
+    j: V<'c>,
+    elem: Scalar,
+) -> R<V<'c>> {
+    let (row, mut pixel) = if view.transposed { (j, kk) } else { (kk, j) };
+    let divide = |x: V<'c>, by: u64| -> R<(V<'c>, V<'c>)> {
+        let by = b.i64c(blk, by as i64)?;
+        Ok((
+            b.bin(blk, "arith.divsi", x, by)?,
+            b.bin(blk, "arith.remsi", x, by)?,
+        ))
+    };
+    let (mut tap_rest, mut pixel_rest) = (view.taps(), view.pixels());
+    let (channel, mut tap) = divide(row, tap_rest)?;
+    let mut offset = linear(b, blk, 0, &[view.channel_stride], &[channel])?;
+    offset = b.bin(blk, "arith.addi", offset, at)?;
+    let mut ok: Option<V<'c>> = None;
+    for axis in &view.axes {
+        tap_rest /= axis.kernel.max(1);
+        pixel_rest /= axis.out.max(1);
+        let (t, tap_left) = divide(tap, tap_rest)?;
+        let (o, pixel_left) = divide(pixel, pixel_rest)?;
+        (tap, pixel) = (tap_left, pixel_left);
+        let position = linear(b, blk, -axis.pad, &[axis.step, axis.dilation], &[o, t])?;
+        let (zero, size) = (b.i64c(blk, 0)?, b.i64c(blk, axis.size as i64)?);
+        let above = b.cmpi(blk, CmpiPredicate::Sge, position, zero)?;
+        let below = b.cmpi(blk, CmpiPredicate::Slt, position, size)?;
+        let inside = b.bin(blk, "arith.andi", above, below)?;
+        ok = Some(match ok {
+            Some(o) => b.bin(blk, "arith.andi", o, inside)?,
+            None => inside,
+        });
+        let term = linear(b, blk, 0, &[axis.stride], &[position])?;
+        offset = b.bin(blk, "arith.addi", offset, term)?;
+    }
+    let ok = ok.ok_or_else(|| malformed("an implicit im2col operand without axes"))?;
+    let ty = b.scalar(elem);
+    let out = b.if_else(
+        blk,
+        ok,
+        &[ty],
+        &mut |then| Ok(vec![load_elem(b, then, base, offset, elem)?]),
+        &mut |other| Ok(vec![b.float(other, ty, 0.0)?]),
+    )?;
+    Ok(out[0])
 }
 
 /// A `linalg.fill` (`ins` one scalar) or `linalg.matmul` (`ins` two matrices) into `out`, with

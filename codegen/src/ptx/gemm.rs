@@ -268,14 +268,19 @@ pub(super) fn emit(c: &Contract, kernel: &str, name: &str) -> Result<PtxEntry, P
         // Nothing is written: an empty entry keeps the launch list uniform.
         return Ok(super::empty_entry(name, Asm::new().finish(name, "")));
     }
+    // The CUDA target lowers convolutions with explicit column matrices (its `ConvPolicy`), so
+    // only a plan lowered for another target has an implicit one.
+    let b = c.b.as_mat().ok_or_else(|| {
+        unsupported("an implicit im2col operand (a plan lowered for the CPU; compile it with --target cuda)".into())
+    })?;
     if c.m <= SMALL_M {
-        Ok(streaming(c, elem, name))
+        Ok(streaming(c, b, elem, name))
     } else {
         let bm = 32 * elem.vec;
         if c.m.div_ceil(bm) > GRID_YZ {
             return Err(unsupported(format!("{} rows need too many blocks", c.m)));
         }
-        Ok(tiled(c, elem, name))
+        Ok(tiled(c, b, elem, name))
     }
 }
 
@@ -350,7 +355,7 @@ struct OperandLoads {
 }
 
 /// The tiled form (see the module doc).
-fn tiled(c: &Contract, elem: Elem, name: &str) -> PtxEntry {
+fn tiled(c: &Contract, b: &MatView, elem: Elem, name: &str) -> PtxEntry {
     let ty = elem.ty;
     let es = elem.size;
     let vec = elem.vec;
@@ -370,9 +375,9 @@ fn tiled(c: &Contract, elem: Elem, name: &str) -> PtxEntry {
             smem_at: 0,
         },
         Operand {
-            view: &c.b,
-            sx: c.b.col_stride,
-            sk: c.b.row_stride,
+            view: b,
+            sx: b.col_stride,
+            sk: b.row_stride,
             extent: c.n,
             smem_at: tile_bytes,
         },
@@ -400,7 +405,7 @@ fn tiled(c: &Contract, elem: Elem, name: &str) -> PtxEntry {
     let smem = asm.rd();
     asm.i(format!("mov.u64 {smem}, smem"));
 
-    let (bz, offsets) = batch_loop_start(&mut asm, &c.batch, [&c.a, &c.b, &c.c], es);
+    let (bz, offsets) = batch_loop_start(&mut asm, &c.batch, [&c.a, b, &c.c], es);
 
     // Thread-constant load set-up per operand.
     let guard_k = c.k % BK != 0;
@@ -803,7 +808,7 @@ const UNROLL: u64 = 4;
 const SPLIT: u64 = THREADS / 32;
 
 /// The streaming form (see the module doc).
-fn streaming(c: &Contract, elem: Elem, name: &str) -> PtxEntry {
+fn streaming(c: &Contract, b: &MatView, elem: Elem, name: &str) -> PtxEntry {
     let ty = elem.ty;
     let es = elem.size;
     let m = c.m as usize;
@@ -824,7 +829,7 @@ fn streaming(c: &Contract, elem: Elem, name: &str) -> PtxEntry {
     let smem = asm.rd();
     asm.i(format!("mov.u64 {smem}, smem"));
 
-    let (bz, offsets) = batch_loop_start(&mut asm, &c.batch, [&c.a, &c.b, &c.c], es);
+    let (bz, offsets) = batch_loop_start(&mut asm, &c.batch, [&c.a, b, &c.c], es);
     // a pointer: row 0, k = warp; b pointer: k = warp, column col.
     let pa = asm.rd();
     let pb = asm.rd();
@@ -842,19 +847,13 @@ fn streaming(c: &Contract, elem: Elem, name: &str) -> PtxEntry {
     ));
     asm.i(format!(
         "add.s64 {pb}, {}, {}",
-        base_of(&bases, c.b.region),
-        c.b.byte_offset
+        base_of(&bases, b.region),
+        b.byte_offset
     ));
     asm.i(format!("add.s64 {pb}, {pb}, {}", offsets[1]));
-    asm.i(format!(
-        "mad.lo.s64 {pb}, {t}, {}, {pb}",
-        c.b.row_stride * es
-    ));
+    asm.i(format!("mad.lo.s64 {pb}, {t}, {}, {pb}", b.row_stride * es));
     asm.i(format!("cvt.s64.s32 {t}, {col}"));
-    asm.i(format!(
-        "mad.lo.s64 {pb}, {t}, {}, {pb}",
-        c.b.col_stride * es
-    ));
+    asm.i(format!("mad.lo.s64 {pb}, {t}, {}, {pb}", b.col_stride * es));
     let zero = float_imm(ty, 0.0);
     let acc: Vec<String> = (0..m).map(|_| asm.fl(ty)).collect();
     for a in &acc {
@@ -881,11 +880,11 @@ fn streaming(c: &Contract, elem: Elem, name: &str) -> PtxEntry {
             } else {
                 asm.i(format!("mov.pred {p}, {col_ok}"));
             }
-            let b = asm.fl(ty);
-            asm.i(format!("mov.{ty} {b}, {zero}"));
-            let at = asm.addr(&pb, (u * SPLIT) as i64 * c.b.row_stride * es);
-            asm.i(format!("@{p} ld.global.{ty} {b}, {at}"));
-            bvals.push(b);
+            let bv = asm.fl(ty);
+            asm.i(format!("mov.{ty} {bv}, {zero}"));
+            let at = asm.addr(&pb, (u * SPLIT) as i64 * b.row_stride * es);
+            asm.i(format!("@{p} ld.global.{ty} {bv}, {at}"));
+            bvals.push(bv);
             let mut row = Vec::new();
             for i in 0..m {
                 let a = asm.fl(ty);
@@ -909,7 +908,7 @@ fn streaming(c: &Contract, elem: Elem, name: &str) -> PtxEntry {
         ));
         asm.i(format!(
             "add.s64 {pb}, {pb}, {}",
-            step as i64 * c.b.row_stride * es
+            step as i64 * b.row_stride * es
         ));
         asm.i(format!("add.u32 {it}, {it}, 1"));
         let more = asm.p();

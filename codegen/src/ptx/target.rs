@@ -5,7 +5,9 @@
 //! both targets except where a policy below differs; that is what lets the tests compare the
 //! two backends kernel for kernel. Data only: built with or without the `cuda` feature.
 
-use memc_ir::target::{ConvPolicy, NBitsPolicy, TargetInfo, NATIVE_TYPES, STORAGE_TYPES};
+use memc_ir::target::{
+    ConvPolicy, Im2colForm, NBitsPolicy, TargetInfo, NATIVE_TYPES, STORAGE_TYPES,
+};
 use memc_ir::ElemType;
 
 /// The id of the packed low-bit weight layout the GPU's nbits kernels read: the CPU's layout,
@@ -18,11 +20,14 @@ pub static CUDA: TargetInfo = TargetInfo {
     compute_types: NATIVE_TYPES,
     storage_types: STORAGE_TYPES,
     contraction_types: &[ElemType::F64, ElemType::F32],
+    // The PTX GEMM loads `B` tiles from strided memory only, so the column matrix is explicit,
+    // in scratch within the conv scratch rule (a larger one falls back to products per tap).
     conv: ConvPolicy {
-        im2col: true,
-        im2col_max_bytes: crate::cpu::target::IM2COL_MAX_BYTES,
+        im2col: Im2colForm::Explicit,
         im2col_min_terms: crate::cpu::target::IM2COL_MIN_TERMS,
         im2col_min_pixels: crate::cpu::target::IM2COL_MIN_PIXELS,
+        scratch_per_thread: crate::cpu::target::CONV_SCRATCH_PER_THREAD,
+        scratch_percent_of_bound: crate::cpu::target::CONV_SCRATCH_PERCENT_OF_BOUND,
     },
     nbits: NBitsPolicy {
         activation_types: &[ElemType::F32],

@@ -25,8 +25,8 @@ mod scalar;
 
 use crate::kernel::NBitsMatMul;
 use crate::kernel::{
-    BinaryOp, Contract, IndirectIndex, Inst, InstKind, Kernel, KernelBody, LoopKernel, MatView,
-    ReduceOp, Region, Scalar, Stage, View,
+    BinaryOp, Contract, ContractB, IndirectIndex, Inst, InstKind, Kernel, KernelBody, LoopKernel,
+    MatView, ReduceOp, Region, Scalar, Stage, View,
 };
 use crate::nbits::row_bytes;
 use crate::Program;
@@ -592,6 +592,12 @@ fn run_contract(c: &Contract, mem: &mut Memory) -> Result<(), ReferenceError> {
     if c.batch.contains(&0) {
         return Ok(());
     }
+    if let ContractB::Im2col(view) = &c.b {
+        // Its own rules first: they keep the window arithmetic from dividing by zero or
+        // overflowing.
+        view.validate(c.k, c.n)
+            .map_err(|message| mem.malformed(message))?;
+    }
     let size = c.elem.size();
     let alpha = f64::from_bits(c.alpha);
     let mut b = vec![0i64; c.batch.len()];
@@ -601,7 +607,20 @@ fn run_contract(c: &Contract, mem: &mut Memory) -> Result<(), ReferenceError> {
                 let mut s = 0.0f64;
                 for kk in 0..c.k {
                     let x = mem.read(c.a.region, mat_address(&c.a, &b, i, kk, size), c.elem)?;
-                    let y = mem.read(c.b.region, mat_address(&c.b, &b, kk, j, size), c.elem)?;
+                    let y = match &c.b {
+                        ContractB::Mat(view) => {
+                            mem.read(view.region, mat_address(view, &b, kk, j, size), c.elem)?
+                        }
+                        ContractB::Im2col(view) => match view.offset(kk, j) {
+                            // Padding reads 0.
+                            None => V::F(0.0),
+                            Some(e) => {
+                                let e = dot(&view.batch_strides, &b) + i128::from(e);
+                                let address = i128::from(view.byte_offset) + e * i128::from(size);
+                                mem.read(view.region, address, c.elem)?
+                            }
+                        },
+                    };
                     s += x.f() * y.f();
                 }
                 let mut r = alpha * s;

@@ -7,6 +7,7 @@ use memc_codegen::cpu::CpuProgram;
 use memc_codegen::kernel::{Region, Scalar};
 use memc_codegen::lower::{lower_function, lower_planned, plan_ops};
 use memc_codegen::{reference, Program};
+use memc_ir::target::TargetInfo;
 use memc_ir::{Module, WeightStore};
 use memc_passes::memory::MemoryPlan;
 use memc_passes::Pass;
@@ -45,8 +46,14 @@ pub fn compile(path: &Path) -> Result<Compiled, String> {
 /// already inferred module: each op's form is chosen once, for the CPU target, and both the
 /// memory plan and the lowering use it.
 pub fn compile_module(module: Module) -> Result<Compiled, String> {
+    compile_module_for(module, memc_codegen::cpu::target::target())
+}
+
+/// [`compile_module`] with the ops' forms chosen for `target` (a variant of the CPU's, so
+/// that the CPU backend runs every form).
+pub fn compile_module_for(module: Module, target: &TargetInfo) -> Result<Compiled, String> {
     let (_, func) = module.functions().next().ok_or("no function")?;
-    let ops = plan_ops(func, &module.weights, memc_codegen::cpu::target::target());
+    let ops = plan_ops(func, &module.weights, target);
     let scratch = |_: &memc_ir::Function, op: memc_ir::OpId| ops.scratch_bytes(op);
     let plan =
         memc_passes::memory::plan_module_with_scratch(&module, &Default::default(), &scratch)

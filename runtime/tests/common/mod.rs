@@ -107,7 +107,8 @@ pub fn add_matmul_program() -> (Program, WeightStore) {
                 batch_strides: vec![],
                 row_stride: 2,
                 col_stride: 1,
-            },
+            }
+            .into(),
             c: MatView {
                 region: Region::Arena,
                 byte_offset: 0,

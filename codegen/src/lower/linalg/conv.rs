@@ -13,18 +13,24 @@
 //!
 //! Convolutions in the target's contraction types (f32 and f64 on the CPU) with at least two
 //! input channels per group run as contractions instead. The main form is im2col
-//! ([`im2col_form`], chosen by [`plan`] before memory planning, which asks the planner for the
-//! column matrix as the op's scratch memory): loop kernels copy the input windows into the column matrix
-//! `[C * taps, output pixels]` in scratch (padding reads 0; the interior, where no tap reads
-//! padding, has no guards, so it is vectorized at stride 1), then one product per (image,
+//! ([`im2col_form`], chosen by [`plan`] before memory planning): one product per (image,
 //! group) `Y[m_g, pixels] (+)= W[m_g, c_g * taps] @ col[c_g * taps, pixels]` over the bias (or
-//! without accumulating). Every product sums exactly the convolution's terms, so inputs holding
-//! inf or huge values give what the direct loop gives. Without scratch (a plan made without
-//! it, a column matrix over the target's `im2col_max_bytes` for one image, a plain 1x1 convolution that is
-//! already one product, too little work): one product per kernel tap summing over the input
-//! channels, batched over the output rows ([`conv_tap`]); or, for strided 2-d convolutions with
-//! fewer input channels than kernel columns, one product per (input channel, kernel row)
-//! summing over the kernel columns ([`kernel_row_products`]).
+//! without accumulating), where `col` is the column matrix of the input windows (padding reads
+//! 0). The column matrix is never stored on the CPU: the product's `B` is an
+//! [`Im2colView`] of the input ([`implicit_product`], one `Contract` batched over images and
+//! groups), and the GEMM packs each `KC x NC` panel straight from the input, so the only
+//! scratch is the GEMM's packing panels. A target whose products read strided matrices only
+//! (CUDA: `Im2colForm::Explicit`) copies the windows into a column matrix in scratch with loop
+//! kernels (the interior, where no tap reads padding, has no guards, so it is vectorized at
+//! stride 1), when one image's matrix is within the conv scratch rule
+//! (`ConvPolicy::scratch_cap`). Every product sums exactly the convolution's terms, so inputs
+//! holding inf or huge values give what the direct loop gives. Otherwise (im2col off, an
+//! explicit matrix over the cap or a plan made without its scratch, a plain 1x1 convolution
+//! that is already one product, too little work): one product per kernel tap summing over the
+//! input channels, batched over the output rows ([`conv_tap`]); or, for strided 2-d
+//! convolutions with fewer input channels than kernel columns, one product per (input
+//! channel, kernel row) summing over the kernel columns ([`kernel_row_products`]). No form's
+//! scratch is a whole column matrix past the cap.
 
 use super::super::build::{guard, Insts, TensorRef};
 use super::super::movement::common::{loop_kernel, map_stage, once_stage, IndexMath};
@@ -32,11 +38,11 @@ use super::super::plan::{Form, OpPlan};
 use super::super::{elem_type, unsupported, LowerCtx, LowerError, LowerResult};
 use super::matmul::check_arith;
 use crate::kernel::{
-    BinaryOp, Contract, IndirectIndex, InstId, Kernel, KernelBody, MatView, ReduceOp, Scalar,
-    Stage, View,
+    BinaryOp, Contract, ContractB, Im2colAxis, Im2colView, IndirectIndex, InstId, Kernel,
+    KernelBody, MatView, ReduceOp, Scalar, Stage, View,
 };
 use memc_ir::ops::{AutoPad, OpCtx, WindowAttrs};
-use memc_ir::target::TargetInfo;
+use memc_ir::target::{Im2colForm, TargetInfo};
 use memc_ir::{Function, OpId};
 
 pub(crate) mod grad;
@@ -191,9 +197,10 @@ pub struct ConvPlan {
     im2col: Option<Im2col>,
 }
 
-/// Plans a Conv on `target`: the im2col form when [`im2col_form`] chooses it, with its column
-/// matrix as the op's scratch bytes; else a form without scratch.
-pub fn plan(func: &Function, target: &TargetInfo, op: OpId) -> OpPlan {
+/// Plans a Conv on `target`: the im2col form when [`im2col_form`] chooses it (an explicit
+/// column matrix, within `scratch_cap` bytes, is the op's scratch); else a form without
+/// scratch.
+pub fn plan(func: &Function, target: &TargetInfo, op: OpId, scratch_cap: u64) -> OpPlan {
     let data = func.op(op);
     let shape_of = |value: Option<&memc_ir::ValueId>| {
         func.value_type(*value?)
@@ -221,25 +228,27 @@ pub fn plan(func: &Function, target: &TargetInfo, op: OpId) -> OpPlan {
         .first()
         .and_then(|&r| func.value_type(r).tensor())
         .map(|t| Scalar::from_elem(t.elem));
-    let (plan, bytes) = ConvPlan::choose(target, shape, window, elem, true);
+    let (plan, bytes) = ConvPlan::choose(target, shape, window, elem, true, scratch_cap);
     OpPlan::with_scratch(Form::Conv(Box::new(plan)), bytes, "im2col matrix")
 }
 
 impl ConvPlan {
     /// The plan of a convolution of `shape` over `window` computing in `elem`: the im2col form
-    /// when `im2col` is wanted and [`im2col_form`] chooses it. Returns the scratch bytes too.
+    /// when `im2col` is wanted and [`im2col_form`] chooses it within `scratch_cap` bytes.
+    /// Returns the scratch bytes too.
     fn choose(
         target: &TargetInfo,
         shape: Option<ConvShape>,
         window: Result<Window, LowerError>,
         elem: Option<Scalar>,
         im2col: bool,
+        scratch_cap: u64,
     ) -> (ConvPlan, u64) {
         let im2col = match (&shape, &window, elem, im2col) {
-            (Some(s), Ok(win), Some(elem), true) => im2col_form(target, elem, s, win),
+            (Some(s), Ok(win), Some(elem), true) => im2col_form(target, elem, s, win, scratch_cap),
             _ => None,
         };
-        let bytes = im2col.as_ref().map_or(0, |form| form.bytes);
+        let bytes = im2col.as_ref().map_or(0, Im2col::bytes);
         let plan = ConvPlan {
             shape,
             window,
@@ -266,22 +275,39 @@ pub fn conv(ctx: &LowerCtx, op: OpId, plan: &ConvPlan) -> LowerResult {
         .ok_or_else(|| unsupported("`group` must be positive and divide the channels"))?;
     kernel_shape(ctx, op, &w)?;
     let win = plan.window.clone()?;
-    if let Some(form) = &plan.im2col {
-        // The scratch is there when the memory plan was made with this plan's scratch bytes.
-        if let Some(col) = ctx.scratch(op).filter(|col| col.numel() >= form.bytes) {
-            return Ok(im2col_kernels(
-                ctx,
-                op,
-                &x,
-                &w,
-                bias.as_ref(),
-                &out,
-                &s,
-                &win,
-                form,
-                &col,
-            ));
+    match &plan.im2col {
+        Some(Im2col::Implicit) => {
+            if let Some(contract) = implicit_product(&x, &w, &out, &s, &win, bias.is_some()) {
+                let mut kernels = Vec::new();
+                if let Some(b) = &bias {
+                    kernels.push(init_output(ctx.kernel_name(op, 0), &out, Some(b)));
+                }
+                kernels.push(Kernel {
+                    name: ctx.kernel_name(op, kernels.len()),
+                    body: KernelBody::Contract(contract),
+                });
+                return Ok(kernels);
+            }
         }
+        Some(Im2col::Explicit { images, bytes }) => {
+            // The scratch is there when the memory plan was made with this plan's scratch
+            // bytes.
+            if let Some(col) = ctx.scratch(op).filter(|col| col.numel() >= *bytes) {
+                return Ok(im2col_kernels(
+                    ctx,
+                    op,
+                    &x,
+                    &w,
+                    bias.as_ref(),
+                    &out,
+                    &s,
+                    &win,
+                    *images,
+                    &col,
+                ));
+            }
+        }
+        None => {}
     }
     if use_taps(ctx.target, out.elem, &s) {
         if use_kernel_rows(&s, &win) {
@@ -373,14 +399,14 @@ fn kernel_row_products(
             c.batch_strides.push(s.m_g as i64 * ys[1]);
         }
     };
-    let contract = |batch, m: u64, n: i64, k: i64, a, b, c| Contract {
+    let contract = |batch, m: u64, n: i64, k: i64, a, b: MatView, c| Contract {
         elem: out.elem,
         batch,
         m,
         n: n as u64,
         k: k as u64,
         a,
-        b,
+        b: b.into(),
         c,
         alpha: 1f64.to_bits(),
         accumulate: true,
@@ -475,23 +501,42 @@ fn conv_shape(x: &[u64], w: &[u64], out: &[u64], groups: u64) -> Option<ConvShap
     })
 }
 
-/// How a convolution runs through im2col: the column matrix holds `images` images at once
-/// (all of them, or one when all would pass the target's `im2col_max_bytes`) and takes
-/// `bytes`.
+/// How a convolution runs through im2col.
 #[derive(Clone, Debug)]
-struct Im2col {
-    images: u64,
-    bytes: u64,
+enum Im2col {
+    /// The column matrix is never stored: one product whose `B` is an [`Im2colView`] of the
+    /// input ([`implicit_product`]); no scratch of its own (the GEMM's panels only).
+    Implicit,
+    /// The column matrix of `images` images at once (all of them, or one when all would pass
+    /// the scratch cap) is copied into `bytes` of scratch.
+    Explicit { images: u64, bytes: u64 },
+}
+
+impl Im2col {
+    /// The form's own scratch bytes.
+    fn bytes(&self) -> u64 {
+        match self {
+            Im2col::Implicit => 0,
+            Im2col::Explicit { bytes, .. } => *bytes,
+        }
+    }
 }
 
 /// The im2col form of a convolution on `target`, when it is chosen (see the module doc): the
 /// target allows im2col and contracts in `elem`, at least two input channels per group
 /// (depthwise convolutions stay direct loops), at least `im2col_min_terms` terms per output
 /// and `im2col_min_pixels` pixels per image, not a 1x1 stride-1 unpadded convolution (already
-/// one product over the input), and one image's matrix within `im2col_max_bytes`.
-fn im2col_form(target: &TargetInfo, elem: Scalar, s: &ConvShape, win: &Window) -> Option<Im2col> {
+/// one product over the input); implicit on a target whose products read an [`Im2colView`],
+/// else explicit when one image's matrix is within `scratch_cap`.
+fn im2col_form(
+    target: &TargetInfo,
+    elem: Scalar,
+    s: &ConvShape,
+    win: &Window,
+    scratch_cap: u64,
+) -> Option<Im2col> {
     let policy = &target.conv;
-    if !policy.im2col || !target.contracts(elem_type(elem)) || s.c_g < 2 {
+    if policy.im2col == Im2colForm::Off || !target.contracts(elem_type(elem)) || s.c_g < 2 {
         return None;
     }
     let taps = win
@@ -511,29 +556,109 @@ fn im2col_form(target: &TargetInfo, elem: Scalar, s: &ConvShape, win: &Window) -
     {
         return None;
     }
+    if policy.im2col == Im2colForm::Implicit {
+        return Some(Im2col::Implicit);
+    }
     let per_image = (s.groups * s.c_g)
         .checked_mul(taps)?
         .checked_mul(pixels)?
         .checked_mul(elem.size())?;
-    if per_image > policy.im2col_max_bytes {
+    if per_image > scratch_cap {
         return None;
     }
     let images = match per_image.checked_mul(s.n) {
-        Some(all) if all <= policy.im2col_max_bytes => s.n.max(1),
+        Some(all) if all <= scratch_cap => s.n.max(1),
         _ => 1,
     };
-    Some(Im2col {
+    Some(Im2col::Explicit {
         images,
         bytes: per_image * images,
     })
 }
 
-/// The column matrix `[images, groups * c_g * taps, pixels]` of the im2col form in `scratch`,
-/// in `elem`, with the window's taps and the output's pixels (Conv's and ConvGrad's dW share it).
+/// The column matrix of a convolution of `x` over `win` as an implicit [`Im2colView`]:
+/// `channels x taps` by output pixels of the group whose batch index is `(image, group)`
+/// (batch strides `x_batch`), or its transpose. `None` when the view's limits are exceeded
+/// (the caller then takes a form without it).
+fn im2col_view(
+    x: &TensorRef,
+    s: &ConvShape,
+    win: &Window,
+    x_batch: Vec<i64>,
+    transposed: bool,
+) -> Option<Im2colView> {
+    let xs = x.strides();
+    let view = Im2colView {
+        region: x.region,
+        byte_offset: x.byte_offset,
+        batch_strides: x_batch,
+        channels: s.c_g,
+        channel_stride: xs[1],
+        axes: (0..s.in_spatial.len())
+            .map(|i| Im2colAxis {
+                size: s.in_spatial[i],
+                stride: xs[2 + i],
+                kernel: win.kernel[i] as u64,
+                step: win.strides[i],
+                dilation: win.dilations[i],
+                pad: win.begin[i],
+                out: s.out_spatial[i],
+            })
+            .collect(),
+        transposed,
+    };
+    let (k, n) = view.dims();
+    view.validate(k, n).is_ok().then_some(view)
+}
+
+/// The implicit im2col form: one product over every (image, group),
+/// `Y[m_g, pixels] (+)= W[m_g, c_g * taps] @ im2col(X)[c_g * taps, pixels]`, its `B` packed
+/// straight from the input. The output holds the bias first when `accumulate`.
+fn implicit_product(
+    x: &TensorRef,
+    w: &TensorRef,
+    out: &TensorRef,
+    s: &ConvShape,
+    win: &Window,
+    accumulate: bool,
+) -> Option<Contract> {
+    let (xs, ws, ys) = (x.strides(), w.strides(), out.strides());
+    let mut batch = vec![s.n];
+    let mut x_batch = vec![xs[0]];
+    let mut a = matview(w, 0, ws[0], 1);
+    let mut c = matview(out, 0, ys[1], 1);
+    a.batch_strides.push(0);
+    c.batch_strides.push(ys[0]);
+    if s.groups > 1 {
+        batch.push(s.groups);
+        x_batch.push(s.c_g as i64 * xs[1]);
+        a.batch_strides.push(s.m_g as i64 * ws[0]);
+        c.batch_strides.push(s.m_g as i64 * ys[1]);
+    }
+    let b = im2col_view(x, s, win, x_batch, false)?;
+    let (k, n) = b.dims();
+    Some(Contract {
+        elem: out.elem,
+        batch,
+        m: s.m_g,
+        n,
+        k,
+        a,
+        b: ContractB::Im2col(b),
+        c,
+        alpha: 1f64.to_bits(),
+        accumulate,
+        pack: None,
+    })
+}
+
+/// The column matrix `[images, groups * c_g * taps, pixels]` of the explicit im2col form in
+/// `scratch`, in `elem`, with the window's taps and the output's pixels (Conv's and ConvGrad's
+/// dW share it).
 fn column_matrix(
     s: &ConvShape,
     win: &Window,
-    form: &Im2col,
+    images: u64,
     scratch: &TensorRef,
     elem: Scalar,
 ) -> (TensorRef, u64, u64) {
@@ -543,14 +668,15 @@ fn column_matrix(
         region: scratch.region,
         byte_offset: scratch.byte_offset,
         elem,
-        shape: vec![form.images, s.groups * s.c_g * taps, pixels],
+        shape: vec![images, s.groups * s.c_g * taps, pixels],
     };
     (col, taps, pixels)
 }
 
-/// The kernels of the im2col form: the output first holds the bias (when there is one), then,
-/// per pass of `form.images` images, the loop kernels of [`im2col_copies`] fill the column
-/// matrix in `scratch` and one product per (image, group) multiplies it by the weights.
+/// The kernels of the explicit im2col form: the output first holds the bias (when there is
+/// one), then, per pass of `pass_images` images, the loop kernels of [`im2col_copies`] fill
+/// the column matrix in `scratch` and one product per (image, group) multiplies it by the
+/// weights.
 #[allow(clippy::too_many_arguments)]
 fn im2col_kernels(
     ctx: &LowerCtx,
@@ -561,10 +687,10 @@ fn im2col_kernels(
     out: &TensorRef,
     s: &ConvShape,
     win: &Window,
-    form: &Im2col,
+    pass_images: u64,
     scratch: &TensorRef,
 ) -> Vec<Kernel> {
-    let (col, taps, pixels) = column_matrix(s, win, form, scratch, out.elem);
+    let (col, taps, pixels) = column_matrix(s, win, pass_images, scratch, out.elem);
     let rows = s.groups * s.c_g * taps;
     let (xs, ws, ys) = (x.strides(), w.strides(), out.strides());
     let esize = out.elem.size() as i64;
@@ -574,7 +700,7 @@ fn im2col_kernels(
     }
     let mut first = 0;
     while first < s.n {
-        let images = form.images.min(s.n - first);
+        let images = pass_images.min(s.n - first);
         let x_pass = TensorRef {
             byte_offset: x.byte_offset + first as i64 * xs[0] * esize,
             ..x.clone()
@@ -606,7 +732,7 @@ fn im2col_kernels(
             n: pixels,
             k,
             a,
-            b,
+            b: b.into(),
             c,
             alpha: 1f64.to_bits(),
             accumulate: bias.is_some(),
@@ -861,7 +987,7 @@ fn conv_tap(
         n: (hi - lo) as u64,
         k: s.c_g,
         a,
-        b,
+        b: b.into(),
         c,
         alpha: 1f64.to_bits(),
         accumulate: true,
@@ -891,16 +1017,19 @@ fn matview(t: &TensorRef, offset: i64, row: i64, col: i64) -> MatView {
 /// Folds trailing batch axes into the columns where `b` and `c` both step over them exactly as
 /// one more run of columns (a 1x1 stride-1 convolution becomes one product per image).
 fn merge_batch_into_cols(mut c: Contract) -> Contract {
+    let ContractB::Mat(b) = &mut c.b else {
+        return c;
+    };
     while let Some(&extent) = c.batch.last() {
         let last = c.batch.len() - 1;
-        let (bs, cs) = (c.b.batch_strides[last], c.c.batch_strides[last]);
+        let (bs, cs) = (b.batch_strides[last], c.c.batch_strides[last]);
         let n = c.n as i64;
-        if c.a.batch_strides[last] != 0 || bs != n * c.b.col_stride || cs != n * c.c.col_stride {
+        if c.a.batch_strides[last] != 0 || bs != n * b.col_stride || cs != n * c.c.col_stride {
             break;
         }
         c.n *= extent;
         c.batch.pop();
-        for v in [&mut c.a, &mut c.b, &mut c.c] {
+        for v in [&mut c.a, b, &mut c.c] {
             v.batch_strides.pop();
         }
     }
@@ -1301,7 +1430,7 @@ fn transpose_tap(
         n: (hi - lo) as u64,
         k: s.c_g,
         a,
-        b,
+        b: b.into(),
         c,
         alpha: 1f64.to_bits(),
         accumulate: true,

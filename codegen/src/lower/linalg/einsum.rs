@@ -215,7 +215,7 @@ fn as_contract(
             n: size(&n),
             k: size(&k),
             a: mat(&inputs[0], &strides[0], &m, &k),
-            b: mat(&inputs[1], &strides[1], &k, &n),
+            b: mat(&inputs[1], &strides[1], &k, &n).into(),
             c: mat(out, out_strides, &m, &n),
             alpha: 1.0f64.to_bits(),
             accumulate: false,

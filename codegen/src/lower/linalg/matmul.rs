@@ -227,7 +227,7 @@ fn contract(
             n,
             k,
             a: a.mat(),
-            b: b.mat(),
+            b: b.mat().into(),
             c: c.mat(),
             alpha: alpha.to_bits(),
             accumulate,

@@ -6,11 +6,12 @@
 //!   pads, strides, dilations and groups.
 //! - `dW[m, c, k] = sum over images and outputs of dY[n, m, o] * X[n, c, o * stride - pad + k *
 //!   dilation]`. Its main form is im2col, as Conv's ([`super::im2col_form`] decides, with the
-//!   same bound on scratch): the input windows of a pass of images are copied into a column
-//!   matrix `[C * taps, outputs]` in the op's planned scratch, then one product per image
-//!   `dW[m_g, c_g * taps] (+)= dY[n][m_g, outputs] @ col[n]^T`, batched over groups, the
-//!   images accumulating in turn. A plain 1x1 convolution (stride 1, no padding) multiplies by
-//!   `X` itself. Without scratch (or when im2col is not chosen) one loop kernel sums over
+//!   same scratch rule): one product per image `dW[m_g, c_g * taps] (+)= dY[n][m_g, outputs]
+//!   @ col[n]^T`, batched over groups, the images accumulating in turn, where `col[n]^T` is
+//!   an implicit im2col operand (transposed) packed straight from `X`; on a target with
+//!   explicit im2col, the input windows of a pass of images are first copied into a column
+//!   matrix `[C * taps, outputs]` in the op's planned scratch. A plain 1x1 convolution
+//!   (stride 1, no padding) multiplies by `X` itself. Otherwise one loop kernel sums over
 //!   images and outputs for each weight element, reading padding as 0.
 //! - `dB[m] = sum over images and outputs of dY[n, m, o]`, one reduction.
 //!
@@ -23,10 +24,10 @@ use super::super::super::plan::{Form, OpPlan};
 use super::super::super::{unsupported, LowerCtx, LowerError, LowerResult};
 use super::super::matmul::check_arith;
 use super::{
-    column_matrix, conv_shape, im2col_copies, matview, signed, transposed_conv, ConvPlan,
-    ConvShape, Im2col, Window,
+    column_matrix, conv_shape, im2col_copies, im2col_view, matview, signed, transposed_conv,
+    ConvPlan, ConvShape, Im2col, Window,
 };
-use crate::kernel::{Contract, Kernel, KernelBody, ReduceOp, Scalar, Stage};
+use crate::kernel::{Contract, ContractB, Kernel, KernelBody, ReduceOp, Scalar, Stage};
 use memc_ir::ops::{OpCtx, WindowAttrs};
 use memc_ir::target::TargetInfo;
 use memc_ir::{Dim, Function, OpId};
@@ -63,8 +64,9 @@ fn grad_window(func: &Function, op: OpId, input: &[u64]) -> Result<Window, Lower
 }
 
 /// Plans a ConvGrad on `target`: `dW` through im2col when [`super::im2col_form`] chooses it
-/// for the forward convolution (its column matrix is the op's scratch), else without scratch.
-pub fn plan(func: &Function, target: &TargetInfo, op: OpId) -> OpPlan {
+/// for the forward convolution (an explicit column matrix, within `scratch_cap` bytes, is the
+/// op's scratch), else without scratch.
+pub fn plan(func: &Function, target: &TargetInfo, op: OpId, scratch_cap: u64) -> OpPlan {
     let data = func.op(op);
     let shape_of = |index: usize| {
         func.value_type(*data.operands.get(index)?)
@@ -94,7 +96,14 @@ pub fn plan(func: &Function, target: &TargetInfo, op: OpId) -> OpPlan {
         .and_then(|&v| func.value_type(v).tensor())
         .map(|t| Scalar::from_elem(t.elem));
     // Only a present dW needs the column matrix.
-    let (plan, bytes) = ConvPlan::choose(target, shape, window, elem, data.results.len() >= 2);
+    let (plan, bytes) = ConvPlan::choose(
+        target,
+        shape,
+        window,
+        elem,
+        data.results.len() >= 2,
+        scratch_cap,
+    );
     OpPlan::with_scratch(
         Form::ConvGrad(Box::new(plan)),
         bytes,
@@ -149,21 +158,31 @@ pub fn conv_grad(ctx: &LowerCtx, op: OpId, plan: &ConvGradPlan) -> LowerResult {
     if ctx.result_used(op, 1) {
         let dw = ctx.result(op, 1)?;
         if dw.numel() > 0 {
-            let scratch = plan.im2col.as_ref().and_then(|form| {
-                ctx.scratch(op)
-                    .filter(|col| col.numel() >= form.bytes)
-                    .map(|col| (form, col))
-            });
-            let bodies = match scratch {
-                Some((form, col)) => im2col_weight_grad(&dy, &x, &dw, &s, &win, form, &col),
-                None if is_plain(&win)
-                    && ctx
-                        .target
-                        .contracts(super::super::super::elem_type(dw.elem)) =>
+            let implicit = match plan.im2col {
+                Some(Im2col::Implicit) => implicit_weight_grad(&dy, &x, &dw, &s, &win),
+                _ => None,
+            };
+            let scratch = match plan.im2col {
+                Some(Im2col::Explicit { images, bytes }) => ctx
+                    .scratch(op)
+                    .filter(|col| col.numel() >= bytes)
+                    .map(|col| (images, col)),
+                _ => None,
+            };
+            let bodies = match (implicit, scratch) {
+                (Some(bodies), _) => bodies,
+                (None, Some((images, col))) => {
+                    im2col_weight_grad(&dy, &x, &dw, &s, &win, images, &col)
+                }
+                (None, None)
+                    if is_plain(&win)
+                        && ctx
+                            .target
+                            .contracts(super::super::super::elem_type(dw.elem)) =>
                 {
                     plain_weight_grad(&dy, &x, &dw, &s)
                 }
-                None => vec![direct_weight_grad(&dy, &x, &dw, &s, &win)],
+                (None, None) => vec![direct_weight_grad(&dy, &x, &dw, &s, &win)],
             };
             for body in bodies {
                 kernels.push(Kernel {
@@ -207,18 +226,37 @@ fn per_image_products(
     b_group: i64,
     k_cols: u64,
 ) -> Vec<KernelBody> {
+    let b_at = |image: u64| {
+        let mut b = matview(b_of, b_offset(image), 1, b_col);
+        if s.groups > 1 {
+            b.batch_strides.push(b_group);
+        }
+        ContractB::Mat(b)
+    };
+    products_per_image(dy, dw, s, images, &b_at, k_cols)
+}
+
+/// The products of [`per_image_products`] with image `n`'s `B` (batch strides included) from
+/// `b_at(n)`.
+fn products_per_image(
+    dy: &TensorRef,
+    dw: &TensorRef,
+    s: &ConvShape,
+    images: std::ops::Range<u64>,
+    b_at: &dyn Fn(u64) -> ContractB,
+    k_cols: u64,
+) -> Vec<KernelBody> {
     let (ys, ws) = (dy.strides(), dw.strides());
     let pixels: u64 = s.out_spatial.iter().product();
     images
         .map(|image| {
             let mut a = matview(dy, image as i64 * ys[0], ys[1], 1);
-            let mut b = matview(b_of, b_offset(image), 1, b_col);
+            let b = b_at(image);
             let mut c = matview(dw, 0, ws[0], 1);
             let mut batch = Vec::new();
             if s.groups > 1 {
                 batch.push(s.groups);
                 a.batch_strides.push(s.m_g as i64 * ys[1]);
-                b.batch_strides.push(b_group);
                 c.batch_strides.push(s.m_g as i64 * ws[0]);
             }
             KernelBody::Contract(Contract {
@@ -238,25 +276,52 @@ fn per_image_products(
         .collect()
 }
 
-/// `dW` through im2col: per pass of `form.images` images, the column matrix, then one product
-/// per image of the pass.
+/// `dW` through implicit im2col: one product per image whose `B` is the image's transposed
+/// column matrix read straight from `X` (`None` past the view's limits).
+fn implicit_weight_grad(
+    dy: &TensorRef,
+    x: &TensorRef,
+    dw: &TensorRef,
+    s: &ConvShape,
+    win: &Window,
+) -> Option<Vec<KernelBody>> {
+    let xs = x.strides();
+    let batch = if s.groups > 1 {
+        vec![s.c_g as i64 * xs[1]]
+    } else {
+        Vec::new()
+    };
+    let view = im2col_view(x, s, win, batch, true)?;
+    let rows = view.rows();
+    let esize = x.elem.size() as i64;
+    let b_at = |image: u64| {
+        ContractB::Im2col(crate::kernel::Im2colView {
+            byte_offset: view.byte_offset + image as i64 * xs[0] * esize,
+            ..view.clone()
+        })
+    };
+    Some(products_per_image(dy, dw, s, 0..s.n, &b_at, rows))
+}
+
+/// `dW` through an explicit im2col matrix: per pass of `pass_images` images, the column
+/// matrix, then one product per image of the pass.
 fn im2col_weight_grad(
     dy: &TensorRef,
     x: &TensorRef,
     dw: &TensorRef,
     s: &ConvShape,
     win: &Window,
-    form: &Im2col,
+    pass_images: u64,
     scratch: &TensorRef,
 ) -> Vec<KernelBody> {
-    let (col, taps, pixels) = column_matrix(s, win, form, scratch, dw.elem);
+    let (col, taps, pixels) = column_matrix(s, win, pass_images, scratch, dw.elem);
     let rows = s.groups * s.c_g * taps;
     let xs = x.strides();
     let esize = x.elem.size() as i64;
     let mut bodies = Vec::new();
     let mut first = 0;
     while first < s.n {
-        let images = form.images.min(s.n - first);
+        let images = pass_images.min(s.n - first);
         let x_pass = TensorRef {
             byte_offset: x.byte_offset + first as i64 * xs[0] * esize,
             ..x.clone()

@@ -234,21 +234,33 @@ fn text(plan: &PlanFile, verified: bool) -> String {
     )
     .expect("writing to a String cannot fail");
     let index_width = program.steps.len().saturating_sub(1).to_string().len();
-    for (index, step) in program.steps.iter().enumerate() {
-        let counts = kernel_kinds(step.kernels.iter());
-        let parts: Vec<String> = counts
-            .iter()
-            .zip(["loop", "contract", "nbits"])
-            .filter(|(&n, _)| n > 0)
-            .map(|(n, kind)| format!("{n} {kind}"))
-            .collect();
-        let summary = if parts.is_empty() {
-            "-".to_string()
-        } else {
-            parts.join(", ")
-        };
-        writeln!(out, "  {index:>index_width$}  {summary:<18}{}", step.op)
-            .expect("writing to a String cannot fail");
+    let summaries: Vec<String> = program
+        .steps
+        .iter()
+        .map(|step| {
+            let counts = kernel_kinds(step.kernels.iter());
+            let parts: Vec<String> = counts
+                .iter()
+                .zip(["loop", "contract", "nbits"])
+                .filter(|(&n, _)| n > 0)
+                .map(|(n, kind)| format!("{n} {kind}"))
+                .collect();
+            if parts.is_empty() {
+                "-".to_string()
+            } else {
+                parts.join(", ")
+            }
+        })
+        .collect();
+    // At least two spaces between the kernel counts and the op, however long the counts.
+    let summary_width = summaries.iter().map(String::len).max().unwrap_or(0).max(16) + 2;
+    for (index, (step, summary)) in program.steps.iter().zip(&summaries).enumerate() {
+        writeln!(
+            out,
+            "  {index:>index_width$}  {summary:<summary_width$}{}",
+            step.op
+        )
+        .expect("writing to a String cannot fail");
     }
     out
 }

@@ -238,7 +238,11 @@ pub fn rematerialize(
                     atoms = found;
                 }
             }
-            let all: Vec<Candidate> = cands.iter().chain(&atoms).cloned().collect();
+            let all: std::borrow::Cow<[Candidate]> = if atoms.is_empty() {
+                std::borrow::Cow::Borrowed(&cands)
+            } else {
+                std::borrow::Cow::Owned(cands.iter().chain(&atoms).cloned().collect())
+            };
             let mut candidate_func = laid_out.clone();
             let origin = apply(
                 &mut candidate_func,

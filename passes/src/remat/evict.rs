@@ -12,19 +12,25 @@
 //!
 //! - it runs the base ops in order; before each, every operand that is not held is made again
 //!   from what is held (its producer cloned there, after the operands it needs in turn);
-//! - while the op's results (and scratch) would take memory over the limit, it evicts a held
-//!   value that the op does not read and that can be made again later, the one with the least
-//!   cost per byte and step until its next read (or, in the other run, the one read last);
-//! - a value nothing reads any more is dropped, unless a value already evicted may need it to
-//!   be made again and it cannot be made again itself (a graph input, a random op's result):
-//!   then it is held.
+//! - while an op's results (and scratch) would take memory over the limit, it evicts a held
+//!   value the op does not read: first one nothing will need (not read again, not needed to
+//!   make an evicted value again, not an operand of a held value's producer), then the one
+//!   with the least cost per byte and step until it is next needed (or, in the other run, the
+//!   one needed last). A value read again or needed to make an evicted value is evicted only
+//!   if it can be made again itself (never a graph input or a random op's result); values
+//!   held past their last read stay until evicted, as checkpoints to derive others from;
+//! - a run that gets stuck (nothing may go) is repeated with a value protected (never
+//!   evicted up to a point): the nearest single ancestor from which the value blocking it
+//!   could have been made again (a checkpoint), or else its producer's operands, or the value
+//!   it was making again when memory ran out (a bounded number of times).
 //!
 //! The simulation holds every value in its own bytes (no in-place sharing), so it runs with
 //! several limits at and above the target; each run's recomputations are measured by the
 //! [`Model`], which shares bytes as the planner does, then pruned by reverse deletion (each
 //! recomputation the target does not need is dropped, most expensive first). The best run
 //! that meets the target is kept. Only for models of at most [`MAX_OPS`] ops, and only when the
-//! candidates fall short: the simulation costs ops squared.
+//! candidates fall short (`super::rematerialize` decides); the work it may do is bounded by a
+//! [`Work`] budget, so the result does not depend on the machine.
 
 use super::candidates::label;
 use super::model::{Candidate, Model, Profile};

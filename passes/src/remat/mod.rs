@@ -18,7 +18,11 @@
 //!    overwritten, and a value read later is not dead, so no in-place op may write over it;
 //! 4. [`select`] the candidates with the fewest extra FLOPs that bring the LOAD under the
 //!    target (exact for small candidate sets, greedy with pruning otherwise), plus any the user
-//!    forced with onnxruntime config strings ([`config`]);
+//!    forced with onnxruntime config strings ([`config`]). When they fall short (a tight budget
+//!    often needs a value derived again from values that are themselves derived again at
+//!    another point, which no candidate helps towards alone), the [`evict`] search runs the
+//!    schedule under the target, evicting and deriving values again as it goes, and its
+//!    single-op recomputations (numbered after the candidates) are chosen instead;
 //! 5. clone the chosen chains into the IR right before the reads they serve, point every later
 //!    read at the newest copy, erase the originals nothing reads any more (moves), and plan
 //!    again with the full planner. If fragmentation leaves
@@ -35,6 +39,7 @@
 
 pub mod candidates;
 pub mod config;
+pub mod evict;
 pub mod model;
 pub mod select;
 
@@ -54,6 +59,9 @@ pub const ROUNDS: usize = 4;
 /// graph on one core); it returns the best choice found by then. Work, not time, so that a
 /// model compiles to the same plan on any machine.
 pub const WORK_LIMIT: u64 = 3_000_000;
+/// The work each eviction search ([`evict`]) may do, in the same units (values looked at count
+/// as ops evaluated); it runs only on small models, at most once per round.
+pub const EVICT_WORK: u64 = 2_000_000;
 
 /// What to rematerialize.
 #[derive(Clone, Debug, Default)]
@@ -123,6 +131,9 @@ pub struct RematReport {
     pub reason: Option<String>,
     /// Whether selection proved its choice optimal over the candidates.
     pub exact: bool,
+    /// Whether the recomputations applied came from the eviction search ([`evict`]): the
+    /// candidates fell short of the target.
+    pub eviction: bool,
     pub candidates: usize,
     pub opportunities: Vec<Opportunity>,
     /// The config entries that matched nothing.
@@ -156,7 +167,7 @@ pub fn rematerialize(
     let built = build(&laid_out, weights, scratch);
     let model = &built.model;
     let base = candidates::Base::new(model);
-    let cands = candidates::candidates(model, &base);
+    let mut cands = candidates::candidates(model, &base);
     let base_profile = model.evaluate(&[]);
     let (forced, unmatched) = forced(&cands, &options.recompute);
     let budget = options.budget.map(|b| b.bytes(base_plan.arena_size));
@@ -173,6 +184,7 @@ pub fn rematerialize(
         met: budget.is_none_or(|b| base_plan.arena_size <= b),
         reason: None,
         exact: false,
+        eviction: false,
         candidates: cands.len(),
         opportunities: Vec::new(),
         unmatched,
@@ -190,6 +202,7 @@ pub fn rematerialize(
         // Without forced configs, the plan without recomputation is the one to beat: the pass
         // never makes the arena larger.
         let mut best: Option<Attempt> = forced.is_empty().then(|| Attempt {
+            atoms: Vec::new(),
             chosen: Vec::new(),
             plan: base_plan.clone(),
             func: func.clone(),
@@ -209,12 +222,32 @@ pub fn rematerialize(
             budget: options.plan.budget / 4,
         };
         for _ in 0..ROUNDS {
-            let selection = select::select(model, &cands, target, &forced, &work);
+            let mut selection = select::select(model, &cands, target, &forced, &work);
+            // When the candidates fall short, single-op recomputations found by running the
+            // schedule under the target (`evict`), listed after the candidates.
+            let mut atoms: Vec<Candidate> = Vec::new();
+            if !selection.reached && forced.is_empty() {
+                let budget = select::Work::new(EVICT_WORK);
+                if let Some((found, profile)) = evict::search(model, target, &budget) {
+                    selection = select::Selection {
+                        chosen: (cands.len()..cands.len() + found.len()).collect(),
+                        profile,
+                        reached: true,
+                        exact: false,
+                    };
+                    atoms = found;
+                }
+            }
+            let all: std::borrow::Cow<[Candidate]> = if atoms.is_empty() {
+                std::borrow::Cow::Borrowed(&cands)
+            } else {
+                std::borrow::Cow::Owned(cands.iter().chain(&atoms).cloned().collect())
+            };
             let mut candidate_func = laid_out.clone();
             let origin = apply(
                 &mut candidate_func,
                 &built,
-                &cands,
+                &all,
                 &selection.chosen,
                 &selection.profile.removed,
             );
@@ -224,6 +257,7 @@ pub fn rematerialize(
             let fits = arena <= budget;
             if better || fits {
                 best = Some(Attempt {
+                    atoms,
                     chosen: selection.chosen.clone(),
                     plan: candidate_plan,
                     func: candidate_func,
@@ -269,6 +303,8 @@ pub fn rematerialize(
                 }
             }
             chosen = kept.chosen;
+            report.eviction = !kept.atoms.is_empty();
+            cands.extend(kept.atoms);
             report.model_load = kept.profile.load;
             report.extra_flops = kept.profile.extra_flops;
             report.exact = kept.exact;
@@ -291,6 +327,9 @@ pub fn rematerialize(
 
 /// A selection applied and planned.
 struct Attempt {
+    /// The single-op recomputations of the eviction search, numbered after the candidates.
+    atoms: Vec<Candidate>,
+    /// Indices into the candidates and then `atoms`.
     chosen: Vec<usize>,
     plan: MemoryPlan,
     func: Function,

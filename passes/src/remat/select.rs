@@ -71,7 +71,7 @@ impl Work {
         self.0.get() == 0
     }
 
-    fn charge(&self, ops: u64) {
+    pub(super) fn charge(&self, ops: u64) {
         self.0.set(self.0.get().saturating_sub(ops));
     }
 

@@ -5,7 +5,8 @@
 //! from a thread outside the pool pushes onto a global injector queue that allocates a block
 //! every few dozen jobs, and `broadcast` collects its results into a `Vec`. Here a dispatch
 //! stores a pointer to the caller's closure in a shared slot, bumps an epoch and wakes the
-//! workers (who spin briefly before they sleep on a condition variable), runs the closure
+//! workers (who spin briefly, yielding their core now and then, before they sleep on a condition
+//! variable), runs the closure
 //! itself as thread 0, and waits for the others. A parallel loop ([`WorkerPool::for_each`])
 //! hands out indices from an atomic counter on the caller's stack.
 //!
@@ -20,6 +21,23 @@ use std::thread::JoinHandle;
 
 /// Spins a waiting thread does before it sleeps.
 const SPINS: u32 = 1 << 14;
+
+/// A spinning thread yields its core every this many spins. The thread it waits for may be
+/// queued on the same core (Linux wakes a worker on its waker's core when it judges the cache
+/// warm there), and a spin that never yields then holds that thread off for the whole spin:
+/// measured on a 2-vCPU VM, some processes paid about 0.4 ms on every dispatch (a 0.05 ms
+/// convolution took 0.42-0.6 ms at two threads). `sched_yield` returns at once when nothing
+/// else is waiting for the core.
+const SPINS_PER_YIELD: u32 = 1 << 8;
+
+/// One step of a spin-wait: a pause, and a yield every [`SPINS_PER_YIELD`] steps.
+fn spin_step(step: u32) {
+    if step % SPINS_PER_YIELD == SPINS_PER_YIELD - 1 {
+        std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
+    }
+}
 
 /// The closure of the current dispatch, its lifetime erased (see [`WorkerPool::broadcast`]).
 #[derive(Copy, Clone)]
@@ -131,11 +149,11 @@ impl WorkerPool {
         impl Drop for Wait<'_> {
             fn drop(&mut self) {
                 let shared = self.0;
-                for _ in 0..SPINS {
+                for step in 0..SPINS {
                     if shared.pending.load(Ordering::Acquire) == 0 {
                         break;
                     }
-                    std::hint::spin_loop();
+                    spin_step(step);
                 }
                 let mut control = lock(&shared.control);
                 while control.pending > 0 {
@@ -185,11 +203,11 @@ fn worker(shared: &Shared, index: usize) {
     let mut seen = 0u64;
     loop {
         // Spin a while for the next dispatch, then sleep.
-        for _ in 0..SPINS {
+        for step in 0..SPINS {
             if shared.epoch.load(Ordering::Acquire) != seen {
                 break;
             }
-            std::hint::spin_loop();
+            spin_step(step);
         }
         let (job, active) = {
             let mut control = lock(&shared.control);

@@ -242,6 +242,9 @@ fn sliced_view(
         if step == 0 {
             return Err(unsupported(format!("a {what} step is 0")));
         }
+        // A step at least as long as the axis selects the start alone; clamped to the axis's
+        // length it selects the same element and its stride cannot overflow.
+        let step = step.clamp(-d.max(1), d.max(1));
         let start = if starts[i] < 0 {
             starts[i].saturating_add(d)
         } else {

@@ -730,24 +730,33 @@ impl MatView {
         cols: u64,
         elem_size: u64,
     ) -> (i128, i128) {
-        let (mut lo, mut hi) = (0i128, 0i128);
-        let spans = batch
-            .iter()
-            .zip(&self.batch_strides)
-            .map(|(&e, &s)| (e, s))
-            .chain([(rows, self.row_stride), (cols, self.col_stride)]);
-        for (e, s) in spans {
-            let span = s as i128 * (e as i128 - 1);
-            if span < 0 {
-                lo += span;
-            } else {
-                hi += span;
-            }
-        }
+        let (lo, hi) = element_span(
+            batch
+                .iter()
+                .zip(&self.batch_strides)
+                .map(|(&e, &s)| (e, s))
+                .chain([(rows, self.row_stride), (cols, self.col_stride)]),
+        );
         let size = elem_size as i128;
         let base = self.byte_offset as i128;
         (base + lo * size, base + (hi + 1) * size)
     }
+}
+
+/// The element range `[lo, hi]` (inclusive, relative to the first element) that axes of
+/// `(extent, stride)` span (every extent at least 1; strides may be negative): what bounds a
+/// [`MatView`] and an [`Im2colView`] alike.
+fn element_span(axes: impl Iterator<Item = (u64, i64)>) -> (i128, i128) {
+    let (mut lo, mut hi) = (0i128, 0i128);
+    for (e, s) in axes {
+        let span = s as i128 * (e as i128 - 1);
+        if span < 0 {
+            lo += span;
+        } else {
+            hi += span;
+        }
+    }
+    (lo, hi)
 }
 
 /// The `B` operand of a [`Contract`]: a strided matrix, or a convolution's column matrix read
@@ -891,22 +900,14 @@ impl Im2colView {
     /// The element range `[lo, hi]` (inclusive, relative to `byte_offset`) of every element
     /// the view may read over `batch`: only positions inside the input are read.
     fn element_span(&self, batch: &[u64]) -> (i128, i128) {
-        let (mut lo, mut hi) = (0i128, 0i128);
-        let spans = batch
-            .iter()
-            .zip(&self.batch_strides)
-            .map(|(&e, &s)| (e, s))
-            .chain([(self.channels, self.channel_stride)])
-            .chain(self.axes.iter().map(|a| (a.size, a.stride)));
-        for (e, s) in spans {
-            let span = s as i128 * (e as i128 - 1);
-            if span < 0 {
-                lo += span;
-            } else {
-                hi += span;
-            }
-        }
-        (lo, hi)
+        element_span(
+            batch
+                .iter()
+                .zip(&self.batch_strides)
+                .map(|(&e, &s)| (e, s))
+                .chain([(self.channels, self.channel_stride)])
+                .chain(self.axes.iter().map(|a| (a.size, a.stride))),
+        )
     }
 
     /// Checks the view's own rules (what [`Im2colView::offset`] and the packers rely on):

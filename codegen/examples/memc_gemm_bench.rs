@@ -143,6 +143,7 @@ fn main() {
                 },
                 alpha: 1.0f32,
                 accumulate: false,
+                a_packed: None,
             };
             let parallel = (m * n * k) as u64 >= memc_gemm::GEMM_PARALLEL_MACS;
             let t_memc = best_time(Duration::from_millis(500), || unsafe {

@@ -977,6 +977,22 @@ pub struct Contract {
     /// the CPU packs into small buffers on its stack, more slowly; other backends ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pack: Option<u64>,
+    /// `A` also packed whole in the weights section for the CPU's GEMM (a constant weight,
+    /// `crate::prepack`), which the CPU then reads instead of packing `a`; other readers
+    /// ignore it. `a` stays the same matrix, unpacked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a_packed: Option<PackedA>,
+}
+
+/// Where a [`Contract`]'s `A` lies packed whole ([`memc_gemm::pack_a_whole`]'s layout) in
+/// the weights section: batch index `(i_0, ..)`'s matrix at
+/// `byte_offset + sum_d i_d * batch_strides[d]` elements.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PackedA {
+    pub byte_offset: u64,
+    /// Elements between consecutive packed matrices along each batch axis (0 where `A` is
+    /// the same matrix); never negative.
+    pub batch_strides: Vec<i64>,
 }
 
 impl Contract {
@@ -1732,6 +1748,40 @@ fn validate_contract(
                 lo: lo_byte,
                 hi: hi_byte,
                 size: region,
+            });
+        }
+    }
+    if let Some(packed) = &c.a_packed {
+        let size = c.elem.size() as i128;
+        if packed.batch_strides.len() != c.batch.len()
+            || packed.batch_strides.iter().any(|&s| s < 0)
+        {
+            return Err(bad(
+                "the packed operand a does not have one stride (>= 0) per batch axis".into(),
+            ));
+        }
+        if packed.byte_offset % c.elem.size() != 0 {
+            return Err(bad(format!(
+                "the packed operand a starts at byte {}, not a multiple of the {}-byte element",
+                packed.byte_offset,
+                c.elem.size()
+            )));
+        }
+        let (_, hi) = element_span(
+            c.batch
+                .iter()
+                .copied()
+                .zip(packed.batch_strides.iter().copied()),
+        );
+        let lo_byte = packed.byte_offset as i128;
+        let hi_byte = lo_byte + (hi + memc_gemm::packed_a_len(c.m, c.k) as i128) * size;
+        if hi_byte > sizes.weights as i128 {
+            return Err(KernelError::OutOfBounds {
+                kernel: kernel.name.clone(),
+                view: "a (packed)".to_string(),
+                lo: lo_byte,
+                hi: hi_byte,
+                size: sizes.weights,
             });
         }
     }

@@ -6,6 +6,8 @@
 //!   few primitives; fused elementwise chains become one kernel.
 //! - `nbits`: the packed layout of low-bit weights, its decoders and the packer the plan writer
 //!   streams weights through.
+//! - `prepack`: constant `A` operands of products packed for the CPU's GEMM as the plan writer
+//!   streams weights.
 //! - `program`: a lowered program (kernels per scheduled step, I/O tensors, weight slots).
 //! - `lower`: planned IR to a program.
 //! - `backend`: the seam between a program and a machine: the [`backend::Backend`] and
@@ -22,7 +24,7 @@
 //! - `cuda`: the CUDA backend (feature `cuda`, cudarc's driver API opened at run time): the PTX
 //!   module JIT-loaded on device 0, one device arena, one CUDA graph per run.
 //!
-//! Files import one way: `lower -> program -> kernel -> nbits`; `backend -> program`;
+//! Files import one way: `lower -> program -> {kernel, prepack} -> nbits`; `backend -> program`;
 //! `cpu -> {backend, kernel, nbits}`; `cuda -> {backend, ptx, program}`.
 //!
 //! Invariants: it reads IR that passed the verifier and the memory planner's validator, and
@@ -37,6 +39,7 @@ pub mod lower;
 #[cfg(feature = "mlir")]
 pub mod mlir;
 pub mod nbits;
+pub mod prepack;
 pub mod program;
 pub mod ptx;
 pub mod reference;

@@ -134,6 +134,10 @@ pub struct WeightSlot {
     /// is then its element count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unpacked: Option<Scalar>,
+    /// When set, the slot holds a product's constant operand laid out for the CPU's GEMM
+    /// ([`crate::prepack`]), computed from the weight the spec names; `name` is the slot's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operand: Option<crate::prepack::OperandPack>,
 }
 
 pub use memc_ir::state::StateKind;
@@ -297,6 +301,24 @@ impl Program {
                         "weight `{}` is unpacked from {}, which is not a packed sub-byte type",
                         slot.name,
                         elem.name()
+                    )));
+                }
+            }
+            if let Some(spec) = &slot.operand {
+                if slot.pack.is_some() || slot.unpacked.is_some() {
+                    return Err(bad(format!(
+                        "weight `{}` is both a laid-out product operand and another packing",
+                        slot.name
+                    )));
+                }
+                spec.check_layout()
+                    .map_err(|e| bad(format!("packed weight `{}`: {e}", slot.name)))?;
+                if spec.byte_size() != slot.byte_size {
+                    return Err(bad(format!(
+                        "packed weight `{}` has {} bytes, its spec needs {}",
+                        slot.name,
+                        slot.byte_size,
+                        spec.byte_size()
                     )));
                 }
             }

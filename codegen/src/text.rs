@@ -411,6 +411,14 @@ fn write_contract(out: &mut dyn Write, pad: &str, c: &Contract) -> fmt::Result {
         "{pad}c: {}",
         mat_view(&c.c, c.elem, &c.batch, c.m, c.n)
     )?;
+    if let Some(packed) = &c.a_packed {
+        writeln!(
+            out,
+            "{pad}a packed: {} batch strides {:?}",
+            address(Region::Weights, packed.byte_offset as i64),
+            packed.batch_strides
+        )?;
+    }
     if let Some(offset) = c.pack {
         let bytes = c.blocking().scratch_bytes();
         writeln!(
@@ -641,6 +649,27 @@ impl Display for WeightSlot {
         }
         if let Some(elem) = self.unpacked {
             write!(f, ", {} one per byte", elem.name())?;
+        }
+        if let Some(spec) = &self.operand {
+            // `, operand "w" packed_a (f32 64x576 at +0, strides 576x1, 2 matrices)`.
+            let matrices: u64 = spec.matrices.iter().map(|&(e, _)| e).product();
+            write!(
+                f,
+                ", operand {:?} {} ({} {}x{} at +{}, strides {}x{}, {} matri{})",
+                spec.weight,
+                match spec.layout {
+                    crate::prepack::OperandLayout::PackedA => "packed_a",
+                    crate::prepack::OperandLayout::RowMajor => "row_major",
+                },
+                spec.elem.name(),
+                spec.rows,
+                spec.cols,
+                spec.offset,
+                spec.row_stride,
+                spec.col_stride,
+                matrices,
+                if matrices == 1 { "x" } else { "ces" }
+            )?;
         }
         Ok(())
     }

@@ -82,6 +82,7 @@ fn batched_transposed_accumulating_contraction() {
             alpha: f64_bits(0.5),
             accumulate: true,
             pack: None,
+            a_packed: None,
         };
         let kernel = Kernel {
             name: "bmm".into(),
@@ -155,6 +156,7 @@ fn batched_large_contraction_on_two_threads() {
         alpha: f64_bits(1.0),
         accumulate: false,
         pack: None,
+        a_packed: None,
     };
     let kernel = Kernel {
         name: "bmm".into(),
@@ -230,6 +232,7 @@ fn large_contraction_on_two_threads() {
         alpha: f64_bits(1.0),
         accumulate: false,
         pack: None,
+        a_packed: None,
     };
     let mut want = vec![0.0; (m * n) as usize];
     // The reference writes into its own buffer with c's strides.

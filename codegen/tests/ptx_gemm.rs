@@ -154,6 +154,7 @@ fn contract(case: &GemmCase) -> (Kernel, u64) {
             alpha: f64_bits(case.alpha),
             accumulate: case.accumulate,
             pack: None,
+            a_packed: None,
         }),
     };
     let sizes = RegionSizes {

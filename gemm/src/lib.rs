@@ -229,6 +229,38 @@ pub struct Product<T> {
     pub c: Mat<T>,
     pub alpha: T,
     pub accumulate: bool,
+    /// `a` already packed whole, in the layout [`pack_a_whole`] writes (a constant weight,
+    /// packed when the plan was written): the loop reads its strips in place instead of
+    /// packing `a` into the panel (`a` is then not read, except by one-row products, which
+    /// never take this form).
+    pub a_packed: Option<*const T>,
+}
+
+/// Values of an `m x k` matrix packed whole by [`pack_a_whole`]: its rows rounded up to
+/// [`GEMM_MR`], times `k`.
+pub fn packed_a_len(m: u64, k: u64) -> u64 {
+    m.div_ceil(GEMM_MR)
+        .saturating_mul(GEMM_MR)
+        .saturating_mul(k)
+}
+
+/// Packs the `m x k` matrix `a` whole, as the blocking loop reads it: for each run of `KC`
+/// values of `K` starting at `p0` (`kc` values, the last run shorter), at `dst + p0 * mpad`
+/// (`mpad` = `m` rounded up to [`GEMM_MR`]), strips of [`GEMM_MR`] rows: strip `s` at
+/// `s * MR * kc`, value `(i, p)` of it at `p * MR + i`, zero past `m`. The layout depends on
+/// the element size only (`KC` and `MR` do not depend on the instruction set).
+///
+/// # Safety
+/// `a` is valid for `m x k`; `dst` for [`packed_a_len`]`(m, k)` values.
+pub unsafe fn pack_a_whole<T: Elem>(dst: *mut T, a: Mat<T>, m: usize, k: usize) {
+    let kc_max = (GEMM_KC_BYTES / T::SIZE as u64) as usize;
+    let mpad = m.div_ceil(MR) * MR;
+    let mut p0 = 0;
+    while p0 < k {
+        let kc = (k - p0).min(kc_max);
+        pack_a(dst.add(p0 * mpad), a, 0, m, p0, kc);
+        p0 += kc;
+    }
 }
 
 /// A packer of `B` panels for products whose `B` is not a strided matrix in memory (an
@@ -963,6 +995,7 @@ unsafe fn run_units<T: Kernels>(
         let cols = (p.n - j0).min(plan.nc);
         if let Some(row) = plan.row_kernel.filter(|_| {
             p.m == 1
+                && p.a_packed.is_none()
                 && packer.is_none()
                 && !plan.pack_b
                 && p.b.cs == 1
@@ -1000,7 +1033,14 @@ unsafe fn run_units<T: Kernels>(
             for ic in ic_begin..ic_end {
                 let i0 = ic * plan.mc;
                 let rows = (p.m - i0).min(plan.mc);
-                pack_a(a_buf, p.a, i0, rows, p0, kc);
+                let a_panel = match p.a_packed {
+                    // Strips `i0 / MR..` of the run of `K` at `p0` (`i0` is a multiple of MR).
+                    Some(packed) => packed.add(p0 * p.m.div_ceil(MR) * MR + i0 * kc),
+                    None => {
+                        pack_a(a_buf, p.a, i0, rows, p0, kc);
+                        a_buf as *const T
+                    }
+                };
                 let mut jr = 0;
                 while jr < cols {
                     let nr = (cols - jr).min(plan.nr);
@@ -1018,7 +1058,7 @@ unsafe fn run_units<T: Kernels>(
                         };
                         (plan.kernel)(
                             kc,
-                            a_buf.add(ir * kc),
+                            a_panel.add(ir * kc),
                             b,
                             b_rs,
                             b_cols,
@@ -1036,6 +1076,41 @@ unsafe fn run_units<T: Kernels>(
             p0 += kc;
         }
         unit = (jc + 1) * plan.n_ic;
+    }
+}
+
+/// `blocking` with its row blocks evened out: the fewest blocks of at most `mc` rows (a
+/// multiple of `MR`) whose units split evenly over `threads` (when that needs no more than
+/// one block per `MR` rows), each as tall as the others. 128 rows are then two blocks of 66
+/// and 62 rather than 96 and 32, which two threads share equally. Only `mc` changes (never
+/// up), so the planned panels still hold a block and every sum runs over `K` as before.
+fn balanced_rows(
+    blocking: &GemmBlocking,
+    batches: usize,
+    m: usize,
+    n: usize,
+    threads: usize,
+) -> GemmBlocking {
+    let mc = blocking.mc as usize;
+    if mc == 0 || m == 0 {
+        return *blocking;
+    }
+    let n_jc = n.div_ceil(blocking.nc.max(1) as usize).max(1);
+    let max_blocks = m.div_ceil(MR);
+    let mut blocks = m.div_ceil(mc);
+    if threads > 1 {
+        let mut even = blocks;
+        while (batches * even * n_jc) % threads != 0 && even < max_blocks {
+            even += 1;
+        }
+        if (batches * even * n_jc) % threads == 0 {
+            blocks = even;
+        }
+    }
+    let rows = m.div_ceil(blocks).div_ceil(MR) * MR;
+    GemmBlocking {
+        mc: (rows as u64).min(blocking.mc),
+        ..*blocking
     }
 }
 
@@ -1102,14 +1177,18 @@ unsafe fn run_with<T: Kernels>(
     broadcast: Broadcast<'_>,
 ) {
     let first = at(0);
+    let threads = threads.min(blocking.slots as usize).max(1);
+    let balanced = balanced_rows(blocking, batches, first.m, first.n, threads);
+    let blocking = &balanced;
     let plan = Plan::<T>::new(blocking, first.m, first.n);
     let per_batch = plan.n_ic * plan.n_jc;
     let units = batches * per_batch;
-    let threads = threads.min(blocking.slots as usize).min(units).max(1);
+    let threads = threads.min(units).max(1);
     let slots = slots.filter(|_| blocking.slots > 0);
     let slot_bytes = blocking.slot_bytes() as usize;
     let a_bytes = blocking.a_bytes() as usize;
     let slots = SendPtr(slots.unwrap_or(std::ptr::null_mut()));
+    let a_packed = first.a_packed.is_some();
 
     let work = |t: usize| {
         let slots = slots.get();
@@ -1118,7 +1197,7 @@ unsafe fn run_with<T: Kernels>(
         let (a_buf, b_buf, plan_here);
         if slots.is_null() {
             // No planned scratch: small panels on this thread's stack.
-            let small = StackPanels::<T>::blocking(blocking);
+            let small = StackPanels::<T>::blocking(blocking, a_packed);
             plan_here = Plan::<T>::new(&small, first.m, first.n);
             (a_buf, b_buf) = StackPanels::panels(&mut stack);
         } else {
@@ -1185,8 +1264,17 @@ struct StackPanels<T> {
 
 impl<T: Elem> StackPanels<T> {
     /// The blocking of a product whose panels live on the stack: `KC` of 512 bytes, at most
-    /// 48 rows and 64 columns per panel.
-    fn blocking(planned: &GemmBlocking) -> GemmBlocking {
+    /// 48 rows and 64 columns per panel. With `A` packed whole (`a_packed`), `KC` stays the
+    /// planned one, which its layout follows, and the `B` panel narrows to fit.
+    fn blocking(planned: &GemmBlocking, a_packed: bool) -> GemmBlocking {
+        if a_packed {
+            let cols = STACK_B_BYTES as u64 / (planned.kc * T::SIZE as u64).max(1);
+            let nc = (cols / GEMM_NR_MAX * GEMM_NR_MAX).max(GEMM_NR_MAX);
+            return GemmBlocking {
+                nc: planned.nc.min(nc),
+                ..*planned
+            };
+        }
         let kc = planned.kc.min(512 / T::SIZE as u64);
         GemmBlocking {
             mc: planned.mc.min(48),

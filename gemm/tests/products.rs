@@ -44,6 +44,7 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
             })
             .collect();
         let mut c = start.clone();
+        let mut outcomes = Vec::new();
         let product = Product {
             m,
             n,
@@ -65,6 +66,7 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
             },
             alpha: T::from(alpha),
             accumulate,
+            a_packed: None,
         };
         let pack_b = !memc_gemm::gemm_b_in_place(m as u64, b_cs as i64);
         let blocking = GemmBlocking::new(1, m as u64, n as u64, k as u64, T::SIZE as u64, pack_b);
@@ -82,22 +84,56 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
         // SAFETY: the operands hold every element the strides reach; the slots are sized by
         // the blocking.
         unsafe { memc_gemm::run::<T>(1, &|_| product, &blocking, slots, threads, &broadcast) };
-        for i in 0..m {
-            for j in 0..n {
-                let mut sum = 0.0f64;
-                for p in 0..k {
-                    let x: f64 = a[(i as isize * a_rs + p as isize * a_cs) as usize].into();
-                    let y: f64 = b[(p as isize * b_rs + j as isize * b_cs) as usize].into();
-                    sum += x * y;
-                }
-                let at = (i as isize * c_rs + j as isize * c_cs) as usize;
-                let old: f64 = start[at].into();
-                let want = alpha as f64 * sum + if accumulate { old } else { 0.0 };
-                let got: f64 = c[at].into();
+        if m > 1 {
+            // `A` packed whole beforehand (a constant weight): the same values, bit for bit.
+            let mut packed = vec![T::ZERO; memc_gemm::packed_a_len(m as u64, k as u64) as usize];
+            // SAFETY: `packed` holds `packed_a_len` values; `a` every element of `m x k`.
+            unsafe { memc_gemm::pack_a_whole(packed.as_mut_ptr(), product.a, m, k) };
+            let mut again = start.clone();
+            let product = Product {
+                c: Mat {
+                    ptr: again.as_mut_ptr(),
+                    ..product.c
+                },
+                a_packed: Some(packed.as_ptr()),
+                ..product
+            };
+            // SAFETY: as above; `a_packed` holds `A` in the layout the loop reads.
+            unsafe { memc_gemm::run::<T>(1, &|_| product, &blocking, slots, threads, &broadcast) };
+            // With planned panels the blocking is the same, and so is every sum's order; stack
+            // panels cut `K` finer unless `A` is packed whole.
+            let stack = slots.is_none() || blocking.slots == 0;
+            if !stack {
+                let same = again
+                    .iter()
+                    .zip(&c)
+                    .all(|(x, y)| (*x).into().to_bits() == (*y).into().to_bits());
                 assert!(
-                    (got - want).abs() <= 1e-4 * (1.0 + k as f64).sqrt() * (1.0 + want.abs()),
-                    "{m}x{k}x{n} form {form} threads {threads} planned {planned} accumulate {accumulate}: c[{i}, {j}] = {got}, want {want}"
+                    same,
+                    "{m}x{k}x{n} form {form} threads {threads} planned {planned}: packed A differs"
                 );
+            }
+            outcomes.push(("packed A", again));
+        }
+        outcomes.push(("", c));
+        for (what, c) in &outcomes {
+            for i in 0..m {
+                for j in 0..n {
+                    let mut sum = 0.0f64;
+                    for p in 0..k {
+                        let x: f64 = a[(i as isize * a_rs + p as isize * a_cs) as usize].into();
+                        let y: f64 = b[(p as isize * b_rs + j as isize * b_cs) as usize].into();
+                        sum += x * y;
+                    }
+                    let at = (i as isize * c_rs + j as isize * c_cs) as usize;
+                    let old: f64 = start[at].into();
+                    let want = alpha as f64 * sum + if accumulate { old } else { 0.0 };
+                    let got: f64 = c[at].into();
+                    assert!(
+                    (got - want).abs() <= 1e-4 * (1.0 + k as f64).sqrt() * (1.0 + want.abs()),
+                    "{m}x{k}x{n} form {form} threads {threads} planned {planned} accumulate {accumulate} {what}: c[{i}, {j}] = {got}, want {want}"
+                );
+                }
             }
         }
     }

@@ -32,6 +32,9 @@ pub struct TargetInfo {
     pub nbits: NBitsPolicy,
     /// The most elementwise ops one fused kernel computes.
     pub max_fused_ops: usize,
+    /// Whether a product's constant `A` (a weight) is also stored packed for the backend's
+    /// GEMM, so that no run packs it (the CPU's memc-gemm layout).
+    pub prepack_weights: bool,
 }
 
 /// A backend's convolution forms and their scratch policy.
@@ -151,6 +154,7 @@ impl TargetInfo {
             tile_scratch_bytes: 0,
         },
         max_fused_ops: 1,
+        prepack_weights: false,
     };
 
     /// Whether the backend's kernels compute in `elem`.

@@ -464,6 +464,12 @@ enum SlotSource<'a> {
         elem: memc_ir::ElemType,
         mapped: bool,
     },
+    /// A product's constant operand, laid out for the CPU's GEMM while writing.
+    Operand {
+        spec: &'a memc_codegen::prepack::OperandPack,
+        bytes: &'a [u8],
+        mapped: bool,
+    },
     /// Computed from model weights while writing (a packed low-bit weight).
     Pack {
         spec: &'a memc_codegen::nbits::PackSpec,
@@ -497,6 +503,21 @@ fn slot_bytes<'a>(
     let mut slots = Vec::with_capacity(program.weights.len());
     for slot in &program.weights {
         let source = match (&slot.pack, slot.unpacked) {
+            // `Program::validate` refuses an operand slot that is also another packing.
+            _ if slot.operand.is_some() => {
+                let spec = slot.operand.as_ref().expect("checked");
+                let (bytes, mapped) = weight_bytes(weights, &spec.weight)?;
+                spec.check(bytes)
+                    .map_err(|message| RuntimeError::PackInvalid {
+                        name: slot.name.clone(),
+                        message,
+                    })?;
+                SlotSource::Operand {
+                    spec,
+                    bytes,
+                    mapped,
+                }
+            }
             (None, Some(scalar)) => {
                 let (bytes, mapped) = weight_bytes(weights, &slot.name)?;
                 let elem = scalar.elem();
@@ -723,6 +744,17 @@ fn write_file(
                     if mapped {
                         release_mapped_pages(chunk);
                     }
+                }
+            }
+            // One matrix at a time; the weight's pages are released after the last.
+            &SlotSource::Operand {
+                spec,
+                bytes,
+                mapped,
+            } => {
+                memc_codegen::prepack::pack(spec, bytes, &mut |chunk| out.write_all(chunk))?;
+                if mapped {
+                    release_mapped_pages(bytes);
                 }
             }
             // The packer produces the slot band by band and says when source bytes are done.

@@ -150,6 +150,7 @@ mod gpu {
                 byte_size: 16,
                 pack: None,
                 unpacked: None,
+                operand: None,
             }],
             state: vec![],
             steps: vec![Step {

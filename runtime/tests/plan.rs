@@ -518,6 +518,7 @@ fn progress_counts_the_weights_section_and_can_cancel_the_write() {
         byte_size: big,
         pack: None,
         unpacked: None,
+        operand: None,
     });
     meta.program.weights_size = 4096 + big;
     let total = meta.program.weights_size;

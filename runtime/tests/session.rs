@@ -149,6 +149,7 @@ fn zero_element_tensors_and_kernels_run() {
             alpha: 1f64.to_bits(),
             accumulate: false,
             pack: None,
+            a_packed: None,
         }),
     };
     let io = |name: &str| IoTensor {

@@ -89,6 +89,21 @@ def mlp_raw():
     return mlp([numpy_helper.from_array(a, n) for n, a in mlp_arrays().items()])
 
 
+def linear_transb():
+    """x[4,64] -> Gemm(transB=1, w[48,64]) -> Relu -> Gemm(transB=1, w2[16,48]) -> y[4,16]: PyTorch's
+    Linear as torch.onnx exports it for 2-d inputs (tests/prepack.rs: a transposed constant B of a
+    product with few rows)."""
+    nodes = [
+        helper.make_node("Gemm", ["x", "w1", "b1"], ["h0"], name="fc1", transB=1),
+        helper.make_node("Relu", ["h0"], ["h1"], name="relu"),
+        helper.make_node("Gemm", ["h1", "w2"], ["y"], name="fc2", transB=1),
+    ]
+    inits = [numpy_helper.from_array(rnd(11, (48, 64)), "w1"), numpy_helper.from_array(rnd(12, (48,)), "b1"),
+             numpy_helper.from_array(rnd(13, (16, 48)), "w2")]
+    return model(nodes, [vi("x", TensorProto.FLOAT, [4, 64])], [vi("y", TensorProto.FLOAT, [4, 16])], inits,
+                 name="linear_transb")
+
+
 def mlp_typed():
     inits = []
     for n, a in mlp_arrays().items():
@@ -777,6 +792,7 @@ def write_valid():
     for name, fn in [
         ("mlp_raw", mlp_raw),
         ("mlp_typed", mlp_typed),
+        ("linear_transb", linear_transb),
         ("symbolic", symbolic),
         ("shape_subgraph", shape_subgraph),
         ("constant_node", constant_node),

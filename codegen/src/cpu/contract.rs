@@ -11,7 +11,7 @@
 
 use super::pool::WorkerPool;
 use super::regions::RegionPtrs;
-use crate::kernel::{Contract, ContractB, Im2colView, MatView, Scalar, MAX_IM2COL_AXES};
+use crate::kernel::{Contract, ContractB, Im2colView, MatView, Region, Scalar, MAX_IM2COL_AXES};
 use memc_gemm::{self as gemm, Kernels, Mat, Product};
 
 /// Products with at least this many multiply-adds (`batches * m * n * k`) use several threads
@@ -26,6 +26,17 @@ impl RegionPtrs {
             .cast::<T>()
             .wrapping_offset(batch_offset as isize)
     }
+}
+
+/// Elements from batch index 0 to batch index `linear` (row-major over `batch`) of a view
+/// with `strides` along the batch axes.
+fn batch_offset(batch: &[u64], strides: &[i64], mut linear: u64) -> i64 {
+    let mut offset = 0i64;
+    for (&extent, &stride) in batch.iter().zip(strides).rev() {
+        offset = offset.wrapping_add(((linear % extent) as i64).wrapping_mul(stride));
+        linear /= extent;
+    }
+    offset
 }
 
 /// Runs `c` over all its batch indices.
@@ -47,14 +58,8 @@ unsafe fn run_typed<T: Kernels>(c: &Contract, regions: RegionPtrs, pool: &Worker
         return;
     }
     let n_batches: u64 = c.batch.iter().product();
-    let batch_offsets = |mut linear: u64, view: &MatView| -> i64 {
-        let mut offset = 0i64;
-        for (&extent, &stride) in c.batch.iter().zip(&view.batch_strides).rev() {
-            offset = offset.wrapping_add(((linear % extent) as i64).wrapping_mul(stride));
-            linear /= extent;
-        }
-        offset
-    };
+    let batch_offsets =
+        |linear: u64, view: &MatView| batch_offset(&c.batch, &view.batch_strides, linear);
     if c.k == 0 {
         if !c.accumulate {
             for linear in 0..n_batches {
@@ -94,6 +99,15 @@ unsafe fn run_typed<T: Kernels>(c: &Contract, regions: RegionPtrs, pool: &Worker
         c: mat(&c.c, batch as u64),
         alpha,
         accumulate: c.accumulate,
+        a_packed: c.a_packed.as_ref().map(|packed| {
+            let offset = batch_offset(&c.batch, &packed.batch_strides, batch as u64);
+            regions
+                .base(Region::Weights)
+                .wrapping_add(packed.byte_offset as usize)
+                .cast::<T>()
+                .wrapping_offset(offset as isize)
+                .cast_const()
+        }),
     };
     let blocking = c.blocking();
     let mnk = c.m.saturating_mul(c.n).saturating_mul(c.k);
@@ -120,16 +134,7 @@ unsafe fn run_typed<T: Kernels>(c: &Contract, regions: RegionPtrs, pool: &Worker
                     .base(view.region)
                     .wrapping_offset(view.byte_offset as isize)
                     .cast::<T>(),
-                batch_offset: &|linear| {
-                    let mut linear = linear as u64;
-                    let mut offset = 0i64;
-                    for (&extent, &stride) in c.batch.iter().zip(&view.batch_strides).rev() {
-                        offset =
-                            offset.wrapping_add(((linear % extent) as i64).wrapping_mul(stride));
-                        linear /= extent;
-                    }
-                    offset
-                },
+                batch_offset: &|linear| batch_offset(&c.batch, &view.batch_strides, linear as u64),
             };
             gemm::run_packing_b::<T>(
                 n_batches as usize,

@@ -12,6 +12,8 @@ pub struct RegionPtrs {
     pub state: *mut u8,
 }
 
+// The kernels that use these (the JIT's workers, contractions) need the `cpu` feature.
+#[cfg_attr(not(feature = "cpu"), allow(dead_code))]
 impl RegionPtrs {
     /// The base of `region`.
     pub(crate) fn base(self, region: Region) -> *mut u8 {
@@ -29,6 +31,7 @@ impl RegionPtrs {
 unsafe impl Send for RegionPtrs {}
 unsafe impl Sync for RegionPtrs {}
 
+#[cfg_attr(not(feature = "cpu"), allow(dead_code))]
 impl RegionPtrs {
     /// A copy; a method so closures capture the whole (Send) struct, not its fields.
     pub(crate) fn get(self) -> RegionPtrs {

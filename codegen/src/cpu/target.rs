@@ -60,6 +60,7 @@ pub static CPU: TargetInfo = TargetInfo {
         tile_scratch_bytes: SCRATCH_SLOTS * TILE_K * TILE_N * 4,
     },
     max_fused_ops: MAX_FUSED_OPS,
+    prepack_weights: true,
 };
 
 /// The CPU backend's [`TargetInfo`].

@@ -44,6 +44,7 @@ mod linalg;
 mod loss;
 mod movement;
 mod plan;
+mod prepack;
 mod quant4;
 mod recurrent;
 mod reduce;
@@ -274,6 +275,7 @@ impl<'a> LowerCtx<'a> {
             byte_size: size,
             pack: None,
             unpacked: unpack.then(|| Scalar::from_elem(w.ty().elem)),
+            operand: None,
         });
         if unpack {
             slots.by_unpacked.insert(weight, i);
@@ -300,6 +302,7 @@ impl<'a> LowerCtx<'a> {
             byte_size: size,
             pack: Some(spec.clone()),
             unpacked: None,
+            operand: None,
         });
         slots.by_pack.insert(spec, i);
         offset
@@ -711,7 +714,7 @@ pub fn lower_planned(
         outputs.push(output);
     }
     let slots = ctx.slots.into_inner();
-    let program = Program {
+    let mut program = Program {
         arena_size: plan.arena_size,
         weights_size: slots.size,
         state_size: ctx.state_size,
@@ -721,6 +724,9 @@ pub fn lower_planned(
         state,
         steps,
     };
+    if ops.target.prepack_weights {
+        prepack::prepack_weights(&mut program);
+    }
     program.validate().map_err(|e| {
         Diagnostic::error(format!(
             "lowering produced an invalid kernel (a memc bug): {e}"

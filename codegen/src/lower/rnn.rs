@@ -133,6 +133,7 @@ fn contract(name: String, [m, n, k]: [u64; 3], [a, b, c]: [MatView; 3]) -> Kerne
             alpha: 1f64.to_bits(),
             accumulate: false,
             pack: None,
+            a_packed: None,
         }),
     }
 }

@@ -37,6 +37,8 @@ pub static CUDA: TargetInfo = TargetInfo {
         tile_scratch_bytes: 0,
     },
     max_fused_ops: crate::cpu::target::MAX_FUSED_OPS,
+    // The PTX GEMM loads strided tiles of `A` itself.
+    prepack_weights: false,
 };
 
 /// The CUDA backend's [`TargetInfo`].

@@ -119,6 +119,7 @@ pub fn add_matmul_program() -> (Program, WeightStore) {
             alpha: 1f64.to_bits(),
             accumulate: false,
             pack: None,
+            a_packed: None,
         }),
     };
     let program = Program {
@@ -159,6 +160,7 @@ pub fn add_matmul_program() -> (Program, WeightStore) {
                 byte_size: 32,
                 pack: None,
                 unpacked: None,
+                operand: None,
             },
             WeightSlot {
                 name: "bias".into(),
@@ -166,6 +168,7 @@ pub fn add_matmul_program() -> (Program, WeightStore) {
                 byte_size: 16,
                 pack: None,
                 unpacked: None,
+                operand: None,
             },
         ],
         state: vec![],

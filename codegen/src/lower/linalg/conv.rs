@@ -411,6 +411,7 @@ fn kernel_row_products(
         alpha: 1f64.to_bits(),
         accumulate: true,
         pack: None,
+        a_packed: None,
     };
     let mut contracts = Vec::new();
     for c_in in 0..s.c_g as i64 {
@@ -649,6 +650,7 @@ fn implicit_product(
         alpha: 1f64.to_bits(),
         accumulate,
         pack: None,
+        a_packed: None,
     })
 }
 
@@ -737,6 +739,7 @@ fn im2col_kernels(
             alpha: 1f64.to_bits(),
             accumulate: bias.is_some(),
             pack: None,
+            a_packed: None,
         };
         kernels.push(Kernel {
             name: ctx.kernel_name(op, kernels.len()),
@@ -992,6 +995,7 @@ fn conv_tap(
         alpha: 1f64.to_bits(),
         accumulate: true,
         pack: None,
+        a_packed: None,
     });
     Some(Tap {
         contract,
@@ -1435,6 +1439,7 @@ fn transpose_tap(
         alpha: 1f64.to_bits(),
         accumulate: true,
         pack: None,
+        a_packed: None,
     });
     Some(Tap {
         contract,

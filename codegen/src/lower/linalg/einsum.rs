@@ -220,6 +220,7 @@ fn as_contract(
             alpha: 1.0f64.to_bits(),
             accumulate: false,
             pack: None,
+            a_packed: None,
         }),
     })
 }

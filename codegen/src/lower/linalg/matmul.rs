@@ -232,6 +232,7 @@ fn contract(
             alpha: alpha.to_bits(),
             accumulate,
             pack: None,
+            a_packed: None,
         }),
     }
 }

@@ -271,6 +271,7 @@ fn products_per_image(
                 alpha: 1f64.to_bits(),
                 accumulate: image > 0,
                 pack: None,
+                a_packed: None,
             })
         })
         .collect()

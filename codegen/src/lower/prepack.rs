@@ -1,0 +1,155 @@
+//! The last step of lowering for a target that lays weights out for its GEMM (the CPU,
+//! [`crate::prepack`]). For every contraction over a constant weight (a plain slot of the
+//! weights section):
+//!
+//! - an `A` of more than one row gets a packed copy, and its [`PackedA`] points there (a
+//!   one-row product's row kernel reads `A` where it is);
+//! - a `B` of a product that would pack it on every run although it has few rows (columns
+//!   not contiguous: a transposed weight) moves to a row-major copy, which it reads in place.
+//!
+//! Two contractions laying out the same matrices the same way share a slot. Operands of fewer
+//! than [`MIN_ELEMS`] values are left as they are: packing them costs a run about a
+//! microsecond, and each copy adds to the plan file.
+
+use crate::kernel::{Contract, ContractB, KernelBody, MatView, PackedA, Region, Scalar};
+use crate::prepack::{OperandLayout, OperandPack};
+use crate::program::{Program, WeightSlot, WEIGHT_ALIGN};
+use std::collections::HashMap;
+
+/// The fewest values (per matrix) of an operand worth a laid-out copy.
+const MIN_ELEMS: u64 = 1024;
+
+pub(crate) fn prepack_weights(program: &mut Program) {
+    let mut slots = Slots {
+        by_spec: HashMap::new(),
+        added: Vec::new(),
+        size: program.weights_size,
+    };
+    let plain = &program.weights;
+    for step in &mut program.steps {
+        for kernel in &mut step.kernels {
+            let KernelBody::Contract(c) = &mut kernel.body else {
+                continue;
+            };
+            if !matches!(c.elem, Scalar::F32 | Scalar::F64)
+                || c.m == 0
+                || c.n == 0
+                || c.k == 0
+                || c.batch.contains(&0)
+            {
+                continue;
+            }
+            if c.m >= 2 {
+                if let Some((spec, batch_strides)) =
+                    layout(c, &c.a, c.m, c.k, OperandLayout::PackedA, plain)
+                {
+                    c.a_packed = Some(PackedA {
+                        byte_offset: slots.offset(spec),
+                        batch_strides,
+                    });
+                }
+            }
+            let b_repacked_per_run =
+                c.m <= memc_gemm::GEMM_SMALL_M && c.b.as_mat().is_some_and(|b| b.col_stride != 1);
+            if b_repacked_per_run {
+                let b = c.b.as_mat().expect("checked");
+                if let Some((spec, batch_strides)) =
+                    layout(c, b, c.k, c.n, OperandLayout::RowMajor, plain)
+                {
+                    c.b = ContractB::Mat(MatView {
+                        region: Region::Weights,
+                        byte_offset: slots.offset(spec) as i64,
+                        batch_strides,
+                        row_stride: c.n as i64,
+                        col_stride: 1,
+                    });
+                }
+            }
+        }
+    }
+    program.weights.extend(slots.added);
+    program.weights_size = slots.size;
+}
+
+/// The slots added so far.
+struct Slots {
+    by_spec: HashMap<OperandPack, u64>,
+    added: Vec<WeightSlot>,
+    size: u64,
+}
+
+impl Slots {
+    /// The weights-section offset of the slot `spec` describes, added on first use.
+    fn offset(&mut self, spec: OperandPack) -> u64 {
+        if let Some(&offset) = self.by_spec.get(&spec) {
+            return offset;
+        }
+        let offset = self.size.next_multiple_of(WEIGHT_ALIGN);
+        self.size = offset + spec.byte_size();
+        self.added.push(WeightSlot {
+            name: spec.slot_name(),
+            byte_offset: offset,
+            byte_size: spec.byte_size(),
+            pack: None,
+            unpacked: None,
+            operand: Some(spec.clone()),
+        });
+        self.by_spec.insert(spec, offset);
+        offset
+    }
+}
+
+/// The slot for `c`'s operand `view` (`rows x cols`) in `layout`, and the strides of its
+/// matrices along `c`'s batch axes (in elements): `None` unless the operand lies inside one
+/// plain weight slot.
+fn layout(
+    c: &Contract,
+    view: &MatView,
+    rows: u64,
+    cols: u64,
+    layout: OperandLayout,
+    slots: &[WeightSlot],
+) -> Option<(OperandPack, Vec<i64>)> {
+    if view.region != Region::Weights || rows.saturating_mul(cols) < MIN_ELEMS {
+        return None;
+    }
+    let size = c.elem.size();
+    let (lo, hi) = view.byte_range(&c.batch, rows, cols, size);
+    let slot = slots.iter().find(|s| {
+        s.pack.is_none()
+            && s.unpacked.is_none()
+            && s.operand.is_none()
+            && lo >= s.byte_offset as i128
+            && hi <= (s.byte_offset + s.byte_size) as i128
+    })?;
+    let offset = view.byte_offset - slot.byte_offset as i64;
+    if offset < 0 || offset % size as i64 != 0 {
+        return None;
+    }
+    // Axes along which the operand changes hold distinct matrices; the others share one.
+    let distinct = |d: usize| c.batch[d] > 1 && view.batch_strides[d] != 0;
+    let spec = OperandPack {
+        weight: slot.name.clone(),
+        elem: c.elem,
+        layout,
+        rows,
+        cols,
+        offset: offset as u64 / size,
+        row_stride: view.row_stride,
+        col_stride: view.col_stride,
+        matrices: (0..c.batch.len())
+            .filter(|&d| distinct(d))
+            .map(|d| (c.batch[d], view.batch_strides[d]))
+            .collect(),
+    };
+    spec.check_layout().ok()?;
+    let mut batch_strides = vec![0i64; c.batch.len()];
+    let mut step = spec.matrix_len() as i64;
+    for d in (0..c.batch.len()).rev() {
+        if distinct(d) {
+            batch_strides[d] = step;
+            step = step.checked_mul(c.batch[d] as i64)?;
+        }
+    }
+    Some((spec, batch_strides))
+}

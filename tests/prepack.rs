@@ -1,0 +1,179 @@
+//! Constant product operands laid out for the CPU's GEMM when the plan is written
+//! (`codegen/src/prepack.rs`): on the no-heap model (`tests/onnx/no_heap/model.onnx`: 3x3 and
+//! 1x1 convolutions, products of many rows), the bundled classifier and
+//! `tests/onnx/fixtures/linear_transb.onnx` (PyTorch's `Linear`: `Gemm` with `transB`, 4 rows),
+//! the plan holds the layouts, the convolutions read their weights packed, the transposed `B`
+//! moved to a row-major copy, and the CPU backend (which reads the packed copies) agrees with the
+//! reference interpreter (which reads the plain `A` and the row-major `B`) on every output.
+
+mod common;
+
+use common::root;
+use memc_codegen::kernel::{KernelBody, Region};
+use memc_codegen::prepack::OperandLayout;
+use memc_runtime::{PlanFile, Session, SessionOptions, TensorRef};
+use std::num::NonZeroUsize;
+use std::process::Command;
+
+/// Compiles `model` (with `dims`), checks its laid-out operands, and compares the CPU run with
+/// the reference interpreter; returns how many slots of each layout the plan has.
+fn check(model: &str, dims: &[&str]) -> (usize, usize) {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("prepack");
+    std::fs::create_dir_all(&dir).expect("the target tmpdir is writable");
+    let plan = dir.join(format!("{}.plan", model.replace('/', "_")));
+    let mut compile = Command::new(env!("CARGO_BIN_EXE_memc"));
+    compile
+        .arg("compile")
+        .arg(root().join(model))
+        .arg("-o")
+        .arg(&plan);
+    for dim in dims {
+        compile.args(["--dim", dim]);
+    }
+    assert!(
+        compile.status().expect("memc runs").success(),
+        "{model}: compile"
+    );
+
+    let file = PlanFile::open(&plan).expect("the plan opens");
+    let program = file.program();
+    let count = |layout| {
+        program
+            .weights
+            .iter()
+            .filter(|s| s.operand.as_ref().is_some_and(|o| o.layout == layout))
+            .count()
+    };
+    for kernel in program.kernels() {
+        let KernelBody::Contract(c) = &kernel.body else {
+            continue;
+        };
+        if let Some(packed) = &c.a_packed {
+            // A packed copy of a constant `A`, inside a packed slot of its shape.
+            assert_eq!(c.a.region, Region::Weights, "{}", kernel.name);
+            let slot = program
+                .weights
+                .iter()
+                .find(|s| {
+                    (s.byte_offset..s.byte_offset + s.byte_size).contains(&packed.byte_offset)
+                })
+                .expect("the packed operand lies in a slot");
+            let spec = slot.operand.as_ref().expect("a laid-out slot");
+            assert_eq!(
+                (spec.layout, spec.rows, spec.cols),
+                (OperandLayout::PackedA, c.m, c.k),
+                "{}",
+                kernel.name
+            );
+        }
+    }
+
+    // Deterministic inputs; the CPU backend at two threads against the reference interpreter.
+    let options = SessionOptions {
+        threads: NonZeroUsize::new(2),
+        verify_weights: false,
+    };
+    let mut session = Session::load_with(&plan, &options).expect("the plan loads");
+    let data: Vec<(String, Vec<f32>, Vec<u64>)> = session
+        .inputs()
+        .iter()
+        .map(|io| {
+            let n = io.shape.iter().product::<u64>() as usize;
+            let values = (0..n)
+                .map(|i| ((i * 7919) % 97) as f32 / 97.0 - 0.5)
+                .collect();
+            (io.name.clone(), values, io.shape.clone())
+        })
+        .collect();
+    let inputs: Vec<(&str, TensorRef<'_>)> = data
+        .iter()
+        .map(|(name, values, shape)| {
+            (
+                name.as_str(),
+                TensorRef::from_slice(shape, values).expect("f32 inputs"),
+            )
+        })
+        .collect();
+    let outputs = session.run(&inputs).expect("a run");
+    let bytes: Vec<Vec<u8>> = data
+        .iter()
+        .map(|(_, values, _)| values.iter().flat_map(|v| v.to_le_bytes()).collect())
+        .collect();
+    let refs: Vec<&[u8]> = bytes.iter().map(Vec::as_slice).collect();
+    let want = memc_codegen::reference::run_outputs(program, file.weights(), &refs)
+        .expect("the reference interpreter runs");
+    for ((io, (_, want)), got) in program.outputs.iter().zip(&want).zip(&outputs) {
+        let got = common::to_f64(got);
+        let want: Vec<f64> = want
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")) as f64)
+            .collect();
+        assert_eq!(got.len(), want.len(), "{model} {}", io.name);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-4 + 1e-4 * w.abs(),
+                "{model} output {} [{i}]: CPU {g}, reference {w}",
+                io.name
+            );
+        }
+    }
+    (
+        count(OperandLayout::PackedA),
+        count(OperandLayout::RowMajor),
+    )
+}
+
+#[test]
+fn laid_out_weights_run_as_the_reference_reads_them() {
+    // The 3x3 convolution's 16x72 weight is packed (the 1x1's 16x16 is too small); the `Gemm`
+    // with `transB` has more rows than read `B` in place, so its `B` stays as it is.
+    let (packed, row_major) = check("tests/onnx/no_heap/model.onnx", &[]);
+    assert_eq!((packed, row_major), (1, 0), "the no-heap model");
+    // conv2's 16x72 weight is packed; conv1's 8x27 and fc's 10x16 are too small to matter.
+    let (packed, row_major) = check("examples/classifier.onnx", &["batch=1"]);
+    assert_eq!((packed, row_major), (1, 0), "the classifier");
+    // fc1's transposed 48x64 weight is made row-major; fc2's 16x48 is too small.
+    let (packed, row_major) = check("tests/onnx/fixtures/linear_transb.onnx", &[]);
+    assert_eq!((packed, row_major), (0, 1), "PyTorch's Linear");
+}
+
+/// The validator bounds a packed `A` by the weights section, and refuses a misaligned one or
+/// one that steps backwards between batch indices.
+#[test]
+fn the_validator_bounds_a_packed_operand() {
+    let options = memc::compile::CompileOptions {
+        lower: true,
+        ..Default::default()
+    };
+    let compiled = memc::compile::compile(&root().join("tests/onnx/no_heap/model.onnx"), &options)
+        .unwrap_or_else(|d| panic!("compile: {}", d.message));
+    let program = compiled.program.expect("a program");
+    program.validate().expect("the program validates");
+    let weights = program.weights_size;
+    let mutants: [(&str, &dyn Fn(&mut memc_codegen::kernel::PackedA)); 4] = [
+        ("past the end", &|p| p.byte_offset = weights - 4),
+        ("far past the end", &|p| p.byte_offset = u64::MAX / 2),
+        ("misaligned", &|p| p.byte_offset += 2),
+        ("backwards", &|p| {
+            p.batch_strides = vec![-1; p.batch_strides.len()]
+        }),
+    ];
+    for (what, mutate) in mutants {
+        let mut mutant = program.clone();
+        let packed = mutant
+            .steps
+            .iter_mut()
+            .flat_map(|s| &mut s.kernels)
+            .find_map(|k| match &mut k.body {
+                KernelBody::Contract(c) if !c.batch.is_empty() => c.a_packed.as_mut(),
+                _ => None,
+            })
+            .expect("a batched contraction with a packed A");
+        mutate(packed);
+        let error = mutant.validate().expect_err(what).to_string();
+        assert!(
+            error.contains("a (packed)") || error.contains("packed operand a"),
+            "{what}: {error}"
+        );
+    }
+}

@@ -25,10 +25,12 @@
 //!   it was making again when memory ran out (a bounded number of times).
 //!
 //! The simulation holds every value in its own bytes (no in-place sharing), so it runs with
-//! several limits at and above the target; each run's recomputations are measured by the
-//! [`Model`], which shares bytes as the planner does, then pruned by reverse deletion (each
-//! recomputation the target does not need is dropped, most expensive first). The best run
-//! that meets the target is kept. Only for models of at most [`MAX_OPS`] ops, and only when the
+//! several limits at and above the target. A run's recomputations become one chain per base
+//! op they run before, in the order the run made them, so that the [`Model`] (which shares
+//! bytes as the planner does) measures the run's own schedule; they are also measured in
+//! schedule order, where a value made twice at one point is made twice in a row and one copy
+//! can go. Each is pruned by reverse deletion (each recomputation the target does not need is
+//! dropped, most expensive first), and the best that meets the target is kept. Only for models of at most [`MAX_OPS`] ops, and only when the
 //! candidates fall short (`super::rematerialize` decides); the work it may do is bounded by a
 //! [`Work`] budget, so the result does not depend on the machine.
 
@@ -52,7 +54,8 @@ enum Victim {
     FarthestRead,
 }
 
-/// A set of single-op recomputations, `(op, at)`: op `op` cloned right before base op `at`.
+/// A set of single-op recomputations, `(op, at)`: op `op` cloned right before base op `at`,
+/// in the order a run made them (by `at`, then in making order).
 type Atoms = Vec<(usize, usize)>;
 
 struct Sim<'a> {
@@ -436,33 +439,41 @@ fn simulate(
     Ok(sim.atoms)
 }
 
-/// The candidates of a set of recomputations: one single-op chain each.
+/// The candidates of a set of recomputations: one chain per base position, the
+/// recomputations there in the order the run made them (which the model and the IR rewrite
+/// keep, so that the memory they see is the run's).
 fn candidates_of(model: &Model, reads: &[Vec<usize>], atoms: &[(usize, usize)]) -> Vec<Candidate> {
     atoms
-        .iter()
-        .map(|&(q, at)| {
-            let target = model.ops[q].results.first().copied().unwrap_or(0);
+        .chunk_by(|a, b| a.1 == b.1)
+        .map(|group| {
+            let at = group[0].1;
+            let chain: Vec<usize> = group.iter().map(|&(q, _)| q).collect();
+            let last = *chain.last().expect("chunks are not empty");
+            let target = model.ops[last].results.first().copied().unwrap_or(0);
             let before = &reads[target];
             let gap_from = before[..before.partition_point(|&r| r < at)]
                 .last()
                 .copied()
-                .unwrap_or(q);
+                .unwrap_or(last);
             Candidate {
                 target,
                 at,
-                chain: vec![q],
-                flops: model.ops[q].flops,
+                flops: chain
+                    .iter()
+                    .fold(0u64, |a, &q| a.saturating_add(model.ops[q].flops)),
+                label: label(model, &chain),
+                chain,
                 gap_from,
                 extends: Vec::new(),
-                label: label(model, &[q]),
                 moves: false,
             }
         })
         .collect()
 }
 
-fn evaluate(model: &Model, cands: &[Candidate], work: &Work) -> Profile {
-    work.charge((model.ops.len() + cands.len()) as u64 + 256);
+fn evaluate(model: &Model, reads: &[Vec<usize>], atoms: &[(usize, usize)], work: &Work) -> Profile {
+    work.charge((model.ops.len() + atoms.len()) as u64 + 256);
+    let cands = candidates_of(model, reads, atoms);
     let refs: Vec<&Candidate> = cands.iter().collect();
     model.evaluate(&refs)
 }
@@ -470,38 +481,42 @@ fn evaluate(model: &Model, cands: &[Candidate], work: &Work) -> Profile {
 /// Reverse deletion: drops, most expensive first, each recomputation the target does not need.
 fn prune(
     model: &Model,
-    cands: &mut Vec<Candidate>,
+    reads: &[Vec<usize>],
+    atoms: &mut Atoms,
     profile: &mut Profile,
     target: u64,
     work: &Work,
 ) {
-    let mut order: Vec<Candidate> = cands.clone();
-    order.sort_by_key(|c| {
+    let mut order: Atoms = atoms.clone();
+    order.sort_by_key(|&(q, at)| {
         (
-            std::cmp::Reverse(c.flops),
-            std::cmp::Reverse(c.at),
-            c.chain[0],
+            std::cmp::Reverse(model.ops[q].flops),
+            std::cmp::Reverse(at),
+            q,
         )
     });
-    for c in order {
-        if work.spent() {
-            break;
-        }
-        let Some(k) = cands.iter().position(|x| *x == c) else {
-            continue;
-        };
-        let removed = cands.remove(k);
-        let trial = evaluate(model, cands, work);
-        if trial.load <= target {
-            *profile = trial;
-        } else {
-            cands.insert(k, removed);
+    order.dedup();
+    for atom in order {
+        // Each copy of a recomputation made more than once at one point, the last first.
+        while let Some(k) = atoms.iter().rposition(|&a| a == atom) {
+            if work.spent() {
+                return;
+            }
+            let removed = atoms.remove(k);
+            let trial = evaluate(model, reads, atoms, work);
+            if trial.load <= target {
+                *profile = trial;
+            } else {
+                atoms.insert(k, removed);
+                break;
+            }
         }
     }
 }
 
-/// Single-op recomputations that bring the model's LOAD to at most `target`, with the fewest
-/// extra FLOPs the runs found; `None` if no run meets it (or the model is over [`MAX_OPS`]).
+/// Recomputations that bring the model's LOAD to at most `target` (one candidate per base op
+/// they run before, its chain in run order), with the fewest extra FLOPs the runs found;
+/// `None` if no run meets it (or the model is over [`MAX_OPS`]).
 pub fn search(model: &Model, target: u64, work: &Work) -> Option<(Vec<Candidate>, Profile)> {
     let n = model.ops.len();
     if n > MAX_OPS || n == 0 {
@@ -563,18 +578,29 @@ pub fn search(model: &Model, target: u64, work: &Work) -> Option<(Vec<Candidate>
             if atoms.is_empty() || tried.contains(&atoms) {
                 continue;
             }
-            let mut cands = candidates_of(model, &facts.reads, &atoms);
-            tried.push(atoms);
-            let mut profile = evaluate(model, &cands, work);
-            if profile.load > target {
-                continue;
-            }
-            prune(model, &mut cands, &mut profile, target, work);
-            if best
-                .as_ref()
-                .is_none_or(|(_, b)| profile.extra_flops < b.extra_flops)
-            {
-                best = Some((cands, profile));
+            tried.push(atoms.clone());
+            // The recomputations at each point in the order the run made them, and in
+            // schedule order (a value the run made twice at one point is then made twice in a
+            // row, and reverse deletion drops one copy): whichever prunes to fewer FLOPs.
+            let mut in_schedule_order = atoms.clone();
+            in_schedule_order.sort_by_key(|&(q, at)| (at, q));
+            let orders = if in_schedule_order == atoms {
+                vec![atoms]
+            } else {
+                vec![atoms, in_schedule_order]
+            };
+            for mut atoms in orders {
+                let mut profile = evaluate(model, &facts.reads, &atoms, work);
+                if profile.load > target {
+                    continue;
+                }
+                prune(model, &facts.reads, &mut atoms, &mut profile, target, work);
+                if best
+                    .as_ref()
+                    .is_none_or(|(_, b)| profile.extra_flops < b.extra_flops)
+                {
+                    best = Some((candidates_of(model, &facts.reads, &atoms), profile));
+                }
             }
         }
     }

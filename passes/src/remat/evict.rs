@@ -5,32 +5,42 @@
 //! The gap candidates ([`super::candidates`]) derive a buffer again right before its next read
 //! from what the base schedule holds there. A solution at a tight budget often needs more: a
 //! value derived again at one point and held to serve a later derivation (two-level
-//! recomputation), or a derivation placed early, where its sources are still held. Such
-//! solutions are sets of single-op recomputations (each op cloned before some base op, every
-//! later read going to the newest copy) that no candidate helps towards alone. The simulation
-//! finds them directly:
+//! recomputation), a derivation placed early, where its sources are still held, or one value
+//! held through most of the schedule as a checkpoint from which many values are derived again
+//! together at one late point. Such solutions are sets of single-op recomputations (each op
+//! cloned before some base op, every later read going to the newest copy) that no candidate
+//! helps towards alone. The simulation finds them directly:
 //!
 //! - it runs the base ops in order; before each, every operand that is not held is made again
-//!   from what is held (its producer cloned there, after the operands it needs in turn);
+//!   from what is held (its producer cloned there, after the operands it needs in turn), in
+//!   operand order or, by the other `Order`, the one whose making computes the most bytes
+//!   first (Sethi and Ullman's order);
 //! - while an op's results (and scratch) would take memory over the limit, it evicts a held
 //!   value the op does not read: first one nothing will need (not read again, not needed to
 //!   make an evicted value again, not an operand of a held value's producer), then the one
-//!   with the least cost per byte and step until it is next needed (or, in the other run, the
-//!   one needed last). A value read again or needed to make an evicted value is evicted only
-//!   if it can be made again itself (never a graph input or a random op's result); values
-//!   held past their last read stay until evicted, as checkpoints to derive others from;
+//!   with the least cost per byte and step until it is next needed (or, by the other
+//!   `Victim` rule, the one needed last). A value read again or needed to make an evicted
+//!   value is evicted only if it can be made again itself (never a graph input or a random
+//!   op's result); values held past their last read stay until evicted, as checkpoints to
+//!   derive others from;
 //! - a run that gets stuck (nothing may go) is repeated with a value protected (never
-//!   evicted up to a point): the nearest single ancestor from which the value blocking it
-//!   could have been made again (a checkpoint), or else its producer's operands, or the value
-//!   it was making again when memory ran out (a bounded number of times).
+//!   evicted up to a point), as its `Repair` rule says: the nearest single ancestor from
+//!   which the value blocking it could have been made again, or one ancestor from which every
+//!   blocked value could (a checkpoint, possibly a graph input read late anyway: the one that
+//!   costs least to hold), or else the blocking value's producer's operands, or the value it
+//!   was making again when memory ran out (a bounded number of times).
 //!
-//! The simulation holds every value in its own bytes (no in-place sharing), so it runs with
-//! several limits at and above the target; each run's recomputations are measured by the
-//! [`Model`], which shares bytes as the planner does, then pruned by reverse deletion (each
-//! recomputation the target does not need is dropped, most expensive first). The best run
-//! that meets the target is kept. Only for models of at most [`MAX_OPS`] ops, and only when the
-//! candidates fall short (`super::rematerialize` decides); the work it may do is bounded by a
-//! [`Work`] budget, so the result does not depend on the machine.
+//! The runs try every limit (at and above the target: the simulation holds every value in its
+//! own bytes, with no in-place sharing), tightest first, each with every `POLICIES` entry (an
+//! eviction rule, a making order and a repair rule; no one of them meets every tight budget).
+//! A run's recomputations become one chain per base op they run before, in the order the run
+//! made them, so that the [`Model`] (which shares bytes as the planner does) measures the
+//! run's own schedule; they are also measured in schedule order, where a value made twice at
+//! one point is made twice in a row and one copy can go. Each is pruned by reverse deletion
+//! (each recomputation the target does not need is dropped, most expensive first), and the
+//! best that meets the target is kept. Only for models of at most [`MAX_OPS`] ops, and only
+//! when the candidates fall short (`super::rematerialize` decides); the work it may do is
+//! bounded by a [`Work`] budget, so the result does not depend on the machine.
 
 use super::candidates::label;
 use super::model::{Candidate, Model, Profile};
@@ -52,7 +62,68 @@ enum Victim {
     FarthestRead,
 }
 
-/// A set of single-op recomputations, `(op, at)`: op `op` cloned right before base op `at`.
+/// The order a run makes the values an op reads in.
+#[derive(Clone, Copy, PartialEq)]
+enum Order {
+    /// Operand order, every operand pinned (never evicted) until the op has run.
+    Operands,
+    /// The operand whose making computes the most bytes first (Sethi and Ullman's order:
+    /// what is made first is held while the rest are made), each pinned once made; one held
+    /// now but made later in the order may go while the others are made, and is made again.
+    MostFirst,
+}
+
+/// What a run that got stuck protects in the next one.
+#[derive(Clone, Copy, PartialEq)]
+enum Repair {
+    /// For the held value read last among those that could not be made again, the nearest
+    /// single ancestor it could be made from (a checkpoint), until its last read.
+    Nearest,
+    /// One ancestor from which every blocked value (read again, or needed to make a value
+    /// not held) could be made, the one cheapest to hold, until the last of them is needed;
+    /// where none serves all, as [`Repair::Nearest`] for the one needed last.
+    Checkpoint,
+}
+
+/// How a run chooses: each run of the search follows one.
+#[derive(Clone, Copy)]
+struct Policy {
+    victim: Victim,
+    order: Order,
+    repair: Repair,
+}
+
+/// The policies each limit is tried with, in order (when the work runs out, the first ones
+/// have run): the one that finds the fewest FLOPs most often, then the one that meets the
+/// tightest budgets most often (a checkpoint held long, from which many values are derived
+/// again), then the others that sometimes do better. None meets every budget the others meet:
+/// at four buffers, seed 10 of `tests/remat_oracle.rs` needs the first, seeds 5 and 17 the
+/// second.
+const POLICIES: [Policy; 5] = {
+    use Order::{MostFirst, Operands};
+    use Repair::{Checkpoint, Nearest};
+    use Victim::{CostPerByteStep, FarthestRead};
+    [
+        Policy::new(CostPerByteStep, Operands, Nearest),
+        Policy::new(CostPerByteStep, MostFirst, Checkpoint),
+        Policy::new(FarthestRead, Operands, Nearest),
+        Policy::new(FarthestRead, MostFirst, Checkpoint),
+        Policy::new(CostPerByteStep, Operands, Checkpoint),
+    ]
+};
+
+impl Policy {
+    const fn new(victim: Victim, order: Order, repair: Repair) -> Policy {
+        Policy {
+            victim,
+            order,
+            repair,
+        }
+    }
+}
+
+/// A set of single-op recomputations, `(op, at)`: op `op` cloned right before base op `at`,
+/// in the order a run made them (by `at`, then in making order).
 type Atoms = Vec<(usize, usize)>;
 
 struct Sim<'a> {
@@ -62,6 +133,9 @@ struct Sim<'a> {
     /// For each value, the values of the ops that read it.
     consumers: &'a [Vec<usize>],
     work: &'a Work,
+    /// The most bytes held at once.
+    limit: u64,
+    policy: Policy,
     held: Vec<bool>,
     atoms: Atoms,
     /// For each value, the base position up to which it is never evicted (see [`search`]).
@@ -109,9 +183,9 @@ impl Sim<'_> {
         self.makeable_in(v, v, &mut vec![None; self.held.len()])
     }
 
-    /// Makes `v` again before base op `p` if it is not held, within `limit` where evicting
+    /// Makes `v` again before base op `p` if it is not held, within the limit where evicting
     /// what `pinned` does not list allows; false if it cannot be made.
-    fn make(&mut self, v: usize, p: usize, pinned: &[usize], limit: u64, victim: Victim) -> bool {
+    fn make(&mut self, v: usize, p: usize, pinned: &[usize]) -> bool {
         if self.held[v] {
             return true;
         }
@@ -121,22 +195,63 @@ impl Sim<'_> {
         if !self.model.ops[q].recompute {
             return false;
         }
-        let op = &self.model.ops[q];
-        let mut keep: Vec<usize> = pinned.to_vec();
-        keep.extend(op.operands.iter().copied());
+        let operands = &self.model.ops[q].operands;
+        let (order, mut keep) = self.making_order(operands, pinned);
         self.making.push(v);
-        for &x in &op.operands {
-            if x == v || !self.make(x, p, &keep, limit, victim) {
+        for x in order {
+            if !keep.contains(&x) {
+                keep.push(x);
+            }
+            if x == v || !self.make(x, p, &keep) {
                 return false;
             }
         }
-        self.evict(q, &keep, p, limit, victim);
+        self.evict(q, &keep, p);
         self.making.pop();
         self.atoms.push((q, p));
         for &r in &self.model.ops[q].results {
             self.held[r] = true;
         }
         true
+    }
+
+    /// Bytes of the values not held that making `v` would compute: `v` and, recursively, the
+    /// operands of their producers (each counted once).
+    fn unheld_bytes(&self, v: usize, seen: &mut [bool]) -> u64 {
+        if self.held[v] || std::mem::replace(&mut seen[v], true) {
+            return 0;
+        }
+        let own = self.size(v);
+        self.model.values[v].producer.map_or(own, |q| {
+            self.model.ops[q]
+                .operands
+                .iter()
+                .fold(own, |a, &x| a.saturating_add(self.unheld_bytes(x, seen)))
+        })
+    }
+
+    /// The order to make `operands` in, as the policy says, and what is pinned before the
+    /// first is made (`pinned` and, in operand order, every operand).
+    fn making_order(&self, operands: &[usize], pinned: &[usize]) -> (Vec<usize>, Vec<usize>) {
+        let mut keep = pinned.to_vec();
+        match self.policy.order {
+            Order::Operands => {
+                keep.extend_from_slice(operands);
+                (operands.to_vec(), keep)
+            }
+            Order::MostFirst => {
+                // Each operand's making looks at what it is made from.
+                self.work
+                    .charge(operands.len() as u64 * (self.held.len() as u64 / 4 + 1));
+                let mut order: Vec<(u64, usize)> = operands
+                    .iter()
+                    .map(|&x| (self.unheld_bytes(x, &mut vec![false; self.held.len()]), x))
+                    .collect();
+                // A stable sort keeps operand order among equals.
+                order.sort_by_key(|&(bytes, _)| std::cmp::Reverse(bytes));
+                (order.into_iter().map(|(_, x)| x).collect(), keep)
+            }
+        }
     }
 
     /// Bytes of `v` in the simulation (a view shares its source's).
@@ -208,8 +323,8 @@ impl Sim<'_> {
     }
 
     /// Evicts held values other than `pinned` until op `o` (run before base op `p`) runs
-    /// within `limit`, or nothing more may go.
-    fn evict(&mut self, o: usize, pinned: &[usize], p: usize, limit: u64, victim: Victim) {
+    /// within the limit, or nothing more may go.
+    fn evict(&mut self, o: usize, pinned: &[usize], p: usize) {
         let op = &self.model.ops[o];
         let running: u64 = op
             .results
@@ -222,7 +337,7 @@ impl Sim<'_> {
                 .filter(|&v| self.held[v])
                 .map(|v| self.size(v))
                 .sum();
-            if held.saturating_add(running) <= limit {
+            if held.saturating_add(running) <= self.limit {
                 return;
             }
             let need_at = self.sources(p);
@@ -284,7 +399,7 @@ impl Sim<'_> {
                     self.model.flops() as f64 + 1.0
                 };
                 let distance = (next - p).max(1) as f64;
-                let score = match victim {
+                let score = match self.policy.victim {
                     Victim::CostPerByteStep => cost / (self.size(v) as f64 * distance),
                     Victim::FarthestRead => -distance + cost * 1e-18,
                 };
@@ -306,20 +421,38 @@ impl Sim<'_> {
 }
 
 impl Sim<'_> {
-    /// What held values kept memory over the limit before base op `p`: the one read last
-    /// among those that could not be made again, and the values to protect in the next run so
-    /// that it can be: the nearest single ancestor it can be made again from (a checkpoint),
-    /// or else the operands of its producer that the run had let go.
+    /// What held values kept memory over the limit before base op `p` (those that could not
+    /// be made again), and the values to protect in the next run so that it can be, and up to
+    /// where, as the policy's [`Repair`] says: one checkpoint for all of them, or for the one
+    /// needed last the nearest single ancestor it can be made again from, or else the operands
+    /// of its producer that the run had let go.
     fn unblock(&mut self, pinned: &[usize], p: usize) -> Vec<(usize, usize)> {
-        let blocked = (0..self.held.len())
+        // Held values that could not go: needed (read again, or with a checkpoint to choose,
+        // to make a value not held) and not makeable. Each with when it is next needed and up
+        // to when it is needed.
+        let need_at = match self.policy.repair {
+            Repair::Nearest => vec![None; self.held.len()],
+            Repair::Checkpoint => {
+                self.work.charge(self.held.len() as u64);
+                self.sources(p)
+            }
+        };
+        let blocked: Vec<(usize, usize, usize)> = (0..self.held.len())
             .filter(|&v| self.held[v] && self.size(v) > 0 && !pinned.contains(&v))
-            .filter_map(|v| self.next_read(v, p).map(|next| (next, v)))
-            .filter(|&(_, v)| {
+            .filter(|&v| {
                 let producer = self.model.values[v].producer;
-                producer.is_some_and(|q| self.model.ops[q].recompute) && !self.makeable(v)
+                producer.is_some_and(|q| self.model.ops[q].recompute)
             })
-            .max();
-        let Some((_, v)) = blocked else {
+            .filter_map(|v| {
+                let read = self.next_read(v, p);
+                let next = [read, need_at[v]].into_iter().flatten().min()?;
+                let last = read.and_then(|_| self.reads[v].last().copied());
+                let until = [last, need_at[v]].into_iter().flatten().max()?;
+                Some((next, until, v))
+            })
+            .filter(|&(_, _, v)| !self.makeable(v))
+            .collect();
+        if blocked.is_empty() {
             // Nothing held could go: what is being made again here needs too much at once.
             // Keep what this run evicted and now makes again until here.
             let made = self.atoms.iter().filter(|&&(_, at)| at == p);
@@ -334,18 +467,76 @@ impl Sim<'_> {
             keep.sort_unstable();
             keep.dedup();
             return keep.into_iter().map(|x| (x, p)).collect();
-        };
-        let until = self.reads[v].last().copied().unwrap_or(p);
-        let Some(q) = self.model.values[v].producer else {
-            return Vec::new();
-        };
-        if !self.model.ops[q].recompute {
-            return Vec::new();
         }
-        // Its ancestors, nearest first (breadth first), that were let go.
+        if self.policy.repair == Repair::Checkpoint {
+            if let Some(protect) = self.checkpoint(&blocked, p) {
+                return vec![protect];
+            }
+        }
+        // The one needed last: its nearest single ancestor, or else its producer's operands.
+        let &(_, until, v) = blocked
+            .iter()
+            .max_by_key(|&&(next, _, v)| (next, v))
+            .expect("some value is blocked");
+        let q = self.model.values[v]
+            .producer
+            .expect("blocked values have producers");
+        for a in self.let_go_ancestors(&[v], until) {
+            self.held[a] = true;
+            let enough = self.makeable(v);
+            self.held[a] = false;
+            if enough {
+                return vec![(a, until)];
+            }
+        }
+        self.model.ops[q]
+            .operands
+            .iter()
+            .copied()
+            .filter(|&x| !self.held[x] && self.protected[x].is_none_or(|u| u < until))
+            .map(|x| (x, until))
+            .collect()
+    }
+
+    /// One ancestor from which every `blocked` value (with when it is next needed and until
+    /// when) could be made again, to hold until the last is needed: of those, the one that
+    /// costs least to hold, the fewest bytes times steps beyond its own last read (a graph
+    /// input read late anyway costs little), the nearest of equals.
+    fn checkpoint(
+        &mut self,
+        blocked: &[(usize, usize, usize)],
+        p: usize,
+    ) -> Option<(usize, usize)> {
+        let until_all = blocked
+            .iter()
+            .map(|&(_, until, _)| until)
+            .max()
+            .unwrap_or(p);
+        let all: Vec<usize> = blocked.iter().map(|&(_, _, v)| v).collect();
+        let mut checkpoint: Option<(u128, usize)> = None;
+        for a in self.let_go_ancestors(&all, until_all) {
+            self.work
+                .charge(all.len() as u64 * (self.held.len() as u64 / 4 + 1));
+            self.held[a] = true;
+            let enough = all.iter().all(|&v| self.makeable(v));
+            self.held[a] = false;
+            if enough {
+                let own = self.reads[a].last().copied().unwrap_or(0);
+                let cost = u128::from(self.size(a)) * until_all.saturating_sub(own) as u128;
+                if checkpoint.is_none_or(|(c, _)| cost < c) {
+                    checkpoint = Some((cost, a));
+                }
+            }
+        }
+        checkpoint.map(|(_, a)| (a, until_all))
+    }
+
+    /// The ancestors of `values`, nearest first (breadth first), that the run let go and
+    /// are not protected up to `until` already.
+    fn let_go_ancestors(&self, values: &[usize], until: usize) -> Vec<usize> {
         let mut ancestors: Vec<usize> = Vec::new();
         let mut k = 0;
-        let mut frontier = vec![v];
+        let mut frontier = values.to_vec();
         while k < frontier.len() && frontier.len() < 64 {
             let u = frontier[k];
             k += 1;
@@ -361,21 +552,7 @@ impl Sim<'_> {
                 }
             }
         }
-        for &a in &ancestors {
-            self.held[a] = true;
-            let enough = self.makeable(v);
-            self.held[a] = false;
-            if enough {
-                return vec![(a, until)];
-            }
-        }
-        self.model.ops[q]
-            .operands
-            .iter()
-            .copied()
-            .filter(|&x| !self.held[x] && self.protected[x].is_none_or(|u| u < until))
-            .map(|x| (x, until))
-            .collect()
+        ancestors
     }
 }
 
@@ -394,7 +571,7 @@ fn simulate(
     facts: &Facts,
     work: &Work,
     limit: u64,
-    victim: Victim,
+    policy: Policy,
     protected: &[Option<usize>],
 ) -> Result<Atoms, Vec<(usize, usize)>> {
     let n = model.ops.len();
@@ -403,6 +580,8 @@ fn simulate(
         reads: &facts.reads,
         consumers: &facts.consumers,
         work,
+        limit,
+        policy,
         held: model.values.iter().map(|v| v.input).collect(),
         atoms: Vec::new(),
         protected,
@@ -418,13 +597,17 @@ fn simulate(
         } else {
             &outputs
         };
-        for &x in needs {
-            if !sim.make(x, p, needs, limit, victim) {
+        let (order, mut keep) = sim.making_order(needs, &[]);
+        for x in order {
+            if !keep.contains(&x) {
+                keep.push(x);
+            }
+            if !sim.make(x, p, &keep) {
                 return Err(Vec::new());
             }
         }
         if p < n {
-            sim.evict(p, needs, p, limit, victim);
+            sim.evict(p, needs, p);
             for &r in &model.ops[p].results {
                 sim.held[r] = true;
             }
@@ -436,33 +619,41 @@ fn simulate(
     Ok(sim.atoms)
 }
 
-/// The candidates of a set of recomputations: one single-op chain each.
+/// The candidates of a set of recomputations: one chain per base position, the
+/// recomputations there in the order the run made them (which the model and the IR rewrite
+/// keep, so that the memory they see is the run's).
 fn candidates_of(model: &Model, reads: &[Vec<usize>], atoms: &[(usize, usize)]) -> Vec<Candidate> {
     atoms
-        .iter()
-        .map(|&(q, at)| {
-            let target = model.ops[q].results.first().copied().unwrap_or(0);
+        .chunk_by(|a, b| a.1 == b.1)
+        .map(|group| {
+            let at = group[0].1;
+            let chain: Vec<usize> = group.iter().map(|&(q, _)| q).collect();
+            let last = *chain.last().expect("chunks are not empty");
+            let target = model.ops[last].results.first().copied().unwrap_or(0);
             let before = &reads[target];
             let gap_from = before[..before.partition_point(|&r| r < at)]
                 .last()
                 .copied()
-                .unwrap_or(q);
+                .unwrap_or(last);
             Candidate {
                 target,
                 at,
-                chain: vec![q],
-                flops: model.ops[q].flops,
+                flops: chain
+                    .iter()
+                    .fold(0u64, |a, &q| a.saturating_add(model.ops[q].flops)),
+                label: label(model, &chain),
+                chain,
                 gap_from,
                 extends: Vec::new(),
-                label: label(model, &[q]),
                 moves: false,
             }
         })
         .collect()
 }
 
-fn evaluate(model: &Model, cands: &[Candidate], work: &Work) -> Profile {
-    work.charge((model.ops.len() + cands.len()) as u64 + 256);
+fn evaluate(model: &Model, reads: &[Vec<usize>], atoms: &[(usize, usize)], work: &Work) -> Profile {
+    work.charge((model.ops.len() + atoms.len()) as u64 + 256);
+    let cands = candidates_of(model, reads, atoms);
     let refs: Vec<&Candidate> = cands.iter().collect();
     model.evaluate(&refs)
 }
@@ -470,38 +661,42 @@ fn evaluate(model: &Model, cands: &[Candidate], work: &Work) -> Profile {
 /// Reverse deletion: drops, most expensive first, each recomputation the target does not need.
 fn prune(
     model: &Model,
-    cands: &mut Vec<Candidate>,
+    reads: &[Vec<usize>],
+    atoms: &mut Atoms,
     profile: &mut Profile,
     target: u64,
     work: &Work,
 ) {
-    let mut order: Vec<Candidate> = cands.clone();
-    order.sort_by_key(|c| {
+    let mut order: Atoms = atoms.clone();
+    order.sort_by_key(|&(q, at)| {
         (
-            std::cmp::Reverse(c.flops),
-            std::cmp::Reverse(c.at),
-            c.chain[0],
+            std::cmp::Reverse(model.ops[q].flops),
+            std::cmp::Reverse(at),
+            q,
         )
     });
-    for c in order {
-        if work.spent() {
-            break;
-        }
-        let Some(k) = cands.iter().position(|x| *x == c) else {
-            continue;
-        };
-        let removed = cands.remove(k);
-        let trial = evaluate(model, cands, work);
-        if trial.load <= target {
-            *profile = trial;
-        } else {
-            cands.insert(k, removed);
+    order.dedup();
+    for atom in order {
+        // Each copy of a recomputation made more than once at one point, the last first.
+        while let Some(k) = atoms.iter().rposition(|&a| a == atom) {
+            if work.spent() {
+                return;
+            }
+            let removed = atoms.remove(k);
+            let trial = evaluate(model, reads, atoms, work);
+            if trial.load <= target {
+                *profile = trial;
+            } else {
+                atoms.insert(k, removed);
+                break;
+            }
         }
     }
 }
 
-/// Single-op recomputations that bring the model's LOAD to at most `target`, with the fewest
-/// extra FLOPs the runs found; `None` if no run meets it (or the model is over [`MAX_OPS`]).
+/// Recomputations that bring the model's LOAD to at most `target` (one candidate per base op
+/// they run before, its chain in run order), with the fewest extra FLOPs the runs found;
+/// `None` if no run meets it (or the model is over [`MAX_OPS`]).
 pub fn search(model: &Model, target: u64, work: &Work) -> Option<(Vec<Candidate>, Profile)> {
     let n = model.ops.len();
     if n > MAX_OPS || n == 0 {
@@ -535,8 +730,8 @@ pub fn search(model: &Model, target: u64, work: &Work) -> Option<(Vec<Candidate>
     let facts = Facts { reads, consumers };
     let mut best: Option<(Vec<Candidate>, Profile)> = None;
     let mut tried: Vec<Atoms> = Vec::new();
-    for victim in [Victim::CostPerByteStep, Victim::FarthestRead] {
-        for step in 0..LIMIT_STEPS {
+    for step in 0..LIMIT_STEPS {
+        for policy in POLICIES {
             if work.spent() {
                 return best;
             }
@@ -547,7 +742,7 @@ pub fn search(model: &Model, target: u64, work: &Work) -> Option<(Vec<Candidate>
             let mut outcome = Err(Vec::new());
             for _ in 0..REPAIRS {
                 work.charge(n as u64);
-                outcome = simulate(model, &facts, work, limit, victim, &protected);
+                outcome = simulate(model, &facts, work, limit, policy, &protected);
                 match &outcome {
                     Err(protect) if !protect.is_empty() && !work.spent() => {
                         for &(v, until) in protect {
@@ -563,18 +758,29 @@ pub fn search(model: &Model, target: u64, work: &Work) -> Option<(Vec<Candidate>
             if atoms.is_empty() || tried.contains(&atoms) {
                 continue;
             }
-            let mut cands = candidates_of(model, &facts.reads, &atoms);
-            tried.push(atoms);
-            let mut profile = evaluate(model, &cands, work);
-            if profile.load > target {
-                continue;
-            }
-            prune(model, &mut cands, &mut profile, target, work);
-            if best
-                .as_ref()
-                .is_none_or(|(_, b)| profile.extra_flops < b.extra_flops)
-            {
-                best = Some((cands, profile));
+            tried.push(atoms.clone());
+            // The recomputations at each point in the order the run made them, and in
+            // schedule order (a value the run made twice at one point is then made twice in a
+            // row, and reverse deletion drops one copy): whichever prunes to fewer FLOPs.
+            let mut in_schedule_order = atoms.clone();
+            in_schedule_order.sort_by_key(|&(q, at)| (at, q));
+            let orders = if in_schedule_order == atoms {
+                vec![atoms]
+            } else {
+                vec![atoms, in_schedule_order]
+            };
+            for mut atoms in orders {
+                let mut profile = evaluate(model, &facts.reads, &atoms, work);
+                if profile.load > target {
+                    continue;
+                }
+                prune(model, &facts.reads, &mut atoms, &mut profile, target, work);
+                if best
+                    .as_ref()
+                    .is_none_or(|(_, b)| profile.extra_flops < b.extra_flops)
+                {
+                    best = Some((candidates_of(model, &facts.reads, &atoms), profile));
+                }
             }
         }
     }

@@ -22,7 +22,7 @@
 //!    often needs a value derived again from values that are themselves derived again at
 //!    another point, which no candidate helps towards alone), the [`evict`] search runs the
 //!    schedule under the target, evicting and deriving values again as it goes, and its
-//!    single-op recomputations (numbered after the candidates) are chosen instead;
+//!    recomputations (one chain per point, numbered after the candidates) are chosen instead;
 //! 5. clone the chosen chains into the IR right before the reads they serve, point every later
 //!    read at the newest copy, erase the originals nothing reads any more (moves), and plan
 //!    again with the full planner. If fragmentation leaves
@@ -223,8 +223,8 @@ pub fn rematerialize(
         };
         for _ in 0..ROUNDS {
             let mut selection = select::select(model, &cands, target, &forced, &work);
-            // When the candidates fall short, single-op recomputations found by running the
-            // schedule under the target (`evict`), listed after the candidates.
+            // When the candidates fall short, recomputations found by running the schedule
+            // under the target (`evict`), listed after the candidates.
             let mut atoms: Vec<Candidate> = Vec::new();
             if !selection.reached && forced.is_empty() {
                 let budget = select::Work::new(EVICT_WORK);
@@ -327,7 +327,8 @@ pub fn rematerialize(
 
 /// A selection applied and planned.
 struct Attempt {
-    /// The single-op recomputations of the eviction search, numbered after the candidates.
+    /// The recomputations of the eviction search (one chain per point), numbered after the
+    /// candidates.
     atoms: Vec<Candidate>,
     /// Indices into the candidates and then `atoms`.
     chosen: Vec<usize>,

@@ -62,8 +62,9 @@ pub struct Model {
     pub ops: Vec<Op>,
 }
 
-/// One rematerialization: clone `chain` (base op indices, in schedule order) right before base
-/// op `at` (`at == ops.len()`: before the function returns).
+/// One rematerialization: clone `chain` (base op indices, in the order the clones run: each
+/// after the ops whose results it reads; the candidates' chains are in schedule order) right
+/// before base op `at` (`at == ops.len()`: before the function returns).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Candidate {
     /// The buffer whose bytes it frees over a gap between two reads.

@@ -219,12 +219,6 @@ impl<T: Kernels> Im2colPacker<'_, T> {
     ) {
         let axes = &self.view.axes;
         let last = axes.len() - 1;
-        if last == 1 && step == 1 {
-            // 2-d convolutions, rows of the panel: the common case, without the general
-            // loop's bookkeeping per run of an output row (runs are short on small images).
-            self.fill_2d(base, taps, start, count, dst);
-            return;
-        }
         let mut at = *start;
         let mut done = 0;
         let position =
@@ -290,87 +284,6 @@ impl<T: Kernels> Im2colPacker<'_, T> {
                 at[i] = 0;
                 at[i - 1] += 1;
                 i -= 1;
-            }
-        }
-    }
-}
-
-impl<T: Kernels> Im2colPacker<'_, T> {
-    /// [`Im2colPacker::fill`] for two axes and consecutive values.
-    ///
-    /// # Safety
-    /// As `fill`, with `step` 1.
-    unsafe fn fill_2d(
-        &self,
-        base: *const T,
-        taps: &Coords,
-        start: &Coords,
-        count: usize,
-        dst: *mut T,
-    ) {
-        let (ay, ax) = (&self.view.axes[0], &self.view.axes[1]);
-        let y_shift = taps[0] * ay.dilation - ay.pad;
-        let x_shift = taps[1] * ax.dilation - ax.pad;
-        let (size_y, size_x, out_x) = (ay.size as i64, ax.size as i64, ax.out as i64);
-        let src_step = (ax.step * ax.stride) as isize;
-        // Outputs `ox0 + r` (`r < run`) of a row read column `first + r * step`: inside the
-        // row for `lo <= r < hi`, padding before and after. The same for every whole row.
-        let window = |ox0: i64, run: usize| {
-            let first = ox0 * ax.step + x_shift;
-            let (lo, hi) = if ax.step == 1 {
-                (-first, size_x - first)
-            } else {
-                let up = |x: i64| (x + ax.step - 1).div_euclid(ax.step);
-                (up(-first), up(size_x - first))
-            };
-            let lo = lo.clamp(0, run as i64) as usize;
-            let hi = hi.clamp(lo as i64, run as i64) as usize;
-            (first, lo, hi)
-        };
-        let whole = window(0, out_x as usize);
-        let (mut oy, mut ox) = (start[0], start[1]);
-        let mut done = 0;
-        while done < count {
-            let run = (count - done).min((out_x - ox) as usize);
-            let out = dst.add(done);
-            let iy = oy * ay.step + y_shift;
-            let (first, lo, hi) = if ox == 0 && run == out_x as usize {
-                whole
-            } else {
-                window(ox, run)
-            };
-            if iy < 0 || iy >= size_y {
-                for r in 0..run {
-                    out.add(r).write(T::ZERO);
-                }
-            } else {
-                // SAFETY: every in-range position is inside the validated input.
-                let src = base.wrapping_offset(
-                    (iy * ay.stride + (first + lo as i64 * ax.step) * ax.stride) as isize,
-                );
-                for r in 0..lo {
-                    out.add(r).write(T::ZERO);
-                }
-                if src_step == 1 {
-                    // Short runs (an output row): a loop, not a call.
-                    for i in 0..hi - lo {
-                        out.add(lo + i).write(*src.add(i));
-                    }
-                } else {
-                    for i in 0..hi - lo {
-                        out.add(lo + i)
-                            .write(*src.wrapping_offset(i as isize * src_step));
-                    }
-                }
-                for r in hi..run {
-                    out.add(r).write(T::ZERO);
-                }
-            }
-            done += run;
-            ox += run as i64;
-            if ox == out_x {
-                ox = 0;
-                oy += 1;
             }
         }
     }

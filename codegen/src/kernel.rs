@@ -745,8 +745,8 @@ impl MatView {
 
 /// The element range `[lo, hi]` (inclusive, relative to the first element) that axes of
 /// `(extent, stride)` span (every extent at least 1; strides may be negative): what bounds a
-/// [`MatView`] and an [`Im2colView`] alike.
-fn element_span(axes: impl Iterator<Item = (u64, i64)>) -> (i128, i128) {
+/// [`MatView`], an [`Im2colView`] and a laid-out operand (`crate::prepack`) alike.
+pub(crate) fn element_span(axes: impl Iterator<Item = (u64, i64)>) -> (i128, i128) {
     let (mut lo, mut hi) = (0i128, 0i128);
     for (e, s) in axes {
         let span = s as i128 * (e as i128 - 1);

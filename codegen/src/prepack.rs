@@ -111,20 +111,13 @@ impl OperandPack {
     /// Checks that every element the spec reads lies in `source` (the weight's bytes).
     pub fn check(&self, source: &[u8]) -> Result<(), String> {
         self.check_layout()?;
-        let (mut lo, mut hi) = (self.offset as i128, self.offset as i128);
-        let axes = self
-            .matrices
-            .iter()
-            .copied()
-            .chain([(self.rows, self.row_stride), (self.cols, self.col_stride)]);
-        for (extent, stride) in axes {
-            let span = stride as i128 * (extent as i128 - 1);
-            if span < 0 {
-                lo += span;
-            } else {
-                hi += span;
-            }
-        }
+        let (lo, hi) = crate::kernel::element_span(
+            self.matrices
+                .iter()
+                .copied()
+                .chain([(self.rows, self.row_stride), (self.cols, self.col_stride)]),
+        );
+        let (lo, hi) = (self.offset as i128 + lo, self.offset as i128 + hi);
         let elems = (source.len() as u64 / self.elem.size()) as i128;
         if lo < 0 || hi >= elems {
             return Err(format!(

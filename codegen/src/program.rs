@@ -285,6 +285,17 @@ impl Program {
             )));
         }
         for slot in &self.weights {
+            // A slot computed from a spec: the spec's own rules, and its size.
+            let computed = |layout: Result<(), String>, size: u64| {
+                layout.map_err(|e| bad(format!("packed weight `{}`: {e}", slot.name)))?;
+                if size != slot.byte_size {
+                    return Err(bad(format!(
+                        "packed weight `{}` has {} bytes, its spec needs {size}",
+                        slot.name, slot.byte_size
+                    )));
+                }
+                Ok(())
+            };
             if slot
                 .byte_offset
                 .checked_add(slot.byte_size)
@@ -311,28 +322,10 @@ impl Program {
                         slot.name
                     )));
                 }
-                spec.check_layout()
-                    .map_err(|e| bad(format!("packed weight `{}`: {e}", slot.name)))?;
-                if spec.byte_size() != slot.byte_size {
-                    return Err(bad(format!(
-                        "packed weight `{}` has {} bytes, its spec needs {}",
-                        slot.name,
-                        slot.byte_size,
-                        spec.byte_size()
-                    )));
-                }
+                computed(spec.check_layout(), spec.byte_size())?;
             }
             if let Some(spec) = &slot.pack {
-                spec.check_layout()
-                    .map_err(|e| bad(format!("packed weight `{}`: {e}", slot.name)))?;
-                if spec.byte_size() != slot.byte_size {
-                    return Err(bad(format!(
-                        "packed weight `{}` has {} bytes, its spec needs {}",
-                        slot.name,
-                        slot.byte_size,
-                        spec.byte_size()
-                    )));
-                }
+                computed(spec.check_layout(), spec.byte_size())?;
             }
         }
         for kernel in self.kernels() {

@@ -212,16 +212,7 @@ pub fn run(plan: &Path, options: &RunOptions) -> Result<String, RuntimeError> {
     times.push(started.elapsed());
     let runs = times.len();
     let median = median_of(&mut times);
-    line(
-        &mut report,
-        "run",
-        format!(
-            "min {}, median {} over {runs} run{}",
-            millis(times[0]),
-            millis(median),
-            if runs == 1 { "" } else { "s" }
-        ),
-    );
+    line(&mut report, "run", run_summary(times[0], median, runs));
 
     if options.measure_rss {
         line(
@@ -315,7 +306,7 @@ fn run_mlir(
 
 #[cfg(feature = "mlir")]
 mod mlir_engine {
-    use super::{median_of, millis};
+    use super::{median_of, millis, run_summary};
     use memc_codegen::mlir::{EmitOptions, Jit};
     use memc_runtime::{RuntimeError, Session, Tensor};
     use std::fmt::Write as _;
@@ -342,8 +333,6 @@ mod mlir_engine {
             last = jit.run_outputs(weights, inputs).map_err(error)?;
             times.push(started.elapsed());
         }
-        let runs = times.len();
-        let median = median_of(&mut times);
         writeln!(
             report,
             "{:<9}MLIR ExecutionEngine (emitted, lowered and JIT-compiled in {}), 1 thread, a fresh arena per run",
@@ -351,13 +340,12 @@ mod mlir_engine {
             millis(jit_time)
         )
         .expect("writing to a String cannot fail");
+        let median = median_of(&mut times);
         writeln!(
             report,
-            "{:<9}min {}, median {} over {runs} run{}",
+            "{:<9}{}",
             "run",
-            millis(times[0]),
-            millis(median),
-            if runs == 1 { "" } else { "s" }
+            run_summary(times[0], median, times.len())
         )
         .expect("writing to a String cannot fail");
         program
@@ -425,6 +413,16 @@ fn write_outputs(
         .expect("writing to a String cannot fail");
     }
     Ok(())
+}
+
+/// The run line's figures: `min X ms, median Y ms over N runs`.
+fn run_summary(min: Duration, median: Duration, runs: usize) -> String {
+    format!(
+        "min {}, median {} over {runs} run{}",
+        millis(min),
+        millis(median),
+        if runs == 1 { "" } else { "s" }
+    )
 }
 
 /// Sorts `times` (not empty) and returns their median.

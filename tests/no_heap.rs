@@ -7,6 +7,8 @@
 //!
 //! This file is its own test binary with one test, so no other test allocates meanwhile.
 
+mod common;
+
 use memc_runtime::{Session, SessionOptions, TensorRef};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::num::NonZeroUsize;
@@ -94,17 +96,7 @@ fn runs_allocate_nothing() {
         };
         let mut session = Session::load_with(&plan, &options).expect("the plan loads");
         // Inputs: small deterministic values in every element.
-        let data: Vec<(String, Vec<f32>, Vec<u64>)> = session
-            .inputs()
-            .iter()
-            .map(|io| {
-                let n = io.shape.iter().product::<u64>() as usize;
-                let values = (0..n)
-                    .map(|i| ((i * 7919) % 97) as f32 / 97.0 - 0.5)
-                    .collect();
-                (io.name.clone(), values, io.shape.clone())
-            })
-            .collect();
+        let data = common::deterministic_inputs(&session);
         let inputs: Vec<(&str, TensorRef<'_>)> = data
             .iter()
             .map(|(name, values, shape)| {

@@ -74,17 +74,7 @@ fn check(model: &str, dims: &[&str]) -> (usize, usize) {
         verify_weights: false,
     };
     let mut session = Session::load_with(&plan, &options).expect("the plan loads");
-    let data: Vec<(String, Vec<f32>, Vec<u64>)> = session
-        .inputs()
-        .iter()
-        .map(|io| {
-            let n = io.shape.iter().product::<u64>() as usize;
-            let values = (0..n)
-                .map(|i| ((i * 7919) % 97) as f32 / 97.0 - 0.5)
-                .collect();
-            (io.name.clone(), values, io.shape.clone())
-        })
-        .collect();
+    let data = common::deterministic_inputs(&session);
     let inputs: Vec<(&str, TensorRef<'_>)> = data
         .iter()
         .map(|(name, values, shape)| {

@@ -80,6 +80,23 @@ pub fn train_python() -> Option<PathBuf> {
     None
 }
 
+/// Small deterministic f32 values in every element of every input of `session`: (name,
+/// values, shape) in the program's input order.
+#[allow(dead_code)] // Only the tests that run sessions on made-up inputs use it.
+pub fn deterministic_inputs(session: &memc_runtime::Session) -> Vec<(String, Vec<f32>, Vec<u64>)> {
+    session
+        .inputs()
+        .iter()
+        .map(|io| {
+            let n = io.shape.iter().product::<u64>() as usize;
+            let values = (0..n)
+                .map(|i| ((i * 7919) % 97) as f32 / 97.0 - 0.5)
+                .collect();
+            (io.name.clone(), values, io.shape.clone())
+        })
+        .collect()
+}
+
 /// A tensor's elements as f64, for comparing outputs of any numeric type.
 #[allow(dead_code)] // Only the tests that compare outputs use it.
 pub fn to_f64(t: &memc_runtime::Tensor) -> Vec<f64> {

@@ -39,21 +39,6 @@ fn batch_offset(batch: &[u64], strides: &[i64], mut linear: u64) -> i64 {
     offset
 }
 
-/// Rows below which a product whose threads would each pack the same implicit `B` panel runs
-/// on one thread: packing the column matrix costs about `1 / m` of the product, and on the
-/// zoo's 128-row 4x4 convolutions two threads each packing it took 0.11 ms against one
-/// thread's 0.067.
-const SHARED_PANEL_MIN_ROWS: u64 = 256;
-
-/// Whether `threads` would split `c`'s rows, each thread packing the same implicit `B` panel
-/// again (fewer column blocks and batch indices than threads), for too few rows to pay.
-fn packs_b_per_thread(c: &Contract, n_batches: u64, threads: u64) -> bool {
-    let column_blocks = c.n.div_ceil(memc_gemm::GEMM_NC);
-    matches!(c.b, ContractB::Im2col(_))
-        && n_batches.saturating_mul(column_blocks) < threads
-        && c.m < SHARED_PANEL_MIN_ROWS
-}
-
 /// Runs `c` over all its batch indices.
 ///
 /// # Safety
@@ -126,10 +111,8 @@ unsafe fn run_typed<T: Kernels>(c: &Contract, regions: RegionPtrs, pool: &Worker
     };
     let blocking = c.blocking();
     let mnk = c.m.saturating_mul(c.n).saturating_mul(c.k);
-    let parallel = pool.threads() > 1
-        && mnk.saturating_mul(n_batches) >= PARALLEL_MNK
-        && results_disjoint(c)
-        && !packs_b_per_thread(c, n_batches, pool.threads() as u64);
+    let parallel =
+        pool.threads() > 1 && mnk.saturating_mul(n_batches) >= PARALLEL_MNK && results_disjoint(c);
     let slots = c
         .pack
         .map(|offset| regions.arena.wrapping_add(offset as usize));

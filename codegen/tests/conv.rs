@@ -214,6 +214,12 @@ fn check_planned(case: &Case, planned: Planned) -> bool {
     let got = run_reference(&compiled.program, &weights, &inputs);
     let cpu = run_cpu(&compiled.program, &weights, &inputs);
     assert_backends_agree(&compiled.program, &cpu, &got);
+    if let Some((program, weights)) = with_packed_a(&compiled.program, &weights, &w, case) {
+        // The weights packed as the plan writer lays a constant out: stride-1 windows run as
+        // direct convolutions, the others read the packed strips in the GEMM.
+        let cpu = run_cpu(&program, &weights, &inputs);
+        assert_backends_agree(&program, &cpu, &got);
+    }
     let got: Vec<f32> = got[0]
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
@@ -306,6 +312,62 @@ fn check_planned(case: &Case, planned: Planned) -> bool {
         );
     }
     im2col
+}
+
+/// `program` with the `A` of each implicit-im2col contraction (the weight argument, `w`)
+/// also packed whole into added weights, as the plan writer lays out a constant weight
+/// (`codegen/src/prepack.rs`): the CPU then reads the packed copy, and a stride-1 window runs
+/// as a direct convolution; the reference still reads the plain `A`. `None` without such a
+/// contraction.
+fn with_packed_a(
+    program: &memc_codegen::Program,
+    weights: &[u8],
+    w: &[f32],
+    case: &Case,
+) -> Option<(memc_codegen::Program, Vec<u8>)> {
+    if case.transpose {
+        return None;
+    }
+    let mut program = program.clone();
+    let mut weights = weights.to_vec();
+    let mut any = false;
+    for step in &mut program.steps {
+        for kernel in &mut step.kernels {
+            let KernelBody::Contract(c) = &mut kernel.body else {
+                continue;
+            };
+            if c.b.as_mat().is_some() || c.m < 2 {
+                continue;
+            }
+            let (m, k) = (c.m as usize, c.k as usize);
+            let len = memc_gemm::packed_a_len(c.m, c.k) as usize;
+            let offset = weights.len().next_multiple_of(64);
+            weights.resize(offset, 0);
+            for g in 0..case.group as usize {
+                let mut packed = vec![0f32; len];
+                let a = memc_gemm::Mat {
+                    ptr: w[g * m * k..].as_ptr().cast_mut(),
+                    rs: k as isize,
+                    cs: 1,
+                };
+                // SAFETY: group `g`'s weights are `m x k` row-major; `packed` holds
+                // `packed_a_len(m, k)` values.
+                unsafe { memc_gemm::pack_a_whole(packed.as_mut_ptr(), a, m, k) };
+                weights.extend(packed.iter().flat_map(|v| v.to_le_bytes()));
+            }
+            let mut batch_strides = vec![0i64; c.batch.len()];
+            if case.group > 1 {
+                batch_strides[1] = len as i64;
+            }
+            c.a_packed = Some(memc_codegen::kernel::PackedA {
+                byte_offset: offset as u64,
+                batch_strides,
+            });
+            any = true;
+        }
+    }
+    program.weights_size = weights.len() as u64;
+    any.then_some((program, weights))
 }
 
 fn conv(x: &[u64], w: &[u64], taps: bool) -> Case {

@@ -36,6 +36,12 @@
 
 use std::sync::OnceLock;
 
+mod direct;
+pub use direct::{
+    direct_conv_runs, run_direct, DirectAxis, DirectConv, DirectOperands, DIRECT_MAX_AXES,
+    DIRECT_MAX_TAPS,
+};
+
 /// Rows of `C` one GEMM microkernel call computes (`cpu/gemm.rs`), on every instruction set.
 pub const GEMM_MR: u64 = 6;
 /// The widest microkernel tile, in columns (AVX-512, f32); packed `B` panels are padded to a

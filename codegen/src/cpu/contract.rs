@@ -46,7 +46,12 @@ fn batch_offset(batch: &[u64], strides: &[i64], mut linear: u64) -> i64 {
 /// contraction was validated against.
 pub(crate) unsafe fn run_contract(c: &Contract, regions: RegionPtrs, pool: &WorkerPool) {
     match c.elem {
-        Scalar::F32 => run_typed::<f32>(c, regions, pool, f64::from_bits(c.alpha) as f32),
+        Scalar::F32 => {
+            let alpha = f64::from_bits(c.alpha) as f32;
+            if !run_direct_conv(c, regions, pool, alpha) {
+                run_typed::<f32>(c, regions, pool, alpha)
+            }
+        }
         Scalar::F64 => run_typed::<f64>(c, regions, pool, f64::from_bits(c.alpha)),
         // `CpuProgram::compile` rejects other element types, so nothing reaches here.
         _ => {}
@@ -147,6 +152,98 @@ unsafe fn run_typed<T: Kernels>(c: &Contract, regions: RegionPtrs, pool: &Worker
             )
         }
     }
+}
+
+/// Runs `c` as a direct convolution (memc-gemm's `run_direct`: `B` read from the input as it
+/// is, no packing, no scratch) when it is one: an f32 stride-1 convolution's implicit column
+/// matrix (not transposed) whose `A` is packed whole, with contiguous result columns, on a CPU
+/// and window the direct kernel takes. Returns whether it ran.
+///
+/// # Safety
+/// As [`run_contract`].
+unsafe fn run_direct_conv(
+    c: &Contract,
+    regions: RegionPtrs,
+    pool: &WorkerPool,
+    alpha: f32,
+) -> bool {
+    let (ContractB::Im2col(view), Some(packed)) = (&c.b, &c.a_packed) else {
+        return false;
+    };
+    if view.transposed
+        || c.c.col_stride != 1
+        || c.m == 0
+        || c.n == 0
+        || c.k == 0
+        || c.batch.contains(&0)
+        || view.axes.iter().any(|axis| axis.step != 1)
+    {
+        return false;
+    }
+    let mut axes = [gemm::DirectAxis {
+        size: 0,
+        stride: 0,
+        kernel: 0,
+        dilation: 0,
+        pad: 0,
+        out: 0,
+    }; MAX_IM2COL_AXES];
+    for (direct, axis) in axes.iter_mut().zip(&view.axes) {
+        *direct = gemm::DirectAxis {
+            size: axis.size as i64,
+            stride: axis.stride,
+            kernel: axis.kernel as i64,
+            dilation: axis.dilation,
+            pad: axis.pad,
+            out: axis.out as i64,
+        };
+    }
+    let axes = &axes[..view.axes.len().min(MAX_IM2COL_AXES)];
+    if !gemm::direct_conv_runs(axes) {
+        return false;
+    }
+    let conv = gemm::DirectConv {
+        m: c.m as usize,
+        channels: view.channels as usize,
+        channel_stride: view.channel_stride as isize,
+        axes,
+        alpha,
+        accumulate: c.accumulate,
+    };
+    let n_batches: u64 = c.batch.iter().product();
+    let at = |batch: usize| {
+        let offset = |strides: &[i64]| batch_offset(&c.batch, strides, batch as u64) as isize;
+        let weights = regions
+            .base(Region::Weights)
+            .wrapping_add(packed.byte_offset as usize);
+        let input = regions
+            .base(view.region)
+            .wrapping_offset(view.byte_offset as isize)
+            .cast::<f32>();
+        gemm::DirectOperands {
+            a_packed: weights
+                .cast::<f32>()
+                .wrapping_offset(offset(&packed.batch_strides))
+                .cast_const(),
+            x: input
+                .wrapping_offset(offset(&view.batch_strides))
+                .cast_const(),
+            c: Mat {
+                ptr: regions.origin::<f32>(&c.c, offset(&c.c.batch_strides) as i64),
+                rs: c.c.row_stride as isize,
+                cs: 1,
+            },
+        }
+    };
+    let macs =
+        c.m.saturating_mul(c.n)
+            .saturating_mul(c.k)
+            .saturating_mul(n_batches);
+    let parallel = pool.threads() > 1 && macs >= PARALLEL_MNK && results_disjoint(c);
+    let threads = if parallel { pool.threads() } else { 1 };
+    let broadcast = |t: usize, f: &(dyn Fn(usize) + Sync)| pool.broadcast(t, f);
+    gemm::run_direct(n_batches as usize, &at, &conv, threads, &broadcast);
+    true
 }
 
 /// Packs the `B` panels of an implicit im2col operand straight from the convolution's input

@@ -1,0 +1,520 @@
+//! Direct convolution: a stride-1 convolution's product `C = alpha * A @ col(X) (+ C)` with
+//! `A` packed whole ([`crate::pack_a_whole`]) and the column matrix `col(X)` never packed: the
+//! microkernel loads each row of a tile straight from the input.
+//!
+//! - **Why it works.** With stride 1, output positions `o..o + len` along the input's
+//!   contiguous last axis read, for one input channel and kernel tap, the input elements
+//!   `x + off(tap) + c * channel_stride + 0..len`: a contiguous run. When every inner axis of
+//!   the output is as wide as the input's (a "same"-padded convolution) and the input is dense,
+//!   that holds for a run of flat output positions across rows too, so small images are tiled
+//!   whole rather than row by row. Lanes that read padding are masked off: the masked loads
+//!   read nothing there (so the padding's addresses, outside the input, are never touched) and
+//!   give 0, which is what padding contributes.
+//! - **Tiles.** A tile is at most 32 (AVX-512) or 16 (AVX2) consecutive output positions of
+//!   one run; a run is split into equal tiles. For each tile the lane masks of every tap are
+//!   worked out once, then every strip of [`MR`](crate::GEMM_MR) output channels runs over all
+//!   of `K` (channel-major, taps inner, as `A` is laid out) with its accumulators in
+//!   registers, and is stored once. The tile's input (channels x the rows its taps reach)
+//!   stays in cache across the strips.
+//! - **Memory.** No scratch: `A` is the packed weight, `B` the input, `C` the output. The tap
+//!   table lives on the stack ([`DIRECT_MAX_TAPS`] entries).
+//! - **Threads.** Units of (batch index, tile, group of strips), in contiguous runs per
+//!   thread; strips are grouped finer only when there are fewer tiles than threads.
+//!
+//! Guarantees: every element loaded is an input element inside the input (lanes outside it
+//! are masked), and every element stored is an element of `C` of a row below `m` and a column
+//! of the tile; each output is summed over `K` in the order `A` is laid out, whatever the
+//! number of threads.
+
+use crate::{isa, Broadcast, Isa, Mat, GEMM_KC_BYTES, MR};
+
+/// Taps of the largest kernel window the direct kernel takes (the tap table is on the stack).
+pub const DIRECT_MAX_TAPS: u64 = 64;
+/// Spatial axes of the largest convolution the direct kernel takes.
+pub const DIRECT_MAX_AXES: usize = 8;
+
+/// One spatial axis of a direct convolution: output position `o` and tap `t` read input
+/// position `o - pad + t * dilation` (stride 1), which is padding outside `0..size`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct DirectAxis {
+    /// The input's extent.
+    pub size: i64,
+    /// Elements between consecutive input positions (1 on the last axis).
+    pub stride: i64,
+    pub kernel: i64,
+    pub dilation: i64,
+    /// The begin pad.
+    pub pad: i64,
+    /// The output's extent.
+    pub out: i64,
+}
+
+/// A stride-1 convolution as one product per batch index: `C[m, pixels] = alpha *
+/// A[m, channels * taps] @ col(X) (+ C)`.
+#[derive(Copy, Clone, Debug)]
+pub struct DirectConv<'a> {
+    /// Rows of `A` and `C` (output channels).
+    pub m: usize,
+    pub channels: usize,
+    /// Elements between consecutive input channels.
+    pub channel_stride: isize,
+    pub axes: &'a [DirectAxis],
+    pub alpha: f32,
+    pub accumulate: bool,
+}
+
+/// One batch index's operands: `A` packed whole, the input's element (channel 0, position
+/// 0...), and `C` (`m x pixels`, contiguous columns).
+#[derive(Copy, Clone, Debug)]
+pub struct DirectOperands {
+    pub a_packed: *const f32,
+    pub x: *const f32,
+    pub c: Mat<f32>,
+}
+
+impl DirectConv<'_> {
+    fn taps(&self) -> usize {
+        self.axes.iter().map(|a| a.kernel as usize).product()
+    }
+
+    fn pixels(&self) -> usize {
+        self.axes.iter().map(|a| a.out as usize).product()
+    }
+
+    /// Whether consecutive flat output positions read consecutive input elements across the
+    /// rows of every axis: each inner axis of the output as wide as the input's, the input
+    /// dense.
+    fn flat(&self) -> bool {
+        self.axes.windows(2).all(|pair| {
+            let (outer, inner) = (pair[0], pair[1]);
+            inner.out == inner.size && outer.stride == inner.size * inner.stride
+        })
+    }
+}
+
+/// Whether the direct kernel takes a stride-1 convolution over `axes` on this CPU (AVX-512 or
+/// AVX2 with FMA, f32): 1 to [`DIRECT_MAX_AXES`] axes, at most [`DIRECT_MAX_TAPS`] taps, the
+/// last axis contiguous, every extent at least 1.
+pub fn direct_conv_runs(axes: &[DirectAxis]) -> bool {
+    let taps = axes.iter().try_fold(1u64, |acc, a| {
+        acc.checked_mul(u64::try_from(a.kernel).ok()?)
+    });
+    !axes.is_empty()
+        && axes.len() <= DIRECT_MAX_AXES
+        && taps.is_some_and(|t| (1..=DIRECT_MAX_TAPS).contains(&t))
+        && axes.last().is_some_and(|a| a.stride == 1)
+        && axes
+            .iter()
+            .all(|a| a.size >= 1 && a.out >= 1 && a.kernel >= 1 && a.dilation >= 1)
+        && matches!(isa(), Isa::Avx512 | Isa::Avx2)
+}
+
+/// A tile: `len` output positions from flat position `start`.
+#[derive(Copy, Clone, Debug)]
+struct Tile {
+    start: usize,
+    len: usize,
+}
+
+/// The tiles of the output: runs (the whole output when [`DirectConv::flat`], else each row of
+/// the last axis) cut into equal tiles of at most `lanes` positions.
+struct Tiling {
+    run_len: usize,
+    per_run: usize,
+    tile_len: usize,
+    count: usize,
+}
+
+impl Tiling {
+    fn new(conv: &DirectConv, lanes: usize) -> Tiling {
+        let pixels = conv.pixels();
+        let run_len = if conv.flat() {
+            pixels
+        } else {
+            conv.axes.last().map_or(1, |a| a.out as usize)
+        };
+        let per_run = run_len.div_ceil(lanes);
+        let tile_len = run_len.div_ceil(per_run);
+        Tiling {
+            run_len,
+            per_run,
+            tile_len,
+            count: pixels / run_len * per_run,
+        }
+    }
+
+    fn tile(&self, index: usize) -> Tile {
+        let (run, within) = (index / self.per_run, index % self.per_run);
+        let start = within * self.tile_len;
+        Tile {
+            start: run * self.run_len + start,
+            len: (self.run_len - start).min(self.tile_len),
+        }
+    }
+}
+
+/// The tap table of one tile: for each tap (row-major over the axes), the element offset
+/// (from the input's channel-0 element) that lane 0 reads, and the mask of the lanes that read
+/// the input rather than padding.
+struct Taps {
+    offsets: [isize; DIRECT_MAX_TAPS as usize],
+    masks: [u32; DIRECT_MAX_TAPS as usize],
+    count: usize,
+}
+
+impl Taps {
+    fn new(conv: &DirectConv, tile: Tile) -> Taps {
+        const LANES: usize = 32;
+        let axes = conv.axes;
+        let n_axes = axes.len();
+        // Each lane's coordinates, from the tile's first position (lanes past the tile
+        // continue the count; their bits are cleared below).
+        let mut first = [0i64; DIRECT_MAX_AXES];
+        let mut rest = tile.start;
+        for i in (0..n_axes).rev() {
+            first[i] = (rest % axes[i].out as usize) as i64;
+            rest /= axes[i].out as usize;
+        }
+        let mut coords = [[0i32; LANES]; DIRECT_MAX_AXES];
+        let mut lane = first;
+        for j in 0..tile.len {
+            for i in 0..n_axes {
+                coords[i][j] = lane[i] as i32;
+            }
+            let mut i = n_axes - 1;
+            lane[i] += 1;
+            while i > 0 && lane[i] == axes[i].out {
+                lane[i] = 0;
+                lane[i - 1] += 1;
+                i -= 1;
+            }
+        }
+        let live = ((1u64 << tile.len) - 1) as u32;
+        // `valid[i][t]`: the lanes whose position along axis `i` with tap `t` is inside.
+        let mut valid = [[0u32; DIRECT_MAX_TAPS as usize]; DIRECT_MAX_AXES];
+        for (i, axis) in axes.iter().enumerate() {
+            // An axis along which the tile does not move is valid for all lanes or none.
+            let moves = coords[i][..tile.len].iter().any(|&c| c as i64 != first[i]);
+            for (t, bits) in valid[i].iter_mut().enumerate().take(axis.kernel as usize) {
+                let shift = (t as i64 * axis.dilation - axis.pad) as i32;
+                let size = axis.size as i32;
+                *bits = if moves {
+                    let mut mask = 0u32;
+                    for (j, &c) in coords[i].iter().enumerate() {
+                        let pos = c.wrapping_add(shift);
+                        mask |= u32::from(pos >= 0 && pos < size) << j;
+                    }
+                    mask & live
+                } else if (0..size).contains(&(first[i] as i32).wrapping_add(shift)) {
+                    live
+                } else {
+                    0
+                };
+            }
+        }
+        let mut taps = Taps {
+            offsets: [0; DIRECT_MAX_TAPS as usize],
+            masks: [0; DIRECT_MAX_TAPS as usize],
+            count: conv.taps(),
+        };
+        let mut tap = [0i64; DIRECT_MAX_AXES];
+        for index in 0..taps.count {
+            let mut offset = 0i64;
+            let mut mask = u32::MAX;
+            for (i, axis) in axes.iter().enumerate() {
+                offset += (first[i] - axis.pad + tap[i] * axis.dilation) * axis.stride;
+                mask &= valid[i][tap[i] as usize];
+            }
+            taps.offsets[index] = offset as isize;
+            taps.masks[index] = mask;
+            let mut i = n_axes - 1;
+            tap[i] += 1;
+            while i > 0 && tap[i] == axes[i].kernel {
+                tap[i] = 0;
+                tap[i - 1] += 1;
+                i -= 1;
+            }
+        }
+        taps
+    }
+}
+
+/// What one microkernel call computes: `rows` rows of `C` from row `row` (a multiple of
+/// [`MR`], so strips `row / MR..` of `A`) over one tile.
+struct Call<'a> {
+    conv: &'a DirectConv<'a>,
+    ops: DirectOperands,
+    taps: &'a Taps,
+    tile: Tile,
+    row: usize,
+    rows: usize,
+    /// `K = channels x taps`.
+    k: usize,
+}
+
+/// Runs the direct convolution for batch indices `0..batches` (operands from `at`), split
+/// over at most `threads` threads that `broadcast(t, f)` runs `f(0..t)` on.
+///
+/// # Safety
+/// [`direct_conv_runs`] holds for `conv.axes`; each batch index's `a_packed` holds
+/// [`crate::packed_a_len`]`(m, channels x taps)` values, its input every element the axes
+/// and channels address inside the input, and its `c` `m x pixels` elements with contiguous
+/// columns; `threads > 1` only when distinct (batch, row, column) write distinct elements.
+pub unsafe fn run_direct(
+    batches: usize,
+    at: &(dyn Fn(usize) -> DirectOperands + Sync),
+    conv: &DirectConv,
+    threads: usize,
+    broadcast: Broadcast<'_>,
+) {
+    let isa = isa();
+    // Lanes of a tile and rows of `C` of one call: AVX-512 holds 12 x 32 accumulators in 24
+    // of its 32 registers (two strips of `A` per load of `B`), AVX2 6 x 16 in 12 of 16.
+    let (lanes, block_rows) = if isa == Isa::Avx512 {
+        (32, 2 * MR)
+    } else {
+        (16, MR)
+    };
+    let tiling = Tiling::new(conv, lanes);
+    let k = conv.channels * conv.taps();
+    if conv.m == 0 || k == 0 || tiling.count == 0 || batches == 0 {
+        return;
+    }
+    let blocks = conv.m.div_ceil(block_rows);
+    // Groups of row blocks per tile: one, unless there are fewer (batch, tile) pairs than
+    // twice the threads.
+    let pairs = batches * tiling.count;
+    let groups = if threads > 1 && pairs < 2 * threads {
+        blocks.min((2 * threads).div_ceil(pairs))
+    } else {
+        1
+    };
+    let units = pairs * groups;
+    let threads = threads.clamp(1, units);
+    let work = |t: usize| {
+        let (begin, end) = (units * t / threads, units * (t + 1) / threads);
+        let mut unit = begin;
+        while unit < end {
+            let (pair, group) = (unit / groups, unit % groups);
+            let (batch, tile) = (pair / tiling.count, tiling.tile(pair % tiling.count));
+            let taps = Taps::new(conv, tile);
+            let ops = at(batch);
+            // The groups of this pair in the range share the tap table.
+            let group_end = (end - pair * groups).min(groups);
+            for block in blocks * group / groups..blocks * group_end / groups {
+                let row = block * block_rows;
+                let call = Call {
+                    conv,
+                    ops,
+                    taps: &taps,
+                    tile,
+                    row,
+                    rows: (conv.m - row).min(block_rows),
+                    k,
+                };
+                match isa {
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx512 => x86::avx512(&call),
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx2 => x86::avx2(&call),
+                    // `direct_conv_runs` is false on other instruction sets.
+                    _ => {}
+                }
+            }
+            unit = (pair + 1) * groups;
+        }
+    };
+    if threads > 1 {
+        broadcast(threads, &work);
+    } else {
+        work(0);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{Call, GEMM_KC_BYTES, MR};
+    use std::arch::x86_64::*;
+
+    /// Values of `K` per run of the packed `A` ([`crate::pack_a_whole`]'s `KC` for f32).
+    const KC: usize = GEMM_KC_BYTES as usize / 4;
+
+    /// Walks `K` for one call: for every run of `KC` values, `step(a, b, mask)` per value,
+    /// with `a` the call's first strip's `MR` values of `A` (the next strip's are
+    /// `a_next` further on) and `b` the input element lane 0 reads.
+    #[inline(always)]
+    unsafe fn walk(call: &Call, mut step: impl FnMut(*const f32, usize, *const f32, u32)) {
+        let conv = call.conv;
+        let mpad = conv.m.div_ceil(MR) * MR;
+        let n_taps = call.taps.count;
+        let x = call.ops.x;
+        let (mut channel, mut tap) = (0usize, 0usize);
+        let mut p0 = 0;
+        while p0 < call.k {
+            let kc = (call.k - p0).min(KC);
+            let mut a = call.ops.a_packed.add(p0 * mpad + call.row * kc);
+            let a_next = MR * kc;
+            let mut q = 0;
+            while q < kc {
+                let count = (n_taps - tap).min(kc - q);
+                let xc = x.wrapping_offset(channel as isize * conv.channel_stride);
+                for t in tap..tap + count {
+                    let mask = *call.taps.masks.get_unchecked(t);
+                    if mask != 0 {
+                        let b = xc.wrapping_offset(*call.taps.offsets.get_unchecked(t));
+                        step(a, a_next, b, mask);
+                    }
+                    a = a.add(MR);
+                }
+                q += count;
+                tap += count;
+                if tap == n_taps {
+                    tap = 0;
+                    channel += 1;
+                }
+            }
+            p0 += kc;
+        }
+    }
+
+    /// Row `i` (below `2 * MR`) of the call's `A` values at `a`.
+    #[inline(always)]
+    unsafe fn a_row(a: *const f32, a_next: usize, i: usize) -> *const f32 {
+        if i < MR {
+            a.add(i)
+        } else {
+            a.add(a_next + i - MR)
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn avx512(call: &Call) {
+        macro_rules! rows {
+            ($v:literal) => {
+                match call.rows {
+                    1 => avx512_tile::<1, $v>(call),
+                    2 => avx512_tile::<2, $v>(call),
+                    3 => avx512_tile::<3, $v>(call),
+                    4 => avx512_tile::<4, $v>(call),
+                    5 => avx512_tile::<5, $v>(call),
+                    6 => avx512_tile::<6, $v>(call),
+                    7 => avx512_tile::<7, $v>(call),
+                    8 => avx512_tile::<8, $v>(call),
+                    9 => avx512_tile::<9, $v>(call),
+                    10 => avx512_tile::<10, $v>(call),
+                    11 => avx512_tile::<11, $v>(call),
+                    _ => avx512_tile::<12, $v>(call),
+                }
+            };
+        }
+        if call.tile.len > 16 {
+            rows!(2)
+        } else {
+            rows!(1)
+        }
+    }
+
+    /// `R` rows (at most `2 * MR`) by `V` vectors of 16 lanes.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn avx512_tile<const R: usize, const V: usize>(call: &Call) {
+        let mut acc = [[_mm512_setzero_ps(); V]; R];
+        walk(call, |a, a_next, b, mask| {
+            let mut bv = [_mm512_setzero_ps(); V];
+            for (v, bv) in bv.iter_mut().enumerate() {
+                *bv =
+                    _mm512_maskz_loadu_ps((mask >> (16 * v)) as __mmask16, b.wrapping_add(16 * v));
+            }
+            for (i, acc) in acc.iter_mut().enumerate() {
+                let ai = _mm512_set1_ps(*a_row(a, a_next, i));
+                for (acc, &bv) in acc.iter_mut().zip(&bv) {
+                    *acc = _mm512_fmadd_ps(ai, bv, *acc);
+                }
+            }
+        });
+        let conv = call.conv;
+        let alpha = _mm512_set1_ps(conv.alpha);
+        let lanes = (1u64 << call.tile.len) - 1;
+        let c = call.ops.c;
+        for (i, acc) in acc.iter().enumerate() {
+            let row = c
+                .ptr
+                .offset((call.row + i) as isize * c.rs)
+                .add(call.tile.start);
+            for (v, acc) in acc.iter().enumerate() {
+                let mask = (lanes >> (16 * v)) as __mmask16;
+                let p = row.wrapping_add(16 * v);
+                let mut r = _mm512_mul_ps(alpha, *acc);
+                if conv.accumulate {
+                    r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mask, p));
+                }
+                _mm512_mask_storeu_ps(p, mask, r);
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn avx2(call: &Call) {
+        macro_rules! rows {
+            ($v:literal) => {
+                match call.rows {
+                    1 => avx2_tile::<1, $v>(call),
+                    2 => avx2_tile::<2, $v>(call),
+                    3 => avx2_tile::<3, $v>(call),
+                    4 => avx2_tile::<4, $v>(call),
+                    5 => avx2_tile::<5, $v>(call),
+                    _ => avx2_tile::<6, $v>(call),
+                }
+            };
+        }
+        if call.tile.len > 8 {
+            rows!(2)
+        } else {
+            rows!(1)
+        }
+    }
+
+    /// The lanes of 8 whose bits are set in `mask`, as a vector mask.
+    #[inline(always)]
+    unsafe fn lanes8(mask: u32) -> __m256i {
+        let bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+        let set = _mm256_and_si256(_mm256_set1_epi32(mask as i32), bits);
+        _mm256_cmpeq_epi32(set, bits)
+    }
+
+    /// `R` rows (at most `MR`) by `V` vectors of 8 lanes.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn avx2_tile<const R: usize, const V: usize>(call: &Call) {
+        let mut acc = [[_mm256_setzero_ps(); V]; R];
+        walk(call, |a, _, b, mask| {
+            let mut bv = [_mm256_setzero_ps(); V];
+            for (v, bv) in bv.iter_mut().enumerate() {
+                *bv = _mm256_maskload_ps(b.wrapping_add(8 * v), lanes8(mask >> (8 * v)));
+            }
+            for (i, acc) in acc.iter_mut().enumerate() {
+                let ai = _mm256_broadcast_ss(&*a.add(i));
+                for (acc, &bv) in acc.iter_mut().zip(&bv) {
+                    *acc = _mm256_fmadd_ps(ai, bv, *acc);
+                }
+            }
+        });
+        let conv = call.conv;
+        let alpha = _mm256_set1_ps(conv.alpha);
+        let lanes = (1u32 << call.tile.len) - 1;
+        let c = call.ops.c;
+        for (i, acc) in acc.iter().enumerate() {
+            let row = c
+                .ptr
+                .offset((call.row + i) as isize * c.rs)
+                .add(call.tile.start);
+            for (v, acc) in acc.iter().enumerate() {
+                let mask = lanes8(lanes >> (8 * v));
+                let p = row.wrapping_add(8 * v);
+                let mut r = _mm256_mul_ps(alpha, *acc);
+                if conv.accumulate {
+                    r = _mm256_add_ps(r, _mm256_maskload_ps(p, mask));
+                }
+                _mm256_maskstore_ps(p, mask, r);
+            }
+        }
+    }
+}

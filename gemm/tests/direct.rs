@@ -1,0 +1,213 @@
+//! The direct convolution against a naive loop: 1-, 2- and 3-d windows, "same" padding (whole
+//! rows tiled flat) and valid, asymmetric or dilated windows (row by row), a padded input row
+//! stride, output channels around the strip height, `K` past one packed run, `alpha` and
+//! `accumulate`, several batch indices, one and several threads.
+//! `MEMC_GEMM_ISA=avx2` runs the same on the AVX2 kernel.
+
+use memc_gemm::{
+    direct_conv_runs, pack_a_whole, packed_a_len, run_direct, DirectAxis, DirectConv,
+    DirectOperands, Mat,
+};
+
+/// A deterministic value in [-0.5, 0.5).
+fn value(i: usize, salt: usize) -> f32 {
+    ((i * 2654435761 + salt * 40503) % 1000) as f32 / 1000.0 - 0.5
+}
+
+/// One axis: input `size`, `kernel`, `dilation`, begin pad `pad` and end pad `end`.
+fn axis(size: i64, kernel: i64, dilation: i64, pad: i64, end: i64) -> DirectAxis {
+    DirectAxis {
+        size,
+        stride: 0,
+        kernel,
+        dilation,
+        pad,
+        out: size + pad + end - (kernel - 1) * dilation,
+    }
+}
+
+/// Runs a convolution of `m` output channels over `channels` input channels and `axes`
+/// (strides filled in here: dense, or with `row_pad` spare elements after each row of the
+/// last axis) on `threads` threads, and checks it against the naive loop.
+fn check(m: usize, channels: usize, mut axes: Vec<DirectAxis>, row_pad: i64, threads: usize) {
+    let n = axes.len();
+    let mut stride = 1;
+    for i in (0..n).rev() {
+        axes[i].stride = stride;
+        stride *= axes[i].size + if i == n - 1 { row_pad } else { 0 };
+    }
+    let image = stride as usize;
+    let taps: usize = axes.iter().map(|a| a.kernel as usize).product();
+    let pixels: usize = axes.iter().map(|a| a.out as usize).product();
+    let k = channels * taps;
+    if !direct_conv_runs(&axes) {
+        eprintln!("skipped: this CPU has neither AVX-512 nor AVX2 with FMA");
+        return;
+    }
+    const BATCHES: usize = 2;
+    let x: Vec<f32> = (0..BATCHES * channels * image)
+        .map(|i| value(i, 1))
+        .collect();
+    let w: Vec<f32> = (0..m * k).map(|i| value(i, 2)).collect();
+    let mut packed = vec![0f32; packed_a_len(m as u64, k as u64) as usize];
+    let a = Mat {
+        ptr: w.as_ptr().cast_mut(),
+        rs: k as isize,
+        cs: 1,
+    };
+    // SAFETY: `w` is `m x k` row-major; `packed` holds `packed_a_len(m, k)` values.
+    unsafe { pack_a_whole(packed.as_mut_ptr(), a, m, k) };
+    for (accumulate, alpha) in [(false, 1.0f32), (true, -0.5)] {
+        let start: Vec<f32> = (0..BATCHES * m * pixels)
+            .map(|i| if accumulate { value(i, 3) } else { f32::NAN })
+            .collect();
+        let mut out = start.clone();
+        let conv = DirectConv {
+            m,
+            channels,
+            channel_stride: image as isize,
+            axes: &axes,
+            alpha,
+            accumulate,
+        };
+        let (x_ptr, out_ptr) = (x.as_ptr() as usize, out.as_mut_ptr() as usize);
+        let packed_ptr = packed.as_ptr() as usize;
+        let at = |batch: usize| DirectOperands {
+            a_packed: packed_ptr as *const f32,
+            x: (x_ptr as *const f32).wrapping_add(batch * channels * image),
+            c: Mat {
+                ptr: (out_ptr as *mut f32).wrapping_add(batch * m * pixels),
+                rs: pixels as isize,
+                cs: 1,
+            },
+        };
+        let broadcast = |t: usize, f: &(dyn Fn(usize) + Sync)| {
+            std::thread::scope(|s| {
+                for i in 0..t {
+                    s.spawn(move || f(i));
+                }
+            })
+        };
+        // SAFETY: the operands hold what the axes, channels and `m` address.
+        unsafe { run_direct(BATCHES, &at, &conv, threads, &broadcast) };
+        for batch in 0..BATCHES {
+            for row in 0..m {
+                for pixel in 0..pixels {
+                    let mut sum = 0f64;
+                    for c in 0..channels {
+                        for t in 0..taps {
+                            let (mut o, mut tp) = (pixel, t);
+                            let mut at = (batch * channels + c) * image;
+                            let mut inside = true;
+                            for ax in axes.iter().rev() {
+                                let (oi, ti) = (o % ax.out as usize, tp % ax.kernel as usize);
+                                o /= ax.out as usize;
+                                tp /= ax.kernel as usize;
+                                let pos = oi as i64 - ax.pad + ti as i64 * ax.dilation;
+                                inside &= (0..ax.size).contains(&pos);
+                                at = at.wrapping_add((pos * ax.stride) as usize);
+                            }
+                            if inside {
+                                sum += w[row * k + c * taps + t] as f64 * x[at] as f64;
+                            }
+                        }
+                    }
+                    let index = (batch * m + row) * pixels + pixel;
+                    let mut want = alpha as f64 * sum;
+                    if accumulate {
+                        want += start[index] as f64;
+                    }
+                    let got = out[index] as f64;
+                    assert!(
+                        (got - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                        "m {m} channels {channels} axes {axes:?} row_pad {row_pad} threads \
+                         {threads} accumulate {accumulate}: batch {batch} row {row} pixel \
+                         {pixel}: {got} != {want}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn same_padded_2d_windows_tile_whole_rows() {
+    for size in [1, 5, 7, 14, 32, 33] {
+        for (m, channels) in [(1, 2), (6, 3), (13, 16), (32, 40)] {
+            let axes = vec![axis(size, 3, 1, 1, 1), axis(size, 3, 1, 1, 1)];
+            check(m, channels, axes, 0, 1);
+        }
+    }
+}
+
+#[test]
+fn valid_asymmetric_and_dilated_windows_tile_row_by_row() {
+    let cases = [
+        vec![axis(10, 3, 1, 0, 0), axis(12, 3, 1, 0, 0)],
+        vec![axis(9, 3, 1, 0, 1), axis(40, 3, 1, 1, 0)],
+        vec![axis(11, 3, 2, 2, 2), axis(11, 3, 2, 2, 2)],
+        vec![axis(8, 5, 1, 2, 2), axis(70, 7, 1, 3, 3)],
+        vec![axis(6, 1, 1, 0, 0), axis(6, 4, 1, 2, 1)],
+    ];
+    for axes in cases {
+        check(7, 5, axes.clone(), 0, 1);
+        check(12, 24, axes, 0, 2);
+    }
+}
+
+#[test]
+fn padded_rows_1d_and_3d_windows() {
+    check(8, 4, vec![axis(12, 3, 1, 1, 1), axis(12, 3, 1, 1, 1)], 3, 1);
+    check(8, 4, vec![axis(37, 5, 1, 2, 2)], 0, 1);
+    check(9, 30, vec![axis(100, 9, 1, 4, 4)], 0, 3);
+    let cube = vec![
+        axis(4, 3, 1, 1, 1),
+        axis(5, 3, 1, 1, 1),
+        axis(6, 3, 1, 1, 1),
+    ];
+    check(10, 3, cube.clone(), 0, 1);
+    check(10, 3, cube, 0, 2);
+}
+
+#[test]
+fn threads_split_tiles_and_strips() {
+    // Few tiles (a 7x7 image is two), many strips: the strips are split.
+    for threads in [2, 3, 4] {
+        check(
+            64,
+            12,
+            vec![axis(7, 3, 1, 1, 1), axis(7, 3, 1, 1, 1)],
+            0,
+            threads,
+        );
+        check(
+            20,
+            8,
+            vec![axis(30, 3, 1, 1, 1), axis(30, 3, 1, 1, 1)],
+            0,
+            threads,
+        );
+    }
+}
+
+#[test]
+fn unsupported_windows_are_refused() {
+    let mut contiguous = vec![axis(8, 3, 1, 1, 1), axis(8, 3, 1, 1, 1)];
+    contiguous[0].stride = 8;
+    contiguous[1].stride = 1;
+    let available = direct_conv_runs(&contiguous);
+    // Too many taps, a strided last axis, no axes.
+    let big = vec![axis(20, 9, 1, 4, 4), axis(20, 9, 1, 4, 4)];
+    let mut strided = contiguous.clone();
+    strided[1].stride = 2;
+    assert!(!direct_conv_runs(
+        &big.iter()
+            .map(|a| DirectAxis { stride: 1, ..*a })
+            .collect::<Vec<_>>()
+    ));
+    assert!(!direct_conv_runs(&strided));
+    assert!(!direct_conv_runs(&[]));
+    if !available {
+        eprintln!("skipped the positive case: this CPU has neither AVX-512 nor AVX2 with FMA");
+    }
+}

@@ -119,9 +119,10 @@ fn laid_out_weights_run_as_the_reference_reads_them() {
     // with `transB` has more rows than read `B` in place, so its `B` stays as it is.
     let (packed, row_major) = check("tests/onnx/no_heap/model.onnx", &[]);
     assert_eq!((packed, row_major), (1, 0), "the no-heap model");
-    // conv2's 16x72 weight is packed; conv1's 8x27 and fc's 10x16 are too small to matter.
+    // Both convolutions' weights are packed (conv1's 8x27 too: a stride-1 convolution runs
+    // direct, reading only a packed weight); fc's 10x16 is too small to matter.
     let (packed, row_major) = check("examples/classifier.onnx", &["batch=1"]);
-    assert_eq!((packed, row_major), (1, 0), "the classifier");
+    assert_eq!((packed, row_major), (2, 0), "the classifier");
     // fc1's transposed 48x64 weight is made row-major; fc2's 16x48 is too small.
     let (packed, row_major) = check("tests/onnx/fixtures/linear_transb.onnx", &[]);
     assert_eq!((packed, row_major), (0, 1), "PyTorch's Linear");

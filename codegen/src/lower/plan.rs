@@ -16,7 +16,7 @@ use super::{
     attention, elementwise, extents, linalg, loss, movement, quant4, recurrent, reduce, rnn, signal,
 };
 use super::{unsupported, LowerCtx, LowerResult};
-use crate::kernel::ReduceOp;
+use crate::kernel::{ReduceOp, Scalar};
 use memc_ir::target::TargetInfo;
 use memc_ir::{ElemType, Function, OpId, Opcode, WeightStore};
 use std::collections::HashMap;
@@ -259,6 +259,22 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
             Some(bytes(elem_size))
         })(),
         Opcode::Conv => (|| {
+            // A direct convolution reads its packed weight and its input as they are.
+            let weight_constant = data
+                .operands
+                .get(1)
+                .and_then(|&w| func.defining_op(w))
+                .is_some_and(|def| func.op(def).opcode == Opcode::Weight);
+            if let Form::Conv(conv) = &plan.form {
+                let elem = if elem_size == 8 {
+                    Scalar::F64
+                } else {
+                    Scalar::F32
+                };
+                if conv.runs_direct(elem, weight_constant) {
+                    return Some(0);
+                }
+            }
             // Through im2col (implicit or explicit) or as products per tap: `M / group` rows, at
             // most `(C / group) x taps` values of K and every output pixel of every image as
             // columns, per image and group.

@@ -2,13 +2,16 @@
 //! [`crate::prepack`]). For every contraction over a constant weight (a plain slot of the
 //! weights section):
 //!
-//! - an `A` of more than one row gets a packed copy, and its [`PackedA`] points there (a
-//!   one-row product's row kernel reads `A` where it is);
+//! - a convolution's `A` (its `B` an implicit column matrix), and any other `A` of more than
+//!   one row (a one-row product's row kernel reads `A` where it is), gets a packed copy, and
+//!   its [`PackedA`] points there. A convolution needs it whatever its size: with a stride-1
+//!   window the CPU runs it as a direct convolution, which reads only a packed `A`, and the
+//!   plan reserves no GEMM panels for it (`ConvPlan::runs_direct`);
 //! - a `B` of a product that would pack it on every run although it has few rows (columns
 //!   not contiguous: a transposed weight) moves to a row-major copy, which it reads in place.
 //!
-//! Two contractions laying out the same matrices the same way share a slot. Operands of fewer
-//! than [`MIN_ELEMS`] values are left as they are: packing them costs a run about a
+//! Two contractions laying out the same matrices the same way share a slot. Other operands of
+//! fewer than [`MIN_ELEMS`] values are left as they are: packing them costs a run about a
 //! microsecond, and each copy adds to the plan file.
 
 use crate::kernel::{Contract, ContractB, KernelBody, MatView, PackedA, Region, Scalar};
@@ -39,7 +42,7 @@ pub(crate) fn prepack_weights(program: &mut Program) {
             {
                 continue;
             }
-            if c.m >= 2 {
+            if packs_a(c) {
                 if let Some((spec, batch_strides)) =
                     layout(c, &c.a, c.m, c.k, OperandLayout::PackedA, plain)
                 {
@@ -49,8 +52,9 @@ pub(crate) fn prepack_weights(program: &mut Program) {
                     });
                 }
             }
-            let b_repacked_per_run =
-                c.m <= memc_gemm::GEMM_SMALL_M && c.b.as_mat().is_some_and(|b| b.col_stride != 1);
+            let b_repacked_per_run = c.m <= memc_gemm::GEMM_SMALL_M
+                && c.k.saturating_mul(c.n) >= MIN_ELEMS
+                && c.b.as_mat().is_some_and(|b| b.col_stride != 1);
             if b_repacked_per_run {
                 let b = c.b.as_mat().expect("checked");
                 if let Some((spec, batch_strides)) =
@@ -69,6 +73,17 @@ pub(crate) fn prepack_weights(program: &mut Program) {
     }
     program.weights.extend(slots.added);
     program.weights_size = slots.size;
+}
+
+/// Whether a constant `A` of `c` gets a packed copy: a convolution's (its `B` an implicit
+/// column matrix, which a stride-1 window reads directly with the packed weight: see
+/// `ConvPlan::runs_direct`, which plans no GEMM panels for it), or one of more than one row
+/// (a one-row product's row kernel reads `A` where it is) and at least [`MIN_ELEMS`] values.
+fn packs_a(c: &Contract) -> bool {
+    match c.b {
+        ContractB::Im2col(_) => true,
+        ContractB::Mat(_) => c.m >= 2 && c.m.saturating_mul(c.k) >= MIN_ELEMS,
+    }
 }
 
 /// The slots added so far.
@@ -110,7 +125,7 @@ fn layout(
     layout: OperandLayout,
     slots: &[WeightSlot],
 ) -> Option<(OperandPack, Vec<i64>)> {
-    if view.region != Region::Weights || rows.saturating_mul(cols) < MIN_ELEMS {
+    if view.region != Region::Weights {
         return None;
     }
     let size = c.elem.size();

@@ -197,6 +197,30 @@ pub struct ConvPlan {
     im2col: Option<Im2col>,
 }
 
+impl ConvPlan {
+    /// Whether the CPU runs this convolution as a direct convolution (memc-gemm's
+    /// `run_direct`, which needs no GEMM panels): implicit im2col in f32 over a window of
+    /// stride 1 on every axis, at most `DIRECT_MAX_TAPS` taps and `DIRECT_MAX_AXES` axes,
+    /// with a constant weight (`weight_constant`), which the plan writer packs
+    /// ([`crate::lower::prepack`]). The CPU checks the rest (a contiguous input row, its
+    /// instruction set) when it runs, and packs into stack panels where it cannot.
+    pub(crate) fn runs_direct(&self, elem: Scalar, weight_constant: bool) -> bool {
+        let Ok(win) = &self.window else {
+            return false;
+        };
+        let taps = win
+            .kernel
+            .iter()
+            .try_fold(1u64, |acc, &k| acc.checked_mul(u64::try_from(k).ok()?));
+        weight_constant
+            && elem == Scalar::F32
+            && matches!(self.im2col, Some(Im2col::Implicit))
+            && win.strides.iter().all(|&s| s == 1)
+            && win.kernel.len() <= memc_gemm::DIRECT_MAX_AXES
+            && taps.is_some_and(|t| t <= memc_gemm::DIRECT_MAX_TAPS)
+    }
+}
+
 /// Plans a Conv on `target`: the im2col form when [`im2col_form`] chooses it (an explicit
 /// column matrix, within `scratch_cap` bytes, is the op's scratch); else a form without
 /// scratch.

@@ -1,15 +1,16 @@
-//! Direct convolution: a stride-1 convolution's product `C = alpha * A @ col(X) (+ C)` with
-//! `A` packed whole ([`crate::pack_a_whole`]) and the column matrix `col(X)` never packed: the
+//! Direct convolution: a convolution's product `C = alpha * A @ col(X) (+ C)` with `A` packed
+//! whole ([`crate::pack_a_whole`]) and the column matrix `col(X)` never packed: the
 //! microkernel loads each row of a tile straight from the input.
 //!
-//! - **Why it works.** With stride 1, output positions `o..o + len` along the input's
-//!   contiguous last axis read, for one input channel and kernel tap, the input elements
-//!   `x + off(tap) + c * channel_stride + 0..len`: a contiguous run. When every inner axis of
-//!   the output is as wide as the input's (a "same"-padded convolution) and the input is dense,
-//!   that holds for a run of flat output positions across rows too, so small images are tiled
-//!   whole rather than row by row. Lanes that read padding are masked off: the masked loads
-//!   read nothing there (so the padding's addresses, outside the input, are never touched) and
-//!   give 0, which is what padding contributes.
+//! - **Why it works.** Output positions `o..o + len` along the input's contiguous last axis
+//!   read, for one input channel and kernel tap, the input elements `x + off(tap) + c *
+//!   channel_stride + step * (0..len)`: a contiguous run at stride 1, every other element at
+//!   stride 2 (loaded as two vectors whose even elements are gathered by a permute). When
+//!   every inner axis of the output is as wide as the input's (a "same"-padded stride-1
+//!   convolution) and the input is dense, that holds for a run of flat output positions across
+//!   rows too, so small images are tiled whole rather than row by row. Lanes that read padding
+//!   are masked off: the masked loads read nothing there (so the padding's addresses, outside
+//!   the input, are never touched) and give 0, which is what padding contributes.
 //! - **Tiles.** A tile is at most 32 (AVX-512) or 16 (AVX2) consecutive output positions of
 //!   one run; a run is split into equal tiles. For each tile the lane masks of every tap are
 //!   worked out once, then every strip of [`MR`](crate::GEMM_MR) output channels runs over all
@@ -34,7 +35,7 @@ pub const DIRECT_MAX_TAPS: u64 = 64;
 pub const DIRECT_MAX_AXES: usize = 8;
 
 /// One spatial axis of a direct convolution: output position `o` and tap `t` read input
-/// position `o - pad + t * dilation` (stride 1), which is padding outside `0..size`.
+/// position `o * step - pad + t * dilation`, which is padding outside `0..size`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct DirectAxis {
     /// The input's extent.
@@ -42,6 +43,8 @@ pub struct DirectAxis {
     /// Elements between consecutive input positions (1 on the last axis).
     pub stride: i64,
     pub kernel: i64,
+    /// The convolution's stride along the axis.
+    pub step: i64,
     pub dilation: i64,
     /// The begin pad.
     pub pad: i64,
@@ -87,14 +90,18 @@ impl DirectConv<'_> {
     fn flat(&self) -> bool {
         self.axes.windows(2).all(|pair| {
             let (outer, inner) = (pair[0], pair[1]);
-            inner.out == inner.size && outer.stride == inner.size * inner.stride
+            inner.out == inner.size
+                && outer.stride == inner.size * inner.stride
+                && outer.step == 1
+                && inner.step == 1
         })
     }
 }
 
-/// Whether the direct kernel takes a stride-1 convolution over `axes` on this CPU (AVX-512 or
-/// AVX2 with FMA, f32): 1 to [`DIRECT_MAX_AXES`] axes, at most [`DIRECT_MAX_TAPS`] taps, the
-/// last axis contiguous, every extent at least 1.
+/// Whether the direct kernel takes a convolution over `axes` on this CPU (AVX-512 or AVX2
+/// with FMA, f32): 1 to [`DIRECT_MAX_AXES`] axes, at most [`DIRECT_MAX_TAPS`] taps, the last
+/// axis contiguous with a stride (`step`) of 1 or 2 (lanes read every input element or every
+/// other one), every extent, stride and dilation at least 1.
 pub fn direct_conv_runs(axes: &[DirectAxis]) -> bool {
     let taps = axes.iter().try_fold(1u64, |acc, a| {
         acc.checked_mul(u64::try_from(a.kernel).ok()?)
@@ -102,10 +109,12 @@ pub fn direct_conv_runs(axes: &[DirectAxis]) -> bool {
     !axes.is_empty()
         && axes.len() <= DIRECT_MAX_AXES
         && taps.is_some_and(|t| (1..=DIRECT_MAX_TAPS).contains(&t))
-        && axes.last().is_some_and(|a| a.stride == 1)
+        && axes
+            .last()
+            .is_some_and(|a| a.stride == 1 && (1..=2).contains(&a.step))
         && axes
             .iter()
-            .all(|a| a.size >= 1 && a.out >= 1 && a.kernel >= 1 && a.dilation >= 1)
+            .all(|a| a.size >= 1 && a.out >= 1 && a.kernel >= 1 && a.dilation >= 1 && a.step >= 1)
         && matches!(isa(), Isa::Avx512 | Isa::Avx2)
 }
 
@@ -154,12 +163,23 @@ impl Tiling {
 }
 
 /// The tap table of one tile: for each tap (row-major over the axes), the element offset
-/// (from the input's channel-0 element) that lane 0 reads, and the mask of the lanes that read
-/// the input rather than padding.
+/// (from the input's channel-0 element) that lane 0 reads, and the mask of the input elements
+/// from there that the lanes read, where they read the input rather than padding: bit `j` for
+/// lane `j` at stride 1, bit `2 j` at stride 2 (lane `j` reads element `2 j`).
 struct Taps {
     offsets: [isize; DIRECT_MAX_TAPS as usize],
-    masks: [u32; DIRECT_MAX_TAPS as usize],
+    masks: [u64; DIRECT_MAX_TAPS as usize],
     count: usize,
+}
+
+/// `bits` with bit `j` moved to bit `2 j`.
+fn spread(bits: u32) -> u64 {
+    let mut x = u64::from(bits);
+    x = (x | (x << 16)) & 0x0000_ffff_0000_ffff;
+    x = (x | (x << 8)) & 0x00ff_00ff_00ff_00ff;
+    x = (x | (x << 4)) & 0x0f0f_0f0f_0f0f_0f0f;
+    x = (x | (x << 2)) & 0x3333_3333_3333_3333;
+    (x | (x << 1)) & 0x5555_5555_5555_5555
 }
 
 impl Taps {
@@ -167,8 +187,7 @@ impl Taps {
         const LANES: usize = 32;
         let axes = conv.axes;
         let n_axes = axes.len();
-        // Each lane's coordinates, from the tile's first position (lanes past the tile
-        // continue the count; their bits are cleared below).
+        // Each lane's output coordinates, from the tile's first position.
         let mut first = [0i64; DIRECT_MAX_AXES];
         let mut rest = tile.start;
         for i in (0..n_axes).rev() {
@@ -195,23 +214,24 @@ impl Taps {
         for (i, axis) in axes.iter().enumerate() {
             // An axis along which the tile does not move is valid for all lanes or none.
             let moves = coords[i][..tile.len].iter().any(|&c| c as i64 != first[i]);
+            let (step, size) = (axis.step as i32, axis.size as i32);
             for (t, bits) in valid[i].iter_mut().enumerate().take(axis.kernel as usize) {
                 let shift = (t as i64 * axis.dilation - axis.pad) as i32;
-                let size = axis.size as i32;
                 *bits = if moves {
                     let mut mask = 0u32;
                     for (j, &c) in coords[i].iter().enumerate() {
-                        let pos = c.wrapping_add(shift);
+                        let pos = c.wrapping_mul(step).wrapping_add(shift);
                         mask |= u32::from(pos >= 0 && pos < size) << j;
                     }
                     mask & live
-                } else if (0..size).contains(&(first[i] as i32).wrapping_add(shift)) {
+                } else if (0..size).contains(&(first[i] as i32 * step).wrapping_add(shift)) {
                     live
                 } else {
                     0
                 };
             }
         }
+        let strided = axes[n_axes - 1].step == 2;
         let mut taps = Taps {
             offsets: [0; DIRECT_MAX_TAPS as usize],
             masks: [0; DIRECT_MAX_TAPS as usize],
@@ -222,11 +242,16 @@ impl Taps {
             let mut offset = 0i64;
             let mut mask = u32::MAX;
             for (i, axis) in axes.iter().enumerate() {
-                offset += (first[i] - axis.pad + tap[i] * axis.dilation) * axis.stride;
+                let position = first[i] * axis.step - axis.pad + tap[i] * axis.dilation;
+                offset += position * axis.stride;
                 mask &= valid[i][tap[i] as usize];
             }
             taps.offsets[index] = offset as isize;
-            taps.masks[index] = mask;
+            taps.masks[index] = if strided {
+                spread(mask)
+            } else {
+                u64::from(mask)
+            };
             let mut i = n_axes - 1;
             tap[i] += 1;
             while i > 0 && tap[i] == axes[i].kernel {
@@ -250,6 +275,13 @@ struct Call<'a> {
     rows: usize,
     /// `K = channels x taps`.
     k: usize,
+}
+
+impl Call<'_> {
+    /// Whether lanes read every other input element (stride 2 on the last axis).
+    fn strided(&self) -> bool {
+        self.conv.axes.last().is_some_and(|a| a.step == 2)
+    }
 }
 
 /// Runs the direct convolution for batch indices `0..batches` (operands from `at`), split
@@ -339,11 +371,11 @@ mod x86 {
     /// Values of `K` per run of the packed `A` ([`crate::pack_a_whole`]'s `KC` for f32).
     const KC: usize = GEMM_KC_BYTES as usize / 4;
 
-    /// Walks `K` for one call: for every run of `KC` values, `step(a, b, mask)` per value,
-    /// with `a` the call's first strip's `MR` values of `A` (the next strip's are
-    /// `a_next` further on) and `b` the input element lane 0 reads.
+    /// Walks `K` for one call: for every run of `KC` values, `step(a, a_next, b, mask)` per
+    /// value, with `a` the call's first strip's `MR` values of `A` (the next strip's are
+    /// `a_next` further on), `b` the input element lane 0 reads and `mask` the tap's.
     #[inline(always)]
-    unsafe fn walk(call: &Call, mut step: impl FnMut(*const f32, usize, *const f32, u32)) {
+    unsafe fn walk(call: &Call, mut step: impl FnMut(*const f32, usize, *const f32, u64)) {
         let conv = call.conv;
         let mpad = conv.m.div_ceil(MR) * MR;
         let n_taps = call.taps.count;
@@ -390,39 +422,56 @@ mod x86 {
     #[target_feature(enable = "avx512f,avx2,fma")]
     pub(super) unsafe fn avx512(call: &Call) {
         macro_rules! rows {
-            ($v:literal) => {
+            ($v:literal, $s:literal) => {
                 match call.rows {
-                    1 => avx512_tile::<1, $v>(call),
-                    2 => avx512_tile::<2, $v>(call),
-                    3 => avx512_tile::<3, $v>(call),
-                    4 => avx512_tile::<4, $v>(call),
-                    5 => avx512_tile::<5, $v>(call),
-                    6 => avx512_tile::<6, $v>(call),
-                    7 => avx512_tile::<7, $v>(call),
-                    8 => avx512_tile::<8, $v>(call),
-                    9 => avx512_tile::<9, $v>(call),
-                    10 => avx512_tile::<10, $v>(call),
-                    11 => avx512_tile::<11, $v>(call),
-                    _ => avx512_tile::<12, $v>(call),
+                    1 => avx512_tile::<1, $v, $s>(call),
+                    2 => avx512_tile::<2, $v, $s>(call),
+                    3 => avx512_tile::<3, $v, $s>(call),
+                    4 => avx512_tile::<4, $v, $s>(call),
+                    5 => avx512_tile::<5, $v, $s>(call),
+                    6 => avx512_tile::<6, $v, $s>(call),
+                    7 => avx512_tile::<7, $v, $s>(call),
+                    8 => avx512_tile::<8, $v, $s>(call),
+                    9 => avx512_tile::<9, $v, $s>(call),
+                    10 => avx512_tile::<10, $v, $s>(call),
+                    11 => avx512_tile::<11, $v, $s>(call),
+                    _ => avx512_tile::<12, $v, $s>(call),
                 }
             };
         }
-        if call.tile.len > 16 {
-            rows!(2)
-        } else {
-            rows!(1)
+        match (call.tile.len > 16, call.strided()) {
+            (true, false) => rows!(2, 1),
+            (false, false) => rows!(1, 1),
+            (true, true) => rows!(2, 2),
+            (false, true) => rows!(1, 2),
         }
     }
 
-    /// `R` rows (at most `2 * MR`) by `V` vectors of 16 lanes.
+    /// Vector `v` (16 lanes) of a tap's row from `b`: the elements `b + 16 v + j` at stride 1
+    /// (`S`), `b + 2 (16 v + j)` at stride 2 (two loads, their even elements gathered), where
+    /// `mask` allows.
+    #[inline(always)]
+    unsafe fn load16<const S: usize>(b: *const f32, mask: u64, v: usize) -> __m512 {
+        if S == 1 {
+            _mm512_maskz_loadu_ps((mask >> (16 * v)) as __mmask16, b.wrapping_add(16 * v))
+        } else {
+            let at = b.wrapping_add(32 * v);
+            let lo = _mm512_maskz_loadu_ps((mask >> (32 * v)) as __mmask16, at);
+            let hi =
+                _mm512_maskz_loadu_ps((mask >> (32 * v + 16)) as __mmask16, at.wrapping_add(16));
+            let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+            _mm512_permutex2var_ps(lo, even, hi)
+        }
+    }
+
+    /// `R` rows (at most `2 * MR`) by `V` vectors of 16 lanes, at stride `S` along the row.
     #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn avx512_tile<const R: usize, const V: usize>(call: &Call) {
+    unsafe fn avx512_tile<const R: usize, const V: usize, const S: usize>(call: &Call) {
         let mut acc = [[_mm512_setzero_ps(); V]; R];
         walk(call, |a, a_next, b, mask| {
             let mut bv = [_mm512_setzero_ps(); V];
             for (v, bv) in bv.iter_mut().enumerate() {
-                *bv =
-                    _mm512_maskz_loadu_ps((mask >> (16 * v)) as __mmask16, b.wrapping_add(16 * v));
+                *bv = load16::<S>(b, mask, v);
             }
             for (i, acc) in acc.iter_mut().enumerate() {
                 let ai = _mm512_set1_ps(*a_row(a, a_next, i));
@@ -455,40 +504,58 @@ mod x86 {
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn avx2(call: &Call) {
         macro_rules! rows {
-            ($v:literal) => {
+            ($v:literal, $s:literal) => {
                 match call.rows {
-                    1 => avx2_tile::<1, $v>(call),
-                    2 => avx2_tile::<2, $v>(call),
-                    3 => avx2_tile::<3, $v>(call),
-                    4 => avx2_tile::<4, $v>(call),
-                    5 => avx2_tile::<5, $v>(call),
-                    _ => avx2_tile::<6, $v>(call),
+                    1 => avx2_tile::<1, $v, $s>(call),
+                    2 => avx2_tile::<2, $v, $s>(call),
+                    3 => avx2_tile::<3, $v, $s>(call),
+                    4 => avx2_tile::<4, $v, $s>(call),
+                    5 => avx2_tile::<5, $v, $s>(call),
+                    _ => avx2_tile::<6, $v, $s>(call),
                 }
             };
         }
-        if call.tile.len > 8 {
-            rows!(2)
-        } else {
-            rows!(1)
+        match (call.tile.len > 8, call.strided()) {
+            (true, false) => rows!(2, 1),
+            (false, false) => rows!(1, 1),
+            (true, true) => rows!(2, 2),
+            (false, true) => rows!(1, 2),
         }
     }
 
-    /// The lanes of 8 whose bits are set in `mask`, as a vector mask.
+    /// The lanes of 8 whose bits are set in the low byte of `mask`, as a vector mask.
     #[inline(always)]
-    unsafe fn lanes8(mask: u32) -> __m256i {
+    unsafe fn lanes8(mask: u64) -> __m256i {
         let bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
         let set = _mm256_and_si256(_mm256_set1_epi32(mask as i32), bits);
         _mm256_cmpeq_epi32(set, bits)
     }
 
-    /// `R` rows (at most `MR`) by `V` vectors of 8 lanes.
+    /// Vector `v` (8 lanes) of a tap's row from `b`, as [`load16`] does with 16.
+    #[inline(always)]
+    unsafe fn load8<const S: usize>(b: *const f32, mask: u64, v: usize) -> __m256 {
+        if S == 1 {
+            _mm256_maskload_ps(b.wrapping_add(8 * v), lanes8(mask >> (8 * v)))
+        } else {
+            let at = b.wrapping_add(16 * v);
+            let lo = _mm256_maskload_ps(at, lanes8(mask >> (16 * v)));
+            let hi = _mm256_maskload_ps(at.wrapping_add(8), lanes8(mask >> (16 * v + 8)));
+            // [lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6], then the middle 64-bit pairs swapped.
+            let mixed = _mm256_shuffle_ps::<0b10_00_10_00>(lo, hi);
+            _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(
+                mixed,
+            )))
+        }
+    }
+
+    /// `R` rows (at most `MR`) by `V` vectors of 8 lanes, at stride `S` along the row.
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn avx2_tile<const R: usize, const V: usize>(call: &Call) {
+    unsafe fn avx2_tile<const R: usize, const V: usize, const S: usize>(call: &Call) {
         let mut acc = [[_mm256_setzero_ps(); V]; R];
         walk(call, |a, _, b, mask| {
             let mut bv = [_mm256_setzero_ps(); V];
             for (v, bv) in bv.iter_mut().enumerate() {
-                *bv = _mm256_maskload_ps(b.wrapping_add(8 * v), lanes8(mask >> (8 * v)));
+                *bv = load8::<S>(b, mask, v);
             }
             for (i, acc) in acc.iter_mut().enumerate() {
                 let ai = _mm256_broadcast_ss(&*a.add(i));
@@ -499,7 +566,7 @@ mod x86 {
         });
         let conv = call.conv;
         let alpha = _mm256_set1_ps(conv.alpha);
-        let lanes = (1u32 << call.tile.len) - 1;
+        let lanes = (1u64 << call.tile.len) - 1;
         let c = call.ops.c;
         for (i, acc) in acc.iter().enumerate() {
             let row = c

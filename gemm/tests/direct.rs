@@ -1,6 +1,6 @@
 //! The direct convolution against a naive loop: 1-, 2- and 3-d windows, "same" padding (whole
-//! rows tiled flat) and valid, asymmetric or dilated windows (row by row), a padded input row
-//! stride, output channels around the strip height, `K` past one packed run, `alpha` and
+//! rows tiled flat) and valid, asymmetric, dilated or strided windows (row by row; stride 2
+//! along the row), a padded input row stride, output channels around the strip height, `K` past one packed run, `alpha` and
 //! `accumulate`, several batch indices, one and several threads.
 //! `MEMC_GEMM_ISA=avx2` runs the same on the AVX2 kernel.
 
@@ -14,15 +14,21 @@ fn value(i: usize, salt: usize) -> f32 {
     ((i * 2654435761 + salt * 40503) % 1000) as f32 / 1000.0 - 0.5
 }
 
-/// One axis: input `size`, `kernel`, `dilation`, begin pad `pad` and end pad `end`.
+/// One axis: input `size`, `kernel`, `dilation`, begin pad `pad` and end pad `end`, stride 1.
 fn axis(size: i64, kernel: i64, dilation: i64, pad: i64, end: i64) -> DirectAxis {
+    strided(size, kernel, 1, dilation, pad, end)
+}
+
+/// One axis with a stride (`step`).
+fn strided(size: i64, kernel: i64, step: i64, dilation: i64, pad: i64, end: i64) -> DirectAxis {
     DirectAxis {
         size,
         stride: 0,
         kernel,
+        step,
         dilation,
         pad,
-        out: size + pad + end - (kernel - 1) * dilation,
+        out: (size + pad + end - (kernel - 1) * dilation - 1) / step + 1,
     }
 }
 
@@ -103,7 +109,7 @@ fn check(m: usize, channels: usize, mut axes: Vec<DirectAxis>, row_pad: i64, thr
                                 let (oi, ti) = (o % ax.out as usize, tp % ax.kernel as usize);
                                 o /= ax.out as usize;
                                 tp /= ax.kernel as usize;
-                                let pos = oi as i64 - ax.pad + ti as i64 * ax.dilation;
+                                let pos = oi as i64 * ax.step - ax.pad + ti as i64 * ax.dilation;
                                 inside &= (0..ax.size).contains(&pos);
                                 at = at.wrapping_add((pos * ax.stride) as usize);
                             }
@@ -170,6 +176,25 @@ fn padded_rows_1d_and_3d_windows() {
 }
 
 #[test]
+fn strided_windows_read_every_other_element() {
+    let cases = [
+        // ResNet's stem and downsampling windows.
+        vec![strided(64, 7, 2, 1, 3, 3), strided(64, 7, 2, 1, 3, 3)],
+        vec![strided(16, 3, 2, 1, 1, 1), strided(16, 3, 2, 1, 1, 1)],
+        vec![strided(8, 3, 2, 1, 1, 1), strided(8, 3, 2, 1, 1, 1)],
+        // Odd sizes, a dilated strided row, a stride of 3 on the outer axis only.
+        vec![strided(9, 3, 1, 1, 1, 1), strided(75, 3, 2, 2, 0, 3)],
+        vec![strided(13, 2, 3, 1, 0, 0), strided(11, 4, 2, 1, 2, 1)],
+        vec![strided(99, 5, 2, 1, 2, 2)],
+    ];
+    for axes in cases {
+        check(7, 3, axes.clone(), 0, 1);
+        check(32, 9, axes.clone(), 0, 2);
+        check(12, 4, axes, 5, 1);
+    }
+}
+
+#[test]
 fn threads_split_tiles_and_strips() {
     // Few tiles (a 7x7 image is two), many strips: the strips are split.
     for threads in [2, 3, 4] {
@@ -196,16 +221,18 @@ fn unsupported_windows_are_refused() {
     contiguous[0].stride = 8;
     contiguous[1].stride = 1;
     let available = direct_conv_runs(&contiguous);
-    // Too many taps, a strided last axis, no axes.
-    let big = vec![axis(20, 9, 1, 4, 4), axis(20, 9, 1, 4, 4)];
-    let mut strided = contiguous.clone();
-    strided[1].stride = 2;
-    assert!(!direct_conv_runs(
-        &big.iter()
-            .map(|a| DirectAxis { stride: 1, ..*a })
-            .collect::<Vec<_>>()
-    ));
-    assert!(!direct_conv_runs(&strided));
+    // Too many taps, a last axis not contiguous, a stride of 3 along it, no axes.
+    let big: Vec<DirectAxis> = [axis(20, 9, 1, 4, 4), axis(20, 9, 1, 4, 4)]
+        .iter()
+        .map(|a| DirectAxis { stride: 1, ..*a })
+        .collect();
+    let mut gaps = contiguous.clone();
+    gaps[1].stride = 2;
+    let mut step3 = contiguous.clone();
+    step3[1].step = 3;
+    assert!(!direct_conv_runs(&big));
+    assert!(!direct_conv_runs(&gaps));
+    assert!(!direct_conv_runs(&step3));
     assert!(!direct_conv_runs(&[]));
     if !available {
         eprintln!("skipped the positive case: this CPU has neither AVX-512 nor AVX2 with FMA");

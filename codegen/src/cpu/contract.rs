@@ -155,9 +155,10 @@ unsafe fn run_typed<T: Kernels>(c: &Contract, regions: RegionPtrs, pool: &Worker
 }
 
 /// Runs `c` as a direct convolution (memc-gemm's `run_direct`: `B` read from the input as it
-/// is, no packing, no scratch) when it is one: an f32 stride-1 convolution's implicit column
-/// matrix (not transposed) whose `A` is packed whole, with contiguous result columns, on a CPU
-/// and window the direct kernel takes. Returns whether it ran.
+/// is, no packing, no scratch) when it is one: an f32 convolution's implicit column matrix
+/// (not transposed) whose `A` is packed whole, with contiguous result columns, on a CPU and
+/// window the direct kernel takes (`direct_conv_runs`: a stride of 1 or 2 along the row).
+/// Returns whether it ran.
 ///
 /// # Safety
 /// As [`run_contract`].
@@ -176,7 +177,6 @@ unsafe fn run_direct_conv(
         || c.n == 0
         || c.k == 0
         || c.batch.contains(&0)
-        || view.axes.iter().any(|axis| axis.step != 1)
     {
         return false;
     }
@@ -184,6 +184,7 @@ unsafe fn run_direct_conv(
         size: 0,
         stride: 0,
         kernel: 0,
+        step: 0,
         dilation: 0,
         pad: 0,
         out: 0,
@@ -193,6 +194,7 @@ unsafe fn run_direct_conv(
             size: axis.size as i64,
             stride: axis.stride,
             kernel: axis.kernel as i64,
+            step: axis.step,
             dilation: axis.dilation,
             pad: axis.pad,
             out: axis.out as i64,

@@ -199,8 +199,9 @@ pub struct ConvPlan {
 
 impl ConvPlan {
     /// Whether the CPU runs this convolution as a direct convolution (memc-gemm's
-    /// `run_direct`, which needs no GEMM panels): implicit im2col in f32 over a window of
-    /// stride 1 on every axis, at most `DIRECT_MAX_TAPS` taps and `DIRECT_MAX_AXES` axes,
+    /// `run_direct`, which needs no GEMM panels): implicit im2col in f32 over a window with a
+    /// stride of 1 or 2 along its last axis, at most `DIRECT_MAX_TAPS` taps and
+    /// `DIRECT_MAX_AXES` axes,
     /// with a constant weight (`weight_constant`), which the plan writer packs
     /// ([`crate::lower::prepack`]). The CPU checks the rest (a contiguous input row, its
     /// instruction set) when it runs, and packs into stack panels where it cannot.
@@ -215,7 +216,7 @@ impl ConvPlan {
         weight_constant
             && elem == Scalar::F32
             && matches!(self.im2col, Some(Im2col::Implicit))
-            && win.strides.iter().all(|&s| s == 1)
+            && win.strides.last().is_some_and(|&s| s == 1 || s == 2)
             && win.kernel.len() <= memc_gemm::DIRECT_MAX_AXES
             && taps.is_some_and(|t| t <= memc_gemm::DIRECT_MAX_TAPS)
     }

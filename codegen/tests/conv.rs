@@ -88,6 +88,11 @@ enum Planned {
     ExplicitIm2col,
     /// For a CPU without im2col: products per tap or kernel row, or the direct loop.
     NoIm2col,
+    /// As `memc compile` plans, with the weight a constant (`memc.weight`) rather than an
+    /// argument: the plan lays it out for the GEMM (`codegen/src/prepack.rs`), and windows
+    /// with a stride of 1 or 2 along the row, depthwise ones too, run as direct convolutions
+    /// (memc-gemm's `run_direct`) without GEMM panels.
+    ConstantWeight,
 }
 
 /// The CPU's target with its im2col form replaced by `form`.
@@ -107,8 +112,9 @@ fn list(v: &[i64]) -> String {
     format!("[{}]", items.join(", "))
 }
 
-/// Checks `case` planned both ways; returns whether the planned run used im2col.
+/// Checks `case` planned every way; returns whether the planned run used im2col.
 fn check(case: &Case) -> bool {
+    check_planned(case, Planned::ConstantWeight);
     check_planned(case, Planned::WithoutScratch);
     check_planned(case, Planned::ExplicitIm2col);
     check_planned(case, Planned::NoIm2col);
@@ -161,18 +167,54 @@ fn check_planned(case: &Case, planned: Planned) -> bool {
         (String::new(), String::new(), String::new())
     };
     let unknown = format!("tensor<{}xf32>", vec!["?"; s + 2].join("x"));
+    let constant = planned == Planned::ConstantWeight;
+    let (w_arg, w_def) = if constant {
+        (
+            String::new(),
+            format!(
+                "  %w = \"memc.weight\"() {{value = dense_resource<\"w\"> : {wt}}} : () -> {wt}\n",
+                wt = ty(&case.w)
+            ),
+        )
+    } else {
+        (format!(", %w: {}", ty(&case.w)), String::new())
+    };
     let text = format!(
-        "func.func @f(%x: {xt}, %w: {wt}{b_arg}) -> {unknown} {{\n  %0 = \"{op}\"(%x, %w{b_use}) {{{attrs}}} : ({xt}, {wt}{b_ty}) -> {unknown}\n  return %0 : {unknown}\n}}\n",
+        "func.func @f(%x: {xt}{w_arg}{b_arg}) -> {unknown} {{\n{w_def}  %0 = \"{op}\"(%x, %w{b_use}) {{{attrs}}} : ({xt}, {wt}{b_ty}) -> {unknown}\n  return %0 : {unknown}\n}}\n",
         xt = ty(&case.x),
         wt = ty(&case.w),
     );
+
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut x = rng.vec(case.x.iter().product::<u64>() as usize);
+    for &i in &case.huge {
+        x[i] = 1e30;
+    }
+    let w = rng.vec(case.w.iter().product::<u64>() as usize);
+    let b = rng.vec(m as usize);
+    let bytes = |v: &[f32]| v.iter().flat_map(|f| f.to_le_bytes()).collect::<Vec<u8>>();
+
     let mut module = memc_ir::parse_module(&text).unwrap_or_else(|d| panic!("{d:?}\n{text}"));
+    if constant {
+        let mut store = memc_ir::WeightStore::new();
+        for (_, weight) in module.weights.iter() {
+            store
+                .insert(
+                    weight.name(),
+                    weight.ty().clone(),
+                    memc_ir::WeightBytes::Owned(bytes(&w).into()),
+                )
+                .expect("the weight is well-formed");
+        }
+        module.weights = store;
+    }
     memc_ir::infer::infer_module(&mut module, &HashMap::new()).expect("shapes infer");
     let compiled = match planned {
         Planned::WithScratch => compile_module(module),
         Planned::WithoutScratch => compile_module_without_scratch(module),
         Planned::ExplicitIm2col => compile_module_for(module, &cpu_with(Im2colForm::Explicit)),
         Planned::NoIm2col => compile_module_for(module, &cpu_with(Im2colForm::Off)),
+        Planned::ConstantWeight => compile_module(module),
     }
     .expect("the op compiles");
     // Implicit im2col needs no scratch of its own: planned with or without it, the form is
@@ -190,23 +232,22 @@ fn check_planned(case: &Case, planned: Planned) -> bool {
         .kernels()
         .filter(|k| matches!(k.body, KernelBody::Contract(_)))
         .count();
-    assert_eq!(
-        contracts > 0,
-        case.taps,
-        "contraction form expected: {}",
-        case.taps
-    );
+    if constant {
+        direct_when_expected(case, &compiled);
+    } else {
+        assert_eq!(
+            contracts > 0,
+            case.taps,
+            "contraction form expected: {}",
+            case.taps
+        );
+    }
     let out_shape = compiled.program.outputs[0].shape.clone();
 
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let mut x = rng.vec(case.x.iter().product::<u64>() as usize);
-    for &i in &case.huge {
-        x[i] = 1e30;
+    let mut inputs = vec![bytes(&x)];
+    if !constant {
+        inputs.push(bytes(&w));
     }
-    let w = rng.vec(case.w.iter().product::<u64>() as usize);
-    let b = rng.vec(m as usize);
-    let bytes = |v: &[f32]| v.iter().flat_map(|f| f.to_le_bytes()).collect::<Vec<u8>>();
-    let mut inputs = vec![bytes(&x), bytes(&w)];
     if case.bias {
         inputs.push(bytes(&b));
     }
@@ -214,12 +255,6 @@ fn check_planned(case: &Case, planned: Planned) -> bool {
     let got = run_reference(&compiled.program, &weights, &inputs);
     let cpu = run_cpu(&compiled.program, &weights, &inputs);
     assert_backends_agree(&compiled.program, &cpu, &got);
-    if let Some((program, weights)) = with_packed_a(&compiled.program, &weights, &w, case) {
-        // The weights packed as the plan writer lays a constant out: stride-1 windows run as
-        // direct convolutions, the others read the packed strips in the GEMM.
-        let cpu = run_cpu(&program, &weights, &inputs);
-        assert_backends_agree(&program, &cpu, &got);
-    }
     let got: Vec<f32> = got[0]
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
@@ -314,60 +349,41 @@ fn check_planned(case: &Case, planned: Planned) -> bool {
     im2col
 }
 
-/// `program` with the `A` of each implicit-im2col contraction (the weight argument, `w`)
-/// also packed whole into added weights, as the plan writer lays out a constant weight
-/// (`codegen/src/prepack.rs`): the CPU then reads the packed copy, and a stride-1 window runs
-/// as a direct convolution; the reference still reads the plain `A`. `None` without such a
-/// contraction.
-fn with_packed_a(
-    program: &memc_codegen::Program,
-    weights: &[u8],
-    w: &[f32],
-    case: &Case,
-) -> Option<(memc_codegen::Program, Vec<u8>)> {
-    if case.transpose {
-        return None;
-    }
-    let mut program = program.clone();
-    let mut weights = weights.to_vec();
-    let mut any = false;
-    for step in &mut program.steps {
-        for kernel in &mut step.kernels {
-            let KernelBody::Contract(c) = &mut kernel.body else {
-                continue;
-            };
-            if c.b.as_mat().is_some() || c.m < 2 {
-                continue;
+/// With a constant weight, a convolution whose window has a stride of 1 or 2 along its row
+/// and at most 64 taps, and that runs through implicit im2col or is depthwise, gets a packed
+/// weight and no GEMM panels (so the CPU runs it as a direct convolution); every implicit-im2col
+/// product reads a packed weight.
+fn direct_when_expected(case: &Case, compiled: &Compiled) {
+    let taps: u64 = case.w[2..].iter().product();
+    let row_step = *case.strides.last().expect("a spatial axis");
+    let eligible = !case.transpose && taps <= 64 && (row_step == 1 || row_step == 2);
+    let depthwise = !case.transpose && case.w[1] == 1;
+    for kernel in compiled.program.kernels() {
+        let KernelBody::Contract(c) = &kernel.body else {
+            continue;
+        };
+        if c.b.as_mat().is_none() {
+            assert!(
+                c.a_packed.is_some(),
+                "{case:?}: an unpacked convolution weight"
+            );
+            if eligible {
+                assert_eq!(
+                    c.pack, None,
+                    "{case:?}: GEMM panels for a direct convolution"
+                );
             }
-            let (m, k) = (c.m as usize, c.k as usize);
-            let len = memc_gemm::packed_a_len(c.m, c.k) as usize;
-            let offset = weights.len().next_multiple_of(64);
-            weights.resize(offset, 0);
-            for g in 0..case.group as usize {
-                let mut packed = vec![0f32; len];
-                let a = memc_gemm::Mat {
-                    ptr: w[g * m * k..].as_ptr().cast_mut(),
-                    rs: k as isize,
-                    cs: 1,
-                };
-                // SAFETY: group `g`'s weights are `m x k` row-major; `packed` holds
-                // `packed_a_len(m, k)` values.
-                unsafe { memc_gemm::pack_a_whole(packed.as_mut_ptr(), a, m, k) };
-                weights.extend(packed.iter().flat_map(|v| v.to_le_bytes()));
-            }
-            let mut batch_strides = vec![0i64; c.batch.len()];
-            if case.group > 1 {
-                batch_strides[1] = len as i64;
-            }
-            c.a_packed = Some(memc_codegen::kernel::PackedA {
-                byte_offset: offset as u64,
-                batch_strides,
-            });
-            any = true;
         }
     }
-    program.weights_size = weights.len() as u64;
-    any.then_some((program, weights))
+    if depthwise && eligible {
+        assert!(
+            compiled
+                .program
+                .kernels()
+                .any(|k| matches!(&k.body, KernelBody::Contract(c) if c.b.as_mat().is_none())),
+            "{case:?}: a depthwise convolution not run direct"
+        );
+    }
 }
 
 fn conv(x: &[u64], w: &[u64], taps: bool) -> Case {

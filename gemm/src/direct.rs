@@ -19,8 +19,11 @@
 //!   stays in cache across the strips.
 //! - **Memory.** No scratch: `A` is the packed weight, `B` the input, `C` the output. The tap
 //!   table lives on the stack ([`DIRECT_MAX_TAPS`] entries).
-//! - **Threads.** Units of (batch index, tile, group of strips), in contiguous runs per
-//!   thread; strips are grouped finer only when there are fewer tiles than threads.
+//! - **Threads.** Units of (span of tiles, batch index, group of row blocks), in contiguous
+//!   runs per thread; row blocks are grouped finer only when there are fewer spans and batch
+//!   indices than threads. With several batch indices a span is 8 tiles, whose tap tables
+//!   they share: a depthwise convolution (each group a batch index, `K` its taps) works out
+//!   each tile's masks once and walks each group's input in order.
 //!
 //! Guarantees: every element loaded is an input element inside the input (lanes outside it
 //! are masked), and every element stored is an element of `C` of a row below `m` and a column
@@ -162,10 +165,14 @@ impl Tiling {
     }
 }
 
+/// Tiles per span when there are several batch indices ([`run_direct`]).
+const SPAN_TILES: usize = 8;
+
 /// The tap table of one tile: for each tap (row-major over the axes), the element offset
 /// (from the input's channel-0 element) that lane 0 reads, and the mask of the input elements
 /// from there that the lanes read, where they read the input rather than padding: bit `j` for
 /// lane `j` at stride 1, bit `2 j` at stride 2 (lane `j` reads element `2 j`).
+#[derive(Copy, Clone)]
 struct Taps {
     offsets: [isize; DIRECT_MAX_TAPS as usize],
     masks: [u64; DIRECT_MAX_TAPS as usize],
@@ -183,6 +190,13 @@ fn spread(bits: u32) -> u64 {
 }
 
 impl Taps {
+    /// No taps (a placeholder until a tile's table is worked out).
+    const EMPTY: Taps = Taps {
+        offsets: [0; DIRECT_MAX_TAPS as usize],
+        masks: [0; DIRECT_MAX_TAPS as usize],
+        count: 0,
+    };
+
     fn new(conv: &DirectConv, tile: Tile) -> Taps {
         const LANES: usize = 32;
         let axes = conv.axes;
@@ -313,9 +327,15 @@ pub unsafe fn run_direct(
         return;
     }
     let blocks = conv.m.div_ceil(block_rows);
-    // Groups of row blocks per tile: one, unless there are fewer (batch, tile) pairs than
-    // twice the threads.
-    let pairs = batches * tiling.count;
+    // Spans of consecutive tiles: the batch indices of a span share its tap tables, and each
+    // walks the span's part of its input in order (a depthwise convolution's groups are batch
+    // indices of a few values of `K` each, so working out a tile's masks per batch index, or
+    // visiting every group's plane per tile, would cost more than the products).
+    let span_tiles = if batches > 1 { SPAN_TILES } else { 1 };
+    let spans = tiling.count.div_ceil(span_tiles);
+    // Groups of row blocks per (span, batch index) pair: one, unless there are fewer pairs
+    // than twice the threads.
+    let pairs = spans * batches;
     let groups = if threads > 1 && pairs < 2 * threads {
         blocks.min((2 * threads).div_ceil(pairs))
     } else {
@@ -325,32 +345,44 @@ pub unsafe fn run_direct(
     let threads = threads.clamp(1, units);
     let work = |t: usize| {
         let (begin, end) = (units * t / threads, units * (t + 1) / threads);
+        let mut taps = [Taps::EMPTY; SPAN_TILES];
+        let mut taps_span = usize::MAX;
         let mut unit = begin;
         while unit < end {
             let (pair, group) = (unit / groups, unit % groups);
-            let (batch, tile) = (pair / tiling.count, tiling.tile(pair % tiling.count));
-            let taps = Taps::new(conv, tile);
+            let (span, batch) = (pair / batches, pair % batches);
+            let first = span * span_tiles;
+            let n_tiles = (tiling.count - first).min(span_tiles);
+            if span != taps_span {
+                taps_span = span;
+                for (i, taps) in taps.iter_mut().enumerate().take(n_tiles) {
+                    *taps = Taps::new(conv, tiling.tile(first + i));
+                }
+            }
             let ops = at(batch);
-            // The groups of this pair in the range share the tap table.
+            // The groups of this pair in the range.
             let group_end = (end - pair * groups).min(groups);
-            for block in blocks * group / groups..blocks * group_end / groups {
-                let row = block * block_rows;
-                let call = Call {
-                    conv,
-                    ops,
-                    taps: &taps,
-                    tile,
-                    row,
-                    rows: (conv.m - row).min(block_rows),
-                    k,
-                };
-                match isa {
-                    #[cfg(target_arch = "x86_64")]
-                    Isa::Avx512 => x86::avx512(&call),
-                    #[cfg(target_arch = "x86_64")]
-                    Isa::Avx2 => x86::avx2(&call),
-                    // `direct_conv_runs` is false on other instruction sets.
-                    _ => {}
+            for (i, taps) in taps.iter().enumerate().take(n_tiles) {
+                let tile = tiling.tile(first + i);
+                for block in blocks * group / groups..blocks * group_end / groups {
+                    let row = block * block_rows;
+                    let call = Call {
+                        conv,
+                        ops,
+                        taps,
+                        tile,
+                        row,
+                        rows: (conv.m - row).min(block_rows),
+                        k,
+                    };
+                    match isa {
+                        #[cfg(target_arch = "x86_64")]
+                        Isa::Avx512 => x86::avx512(&call),
+                        #[cfg(target_arch = "x86_64")]
+                        Isa::Avx2 => x86::avx2(&call),
+                        // `direct_conv_runs` is false on other instruction sets.
+                        _ => {}
+                    }
                 }
             }
             unit = (pair + 1) * groups;

@@ -195,6 +195,23 @@ fn strided_windows_read_every_other_element() {
 }
 
 #[test]
+fn depthwise_shapes_one_channel_per_product() {
+    // A depthwise convolution's product per group: one input channel, `K` its taps, one or
+    // two output channels (a channel multiplier).
+    for m in [1, 2] {
+        check(m, 1, vec![axis(56, 3, 1, 1, 1), axis(56, 3, 1, 1, 1)], 0, 1);
+        check(
+            m,
+            1,
+            vec![strided(28, 3, 2, 1, 1, 1), strided(28, 3, 2, 1, 1, 1)],
+            0,
+            2,
+        );
+        check(m, 1, vec![axis(7, 5, 1, 2, 2), axis(7, 5, 1, 2, 2)], 0, 3);
+    }
+}
+
+#[test]
 fn threads_split_tiles_and_strips() {
     // Few tiles (a 7x7 image is two), many strips: the strips are split.
     for threads in [2, 3, 4] {

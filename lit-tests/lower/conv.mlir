@@ -1,8 +1,10 @@
 // RUN: memc compile %s --emit kernels --split-input-file
 // Convolution forms. A 3x3 convolution with enough channels and pixels is one product whose
 // `b` is its column matrix read straight from the input (implicit im2col: no scratch, the
-// window per axis printed as `size:stride k/s/d pad -> out`); a depthwise one is a direct loop with guards for the padding; a 1x1 one is one
-// product per image, no scratch.
+// window per axis printed as `size:stride k/s/d pad -> out`; its constant weight also packed,
+// `a packed`, which the CPU's direct convolution reads); a depthwise one with a constant
+// weight is that product per group, `K` its taps; a 1x1 one is one product per image, no
+// scratch.
 
 // im2col: 4 input channels x 9 taps, 8x8 output pixels, padded by 1.
 func.func @conv_im2col(%x: tensor<1x4x8x8xf32>) -> tensor<1x8x8x8xf32> {
@@ -13,7 +15,7 @@ func.func @conv_im2col(%x: tensor<1x4x8x8xf32>) -> tensor<1x8x8x8xf32> {
 }
 
 // -----
-// Depthwise (group = channels): one input channel per group, a direct loop over the window.
+// Depthwise (group = channels): one input channel per group, a product of K = 9 per group.
 func.func @conv_depthwise(%x: tensor<1x4x6x6xf32>) -> tensor<1x4x6x6xf32> {
   %0 = "memc.weight"() {value = dense_resource<"w"> : tensor<4x1x3x3xf32>} : () -> tensor<4x1x3x3xf32>
   %1 = "onnx.Conv"(%x, %0) {group = 4, pads = [1, 1, 1, 1]} : (tensor<1x4x6x6xf32>, tensor<4x1x3x3xf32>) -> tensor<1x4x6x6xf32>

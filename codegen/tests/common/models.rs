@@ -91,10 +91,32 @@ fn compiled(module: Module, program: Program, plan: &MemoryPlan) -> Compiled {
 }
 
 /// The weights section of `program`, filled from `weights` (plain copies, sub-byte weights
-/// unpacked where a slot says so; no packed low-bit slots).
+/// unpacked where a slot says so, operands laid out for the CPU's GEMM; no packed low-bit
+/// slots).
 pub fn weights_section(program: &Program, weights: &WeightStore) -> Vec<u8> {
     let mut section = vec![0u8; program.weights_size as usize];
     for slot in &program.weights {
+        if let Some(spec) = &slot.operand {
+            // A constant operand laid out for the CPU's GEMM, computed from its weight as the
+            // plan writer does.
+            let id = weights
+                .lookup(&spec.weight)
+                .expect("a laid-out slot names a weight");
+            let source = weights
+                .get(id)
+                .and_then(|w| w.bytes())
+                .expect("weights have bytes");
+            spec.check(source)
+                .expect("the layout reads inside its weight");
+            let mut at = slot.byte_offset as usize;
+            memc_codegen::prepack::pack(spec, source, &mut |bytes| {
+                section[at..at + bytes.len()].copy_from_slice(bytes);
+                at += bytes.len();
+                Ok(())
+            })
+            .expect("packing into memory does not fail");
+            continue;
+        }
         let id = weights
             .lookup(&slot.name)
             .expect("every weight slot names a weight");

@@ -253,7 +253,25 @@ pub fn plan(func: &Function, target: &TargetInfo, op: OpId, scratch_cap: u64) ->
         .first()
         .and_then(|&r| func.value_type(r).tensor())
         .map(|t| Scalar::from_elem(t.elem));
-    let (plan, bytes) = ConvPlan::choose(target, shape, window, elem, true, scratch_cap);
+    let (mut plan, bytes) = ConvPlan::choose(target, shape, window, elem, true, scratch_cap);
+    // A depthwise convolution (one input channel per group, which im2col leaves to the loop
+    // kernel) with a constant weight runs as a direct convolution where the target reads an
+    // implicit column matrix: per group a product of `K = taps` over the input as it is.
+    let weight_constant = data
+        .operands
+        .get(1)
+        .and_then(|&w| func.defining_op(w))
+        .is_some_and(|def| func.op(def).opcode == memc_ir::Opcode::Weight);
+    let depthwise = plan.shape.as_ref().is_some_and(|s| s.c_g == 1);
+    if plan.im2col.is_none() && depthwise && target.conv.im2col == Im2colForm::Implicit {
+        let direct = ConvPlan {
+            im2col: Some(Im2col::Implicit),
+            ..plan.clone()
+        };
+        if elem.is_some_and(|elem| direct.runs_direct(elem, weight_constant)) {
+            plan = direct;
+        }
+    }
     OpPlan::with_scratch(Form::Conv(Box::new(plan)), bytes, "im2col matrix")
 }
 

@@ -65,6 +65,9 @@ fn lowest(elem: Scalar) -> f64 {
     }
 }
 
+/// Windows of at most this many taps run as one load per tap ([`max_pool_by_taps`]).
+const MAX_UNROLLED_TAPS: i64 = 27;
+
 pub fn max_pool(ctx: &LowerCtx, op: OpId) -> LowerResult {
     let x = ctx.input(op, 0)?;
     let out = ctx.result(op, 0)?;
@@ -74,11 +77,23 @@ pub fn max_pool(ctx: &LowerCtx, op: OpId) -> LowerResult {
     check_arith(out.elem)?;
     let n_spatial = x.rank() - 2;
     let win = window(ctx.func, op, &x.shape[2..])?;
+    let with_indices = ctx.result_used(op, 1);
+    let taps = win
+        .kernel
+        .iter()
+        .try_fold(1i64, |acc, &k| acc.checked_mul(k));
+    if !with_indices && taps.is_some_and(|t| (1..=MAX_UNROLLED_TAPS).contains(&t)) {
+        return Ok(vec![max_pool_by_taps(
+            ctx.kernel_name(op, 0),
+            &x,
+            &out,
+            &win,
+        )]);
+    }
     let mut views = vec![
         out_view(&out, n_spatial),
         pool_view(&x, &out.shape[2..], &win, lowest(x.elem)),
     ];
-    let with_indices = ctx.result_used(op, 1);
     let load = |views: &[View]| {
         let mut insts = Insts::new();
         let v = insts.load(views, 1);
@@ -135,6 +150,69 @@ pub fn max_pool(ctx: &LowerCtx, op: OpId) -> LowerResult {
         views,
         stages,
     )])
+}
+
+/// MaxPool without `Indices` over a small window, as one `Map` over the output whose
+/// instructions load every tap (a view of the input per tap, guarded only along the axes where
+/// that tap can read padding, whose pad is the lowest value) and take their maximum in the
+/// window's row-major order, the reduction's order. A reduction over the window would loop
+/// over a handful of taps per output; here the output's last axis is the loop, each step a
+/// few loads.
+fn max_pool_by_taps(
+    name: String,
+    x: &TensorRef,
+    out: &TensorRef,
+    win: &Window,
+) -> crate::kernel::Kernel {
+    let n_spatial = win.kernel.len();
+    let xs = x.strides();
+    let size = x.elem.size() as i64;
+    let mut views = vec![out.view_identity(0)];
+    let mut tap = vec![0i64; n_spatial];
+    let mut insts = Insts::new();
+    let mut max: Option<InstId> = None;
+    loop {
+        let mut view = x.view_with(Vec::new());
+        let mut strides = vec![xs[0], xs[1]];
+        for i in 0..n_spatial {
+            strides.push(win.strides[i] * xs[2 + i]);
+            let shift = tap[i] * win.dilations[i] - win.begin[i];
+            view.byte_offset += shift * xs[2 + i] * size;
+            let extent = x.shape[2 + i] as i64;
+            let last = (out.shape[2 + i] as i64 - 1) * win.strides[i] + shift;
+            if shift < 0 || last >= extent {
+                let mut coeffs = vec![0i64; 2 + n_spatial];
+                coeffs[2 + i] = win.strides[i];
+                view.guards.push(guard(coeffs, shift, extent));
+            }
+        }
+        view.strides = strides;
+        view.pad = lowest(x.elem).to_bits();
+        views.push(view);
+        let v = insts.load(&views, (views.len() - 1) as u32);
+        max = Some(match max {
+            Some(m) => insts.binary(BinaryOp::Max, m, v),
+            None => v,
+        });
+        // The next tap, row-major.
+        let mut i = n_spatial;
+        loop {
+            if i == 0 {
+                let value = max.expect("a window has at least one tap");
+                let stage = Stage::Map {
+                    insts: insts.finish(),
+                    stores: vec![Store::new(0, value)],
+                };
+                return loop_kernel(name, out.shape.clone(), Vec::new(), views, vec![stage]);
+            }
+            i -= 1;
+            tap[i] += 1;
+            if tap[i] < win.kernel[i] {
+                break;
+            }
+            tap[i] = 0;
+        }
+    }
 }
 
 /// The flat input index of window position `j` (row-major over the kernel) at the current

@@ -499,38 +499,7 @@ mod x86 {
     /// `R` rows (at most `2 * MR`) by `V` vectors of 16 lanes, at stride `S` along the row.
     #[target_feature(enable = "avx512f,avx2,fma")]
     unsafe fn avx512_tile<const R: usize, const V: usize, const S: usize>(call: &Call) {
-        let mut acc = [[_mm512_setzero_ps(); V]; R];
-        walk(call, |a, a_next, b, mask| {
-            let mut bv = [_mm512_setzero_ps(); V];
-            for (v, bv) in bv.iter_mut().enumerate() {
-                *bv = load16::<S>(b, mask, v);
-            }
-            for (i, acc) in acc.iter_mut().enumerate() {
-                let ai = _mm512_set1_ps(*a_row(a, a_next, i));
-                for (acc, &bv) in acc.iter_mut().zip(&bv) {
-                    *acc = _mm512_fmadd_ps(ai, bv, *acc);
-                }
-            }
-        });
-        let conv = call.conv;
-        let alpha = _mm512_set1_ps(conv.alpha);
-        let lanes = (1u64 << call.tile.len) - 1;
-        let c = call.ops.c;
-        for (i, acc) in acc.iter().enumerate() {
-            let row = c
-                .ptr
-                .offset((call.row + i) as isize * c.rs)
-                .add(call.tile.start);
-            for (v, acc) in acc.iter().enumerate() {
-                let mask = (lanes >> (16 * v)) as __mmask16;
-                let p = row.wrapping_add(16 * v);
-                let mut r = _mm512_mul_ps(alpha, *acc);
-                if conv.accumulate {
-                    r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mask, p));
-                }
-                _mm512_mask_storeu_ps(p, mask, r);
-            }
-        }
+        tile::<Zmm, R, V, S>(call)
     }
 
     #[target_feature(enable = "avx2,fma")]
@@ -583,21 +552,107 @@ mod x86 {
     /// `R` rows (at most `MR`) by `V` vectors of 8 lanes, at stride `S` along the row.
     #[target_feature(enable = "avx2,fma")]
     unsafe fn avx2_tile<const R: usize, const V: usize, const S: usize>(call: &Call) {
-        let mut acc = [[_mm256_setzero_ps(); V]; R];
-        walk(call, |a, _, b, mask| {
-            let mut bv = [_mm256_setzero_ps(); V];
+        tile::<Ymm, R, V, S>(call)
+    }
+
+    /// The vector operations a tile needs, on one instruction set's registers; every method
+    /// is inlined into the caller, whose target features it must be compiled with.
+    trait Vector: Copy {
+        /// Lanes of one vector.
+        const LANES: usize;
+        unsafe fn zero() -> Self;
+        unsafe fn splat(x: f32) -> Self;
+        /// Vector `v` of a tap's row from `b` at stride `S` (`mask`: the tap's).
+        unsafe fn load_row<const S: usize>(b: *const f32, mask: u64, v: usize) -> Self;
+        /// `self * x + acc`.
+        unsafe fn fma(self, x: Self, acc: Self) -> Self;
+        /// Stores `alpha * self (+ p)` into the lanes of `p` that `lanes` (low bits) allows.
+        unsafe fn store(self, alpha: Self, p: *mut f32, lanes: u64, accumulate: bool);
+    }
+
+    #[derive(Copy, Clone)]
+    struct Zmm(__m512);
+
+    impl Vector for Zmm {
+        const LANES: usize = 16;
+        #[inline(always)]
+        unsafe fn zero() -> Zmm {
+            Zmm(_mm512_setzero_ps())
+        }
+        #[inline(always)]
+        unsafe fn splat(x: f32) -> Zmm {
+            Zmm(_mm512_set1_ps(x))
+        }
+        #[inline(always)]
+        unsafe fn load_row<const S: usize>(b: *const f32, mask: u64, v: usize) -> Zmm {
+            Zmm(load16::<S>(b, mask, v))
+        }
+        #[inline(always)]
+        unsafe fn fma(self, x: Zmm, acc: Zmm) -> Zmm {
+            Zmm(_mm512_fmadd_ps(self.0, x.0, acc.0))
+        }
+        #[inline(always)]
+        unsafe fn store(self, alpha: Zmm, p: *mut f32, lanes: u64, accumulate: bool) {
+            let mask = lanes as __mmask16;
+            let mut r = _mm512_mul_ps(alpha.0, self.0);
+            if accumulate {
+                r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mask, p));
+            }
+            _mm512_mask_storeu_ps(p, mask, r);
+        }
+    }
+
+    #[derive(Copy, Clone)]
+    struct Ymm(__m256);
+
+    impl Vector for Ymm {
+        const LANES: usize = 8;
+        #[inline(always)]
+        unsafe fn zero() -> Ymm {
+            Ymm(_mm256_setzero_ps())
+        }
+        #[inline(always)]
+        unsafe fn splat(x: f32) -> Ymm {
+            Ymm(_mm256_set1_ps(x))
+        }
+        #[inline(always)]
+        unsafe fn load_row<const S: usize>(b: *const f32, mask: u64, v: usize) -> Ymm {
+            Ymm(load8::<S>(b, mask, v))
+        }
+        #[inline(always)]
+        unsafe fn fma(self, x: Ymm, acc: Ymm) -> Ymm {
+            Ymm(_mm256_fmadd_ps(self.0, x.0, acc.0))
+        }
+        #[inline(always)]
+        unsafe fn store(self, alpha: Ymm, p: *mut f32, lanes: u64, accumulate: bool) {
+            let mask = lanes8(lanes);
+            let mut r = _mm256_mul_ps(alpha.0, self.0);
+            if accumulate {
+                r = _mm256_add_ps(r, _mm256_maskload_ps(p, mask));
+            }
+            _mm256_maskstore_ps(p, mask, r);
+        }
+    }
+
+    /// `R` rows by `V` vectors of `X`'s lanes: the accumulators over all of `K`, then one
+    /// store per row and vector.
+    #[inline(always)]
+    unsafe fn tile<X: Vector, const R: usize, const V: usize, const S: usize>(call: &Call) {
+        let mut acc = [[X::zero(); V]; R];
+        walk(call, |a, a_next, b, mask| {
+            let mut bv = [X::zero(); V];
             for (v, bv) in bv.iter_mut().enumerate() {
-                *bv = load8::<S>(b, mask, v);
+                *bv = X::load_row::<S>(b, mask, v);
             }
             for (i, acc) in acc.iter_mut().enumerate() {
-                let ai = _mm256_broadcast_ss(&*a.add(i));
+                let ai = X::splat(*a_row(a, a_next, i));
                 for (acc, &bv) in acc.iter_mut().zip(&bv) {
-                    *acc = _mm256_fmadd_ps(ai, bv, *acc);
+                    *acc = ai.fma(bv, *acc);
                 }
             }
         });
         let conv = call.conv;
-        let alpha = _mm256_set1_ps(conv.alpha);
+        let alpha = X::splat(conv.alpha);
         let lanes = (1u64 << call.tile.len) - 1;
         let c = call.ops.c;
         for (i, acc) in acc.iter().enumerate() {
@@ -606,13 +661,8 @@ mod x86 {
                 .offset((call.row + i) as isize * c.rs)
                 .add(call.tile.start);
             for (v, acc) in acc.iter().enumerate() {
-                let mask = lanes8(lanes >> (8 * v));
-                let p = row.wrapping_add(8 * v);
-                let mut r = _mm256_mul_ps(alpha, *acc);
-                if conv.accumulate {
-                    r = _mm256_add_ps(r, _mm256_maskload_ps(p, mask));
-                }
-                _mm256_maskstore_ps(p, mask, r);
+                let p = row.wrapping_add(X::LANES * v);
+                acc.store(alpha, p, lanes >> (X::LANES * v), conv.accumulate);
             }
         }
     }

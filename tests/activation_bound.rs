@@ -133,6 +133,14 @@ fn zoo_bound_matches_the_independent_script() {
                     "{model}: conv scratch {conv_scratch:?}"
                 );
             }
+            // Whatever scratch the CNNs' ops keep (the U-Net's up-convolutions' panels, sized
+            // for their products) fits beside the activations: the arena is at most 1.02x the
+            // bound, issue 16's goal.
+            let arena = plan["arena_size"].as_u64().expect("arena_size");
+            assert!(
+                arena as f64 <= 1.02 * expected as f64,
+                "{model}: arena {arena} over 1.02x the bound {expected}"
+            );
             let cap = memc_codegen::cpu::target::target()
                 .conv
                 .scratch_cap(memc_codegen::cpu::target::GEMM_THREADS, expected);

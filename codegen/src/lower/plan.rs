@@ -302,6 +302,37 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
             };
             Some(bytes(images * group, pixels).max(bytes(group, images * pixels)))
         })(),
+        Opcode::ConvTranspose => (|| {
+            // One product per kernel tap (`conv::transposed_conv`): `M / group` rows, `C /
+            // group` values of K, the input positions of a row (or, merged, of an image) as
+            // columns, over images, groups and the input's outer rows. The sizes only grow
+            // with the dims, so these bounds hold every tap; `B` is counted as packed.
+            let x = static_type(*data.operands.first()?)?;
+            let w = static_type(*data.operands.get(1)?)?;
+            if x.len() < 3 || w.len() < 2 {
+                return None;
+            }
+            let group = data
+                .attrs
+                .get("group")
+                .and_then(|a| a.as_int())
+                .unwrap_or(1)
+                .max(1) as u64;
+            let pixels = x[2..].iter().product::<u64>();
+            let outer_rows = x[2..x.len() - 1].iter().product::<u64>();
+            let (m, k) = (w[1], x[1] / group);
+            Some(
+                crate::cpu::target::GemmBlocking::new(
+                    x[0] * group * outer_rows,
+                    m,
+                    pixels,
+                    k,
+                    elem_size,
+                    true,
+                )
+                .scratch_bytes(),
+            )
+        })(),
         Opcode::Attention => super::attention::contraction_bound(func, op).map(|(b, m, n, k)| {
             let bytes = |size| {
                 crate::cpu::target::GemmBlocking::new(b, m, n, k, size, true).scratch_bytes()

@@ -567,9 +567,10 @@ fn infer(module: &mut Module, dims: &HashMap<String, u64>) -> Result<(), Diagnos
 }
 
 fn cleanup(module: &mut Module) -> Result<(), Diagnostic> {
-    let cleanup: [&dyn Pass; 4] = [
+    let cleanup: [&dyn Pass; 5] = [
         &memc_passes::FoldKnown,
         &memc_passes::Canonicalize,
+        &memc_passes::FoldBatchNorm,
         &memc_passes::Cse,
         &memc_passes::Dce,
     ];

@@ -388,7 +388,7 @@ fn apply_folds(
 }
 
 /// `base`, or `base.N` for the first N that no weight of `weights` is named yet.
-fn unique_name(weights: &WeightStore, base: &str) -> String {
+pub(crate) fn unique_name(weights: &WeightStore, base: &str) -> String {
     if weights.lookup(base).is_none() {
         return base.to_string();
     }
@@ -400,7 +400,7 @@ fn unique_name(weights: &WeightStore, base: &str) -> String {
 
 /// Creates `memc.weight {value = id}` at the top of the entry block, after the weight ops
 /// already there; returns its result.
-fn add_weight_op(func: &mut Function, id: WeightId, ty: TensorType) -> ValueId {
+pub(crate) fn add_weight_op(func: &mut Function, id: WeightId, ty: TensorType) -> ValueId {
     let op = func.create_op(
         Opcode::Weight,
         Vec::new(),

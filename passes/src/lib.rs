@@ -30,6 +30,7 @@ pub mod canonicalize;
 pub mod cse;
 pub mod dce;
 pub mod egraph;
+pub mod fold_bn;
 pub mod fold_known;
 pub mod manager;
 pub mod memory;
@@ -47,6 +48,7 @@ pub use canonicalize::{canonicalize_function, Canonicalize};
 pub use cse::{eliminate_common_subexpressions, Cse};
 pub use dce::{eliminate_dead_ops, Dce};
 pub use egraph::Egraph;
+pub use fold_bn::FoldBatchNorm;
 pub use fold_known::{fold_known_values, FoldKnown};
 pub use manager::{
     parse_pipeline, registered_passes, Pass, PassError, PassManager, PassReport, VerifyFn,

@@ -14,7 +14,9 @@
 //!   measured and rendered as a table in the style of MLIR's `--mlir-timing`, followed by the
 //!   notes passes give ([`Pass::timing_note`], such as why the e-graph's saturation stopped).
 
-use crate::{AccumulateIntoState, Canonicalize, Cse, Dce, Egraph, FoldKnown, ShapeInfer};
+use crate::{
+    AccumulateIntoState, Canonicalize, Cse, Dce, Egraph, FoldBatchNorm, FoldKnown, ShapeInfer,
+};
 use memc_ir::{Diagnostic, Module};
 use std::fmt::Write as _;
 use std::io::Write;
@@ -106,6 +108,7 @@ pub fn registered_passes() -> Vec<Box<dyn Pass>> {
         Box::new(ShapeInfer::new()),
         Box::new(FoldKnown),
         Box::new(Canonicalize),
+        Box::new(FoldBatchNorm),
         Box::new(Cse),
         Box::new(Dce),
         Box::new(Egraph::new()),
@@ -345,7 +348,7 @@ mod tests {
         assert_eq!(
             parse_error("cse,fold-everything"),
             "unknown pass `fold-everything`; available passes: shape-infer, fold-known, canonicalize, \
-             cse, dce, egraph, accumulate-into-state"
+             fold-batchnorm, cse, dce, egraph, accumulate-into-state"
         );
     }
 

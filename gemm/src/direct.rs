@@ -19,8 +19,9 @@
 //!   stays in cache across the strips.
 //! - **Memory.** No scratch: `A` is the packed weight, `B` the input, `C` the output. The tap
 //!   table lives on the stack ([`DIRECT_MAX_TAPS`] entries).
-//! - **Threads.** Units of (span of tiles, batch index, group of row blocks), in contiguous
-//!   runs per thread; row blocks are grouped finer only when there are fewer spans and batch
+//! - **Threads.** Units of (span of tiles, batch index, group of row blocks), in chunks of
+//!   consecutive units that each thread takes from a shared counter as it finishes the last
+//!   (about four per thread, so a thread the scheduler delays holds up one chunk); row blocks are grouped finer only when there are fewer spans and batch
 //!   indices than threads. With several batch indices a span is 8 tiles, whose tap tables
 //!   they share: a depthwise convolution (each group a batch index, `K` its taps) works out
 //!   each tile's masks once and walks each group's input in order.
@@ -31,6 +32,7 @@
 //! number of threads.
 
 use crate::{isa, Broadcast, Isa, Mat, GEMM_KC_BYTES, MR};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Taps of the largest kernel window the direct kernel takes (the tap table is on the stack).
 pub const DIRECT_MAX_TAPS: u64 = 64;
@@ -167,6 +169,9 @@ impl Tiling {
 
 /// Tiles per span when there are several batch indices ([`run_direct`]).
 const SPAN_TILES: usize = 8;
+
+/// Chunks of units per thread that [`run_direct`] hands out.
+const CHUNKS_PER_THREAD: usize = 4;
 
 /// The tap table of one tile: for each tap (row-major over the axes), the element offset
 /// (from the input's channel-0 element) that lane 0 reads, and the mask of the input elements
@@ -343,49 +348,59 @@ pub unsafe fn run_direct(
     };
     let units = pairs * groups;
     let threads = threads.clamp(1, units);
-    let work = |t: usize| {
-        let (begin, end) = (units * t / threads, units * (t + 1) / threads);
+    // Threads take chunks of consecutive units as they finish the last, so a thread the
+    // scheduler delays holds up only its current chunk, not a fixed share.
+    let chunk = units.div_ceil(threads * CHUNKS_PER_THREAD).max(1);
+    let next = AtomicUsize::new(0);
+    let work = |_: usize| {
         let mut taps = [Taps::EMPTY; SPAN_TILES];
         let mut taps_span = usize::MAX;
-        let mut unit = begin;
-        while unit < end {
-            let (pair, group) = (unit / groups, unit % groups);
-            let (span, batch) = (pair / batches, pair % batches);
-            let first = span * span_tiles;
-            let n_tiles = (tiling.count - first).min(span_tiles);
-            if span != taps_span {
-                taps_span = span;
-                for (i, taps) in taps.iter_mut().enumerate().take(n_tiles) {
-                    *taps = Taps::new(conv, tiling.tile(first + i));
-                }
+        loop {
+            let begin = next.fetch_add(chunk, Ordering::Relaxed);
+            if begin >= units {
+                break;
             }
-            let ops = at(batch);
-            // The groups of this pair in the range.
-            let group_end = (end - pair * groups).min(groups);
-            for (i, taps) in taps.iter().enumerate().take(n_tiles) {
-                let tile = tiling.tile(first + i);
-                for block in blocks * group / groups..blocks * group_end / groups {
-                    let row = block * block_rows;
-                    let call = Call {
-                        conv,
-                        ops,
-                        taps,
-                        tile,
-                        row,
-                        rows: (conv.m - row).min(block_rows),
-                        k,
-                    };
-                    match isa {
-                        #[cfg(target_arch = "x86_64")]
-                        Isa::Avx512 => x86::avx512(&call),
-                        #[cfg(target_arch = "x86_64")]
-                        Isa::Avx2 => x86::avx2(&call),
-                        // `direct_conv_runs` is false on other instruction sets.
-                        _ => {}
+            let end = (begin + chunk).min(units);
+            let mut unit = begin;
+            while unit < end {
+                let (pair, group) = (unit / groups, unit % groups);
+                let (span, batch) = (pair / batches, pair % batches);
+                let first = span * span_tiles;
+                let n_tiles = (tiling.count - first).min(span_tiles);
+                if span != taps_span {
+                    taps_span = span;
+                    for (i, taps) in taps.iter_mut().enumerate().take(n_tiles) {
+                        *taps = Taps::new(conv, tiling.tile(first + i));
                     }
                 }
+                let ops = at(batch);
+                // The groups of this pair in the range.
+                let group_end = (end - pair * groups).min(groups);
+                for (i, taps) in taps.iter().enumerate().take(n_tiles) {
+                    let tile = tiling.tile(first + i);
+                    for block in blocks * group / groups..blocks * group_end / groups {
+                        let row = block * block_rows;
+                        let call = Call {
+                            conv,
+                            ops,
+                            taps,
+                            tile,
+                            row,
+                            rows: (conv.m - row).min(block_rows),
+                            k,
+                        };
+                        match isa {
+                            #[cfg(target_arch = "x86_64")]
+                            Isa::Avx512 => x86::avx512(&call),
+                            #[cfg(target_arch = "x86_64")]
+                            Isa::Avx2 => x86::avx2(&call),
+                            // `direct_conv_runs` is false on other instruction sets.
+                            _ => {}
+                        }
+                    }
+                }
+                unit = (pair + 1) * groups;
             }
-            unit = (pair + 1) * groups;
         }
     };
     if threads > 1 {

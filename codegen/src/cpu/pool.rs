@@ -6,7 +6,8 @@
 //! every few dozen jobs, and `broadcast` collects its results into a `Vec`. Here a dispatch
 //! stores a pointer to the caller's closure in a shared slot, bumps an epoch and wakes the
 //! workers (who spin briefly, yielding their core now and then, before they sleep on a condition
-//! variable), runs the closure
+//! variable; only sleepers are notified, so a dispatch to spinning workers makes no system
+//! call), runs the closure
 //! itself as thread 0, and waits for the others. A parallel loop ([`WorkerPool::for_each`])
 //! hands out indices from an atomic counter on the caller's stack.
 //!
@@ -53,6 +54,11 @@ struct Control {
     active: usize,
     /// Workers still running the current job.
     pending: usize,
+    /// Workers asleep on `work` (a dispatch wakes them only when there are some: a
+    /// notification is a system call even when nobody waits).
+    sleepers: usize,
+    /// Whether the dispatcher sleeps on `done` (likewise).
+    dispatcher_asleep: bool,
     shutdown: bool,
 }
 
@@ -90,6 +96,8 @@ impl WorkerPool {
                 job: None,
                 active: 0,
                 pending: 0,
+                sleepers: 0,
+                dispatcher_asleep: false,
                 shutdown: false,
             }),
             epoch: AtomicU64::new(0),
@@ -135,7 +143,7 @@ impl WorkerPool {
         let job = Job(unsafe {
             std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(f)
         });
-        {
+        let wake = {
             let mut control = lock(&self.shared.control);
             control.job = Some(job);
             control.active = threads;
@@ -143,8 +151,13 @@ impl WorkerPool {
             control.epoch += 1;
             self.shared.pending.store(threads - 1, Ordering::Release);
             self.shared.epoch.store(control.epoch, Ordering::Release);
+            control.sleepers > 0
+        };
+        // Spinning workers see the epoch; sleeping ones need the notification (a worker
+        // counts itself asleep under the lock, before it waits, so none is missed).
+        if wake {
+            self.shared.work.notify_all();
         }
-        self.shared.work.notify_all();
         struct Wait<'a>(&'a Shared);
         impl Drop for Wait<'_> {
             fn drop(&mut self) {
@@ -157,8 +170,10 @@ impl WorkerPool {
                 }
                 let mut control = lock(&shared.control);
                 while control.pending > 0 {
+                    control.dispatcher_asleep = true;
                     control = shared.done.wait(control).unwrap_or_else(|e| e.into_inner());
                 }
+                control.dispatcher_asleep = false;
                 control.job = None;
             }
         }
@@ -186,6 +201,7 @@ impl WorkerPool {
 
 impl Drop for WorkerPool {
     fn drop(&mut self) {
+        // Shutdown wakes every worker, asleep or not.
         lock(&self.shared.control).shutdown = true;
         self.shared.epoch.fetch_add(1, Ordering::AcqRel);
         self.shared.work.notify_all();
@@ -212,7 +228,9 @@ fn worker(shared: &Shared, index: usize) {
         let (job, active) = {
             let mut control = lock(&shared.control);
             while control.epoch == seen && !control.shutdown {
+                control.sleepers += 1;
                 control = shared.work.wait(control).unwrap_or_else(|e| e.into_inner());
+                control.sleepers -= 1;
             }
             if control.shutdown {
                 return;
@@ -233,8 +251,38 @@ fn worker(shared: &Shared, index: usize) {
         let mut control = lock(&shared.control);
         control.pending -= 1;
         shared.pending.store(control.pending, Ordering::Release);
-        if control.pending == 0 {
+        if control.pending == 0 && control.dispatcher_asleep {
             shared.done.notify_all();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Dispatches back to back (workers spinning) and after pauses longer than a spin
+    /// (workers asleep, the dispatcher sleeping on `done` while they finish): every thread
+    /// runs every dispatch exactly once, and no wake-up is lost (a lost one would hang).
+    #[test]
+    fn every_dispatch_reaches_spinning_and_sleeping_workers() {
+        let pool = WorkerPool::new(3).expect("threads start");
+        let counts: [AtomicUsize; 3] = Default::default();
+        for round in 0..400 {
+            let threads = 2 + round % 2;
+            pool.broadcast(threads, &|t| {
+                if t > 0 && round % 50 == 0 {
+                    // The dispatcher outlasts its spin waiting for this worker.
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                counts[t].fetch_add(1, Ordering::Relaxed);
+            });
+            if round % 40 == 0 {
+                // The workers outlast their spin and sleep.
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+        let counts: Vec<usize> = counts.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+        assert_eq!(counts, [400, 400, 200]);
     }
 }

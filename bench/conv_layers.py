@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
-"""memc vs onnxruntime, one convolution at a time: every Conv layer of the zoo's CNNs.
+"""memc vs onnxruntime, one convolution at a time: every Conv layer of the zoo's CNNs, and the
+layer shapes of models the zoo lacks.
 
-    .venv/bin/python bench/conv_layers.py [--models resnet,unet] [--repeat 50] [--threads 1,2]
+    .venv/bin/python bench/conv_layers.py [--models resnet,unet,resnet18,mobilenetv2,mixed]
+                                          [--repeat 50] [--threads 1,2]
                                           [--memc target/release/memc] [--zoo DIR]
 
-Each Conv node of each model (generated with bench/models/generate.py into --zoo if missing,
+Each Conv node of each zoo model (generated with bench/models/generate.py into --zoo if missing,
 batch 1) becomes a one-node ONNX model with the layer's own weights and its inferred static
-input shape; layers with the same shapes and attributes are measured once and counted. For each
-layer and thread count, in one run and on the same input:
+input shape; layers with the same shapes and attributes are measured once and counted. The
+other names are lists of one-node models with random weights and biases (`SYNTHETIC`): a
+ResNet-18 at 224x224 (its stem, its max pool and each stage's convolutions), a MobileNetV2 at
+224x224 (depthwise, pointwise and strided depthwise layers, with their counts) and "mixed"
+(grouped, dilated, 1-d and 3-d convolutions). For each layer and thread count, in one run and
+on the same input:
 
 * memc: `memc compile` then `memc run --threads N --repeat R --rss` (median latency, peak-RSS
   growth of the first run), and from `memc inspect --json` the arena, the layer's activation
@@ -106,6 +112,84 @@ def conv_layers(model_path: Path):
     return list(layers.values())
 
 
+# name: [(op, in channels, out channels, kernel, stride, pad, group, dilation, input spatial
+# dims, count)]; op "Conv" or "MaxPool" (out channels ignored).
+SYNTHETIC = {
+    "resnet18": [
+        ("Conv", 3, 64, 7, 2, 3, 1, 1, (224, 224), 1),
+        ("MaxPool", 64, 64, 3, 2, 1, 1, 1, (112, 112), 1),
+        ("Conv", 64, 64, 3, 1, 1, 1, 1, (56, 56), 4),
+        ("Conv", 64, 128, 3, 2, 1, 1, 1, (56, 56), 1),
+        ("Conv", 64, 128, 1, 2, 0, 1, 1, (56, 56), 1),
+        ("Conv", 128, 128, 3, 1, 1, 1, 1, (28, 28), 3),
+        ("Conv", 128, 256, 3, 2, 1, 1, 1, (28, 28), 1),
+        ("Conv", 128, 256, 1, 2, 0, 1, 1, (28, 28), 1),
+        ("Conv", 256, 256, 3, 1, 1, 1, 1, (14, 14), 3),
+        ("Conv", 256, 512, 3, 2, 1, 1, 1, (14, 14), 1),
+        ("Conv", 256, 512, 1, 2, 0, 1, 1, (14, 14), 1),
+        ("Conv", 512, 512, 3, 1, 1, 1, 1, (7, 7), 3),
+    ],
+    "mobilenetv2": [
+        ("Conv", 3, 32, 3, 2, 1, 1, 1, (224, 224), 1),
+        ("Conv", 32, 32, 3, 1, 1, 32, 1, (112, 112), 1),
+        ("Conv", 32, 16, 1, 1, 0, 1, 1, (112, 112), 1),
+        ("Conv", 16, 96, 1, 1, 0, 1, 1, (112, 112), 1),
+        ("Conv", 96, 96, 3, 2, 1, 96, 1, (112, 112), 1),
+        ("Conv", 24, 144, 1, 1, 0, 1, 1, (56, 56), 2),
+        ("Conv", 144, 144, 3, 1, 1, 144, 1, (56, 56), 1),
+        ("Conv", 144, 24, 1, 1, 0, 1, 1, (56, 56), 1),
+        ("Conv", 144, 144, 3, 2, 1, 144, 1, (56, 56), 1),
+        ("Conv", 192, 192, 3, 1, 1, 192, 1, (28, 28), 2),
+        ("Conv", 32, 192, 1, 1, 0, 1, 1, (28, 28), 3),
+        ("Conv", 384, 384, 3, 1, 1, 384, 1, (14, 14), 4),
+        ("Conv", 576, 576, 3, 1, 1, 576, 1, (14, 14), 3),
+        ("Conv", 960, 960, 3, 1, 1, 960, 1, (7, 7), 3),
+    ],
+    "mixed": [
+        ("Conv", 128, 128, 3, 1, 1, 32, 1, (28, 28), 1),
+        ("Conv", 64, 64, 3, 1, 2, 1, 2, (56, 56), 1),
+        ("Conv", 64, 64, 5, 1, 2, 1, 1, (1024,), 1),
+        ("Conv", 16, 16, 3, 1, 1, 1, 1, (16, 32, 32), 1),
+    ],
+}
+
+
+def synthetic_layers(name: str):
+    """(key, one-node model, count, description, name) for each layer of a SYNTHETIC list."""
+    rng = np.random.default_rng(1)
+    layers = []
+    for i, (op, cin, cout, k, stride, pad, group, dil, spatial, count) in enumerate(SYNTHETIC[name]):
+        n = len(spatial)
+        x_shape = [1, cin, *spatial]
+        out = [(s + 2 * pad - dil * (k - 1) - 1) // stride + 1 for s in spatial]
+        attrs = dict(kernel_shape=[k] * n, strides=[stride] * n, pads=[pad] * (2 * n))
+        inits = []
+        if op == "Conv":
+            attrs.update(group=group, dilations=[dil] * n)
+            w = (rng.standard_normal([cout, cin // group] + [k] * n) / np.sqrt(cin // group * k ** n)).astype(np.float32)
+            b = rng.standard_normal(cout).astype(np.float32)
+            inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
+            inputs = ["x", "w", "b"]
+            y_shape = [1, cout, *out]
+            desc = (f"{cin}->{cout} k{k} s{stride}" + (f" g{group}" if group != 1 else "")
+                    + (f" d{dil}" if dil != 1 else "") + f" @{'x'.join(map(str, spatial))}")
+        else:
+            inputs = ["x"]
+            y_shape = [1, cin, *out]
+            desc = f"maxpool {cin} k{k} s{stride} @{'x'.join(map(str, spatial))}"
+        node = helper.make_node(op, inputs, ["y"], **attrs)
+        graph = helper.make_graph(
+            [node], "layer",
+            [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x_shape)],
+            [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, y_shape)],
+            inits,
+        )
+        one = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        one.ir_version = 8
+        layers.append((f"{name}{i}", one, count, desc, f"{name}{i}"))
+    return layers
+
+
 def ort_median(path: Path, x: np.ndarray, threads: int, level, repeat: int):
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
@@ -133,7 +217,7 @@ def main() -> int:
     zoo = Path(args.zoo)
     zoo.mkdir(parents=True, exist_ok=True)
     models = args.models.split(",")
-    missing = [m for m in models if not (zoo / f"{m}.onnx").exists()]
+    missing = [m for m in models if m not in SYNTHETIC and not (zoo / f"{m}.onnx").exists()]
     if missing:
         subprocess.run([sys.executable, str(ROOT / "bench/models/generate.py"), "--out", str(zoo), "--only", ",".join(missing)], check=True)
     threads_list = [int(t) for t in args.threads.split(",")]
@@ -142,7 +226,8 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="memc-conv-layers-"))
     rng = np.random.default_rng(0)
     for m in models:
-        for i, (key, one, count, desc, name) in enumerate(conv_layers(zoo / f"{m}.onnx")):
+        layers = synthetic_layers(m) if m in SYNTHETIC else conv_layers(zoo / f"{m}.onnx")
+        for i, (key, one, count, desc, name) in enumerate(layers):
             path = work / f"{m}_{i}.onnx"
             onnx.save(one, str(path))
             x_shape = [d.dim_value for d in one.graph.input[0].type.tensor_type.shape.dim]

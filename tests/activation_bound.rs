@@ -111,10 +111,12 @@ fn zoo_bound_matches_the_independent_script() {
         assert_eq!(scratch, largest_scratch, "{model}: scratch_peak");
         assert!(chosen > 0, "{model}: chosen-order bound");
         if ["resnet", "unet"].contains(model) {
-            // The CNNs' windowed convolutions (stride 1 or 2 along the row, constant weights)
+            // Most of the CNNs' convolutions (stride 1 or 2 along the row, constant weights)
             // run as direct convolutions on the CPU: the packed weight and the input read
             // where they are, with no scratch. What conv scratch is left (unet's 1x1 head, a
-            // plain product) is memc-gemm's packing panels, within the conv scratch rule
+            // plain product; resnet's strided layers whose 4-wide output rows would leave
+            // the direct kernel's lanes mostly idle) is memc-gemm's packing panels, without
+            // an `A` panel (the weight comes packed), within the conv scratch rule
             // (`ConvPolicy::scratch_cap`: 256 KiB per GEMM thread or 2% of the bound).
             let conv_scratch: Vec<&serde_json::Value> = plan["buffers"]
                 .as_array()
@@ -127,12 +129,6 @@ fn zoo_bound_matches_the_independent_script() {
                             .is_some_and(|p| p.starts_with("onnx.Conv "))
                 })
                 .collect();
-            if *model == "resnet" {
-                assert!(
-                    conv_scratch.is_empty(),
-                    "{model}: conv scratch {conv_scratch:?}"
-                );
-            }
             // Whatever scratch the CNNs' ops keep (the U-Net's up-convolutions' panels, sized
             // for their products) fits beside the activations: the arena is at most 1.02x the
             // bound, issue 16's goal.

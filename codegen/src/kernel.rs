@@ -1003,7 +1003,12 @@ impl Contract {
             ContractB::Mat(b) => !gemm_b_in_place(self.m, b.col_stride),
             ContractB::Im2col(_) => true,
         };
-        GemmBlocking::new(batches, self.m, self.n, self.k, self.elem.size(), pack_b)
+        let blocking = GemmBlocking::new(batches, self.m, self.n, self.k, self.elem.size(), pack_b);
+        if self.a_packed.is_some() {
+            blocking.with_a_packed()
+        } else {
+            blocking
+        }
     }
 }
 

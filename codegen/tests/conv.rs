@@ -350,13 +350,33 @@ fn check_planned(case: &Case, planned: Planned) -> bool {
 }
 
 /// With a constant weight, a convolution whose window has a stride of 1 or 2 along its row
-/// and at most 64 taps, and that runs through implicit im2col or is depthwise, gets a packed
-/// weight and no GEMM panels (so the CPU runs it as a direct convolution); every implicit-im2col
-/// product reads a packed weight.
+/// and at most 64 taps, that runs through implicit im2col or is depthwise, and where the direct
+/// kernel pays (`memc_gemm::direct_conv_pays`), gets a packed weight and no GEMM panels (so the
+/// CPU runs it as a direct convolution); every implicit-im2col product reads a packed weight.
 fn direct_when_expected(case: &Case, compiled: &Compiled) {
+    let n = case.x.len() - 2;
     let taps: u64 = case.w[2..].iter().product();
-    let row_step = *case.strides.last().expect("a spatial axis");
-    let eligible = !case.transpose && taps <= 64 && (row_step == 1 || row_step == 2);
+    let row_step = case.strides[n - 1];
+    let out = &compiled.program.outputs[0].shape;
+    let mut axes = Vec::new();
+    let mut stride = 1i64;
+    for i in (0..n).rev() {
+        axes.push(memc_gemm::DirectAxis {
+            size: case.x[2 + i] as i64,
+            stride,
+            kernel: case.w[2 + i] as i64,
+            step: case.strides[i],
+            dilation: case.dilations[i],
+            pad: case.pads[i],
+            out: out[2 + i] as i64,
+        });
+        stride *= case.x[2 + i] as i64;
+    }
+    axes.reverse();
+    let eligible = !case.transpose
+        && taps <= 64
+        && (row_step == 1 || row_step == 2)
+        && memc_gemm::direct_conv_pays(&axes, case.w[1]);
     let depthwise = !case.transpose && case.w[1] == 1;
     for kernel in compiled.program.kernels() {
         let KernelBody::Contract(c) = &kernel.body else {

@@ -88,25 +88,55 @@ impl DirectConv<'_> {
     fn pixels(&self) -> usize {
         self.axes.iter().map(|a| a.out as usize).product()
     }
+}
 
-    /// Whether consecutive flat output positions read consecutive input elements across the
-    /// rows of every axis: each inner axis of the output as wide as the input's, the input
-    /// dense.
-    fn flat(&self) -> bool {
-        self.axes.windows(2).all(|pair| {
-            let (outer, inner) = (pair[0], pair[1]);
-            inner.out == inner.size
-                && outer.stride == inner.size * inner.stride
-                && outer.step == 1
-                && inner.step == 1
-        })
+/// Whether consecutive flat output positions read consecutive input elements across the rows
+/// of every axis: each inner axis of the output as wide as the input's, stride 1, the input
+/// dense.
+fn flat(axes: &[DirectAxis]) -> bool {
+    axes.windows(2).all(|pair| {
+        let (outer, inner) = (pair[0], pair[1]);
+        inner.out == inner.size
+            && outer.stride == inner.size * inner.stride
+            && outer.step == 1
+            && inner.step == 1
+    })
+}
+
+/// Output positions per run that tiles are cut from: the whole output when [`flat`], else a
+/// row of the last axis.
+fn run_len(axes: &[DirectAxis]) -> usize {
+    if flat(axes) {
+        axes.iter().map(|a| a.out.max(0) as usize).product()
+    } else {
+        axes.last().map_or(1, |a| a.out.max(1) as usize)
     }
+}
+
+/// Whether the direct kernel keeps at least half its lanes busy on `axes`: a run cut into
+/// equal tiles of at most 32 positions, each padded to 16-lane vectors. Short rows (a strided
+/// convolution's 7-wide output) would leave most lanes idle; the GEMM runs those better.
+/// Independent of the CPU, so the plan, which reserves no GEMM panels for a direct
+/// convolution, asks it too (`memc-codegen`'s `ConvPlan::runs_direct`).
+pub fn direct_conv_fills_lanes(axes: &[DirectAxis]) -> bool {
+    let run = run_len(axes);
+    let tile = run.div_ceil(run.div_ceil(32).max(1));
+    2 * tile >= tile.div_ceil(16) * 16
+}
+
+/// Whether a convolution of `channels` input channels per group over `axes` runs better
+/// direct than through the GEMM: when its tiles fill at least half their lanes, or when it is
+/// depthwise (one channel: `K` is its taps, too few for a GEMM to gain anything, and its
+/// other form is a scalar loop).
+pub fn direct_conv_pays(axes: &[DirectAxis], channels: u64) -> bool {
+    channels == 1 || direct_conv_fills_lanes(axes)
 }
 
 /// Whether the direct kernel takes a convolution over `axes` on this CPU (AVX-512 or AVX2
 /// with FMA, f32): 1 to [`DIRECT_MAX_AXES`] axes, at most [`DIRECT_MAX_TAPS`] taps, the last
 /// axis contiguous with a stride (`step`) of 1 or 2 (lanes read every input element or every
-/// other one), every extent, stride and dilation at least 1.
+/// other one), every extent, stride and dilation at least 1. Whether it should is
+/// [`direct_conv_pays`].
 pub fn direct_conv_runs(axes: &[DirectAxis]) -> bool {
     let taps = axes.iter().try_fold(1u64, |acc, a| {
         acc.checked_mul(u64::try_from(a.kernel).ok()?)
@@ -142,11 +172,7 @@ struct Tiling {
 impl Tiling {
     fn new(conv: &DirectConv, lanes: usize) -> Tiling {
         let pixels = conv.pixels();
-        let run_len = if conv.flat() {
-            pixels
-        } else {
-            conv.axes.last().map_or(1, |a| a.out as usize)
-        };
+        let run_len = run_len(conv.axes);
         let per_run = run_len.div_ceil(lanes);
         let tile_len = run_len.div_ceil(per_run);
         Tiling {
@@ -338,10 +364,20 @@ pub unsafe fn run_direct(
     // visiting every group's plane per tile, would cost more than the products).
     let span_tiles = if batches > 1 { SPAN_TILES } else { 1 };
     let spans = tiling.count.div_ceil(span_tiles);
-    // Groups of row blocks per (span, batch index) pair: one, unless there are fewer pairs
-    // than twice the threads.
     let pairs = spans * batches;
-    let groups = if threads > 1 && pairs < 2 * threads {
+    // The order of the work. A tile's input (its channels' rows) and a row block's weights
+    // (`block_rows x K`) are both reused: tile-major order loads each tile's input once and
+    // streams the weights past it, which suits early layers (large images, small weights);
+    // when the weights outweigh the input (late layers: few pixels, `K` in the thousands),
+    // streaming them past every tile would read them from memory once per tile, so each row
+    // block runs over every tile instead (block-major), its weights staying in cache.
+    let input_elems = conv.channels * conv.axes.iter().map(|a| a.size as usize).product::<usize>();
+    let block_major = blocks > 1 && conv.m * k > input_elems;
+    // Groups of row blocks per (span, batch index) pair: each block its own group when
+    // block-major; else one, unless there are fewer pairs than twice the threads.
+    let groups = if block_major {
+        blocks
+    } else if threads > 1 && pairs < 2 * threads {
         blocks.min((2 * threads).div_ceil(pairs))
     } else {
         1
@@ -360,10 +396,12 @@ pub unsafe fn run_direct(
             if begin >= units {
                 break;
             }
-            let end = (begin + chunk).min(units);
-            let mut unit = begin;
-            while unit < end {
-                let (pair, group) = (unit / groups, unit % groups);
+            for unit in begin..(begin + chunk).min(units) {
+                let (pair, group) = if block_major {
+                    (unit % pairs, unit / pairs)
+                } else {
+                    (unit / groups, unit % groups)
+                };
                 let (span, batch) = (pair / batches, pair % batches);
                 let first = span * span_tiles;
                 let n_tiles = (tiling.count - first).min(span_tiles);
@@ -374,11 +412,9 @@ pub unsafe fn run_direct(
                     }
                 }
                 let ops = at(batch);
-                // The groups of this pair in the range.
-                let group_end = (end - pair * groups).min(groups);
                 for (i, taps) in taps.iter().enumerate().take(n_tiles) {
                     let tile = tiling.tile(first + i);
-                    for block in blocks * group / groups..blocks * group_end / groups {
+                    for block in blocks * group / groups..blocks * (group + 1) / groups {
                         let row = block * block_rows;
                         let call = Call {
                             conv,
@@ -399,7 +435,6 @@ pub unsafe fn run_direct(
                         }
                     }
                 }
-                unit = (pair + 1) * groups;
             }
         }
     };

@@ -38,8 +38,8 @@ use std::sync::OnceLock;
 
 mod direct;
 pub use direct::{
-    direct_conv_runs, run_direct, DirectAxis, DirectConv, DirectOperands, DIRECT_MAX_AXES,
-    DIRECT_MAX_TAPS,
+    direct_conv_fills_lanes, direct_conv_pays, direct_conv_runs, run_direct, DirectAxis,
+    DirectConv, DirectOperands, DIRECT_MAX_AXES, DIRECT_MAX_TAPS,
 };
 
 /// Rows of `C` one GEMM microkernel call computes (`cpu/gemm.rs`), on every instruction set.
@@ -81,6 +81,9 @@ pub struct GemmBlocking {
     pub nc: u64,
     /// Whether `B` is packed (else read in place).
     pub pack_b: bool,
+    /// Whether `A` is packed into the slot's panel (else it comes packed whole, `a_packed`,
+    /// and the slot has no `A` panel).
+    pub pack_a: bool,
     /// Independent pieces of work: `batches x ceil(m / MC) x ceil(n / NC)`.
     pub units: u64,
     /// Packing slots, one per thread that may run the product; 0 for products under
@@ -112,15 +115,29 @@ impl GemmBlocking {
             kc,
             nc,
             pack_b,
+            pack_a: true,
             units,
             slots,
             elem_size,
         }
     }
 
-    /// Bytes of one slot's packed `A` panel (a multiple of 64).
+    /// The blocking of the same product whose `A` comes packed whole (`Product::a_packed`):
+    /// its slots hold no `A` panel.
+    pub fn with_a_packed(self) -> GemmBlocking {
+        GemmBlocking {
+            pack_a: false,
+            ..self
+        }
+    }
+
+    /// Bytes of one slot's packed `A` panel (a multiple of 64; 0 when `A` comes packed whole).
     pub fn a_bytes(&self) -> u64 {
-        (self.mc * self.kc * self.elem_size).next_multiple_of(64)
+        if self.pack_a {
+            (self.mc * self.kc * self.elem_size).next_multiple_of(64)
+        } else {
+            0
+        }
     }
 
     /// Bytes of one slot's packed `B` panel (a multiple of 64; 0 when `B` is read in place).
@@ -1228,7 +1245,9 @@ unsafe fn run_with<T: Kernels>(
     let per_batch = plan.n_ic * plan.n_jc;
     let units = batches * per_batch;
     let threads = threads.min(units).max(1);
-    let slots = slots.filter(|_| blocking.slots > 0);
+    // Slots planned without an `A` panel serve only a product whose `A` comes packed whole.
+    let slots =
+        slots.filter(|_| blocking.slots > 0 && (blocking.pack_a || first.a_packed.is_some()));
     let slot_bytes = blocking.slot_bytes() as usize;
     let a_bytes = blocking.a_bytes() as usize;
     let slots = SendPtr(slots.unwrap_or(std::ptr::null_mut()));

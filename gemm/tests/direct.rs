@@ -5,8 +5,8 @@
 //! `MEMC_GEMM_ISA=avx2` runs the same on the AVX2 kernel.
 
 use memc_gemm::{
-    direct_conv_runs, pack_a_whole, packed_a_len, run_direct, DirectAxis, DirectConv,
-    DirectOperands, Mat,
+    direct_conv_fills_lanes, direct_conv_runs, pack_a_whole, packed_a_len, run_direct, DirectAxis,
+    DirectConv, DirectOperands, Mat,
 };
 
 /// A deterministic value in [-0.5, 0.5).
@@ -46,6 +46,10 @@ fn check(m: usize, channels: usize, mut axes: Vec<DirectAxis>, row_pad: i64, thr
     let taps: usize = axes.iter().map(|a| a.kernel as usize).product();
     let pixels: usize = axes.iter().map(|a| a.out as usize).product();
     let k = channels * taps;
+    assert!(
+        direct_conv_fills_lanes(&axes),
+        "a case the direct kernel leaves to the GEMM: {axes:?}"
+    );
     if !direct_conv_runs(&axes) {
         eprintln!("skipped: this CPU has neither AVX-512 nor AVX2 with FMA");
         return;
@@ -138,7 +142,7 @@ fn check(m: usize, channels: usize, mut axes: Vec<DirectAxis>, row_pad: i64, thr
 
 #[test]
 fn same_padded_2d_windows_tile_whole_rows() {
-    for size in [1, 5, 7, 14, 32, 33] {
+    for size in [5, 7, 14, 32, 33] {
         for (m, channels) in [(1, 2), (6, 3), (13, 16), (32, 40)] {
             let axes = vec![axis(size, 3, 1, 1, 1), axis(size, 3, 1, 1, 1)];
             check(m, channels, axes, 0, 1);
@@ -181,10 +185,10 @@ fn strided_windows_read_every_other_element() {
         // ResNet's stem and downsampling windows.
         vec![strided(64, 7, 2, 1, 3, 3), strided(64, 7, 2, 1, 3, 3)],
         vec![strided(16, 3, 2, 1, 1, 1), strided(16, 3, 2, 1, 1, 1)],
-        vec![strided(8, 3, 2, 1, 1, 1), strided(8, 3, 2, 1, 1, 1)],
+        vec![strided(20, 3, 2, 1, 1, 1), strided(20, 3, 2, 1, 1, 1)],
         // Odd sizes, a dilated strided row, a stride of 3 on the outer axis only.
         vec![strided(9, 3, 1, 1, 1, 1), strided(75, 3, 2, 2, 0, 3)],
-        vec![strided(13, 2, 3, 1, 0, 0), strided(11, 4, 2, 1, 2, 1)],
+        vec![strided(13, 2, 3, 1, 0, 0), strided(23, 4, 2, 1, 2, 1)],
         vec![strided(99, 5, 2, 1, 2, 2)],
     ];
     for axes in cases {
@@ -230,6 +234,24 @@ fn threads_split_tiles_and_strips() {
             threads,
         );
     }
+}
+
+#[test]
+fn short_rows_are_left_to_the_gemm() {
+    // A strided convolution's 7-wide output rows would fill 7 of 16 lanes; 8 fill half.
+    let row = |size| vec![strided(14, 3, 2, 1, 1, 1), strided(size, 3, 2, 1, 1, 1)];
+    assert!(!direct_conv_fills_lanes(&row(14)));
+    assert!(direct_conv_fills_lanes(&row(16)));
+    // A "same" 7x7 output at stride 1 is tiled whole (49 positions in two tiles of 25).
+    let mut flat = vec![axis(7, 3, 1, 1, 1), axis(7, 3, 1, 1, 1)];
+    flat[0].stride = 7;
+    flat[1].stride = 1;
+    assert!(direct_conv_fills_lanes(&flat));
+    // The same 7x7 output of a valid window over a 9x9 input goes row by row: 7 of 16 lanes.
+    let mut rows = vec![axis(9, 3, 1, 0, 0), axis(9, 3, 1, 0, 0)];
+    rows[0].stride = 9;
+    rows[1].stride = 1;
+    assert!(!direct_conv_fills_lanes(&rows));
 }
 
 #[test]

@@ -98,8 +98,11 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
                 a_packed: Some(packed.as_ptr()),
                 ..product
             };
-            // SAFETY: as above; `a_packed` holds `A` in the layout the loop reads.
-            unsafe { memc_gemm::run::<T>(1, &|_| product, &blocking, slots, threads, &broadcast) };
+            // Its slots hold no `A` panel (`with_a_packed`: the `B` panel starts each slot).
+            let without_a = blocking.with_a_packed();
+            // SAFETY: as above; `a_packed` holds `A` in the layout the loop reads, and the
+            // slots are at least as large as this blocking's.
+            unsafe { memc_gemm::run::<T>(1, &|_| product, &without_a, slots, threads, &broadcast) };
             // With planned panels the blocking is the same, and so is every sum's order; stack
             // panels cut `K` finer unless `A` is packed whole.
             let stack = slots.is_none() || blocking.slots == 0;

@@ -157,7 +157,9 @@ unsafe fn run_typed<T: Kernels>(c: &Contract, regions: RegionPtrs, pool: &Worker
 /// Runs `c` as a direct convolution (memc-gemm's `run_direct`: `B` read from the input as it
 /// is, no packing, no scratch) when it is one: an f32 convolution's implicit column matrix
 /// (not transposed) whose `A` is packed whole, with contiguous result columns, on a CPU and
-/// window the direct kernel takes (`direct_conv_runs`: a stride of 1 or 2 along the row).
+/// window the direct kernel takes (`direct_conv_runs`: a stride of 1 or 2 along the row) and
+/// that pays (`direct_conv_pays`: tiles at least half full, or depthwise), as the plan
+/// assumed when it reserved no panels for it.
 /// Returns whether it ran.
 ///
 /// # Safety
@@ -201,7 +203,7 @@ unsafe fn run_direct_conv(
         };
     }
     let axes = &axes[..view.axes.len().min(MAX_IM2COL_AXES)];
-    if !gemm::direct_conv_runs(axes) {
+    if !gemm::direct_conv_runs(axes) || !gemm::direct_conv_pays(axes, view.channels) {
         return false;
     }
     let conv = gemm::DirectConv {

@@ -265,6 +265,9 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
                 .get(1)
                 .and_then(|&w| func.defining_op(w))
                 .is_some_and(|def| func.op(def).opcode == Opcode::Weight);
+            // An implicit column matrix's product reads its constant weight packed whole (the
+            // plan writer packs every convolution's), so its slots need no `A` panel.
+            let mut a_packed = false;
             if let Form::Conv(conv) = &plan.form {
                 let elem = if elem_size == 8 {
                     Scalar::F64
@@ -274,6 +277,7 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
                 if conv.runs_direct(elem, weight_constant) {
                     return Some(0);
                 }
+                a_packed = weight_constant && conv.implicit();
             }
             // Through im2col (implicit or explicit) or as products per tap: `M / group` rows, at
             // most `(C / group) x taps` values of K and every output pixel of every image as
@@ -297,8 +301,13 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
             let pack_b = true;
             // One product per image and group, or the images merged into the columns.
             let bytes = |batches, n| {
-                crate::cpu::target::GemmBlocking::new(batches, m, n, k, elem_size, pack_b)
-                    .scratch_bytes()
+                let blocking =
+                    crate::cpu::target::GemmBlocking::new(batches, m, n, k, elem_size, pack_b);
+                if a_packed {
+                    blocking.with_a_packed().scratch_bytes()
+                } else {
+                    blocking.scratch_bytes()
+                }
             };
             Some(bytes(images * group, pixels).max(bytes(group, images * pixels)))
         })(),
@@ -659,7 +668,13 @@ fn give_gemm_panels(
     let reserved = end - start;
     for kernel in kernels {
         if let crate::kernel::KernelBody::Contract(c) = &mut kernel.body {
-            let need = c.blocking().scratch_bytes();
+            // A convolution's constant weight will be packed whole (`prepack`, at the end of
+            // lowering, which takes the panels back from one it cannot pack).
+            let need = if super::prepack::will_pack_a(ctx.target, c) {
+                c.blocking().with_a_packed().scratch_bytes()
+            } else {
+                c.blocking().scratch_bytes()
+            };
             if c.pack.is_none() && need > 0 && need <= reserved {
                 c.pack = Some(start);
             }

@@ -52,6 +52,11 @@ pub(crate) fn prepack_weights(program: &mut Program) {
                     });
                 }
             }
+            if c.a_packed.is_none() && c.pack.is_some() && matches!(c.b, ContractB::Im2col(_)) {
+                // Its panels were sized for an `A` packed whole (`will_pack_a`), which this
+                // weight could not be: the product packs on its threads' stacks instead.
+                c.pack = None;
+            }
             let b_repacked_per_run = c.m <= memc_gemm::GEMM_SMALL_M
                 && c.k.saturating_mul(c.n) >= MIN_ELEMS
                 && c.b.as_mat().is_some_and(|b| b.col_stride != 1);
@@ -73,6 +78,16 @@ pub(crate) fn prepack_weights(program: &mut Program) {
     }
     program.weights.extend(slots.added);
     program.weights_size = slots.size;
+}
+
+/// Whether lowering for `target` expects `c`'s `A` to be packed whole by this pass (a
+/// convolution's implicit column matrix times a weight), so its GEMM panels need no `A` panel.
+/// Where the weight turns out not to be packable, the pass drops the contraction's panels.
+pub(crate) fn will_pack_a(target: &memc_ir::target::TargetInfo, c: &Contract) -> bool {
+    target.prepack_weights
+        && c.a.region == Region::Weights
+        && matches!(c.b, ContractB::Im2col(_))
+        && matches!(c.elem, Scalar::F32 | Scalar::F64)
 }
 
 /// Whether a constant `A` of `c` gets a packed copy: a convolution's (its `B` an implicit

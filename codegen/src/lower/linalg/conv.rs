@@ -198,27 +198,53 @@ pub struct ConvPlan {
 }
 
 impl ConvPlan {
+    /// Whether the convolution runs through implicit im2col (one product whose `B` is an
+    /// [`Im2colView`] of the input).
+    pub(crate) fn implicit(&self) -> bool {
+        matches!(self.im2col, Some(Im2col::Implicit))
+    }
+
     /// Whether the CPU runs this convolution as a direct convolution (memc-gemm's
     /// `run_direct`, which needs no GEMM panels): implicit im2col in f32 over a window with a
     /// stride of 1 or 2 along its last axis, at most `DIRECT_MAX_TAPS` taps and
-    /// `DIRECT_MAX_AXES` axes,
+    /// `DIRECT_MAX_AXES` axes, where it pays (`direct_conv_pays`: tiles at least half full,
+    /// not a strided layer's 7-wide rows, unless depthwise),
     /// with a constant weight (`weight_constant`), which the plan writer packs
     /// ([`crate::lower::prepack`]). The CPU checks the rest (a contiguous input row, its
     /// instruction set) when it runs, and packs into stack panels where it cannot.
     pub(crate) fn runs_direct(&self, elem: Scalar, weight_constant: bool) -> bool {
-        let Ok(win) = &self.window else {
+        let (Ok(win), Some(shape)) = (&self.window, &self.shape) else {
             return false;
         };
         let taps = win
             .kernel
             .iter()
             .try_fold(1u64, |acc, &k| acc.checked_mul(u64::try_from(k).ok()?));
+        // The axes over a dense input, as the CPU will see them, for the lane rule.
+        let n = win.kernel.len();
+        let mut stride = 1i64;
+        let mut axes = vec![];
+        for i in (0..n.min(shape.in_spatial.len())).rev() {
+            axes.push(memc_gemm::DirectAxis {
+                size: shape.in_spatial[i] as i64,
+                stride,
+                kernel: win.kernel[i],
+                step: win.strides[i],
+                dilation: win.dilations[i],
+                pad: win.begin[i],
+                out: shape.out_spatial.get(i).map_or(0, |&o| o as i64),
+            });
+            stride = stride.saturating_mul(shape.in_spatial[i] as i64);
+        }
+        axes.reverse();
         weight_constant
             && elem == Scalar::F32
             && matches!(self.im2col, Some(Im2col::Implicit))
             && win.strides.last().is_some_and(|&s| s == 1 || s == 2)
-            && win.kernel.len() <= memc_gemm::DIRECT_MAX_AXES
+            && n <= memc_gemm::DIRECT_MAX_AXES
             && taps.is_some_and(|t| t <= memc_gemm::DIRECT_MAX_TAPS)
+            && axes.len() == n
+            && memc_gemm::direct_conv_pays(&axes, shape.c_g)
     }
 }
 

@@ -285,7 +285,13 @@ fn inline_transcendentals_f32() {
             88.73,
             -87.5,
             -103.0,
+            // Either side of where e^x rounds to 0 rather than the least subnormal, and the
+            // lowest f32 (a causal mask's fill).
+            -103.97,
+            -103.98,
+            -104.0,
             -104.5,
+            f32::MIN,
             0.625,
             0.927_734_4,
             4.0,

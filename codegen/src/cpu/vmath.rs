@@ -178,6 +178,14 @@ fn exp_core(b: &mut FunctionBuilder, t: Ty, xc: Value, split_scale: bool) -> Val
     let e2 = b.ins().ishl_imm_u(e2, 23);
     let s1 = t.to_float(b, e1);
     let s2 = t.to_float(b, e2);
+    // Below -104, e^x rounds to 0 (it is under half the least subnormal, 2^-150 = e^-103.97):
+    // the second half of the scale is 0 there, so that no product underflows. An underflowing
+    // multiply takes a microcode assist of ~100 cycles per vector on x86 cores, and a masked
+    // softmax (a causal mask, padding) sends half its scores there.
+    let below = t.f(b, -104.0);
+    let vanishes = b.ins().fcmp(FloatCC::LessThan, xc, below);
+    let zero = t.f(b, 0.0);
+    let s2 = t.select(b, vanishes, zero, s2);
     let y = b.ins().fmul(y, s1);
     b.ins().fmul(y, s2)
 }

@@ -285,7 +285,13 @@ fn inline_transcendentals_f32() {
             88.73,
             -87.5,
             -103.0,
+            // Either side of where e^x rounds to 0 rather than the least subnormal, and the
+            // lowest f32 (a causal mask's fill).
+            -103.97,
+            -103.98,
+            -104.0,
             -104.5,
+            f32::MIN,
             0.625,
             0.927_734_4,
             4.0,
@@ -336,6 +342,66 @@ fn inline_transcendentals_f32() {
                     "{op:?}({x}) sign"
                 );
             }
+        }
+    }
+}
+
+/// A long row of `exp`, `tanh` or `erf` runs 16 lanes at a time through one call per
+/// instruction (`vmath::native`, on hosts with AVX2 or AVX-512); rows of 8 run the inline
+/// 4-lane polynomial. Both give the same bits, NaN, infinities and subnormals included.
+#[test]
+fn wide_transcendentals_match_the_inline_polynomials() {
+    let mut inputs: Vec<f32> = (0..40_000)
+        .map(|i| -120.0 + 220.0 * i as f32 / 40_000.0)
+        .chain((0..4_000).map(|i| -4.0 + 8.0 * i as f32 / 4_000.0))
+        .chain([
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            f32::MIN,
+            f32::MAX,
+            1e-40,
+            -103.97,
+            -104.0,
+        ])
+        .collect();
+    while !inputs.len().is_multiple_of(16) {
+        inputs.push(0.25);
+    }
+    let n = inputs.len() as u64;
+    for op in [UnaryOp::Exp, UnaryOp::Tanh, UnaryOp::Erf] {
+        let mut outs = Vec::new();
+        for width in [n, 8] {
+            let mut b = Insts::default();
+            let x = b.load(Scalar::F32, 0);
+            let y = b.un(op, x);
+            let kernel = loop_kernel(
+                &format!("{op:?} rows of {width}"),
+                &[n / width, width],
+                &[],
+                vec![
+                    arena(Scalar::F32, 0, &[width as i64, 1]),
+                    arena(Scalar::F32, (n * 4) as i64, &[width as i64, 1]),
+                ],
+                vec![map(b, &[(1, y)])],
+            );
+            let mut ar = Buf::new(n as usize * 8);
+            ar.put(0, &inputs);
+            let program = run(&[kernel], &mut ar, &Buf::new(0));
+            assert!(
+                program.vectorized_loops(0) >= Some(1),
+                "{op:?} is vectorized"
+            );
+            outs.push(ar.get::<f32>(n as usize * 4, n as usize));
+        }
+        for ((&x, wide), inline) in inputs.iter().zip(&outs[0]).zip(&outs[1]) {
+            assert_eq!(
+                wide.to_bits(),
+                inline.to_bits(),
+                "{op:?}({x}): {wide} in 16 lanes, {inline} inline"
+            );
         }
     }
 }

@@ -5,7 +5,9 @@
 //!   that lowering sizes the scratch with the same numbers) cuts a product into units of `MC` rows by `NC` columns (per batch
 //!   index). A unit walks `K` in steps of `KC`: it packs `B`'s `KC x NC` panel (column strips
 //!   of the microkernel's `NR`, zero-padded), then for each `MC x KC` block of `A` packs it
-//!   (row strips of [`MR`], zero-padded) and runs the microkernel over every `MR x NR` tile.
+//!   (row strips of [`MR`], zero-padded; an `A` whose columns are contiguous is read where it
+//!   is, since the microkernel only broadcasts its values) and runs the microkernel over every
+//!   `MR x NR` tile.
 //!   Consecutive units of one thread that share a `B` panel pack it once. Products with at
 //!   most [`GEMM_SMALL_M`] rows whose `B` has contiguous columns read `B` where it is.
 //!   [`run_packing_b`] runs the same loop with a caller's [`PackB`] filling the `B` panels
@@ -375,12 +377,15 @@ pub fn isa() -> Isa {
     })
 }
 
-/// `mr x nr` tile: `c = alpha * sum_k a[k] b[k] + (beta ? c : 0)`. `a` is a packed strip
-/// (`MR` values per `k`); row `k` of `b` is at `b + k * b_rs`, of which `b_cols` columns may
-/// be read (`NR` for a zero-padded packed strip).
+/// `mr x nr` tile: `c = alpha * sum_k a[k] b[k] + (beta ? c : 0)`. Value `(i, k)` of `a` is
+/// at `a + i * a_rs + k * a_ks`: a packed strip (`a_rs` 1, `a_ks` [`MR`]) or rows of `A`
+/// where it is (`a_ks` 1); only its first `mr` rows are read. Row `k` of `b` is at
+/// `b + k * b_rs`, of which `b_cols` columns may be read (`NR` for a zero-padded packed strip).
 type MicroKernel<T> = unsafe fn(
     kc: usize,
     a: *const T,
+    a_rs: isize,
+    a_ks: isize,
     b: *const T,
     b_rs: isize,
     b_cols: usize,
@@ -472,6 +477,8 @@ impl Kernels for f64 {
 unsafe fn portable<T: Elem, const NR: usize, const FMA: bool>(
     kc: usize,
     a: *const T,
+    a_rs: isize,
+    a_ks: isize,
     b: *const T,
     b_rs: isize,
     b_cols: usize,
@@ -483,12 +490,14 @@ unsafe fn portable<T: Elem, const NR: usize, const FMA: bool>(
 ) {
     let mut acc = [[T::ZERO; NR]; MR];
     let cols = b_cols.min(NR);
+    // Rows past `mr` repeat the last one (they are never stored): an in-place `A` may end there.
+    let row_at: [isize; MR] = std::array::from_fn(|i| i.min(mr.max(1) - 1) as isize * a_rs);
     let (mut a, mut b) = (a, b);
     if cols == NR {
         for _ in 0..kc {
             let bv: [T; NR] = std::array::from_fn(|j| *b.add(j));
             for (i, row) in acc.iter_mut().enumerate() {
-                let ai = *a.add(i);
+                let ai = *a.offset(row_at[i]);
                 for (x, &bj) in row.iter_mut().zip(&bv) {
                     *x = if FMA {
                         ai.mul_add(bj, *x)
@@ -497,14 +506,14 @@ unsafe fn portable<T: Elem, const NR: usize, const FMA: bool>(
                     };
                 }
             }
-            a = a.add(MR);
+            a = a.offset(a_ks);
             b = b.wrapping_offset(b_rs);
         }
     } else {
         for _ in 0..kc {
             let bv: [T; NR] = std::array::from_fn(|j| if j < cols { *b.add(j) } else { T::ZERO });
             for (i, row) in acc.iter_mut().enumerate() {
-                let ai = *a.add(i);
+                let ai = *a.offset(row_at[i]);
                 for (x, &bj) in row.iter_mut().zip(&bv) {
                     *x = if FMA {
                         ai.mul_add(bj, *x)
@@ -513,7 +522,7 @@ unsafe fn portable<T: Elem, const NR: usize, const FMA: bool>(
                     };
                 }
             }
-            a = a.add(MR);
+            a = a.offset(a_ks);
             b = b.wrapping_offset(b_rs);
         }
     }
@@ -538,6 +547,8 @@ mod x86 {
     pub(super) unsafe fn fma_f64(
         kc: usize,
         a: *const f64,
+        a_rs: isize,
+        a_ks: isize,
         b: *const f64,
         b_rs: isize,
         b_cols: usize,
@@ -547,7 +558,7 @@ mod x86 {
         alpha: f64,
         beta: bool,
     ) {
-        portable::<f64, 8, true>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta)
+        portable::<f64, 8, true>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta)
     }
 
     /// Writes `M` rows of accumulators (`V` vectors of `L` lanes each, spilled to `tile`)
@@ -574,6 +585,8 @@ mod x86 {
     pub(super) unsafe fn avx2_f32(
         kc: usize,
         a: *const f32,
+        a_rs: isize,
+        a_ks: isize,
         b: *const f32,
         b_rs: isize,
         b_cols: usize,
@@ -584,12 +597,12 @@ mod x86 {
         beta: bool,
     ) {
         match mr {
-            1 => avx2_rows::<1>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
-            2 => avx2_rows::<2>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
-            3 => avx2_rows::<3>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
-            4 => avx2_rows::<4>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
-            5 => avx2_rows::<5>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
-            _ => avx2_rows::<6>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+            1 => avx2_rows::<1>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+            2 => avx2_rows::<2>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+            3 => avx2_rows::<3>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+            4 => avx2_rows::<4>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+            5 => avx2_rows::<5>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+            _ => avx2_rows::<6>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
         }
     }
 
@@ -604,6 +617,8 @@ mod x86 {
     unsafe fn avx2_rows<const M: usize>(
         kc: usize,
         a: *const f32,
+        a_rs: isize,
+        a_ks: isize,
         b: *const f32,
         b_rs: isize,
         b_cols: usize,
@@ -622,11 +637,11 @@ mod x86 {
                 let b0 = _mm256_loadu_ps(b);
                 let b1 = _mm256_loadu_ps(b.add(8));
                 for (i, acc) in acc.iter_mut().enumerate() {
-                    let ai = _mm256_broadcast_ss(&*a.add(i));
+                    let ai = _mm256_broadcast_ss(&*a.offset(i as isize * a_rs));
                     acc[0] = _mm256_fmadd_ps(ai, b0, acc[0]);
                     acc[1] = _mm256_fmadd_ps(ai, b1, acc[1]);
                 }
-                a = a.add(MR);
+                a = a.offset(a_ks);
                 b = b.wrapping_offset(b_rs);
             }
         } else if b_cols >= 16 {
@@ -634,11 +649,11 @@ mod x86 {
                 let b0 = _mm256_loadu_ps(b);
                 let b1 = _mm256_loadu_ps(b.add(8));
                 for (i, acc) in acc.iter_mut().enumerate() {
-                    let ai = _mm256_broadcast_ss(&*a.add(i));
+                    let ai = _mm256_broadcast_ss(&*a.offset(i as isize * a_rs));
                     acc[0] = _mm256_fmadd_ps(ai, b0, acc[0]);
                     acc[1] = _mm256_fmadd_ps(ai, b1, acc[1]);
                 }
-                a = a.add(MR);
+                a = a.offset(a_ks);
                 b = b.wrapping_offset(b_rs);
             }
         } else {
@@ -647,11 +662,11 @@ mod x86 {
                 let b0 = _mm256_maskload_ps(b, m0);
                 let b1 = _mm256_maskload_ps(b.wrapping_add(8), m1);
                 for (i, acc) in acc.iter_mut().enumerate() {
-                    let ai = _mm256_broadcast_ss(&*a.add(i));
+                    let ai = _mm256_broadcast_ss(&*a.offset(i as isize * a_rs));
                     acc[0] = _mm256_fmadd_ps(ai, b0, acc[0]);
                     acc[1] = _mm256_fmadd_ps(ai, b1, acc[1]);
                 }
-                a = a.add(MR);
+                a = a.offset(a_ks);
                 b = b.wrapping_offset(b_rs);
             }
         }
@@ -692,6 +707,8 @@ mod x86 {
     pub(super) unsafe fn avx512_f32(
         kc: usize,
         a: *const f32,
+        a_rs: isize,
+        a_ks: isize,
         b: *const f32,
         b_rs: isize,
         b_cols: usize,
@@ -702,12 +719,12 @@ mod x86 {
         beta: bool,
     ) {
         match mr {
-            1 => avx512_rows::<1>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
-            2 => avx512_rows::<2>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
-            3 => avx512_rows::<3>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
-            4 => avx512_rows::<4>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
-            5 => avx512_rows::<5>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
-            _ => avx512_rows::<6>(kc, a, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+            1 => avx512_rows::<1>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+            2 => avx512_rows::<2>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+            3 => avx512_rows::<3>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+            4 => avx512_rows::<4>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+            5 => avx512_rows::<5>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+            _ => avx512_rows::<6>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
         }
     }
 
@@ -829,6 +846,8 @@ mod x86 {
     unsafe fn avx512_rows<const M: usize>(
         kc: usize,
         a: *const f32,
+        a_rs: isize,
+        a_ks: isize,
         b: *const f32,
         b_rs: isize,
         b_cols: usize,
@@ -849,11 +868,11 @@ mod x86 {
                 let b0 = _mm512_loadu_ps(b);
                 let b1 = _mm512_loadu_ps(b.add(16));
                 for (i, acc) in acc.iter_mut().enumerate() {
-                    let ai = _mm512_set1_ps(*a.add(i));
+                    let ai = _mm512_set1_ps(*a.offset(i as isize * a_rs));
                     acc[0] = _mm512_fmadd_ps(ai, b0, acc[0]);
                     acc[1] = _mm512_fmadd_ps(ai, b1, acc[1]);
                 }
-                a = a.add(MR);
+                a = a.offset(a_ks);
                 b = b.wrapping_offset(b_rs);
             }
         } else if b_cols >= 32 {
@@ -861,11 +880,11 @@ mod x86 {
                 let b0 = _mm512_loadu_ps(b);
                 let b1 = _mm512_loadu_ps(b.add(16));
                 for (i, acc) in acc.iter_mut().enumerate() {
-                    let ai = _mm512_set1_ps(*a.add(i));
+                    let ai = _mm512_set1_ps(*a.offset(i as isize * a_rs));
                     acc[0] = _mm512_fmadd_ps(ai, b0, acc[0]);
                     acc[1] = _mm512_fmadd_ps(ai, b1, acc[1]);
                 }
-                a = a.add(MR);
+                a = a.offset(a_ks);
                 b = b.wrapping_offset(b_rs);
             }
         } else {
@@ -874,11 +893,11 @@ mod x86 {
                 let b0 = _mm512_maskz_loadu_ps(m0, b);
                 let b1 = _mm512_maskz_loadu_ps(m1, b.wrapping_add(16));
                 for (i, acc) in acc.iter_mut().enumerate() {
-                    let ai = _mm512_set1_ps(*a.add(i));
+                    let ai = _mm512_set1_ps(*a.offset(i as isize * a_rs));
                     acc[0] = _mm512_fmadd_ps(ai, b0, acc[0]);
                     acc[1] = _mm512_fmadd_ps(ai, b1, acc[1]);
                 }
-                a = a.add(MR);
+                a = a.offset(a_ks);
                 b = b.wrapping_offset(b_rs);
             }
         }
@@ -954,33 +973,82 @@ unsafe fn pack_b<T: Elem>(
     cols: usize,
     nr: usize,
 ) {
+    if b.cs == 1 {
+        // Row by row, each row's columns read once from one place: `B` is most often a
+        // weight, its rows far apart and not in cache, so a few rows ahead are fetched too
+        // (their misses overlap the copies).
+        let strips = cols.div_ceil(nr);
+        let row_bytes = cols * T::SIZE;
+        for p in 0..kc {
+            if p + PACK_B_AHEAD < kc {
+                prefetch_span(b.at(p0 + p + PACK_B_AHEAD, j0).cast(), row_bytes);
+            }
+            let src = b.at(p0 + p, j0);
+            for s in 0..strips {
+                let row = dst.add(s * nr * kc + p * nr);
+                let live = (cols - s * nr).min(nr);
+                copy_strip_row(src.add(s * nr), row, live, nr);
+            }
+        }
+        return;
+    }
     for s in 0..cols.div_ceil(nr) {
         let strip = dst.add(s * nr * kc);
         let live = (cols - s * nr).min(nr);
-        if b.cs == 1 {
-            for p in 0..kc {
-                let src = b.at(p0 + p, j0 + s * nr);
-                let row = strip.add(p * nr);
-                std::ptr::copy_nonoverlapping(src, row, live);
-                for j in live..nr {
-                    *row.add(j) = T::ZERO;
+        for j in 0..nr {
+            if j < live {
+                let src = b.at(p0, j0 + s * nr + j);
+                for p in 0..kc {
+                    *strip.add(p * nr + j) = *src.wrapping_offset(p as isize * b.rs);
                 }
-            }
-        } else {
-            for j in 0..nr {
-                if j < live {
-                    let src = b.at(p0, j0 + s * nr + j);
-                    for p in 0..kc {
-                        *strip.add(p * nr + j) = *src.wrapping_offset(p as isize * b.rs);
-                    }
-                } else {
-                    for p in 0..kc {
-                        *strip.add(p * nr + j) = T::ZERO;
-                    }
+            } else {
+                for p in 0..kc {
+                    *strip.add(p * nr + j) = T::ZERO;
                 }
             }
         }
     }
+}
+
+/// Rows of a strided `B` fetched ahead of the one [`pack_b`] copies.
+const PACK_B_AHEAD: usize = 4;
+
+/// Copies `live` values from `src` to `dst` and zeroes `dst` up to `nr`: a copy of a
+/// known size (inlined as a few vector moves, not a call) for the widths a strip has.
+#[inline(always)]
+unsafe fn copy_strip_row<T: Elem>(src: *const T, dst: *mut T, live: usize, nr: usize) {
+    match (live, nr) {
+        (32, 32) => std::ptr::copy_nonoverlapping(src.cast::<[T; 32]>(), dst.cast::<[T; 32]>(), 1),
+        (16, 16) => std::ptr::copy_nonoverlapping(src.cast::<[T; 16]>(), dst.cast::<[T; 16]>(), 1),
+        (8, 8) => std::ptr::copy_nonoverlapping(src.cast::<[T; 8]>(), dst.cast::<[T; 8]>(), 1),
+        _ => {
+            std::ptr::copy_nonoverlapping(src, dst, live);
+            for j in live..nr {
+                *dst.add(j) = T::ZERO;
+            }
+        }
+    }
+}
+
+/// Asks for the cache lines of `bytes` bytes from `at` (a hint: no fault, no effect on
+/// results).
+#[inline(always)]
+fn prefetch_span(at: *const u8, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut off = 0;
+        while off < bytes {
+            // SAFETY: a prefetch never faults, whatever the address.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    at.wrapping_add(off).cast(),
+                )
+            };
+            off += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (at, bytes);
 }
 
 /// A product's blocking in `usize`, with the microkernel chosen.
@@ -1078,12 +1146,22 @@ unsafe fn run_units<T: Kernels>(
             for ic in ic_begin..ic_end {
                 let i0 = ic * plan.mc;
                 let rows = (p.m - i0).min(plan.mc);
-                let a_panel = match p.a_packed {
+                // The strip of rows from `ir` at `a_panel + ir * a_step`, value `(i, p)` of it
+                // at `i * a_rs + p * a_ks`.
+                let (a_panel, a_step, a_rs, a_ks) = match p.a_packed {
                     // Strips `i0 / MR..` of the run of `K` at `p0` (`i0` is a multiple of MR).
-                    Some(packed) => packed.add(p0 * p.m.div_ceil(MR) * MR + i0 * kc),
+                    Some(packed) => (
+                        packed.add(p0 * p.m.div_ceil(MR) * MR + i0 * kc),
+                        kc as isize,
+                        1,
+                        MR as isize,
+                    ),
+                    // Contiguous rows are read where they are: the microkernel broadcasts one
+                    // value of each row per step, so a packed copy would only cost its writes.
+                    None if p.a.cs == 1 => (p.a.at(i0, p0) as *const T, p.a.rs, p.a.rs, 1),
                     None => {
                         pack_a(a_buf, p.a, i0, rows, p0, kc);
-                        a_buf as *const T
+                        (a_buf as *const T, kc as isize, 1, MR as isize)
                     }
                 };
                 let mut jr = 0;
@@ -1103,7 +1181,9 @@ unsafe fn run_units<T: Kernels>(
                         };
                         (plan.kernel)(
                             kc,
-                            a_panel.add(ir * kc),
+                            a_panel.wrapping_offset(ir as isize * a_step),
+                            a_rs,
+                            a_ks,
                             b,
                             b_rs,
                             b_cols,

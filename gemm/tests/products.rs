@@ -1,5 +1,6 @@
 //! memc's GEMM against a naive triple loop: shapes around every block edge (MR, NR, MC, KC,
-//! NC, the in-place-`B` row limit), row- and column-major and strided operands, `alpha`,
+//! NC, the in-place-`B` row limit), row- and column-major and strided operands (a row-major
+//! `A` is read in place, a column-major one packed), `alpha`,
 //! `accumulate` (and a NaN-filled `C` that must not leak when it is off), f32 and f64,
 //! planned slots and stack panels, one and several threads (run on scoped threads here).
 //! `MEMC_GEMM_ISA=scalar|avx2|avx512` runs the same on another microkernel.

@@ -55,6 +55,9 @@ pub(crate) struct FnCx<'f, 'm> {
     helper_refs: HashMap<&'static str, FuncRef>,
     /// A 32-byte stack slot for passing vectors to 4-lane helpers, made on first use.
     scratch: Option<StackSlot>,
+    /// A 64-byte stack slot, 16-byte aligned, for passing four vectors to 16-lane helpers,
+    /// made on first use.
+    scratch_x16: Option<StackSlot>,
     kernel_name: &'m str,
 }
 
@@ -80,6 +83,7 @@ impl<'f, 'm> FnCx<'f, 'm> {
             helper_ids,
             helper_refs: HashMap::new(),
             scratch: None,
+            scratch_x16: None,
             kernel_name,
         }
     }
@@ -180,6 +184,36 @@ impl<'f, 'm> FnCx<'f, 'm> {
         let addr = self.b.ins().stack_addr(ptr, slot, 0);
         self.b.ins().call(func_ref, &[addr]);
         Ok(self.b.ins().stack_load(ptr, types::F32X4, slot, 0))
+    }
+
+    /// Calls 16-lane `helper` on four f32x4 vectors (through a 64-byte stack slot) and
+    /// returns the four result vectors, in the same order.
+    pub(crate) fn call_lanes_x16(
+        &mut self,
+        helper: Helper,
+        vectors: [Value; 4],
+    ) -> Result<[Value; 4], CpuError> {
+        let func_ref = self.helper_ref(helper)?;
+        let slot = match self.scratch_x16 {
+            Some(slot) => slot,
+            None => {
+                let data = StackSlotData::new(StackSlotKind::ExplicitSlot, 64, 4);
+                let slot = self.b.create_sized_stack_slot(data);
+                self.scratch_x16 = Some(slot);
+                slot
+            }
+        };
+        let ptr = self.module.target_config().pointer_type();
+        for (i, &v) in vectors.iter().enumerate() {
+            self.b.ins().stack_store(ptr, v, slot, (16 * i) as i32);
+        }
+        let addr = self.b.ins().stack_addr(ptr, slot, 0);
+        self.b.ins().call(func_ref, &[addr]);
+        Ok(std::array::from_fn(|i| {
+            self.b
+                .ins()
+                .stack_load(ptr, types::F32X4, slot, (16 * i) as i32)
+        }))
     }
 
     /// Opens a loop over `0, step, 2*step, ...` below `extent` (which must be positive) and

@@ -7,6 +7,7 @@
 //! traps, so calling it from generated code is always sound. [`symbols`] lists them for the
 //! JIT's symbol table; [`Helper`] names each one with its signature.
 
+use super::vmath;
 use crate::kernel::Scalar;
 
 // The system libm provides `erf`; std links it on every platform memc supports.
@@ -210,7 +211,7 @@ pub(crate) enum HelperSig {
     /// `fn(t, t) -> t` for the type `t` (a float, I64 or U64).
     Binary(Scalar),
     /// `fn(lanes: *mut f32)`: four (unary) or eight (binary) f32 in memory, the result written
-    /// over the first four.
+    /// over the first four; or, for the wide helpers ([`lanes_x16`]), sixteen written over.
     LanesX4,
     /// `fn(code: u32) -> f32`: an element of a narrow float type widened.
     Widen,
@@ -232,7 +233,7 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
             vec![$((stringify!($f), $f as *const u8)),*]
         };
     }
-    list![
+    let mut symbols = list![
         memc_exp_f32,
         memc_exp_f64,
         memc_log_f32,
@@ -298,7 +299,9 @@ pub(crate) fn symbols() -> Vec<(&'static str, *const u8)> {
         memc_narrow_f4e2m1,
         memc_widen_f8e8m0,
         memc_narrow_f8e8m0,
-    ]
+    ];
+    symbols.extend(vmath::native::symbols());
+    symbols
 }
 
 /// The helpers widening and narrowing storage type `ty`, for the narrow floats that have no
@@ -413,6 +416,22 @@ pub(crate) fn lanes_x4(name: &str) -> Option<Helper> {
     })
 }
 
+/// The 16-lane f32 helper of unary op `name` (`exp`, `tanh`, `erf`: `vmath.rs`'s polynomials
+/// in Rust over the host's widest vectors, see `vmath::native`), with [`HelperSig::LanesX4`]'s
+/// signature.
+pub(crate) fn lanes_x16(name: &str) -> Option<Helper> {
+    let symbol = match name {
+        "exp" => "memc_exp_f32x16",
+        "tanh" => "memc_tanh_f32x16",
+        "erf" => "memc_erf_f32x16",
+        _ => return None,
+    };
+    Some(Helper {
+        name: symbol,
+        sig: HelperSig::LanesX4,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -442,12 +461,13 @@ mod tests {
                 .chain(&["pow", "fmod"])
                 .filter_map(|op| lanes_x4(op)),
         );
+        named.extend(unary.iter().filter_map(|op| lanes_x16(op)));
         for ty in Scalar::ALL {
             if let Some((widen, narrow)) = conversions(ty) {
                 named.extend([widen, narrow]);
             }
         }
-        assert_eq!(named.len(), 2 * 17 + 2 + 17 + 2 * 6);
+        assert_eq!(named.len(), 2 * 17 + 2 + 17 + 3 + 2 * 6);
         for helper in named {
             assert!(
                 registered.contains(&helper.name),
@@ -455,6 +475,6 @@ mod tests {
                 helper.name
             );
         }
-        assert_eq!(registered.len(), 2 * 17 + 2 + 17 + 2 * 6);
+        assert_eq!(registered.len(), 2 * 17 + 2 + 17 + 3 + 2 * 6);
     }
 }

@@ -9,7 +9,10 @@
 //! Uniform instructions are emitted once outside the vector loop; `exp`, `tanh` and `erf` are
 //! inline polynomials (`vmath.rs`), and other ops without a vector instruction call a 4-lane
 //! helper through a stack slot. The vector loop is unrolled twice (8 elements), followed by at
-//! most one 4-wide step and a scalar loop for the last `extent % 4` elements.
+//! most one 4-wide step and a scalar loop for the last `extent % 4` elements. A stage that
+//! stores an `exp`, `tanh` or `erf` first runs 16 elements at a time on a host with AVX2 or
+//! AVX-512: four bodies in lockstep whose transcendental is one call to a 16-lane helper
+//! (`vmath::native`, the same polynomial in the host's widest vectors, bit for bit).
 //!
 //! Each entry point returns `Ok(false)` without emitting anything when its shape does not
 //! qualify, and the caller then emits the scalar loop, so vectorization never changes which
@@ -395,6 +398,16 @@ fn vector_axis(
         }
     }
     let extent = extent as i64;
+    // A stage that stores an exp, tanh or erf runs 16 points at a time where the host has
+    // wide vectors: four bodies in lockstep, each such function one call over their 16
+    // lanes (the same bits as the inline polynomial, see `vmath.rs`).
+    let wide = matches!(sink, Sink::Stores(_))
+        && vmath::native::fast()
+        && insts
+            .iter()
+            .zip(lanes)
+            .any(|(inst, lane)| *lane == Lane::F32 && wide_helper(inst).is_some());
+    let end16 = if wide { extent - extent % 16 } else { 0 };
     let end8 = extent - extent % 8;
     let end4 = extent - extent % 4;
     let mut vs = VecState {
@@ -404,8 +417,14 @@ fn vector_axis(
         splats: &splats,
         sink,
     };
-    if end8 > 0 {
-        let (open, j) = em.cx.loop_begin(end8, 8);
+    if end16 > 0 {
+        let (open, j) = em.cx.loop_begin(end16, 16);
+        let js: [Value; 4] = std::array::from_fn(|u| em.cx.b.ins().iadd_imm_s(j, 4 * u as i64));
+        vs.bodies_x16(em, point, axis, js)?;
+        em.cx.loop_end(open);
+    }
+    if end8 > end16 {
+        let (open, j) = em.cx.loop_begin_at(end16, end8, 8);
         point[axis] = j;
         vs.body(em, point, 0)?;
         let j4 = em.cx.b.ins().iadd_imm_s(j, 4);
@@ -486,6 +505,55 @@ impl VecState<'_> {
                 let p = em.cx.b.use_var(partials[partial]);
                 let new = reduce_vectors(em, *op, p, v);
                 em.cx.b.def_var(partials[partial], new);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sixteen lanes from `js[0]`, as four bodies at `js` in lockstep: each instruction for
+    /// all four, an exp, tanh or erf as one 16-lane call. Only for stages that store.
+    fn bodies_x16(
+        &mut self,
+        em: &mut LoopEmitter,
+        point: &mut [Value],
+        axis: usize,
+        js: [Value; 4],
+    ) -> Result<(), CpuError> {
+        let insts = self.insts;
+        let mut vecs: [Vec<Value>; 4] = std::array::from_fn(|_| Vec::with_capacity(insts.len()));
+        for (i, inst) in insts.iter().enumerate() {
+            if self.lanes[i] == Lane::Uniform {
+                for body in vecs.iter_mut() {
+                    body.push(self.uniform[i]);
+                }
+                continue;
+            }
+            if let (Some(helper), InstKind::Unary { arg, .. }) = (wide_helper(inst), &inst.kind) {
+                let mut xs = [js[0]; 4];
+                for (x, body) in xs.iter_mut().zip(&vecs) {
+                    *x = self.vector(em, body, *arg)?;
+                }
+                let ys = em.cx.call_lanes_x16(helper, xs)?;
+                for (body, y) in vecs.iter_mut().zip(ys) {
+                    body.push(y);
+                }
+                continue;
+            }
+            for (body, &j) in vecs.iter_mut().zip(&js) {
+                point[axis] = j;
+                let v = self.vector_inst(em, inst, body, point)?;
+                body.push(v);
+            }
+        }
+        let Sink::Stores(stores) = self.sink else {
+            return Err(em.unsupported("a 16-lane body that does not store".into()));
+        };
+        for (body, &j) in vecs.iter().zip(&js) {
+            point[axis] = j;
+            for st in stores.iter() {
+                let v = self.vector(em, body, st.value)?;
+                let addr = em.address(st.view, point, &[], &[])?;
+                em.cx.b.ins().store(mem_flags(), v, addr, 0);
             }
         }
         Ok(())
@@ -643,6 +711,19 @@ impl VecState<'_> {
 
 /// Lane-wise floor-modulus fixup of `r = fmod(a, b)`: `r + b` where `r != 0` and the signs
 /// of `r` and `b` differ (as the scalar `floor_mod_fixup`).
+/// The 16-lane helper of an f32 exp, tanh or erf instruction.
+fn wide_helper(inst: &Inst) -> Option<helpers::Helper> {
+    match inst.kind {
+        InstKind::Unary { op, .. } if inst.ty == Scalar::F32 => match op {
+            UnaryOp::Exp => helpers::lanes_x16("exp"),
+            UnaryOp::Tanh => helpers::lanes_x16("tanh"),
+            UnaryOp::Erf => helpers::lanes_x16("erf"),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 fn floor_mod_fixup_x4(em: &mut LoopEmitter, r: Value, rhs: Value) -> Value {
     let zero = splat_f32(em, 0.0);
     let b = &mut em.cx.b;

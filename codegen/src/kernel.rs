@@ -1004,8 +1004,9 @@ impl Contract {
             ContractB::Im2col(_) => true,
         };
         let blocking = GemmBlocking::new(batches, self.m, self.n, self.k, self.elem.size(), pack_b);
-        if self.a_packed.is_some() {
-            blocking.with_a_packed()
+        // `A` packed whole, or with contiguous columns (read where it is), takes no panel.
+        if self.a_packed.is_some() || self.a.col_stride == 1 {
+            blocking.without_a_panel()
         } else {
             blocking
         }

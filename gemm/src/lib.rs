@@ -84,7 +84,7 @@ pub struct GemmBlocking {
     /// Whether `B` is packed (else read in place).
     pub pack_b: bool,
     /// Whether `A` is packed into the slot's panel (else it comes packed whole, `a_packed`,
-    /// and the slot has no `A` panel).
+    /// or has contiguous columns and is read where it is, and the slot has no `A` panel).
     pub pack_a: bool,
     /// Independent pieces of work: `batches x ceil(m / MC) x ceil(n / NC)`.
     pub units: u64,
@@ -124,9 +124,10 @@ impl GemmBlocking {
         }
     }
 
-    /// The blocking of the same product whose `A` comes packed whole (`Product::a_packed`):
-    /// its slots hold no `A` panel.
-    pub fn with_a_packed(self) -> GemmBlocking {
+    /// The blocking of the same product whose `A` is never packed into a panel (it comes
+    /// packed whole, `Product::a_packed`, or its columns are contiguous and it is read where it
+    /// is): its slots hold no `A` panel.
+    pub fn without_a_panel(self) -> GemmBlocking {
         GemmBlocking {
             pack_a: false,
             ..self
@@ -1325,9 +1326,9 @@ unsafe fn run_with<T: Kernels>(
     let per_batch = plan.n_ic * plan.n_jc;
     let units = batches * per_batch;
     let threads = threads.min(units).max(1);
-    // Slots planned without an `A` panel serve only a product whose `A` comes packed whole.
-    let slots =
-        slots.filter(|_| blocking.slots > 0 && (blocking.pack_a || first.a_packed.is_some()));
+    // Slots planned without an `A` panel serve only a product that never packs `A`.
+    let never_packs_a = first.a_packed.is_some() || first.a.cs == 1;
+    let slots = slots.filter(|_| blocking.slots > 0 && (blocking.pack_a || never_packs_a));
     let slot_bytes = blocking.slot_bytes() as usize;
     let a_bytes = blocking.a_bytes() as usize;
     let slots = SendPtr(slots.unwrap_or(std::ptr::null_mut()));

@@ -99,8 +99,8 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
                 a_packed: Some(packed.as_ptr()),
                 ..product
             };
-            // Its slots hold no `A` panel (`with_a_packed`: the `B` panel starts each slot).
-            let without_a = blocking.with_a_packed();
+            // Its slots hold no `A` panel (`without_a_panel`: the `B` panel starts each slot).
+            let without_a = blocking.without_a_panel();
             // SAFETY: as above; `a_packed` holds `A` in the layout the loop reads, and the
             // slots are at least as large as this blocking's.
             unsafe { memc_gemm::run::<T>(1, &|_| product, &without_a, slots, threads, &broadcast) };

@@ -240,9 +240,8 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
                 return None;
             }
             let (m, n) = (out[out.len() - 2], out[out.len() - 1]);
-            let k = if data.opcode == Opcode::Gemm
-                && func.op(op).attrs.get("transA").and_then(|a| a.as_int()) == Some(1)
-            {
+            let trans_a = func.op(op).attrs.get("transA").and_then(|a| a.as_int()) == Some(1);
+            let k = if data.opcode == Opcode::Gemm && trans_a {
                 a[0]
             } else {
                 a[a.len() - 1]
@@ -252,11 +251,14 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
                 && func.op(op).attrs.get("transB").and_then(|a| a.as_int()) == Some(1);
             let b_col_stride = if trans_b { k as i64 } else { 1 };
             let pack_b = !crate::cpu::target::gemm_b_in_place(m, b_col_stride);
-            let bytes = |size| {
-                crate::cpu::target::GemmBlocking::new(batches, m, n, k, size, pack_b)
-                    .scratch_bytes()
-            };
-            Some(bytes(elem_size))
+            let blocking =
+                crate::cpu::target::GemmBlocking::new(batches, m, n, k, elem_size, pack_b);
+            // An `A` with contiguous columns (not transposed) is read where it is: no `A` panel.
+            Some(if trans_a {
+                blocking.scratch_bytes()
+            } else {
+                blocking.without_a_panel().scratch_bytes()
+            })
         })(),
         Opcode::Conv => (|| {
             // A direct convolution reads its packed weight and its input as they are.
@@ -304,7 +306,7 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
                 let blocking =
                     crate::cpu::target::GemmBlocking::new(batches, m, n, k, elem_size, pack_b);
                 if a_packed {
-                    blocking.with_a_packed().scratch_bytes()
+                    blocking.without_a_panel().scratch_bytes()
                 } else {
                     blocking.scratch_bytes()
                 }
@@ -671,7 +673,7 @@ fn give_gemm_panels(
             // A convolution's constant weight will be packed whole (`prepack`, at the end of
             // lowering, which takes the panels back from one it cannot pack).
             let need = if super::prepack::will_pack_a(ctx.target, c) {
-                c.blocking().with_a_packed().scratch_bytes()
+                c.blocking().without_a_panel().scratch_bytes()
             } else {
                 c.blocking().scratch_bytes()
             };

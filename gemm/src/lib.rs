@@ -597,13 +597,37 @@ mod x86 {
         alpha: f32,
         beta: bool,
     ) {
-        match mr {
-            1 => avx2_rows::<1>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
-            2 => avx2_rows::<2>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
-            3 => avx2_rows::<3>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
-            4 => avx2_rows::<4>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
-            5 => avx2_rows::<5>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
-            _ => avx2_rows::<6>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+        // A packed strip (`a_rs` 1, `a_ks` MR) gets its own copy of the loop with the offsets as
+        // constants: the broadcasts then address `a` with immediates, as before `A` could also
+        // be read in place.
+        macro_rules! rows {
+            ($packed:literal) => {
+                match mr {
+                    1 => avx2_rows::<1, $packed>(
+                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
+                    ),
+                    2 => avx2_rows::<2, $packed>(
+                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
+                    ),
+                    3 => avx2_rows::<3, $packed>(
+                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
+                    ),
+                    4 => avx2_rows::<4, $packed>(
+                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
+                    ),
+                    5 => avx2_rows::<5, $packed>(
+                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
+                    ),
+                    _ => avx2_rows::<6, $packed>(
+                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
+                    ),
+                }
+            };
+        }
+        if a_rs == 1 && a_ks == MR as isize {
+            rows!(true)
+        } else {
+            rows!(false)
         }
     }
 
@@ -615,7 +639,7 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn avx2_rows<const M: usize>(
+    unsafe fn avx2_rows<const M: usize, const PACKED: bool>(
         kc: usize,
         a: *const f32,
         a_rs: isize,
@@ -631,6 +655,11 @@ mod x86 {
     ) {
         let mut acc = [[_mm256_setzero_ps(); 2]; M];
         let (mut a, mut b) = (a, b);
+        let (a_rs, a_ks) = if PACKED {
+            (1, MR as isize)
+        } else {
+            (a_rs, a_ks)
+        };
         if b_cols >= 16 && b_rs != 16 {
             // `B` read in place (few rows): its rows are far apart, so fetch a few ahead.
             for _ in 0..kc {
@@ -719,13 +748,37 @@ mod x86 {
         alpha: f32,
         beta: bool,
     ) {
-        match mr {
-            1 => avx512_rows::<1>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
-            2 => avx512_rows::<2>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
-            3 => avx512_rows::<3>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
-            4 => avx512_rows::<4>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
-            5 => avx512_rows::<5>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
-            _ => avx512_rows::<6>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta),
+        // A packed strip (`a_rs` 1, `a_ks` MR) gets its own copy of the loop with the offsets as
+        // constants: the broadcasts then address `a` with immediates, as before `A` could also
+        // be read in place.
+        macro_rules! rows {
+            ($packed:literal) => {
+                match mr {
+                    1 => avx512_rows::<1, $packed>(
+                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
+                    ),
+                    2 => avx512_rows::<2, $packed>(
+                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
+                    ),
+                    3 => avx512_rows::<3, $packed>(
+                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
+                    ),
+                    4 => avx512_rows::<4, $packed>(
+                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
+                    ),
+                    5 => avx512_rows::<5, $packed>(
+                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
+                    ),
+                    _ => avx512_rows::<6, $packed>(
+                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
+                    ),
+                }
+            };
+        }
+        if a_rs == 1 && a_ks == MR as isize {
+            rows!(true)
+        } else {
+            rows!(false)
         }
     }
 
@@ -844,7 +897,7 @@ mod x86 {
     }
 
     #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn avx512_rows<const M: usize>(
+    unsafe fn avx512_rows<const M: usize, const PACKED: bool>(
         kc: usize,
         a: *const f32,
         a_rs: isize,
@@ -860,6 +913,11 @@ mod x86 {
     ) {
         let mut acc = [[_mm512_setzero_ps(); 2]; M];
         let (mut a, mut b) = (a, b);
+        let (a_rs, a_ks) = if PACKED {
+            (1, MR as isize)
+        } else {
+            (a_rs, a_ks)
+        };
         if b_cols >= 32 && b_rs != 32 {
             // `B` read in place (few rows): its rows are far apart, so fetch a few ahead.
             for _ in 0..kc {
@@ -1159,7 +1217,9 @@ unsafe fn run_units<T: Kernels>(
                     ),
                     // Contiguous rows are read where they are: the microkernel broadcasts one
                     // value of each row per step, so a packed copy would only cost its writes.
-                    None if p.a.cs == 1 => (p.a.at(i0, p0) as *const T, p.a.rs, p.a.rs, 1),
+                    None if p.a.cs == 1 => {
+                        (p.a.at(i0, p0) as *const T, p.a.rs, p.a.rs, 1)
+                    }
                     None => {
                         pack_a(a_buf, p.a, i0, rows, p0, kc);
                         (a_buf as *const T, kc as isize, 1, MR as isize)

@@ -1217,9 +1217,7 @@ unsafe fn run_units<T: Kernels>(
                     ),
                     // Contiguous rows are read where they are: the microkernel broadcasts one
                     // value of each row per step, so a packed copy would only cost its writes.
-                    None if p.a.cs == 1 => {
-                        (p.a.at(i0, p0) as *const T, p.a.rs, p.a.rs, 1)
-                    }
+                    None if p.a.cs == 1 => (p.a.at(i0, p0) as *const T, p.a.rs, p.a.rs, 1),
                     None => {
                         pack_a(a_buf, p.a, i0, rows, p0, kc);
                         (a_buf as *const T, kc as isize, 1, MR as isize)

@@ -249,7 +249,16 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
             let batches = out[..out.len() - 2].iter().product::<u64>();
             let trans_b = data.opcode == Opcode::Gemm
                 && func.op(op).attrs.get("transB").and_then(|a| a.as_int()) == Some(1);
-            let b_col_stride = if trans_b { k as i64 } else { 1 };
+            // A transposed constant `B` of a product of few rows is laid out row-major when the
+            // plan is written (`prepack`), and then read in place.
+            let b_constant = data
+                .operands
+                .get(1)
+                .and_then(|&b| func.defining_op(b))
+                .is_some_and(|def| func.op(def).opcode == Opcode::Weight);
+            let b_row_major =
+                target.prepack_weights && b_constant && super::prepack::b_made_row_major(m, k, n);
+            let b_col_stride = if trans_b && !b_row_major { k as i64 } else { 1 };
             let pack_b = !crate::cpu::target::gemm_b_in_place(m, b_col_stride);
             let blocking =
                 crate::cpu::target::GemmBlocking::new(batches, m, n, k, elem_size, pack_b);

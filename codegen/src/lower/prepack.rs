@@ -57,9 +57,8 @@ pub(crate) fn prepack_weights(program: &mut Program) {
                 // weight could not be: the product packs on its threads' stacks instead.
                 c.pack = None;
             }
-            let b_repacked_per_run = c.m <= memc_gemm::GEMM_SMALL_M
-                && c.k.saturating_mul(c.n) >= MIN_ELEMS
-                && c.b.as_mat().is_some_and(|b| b.col_stride != 1);
+            let b_repacked_per_run =
+                b_made_row_major(c.m, c.k, c.n) && c.b.as_mat().is_some_and(|b| b.col_stride != 1);
             if b_repacked_per_run {
                 let b = c.b.as_mat().expect("checked");
                 if let Some((spec, batch_strides)) =
@@ -78,6 +77,12 @@ pub(crate) fn prepack_weights(program: &mut Program) {
     }
     program.weights.extend(slots.added);
     program.weights_size = slots.size;
+}
+
+/// Whether a constant `B` (`k x n`) with non-contiguous columns of a product of `m` rows is
+/// moved to a row-major copy, which the product reads in place (so it plans no `B` panel).
+pub(crate) fn b_made_row_major(m: u64, k: u64, n: u64) -> bool {
+    m <= memc_gemm::GEMM_SMALL_M && k.saturating_mul(n) >= MIN_ELEMS
 }
 
 /// Whether lowering for `target` expects `c`'s `A` to be packed whole by this pass (a

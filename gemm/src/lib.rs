@@ -544,6 +544,20 @@ mod x86 {
     /// Rows of an in-place `B` fetched ahead of the one being multiplied.
     const PREFETCH_ROWS: isize = 8;
 
+    /// Calls `$rows::<M, $packed>($args)` for the `M` that is `$mr` (1 to MR).
+    macro_rules! rows_by_mr {
+        ($rows:ident, $packed:literal, $mr:ident; $($arg:ident),*) => {
+            match $mr {
+                1 => $rows::<1, $packed>($($arg),*),
+                2 => $rows::<2, $packed>($($arg),*),
+                3 => $rows::<3, $packed>($($arg),*),
+                4 => $rows::<4, $packed>($($arg),*),
+                5 => $rows::<5, $packed>($($arg),*),
+                _ => $rows::<6, $packed>($($arg),*),
+            }
+        };
+    }
+
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn fma_f64(
         kc: usize,
@@ -598,36 +612,12 @@ mod x86 {
         beta: bool,
     ) {
         // A packed strip (`a_rs` 1, `a_ks` MR) gets its own copy of the loop with the offsets as
-        // constants: the broadcasts then address `a` with immediates, as before `A` could also
-        // be read in place.
-        macro_rules! rows {
-            ($packed:literal) => {
-                match mr {
-                    1 => avx2_rows::<1, $packed>(
-                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
-                    ),
-                    2 => avx2_rows::<2, $packed>(
-                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
-                    ),
-                    3 => avx2_rows::<3, $packed>(
-                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
-                    ),
-                    4 => avx2_rows::<4, $packed>(
-                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
-                    ),
-                    5 => avx2_rows::<5, $packed>(
-                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
-                    ),
-                    _ => avx2_rows::<6, $packed>(
-                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
-                    ),
-                }
-            };
-        }
+        // constants: the broadcasts then address `a` with immediates.
         if a_rs == 1 && a_ks == MR as isize {
-            rows!(true)
+            rows_by_mr!(avx2_rows, true, mr; kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta)
         } else {
-            rows!(false)
+            rows_by_mr!(avx2_rows, false, mr; kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta
+            )
         }
     }
 
@@ -749,36 +739,35 @@ mod x86 {
         beta: bool,
     ) {
         // A packed strip (`a_rs` 1, `a_ks` MR) gets its own copy of the loop with the offsets as
-        // constants: the broadcasts then address `a` with immediates, as before `A` could also
-        // be read in place.
-        macro_rules! rows {
-            ($packed:literal) => {
-                match mr {
-                    1 => avx512_rows::<1, $packed>(
-                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
-                    ),
-                    2 => avx512_rows::<2, $packed>(
-                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
-                    ),
-                    3 => avx512_rows::<3, $packed>(
-                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
-                    ),
-                    4 => avx512_rows::<4, $packed>(
-                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
-                    ),
-                    5 => avx512_rows::<5, $packed>(
-                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
-                    ),
-                    _ => avx512_rows::<6, $packed>(
-                        kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta,
-                    ),
-                }
-            };
-        }
+        // constants: the broadcasts then address `a` with immediates.
         if a_rs == 1 && a_ks == MR as isize {
-            rows!(true)
+            rows_by_mr!(avx512_rows, true, mr; kc,
+                a,
+                a_rs,
+                a_ks,
+                b,
+                b_rs,
+                b_cols,
+                mr,
+                nr,
+                c,
+                alpha,
+                beta
+            )
         } else {
-            rows!(false)
+            rows_by_mr!(avx512_rows, false, mr; kc,
+                a,
+                a_rs,
+                a_ks,
+                b,
+                b_rs,
+                b_cols,
+                mr,
+                nr,
+                c,
+                alpha,
+                beta
+            )
         }
     }
 

@@ -232,6 +232,12 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
         Some(t) if t.elem == ElemType::F64 => 8,
         _ => 4,
     };
+    // A convolution's `group` (the op table's default when absent), at least 1.
+    let conv_groups = || {
+        u64::try_from(memc_ir::ops::OpCtx { func, op }.int_or_default("group"))
+            .unwrap_or(1)
+            .max(1)
+    };
     let exact = match data.opcode {
         Opcode::MatMul | Opcode::Gemm | Opcode::FusedMatMul => (|| {
             let a = static_type(*data.operands.first()?)?;
@@ -298,12 +304,7 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
             if w.len() < 2 || y.len() < 2 {
                 return None;
             }
-            let group = data
-                .attrs
-                .get("group")
-                .and_then(|a| a.as_int())
-                .unwrap_or(1)
-                .max(1) as u64;
+            let group = conv_groups();
             let taps = w[2..].iter().product::<u64>();
             let pixels = y[2..].iter().product::<u64>();
             let (m, k, images) = (w[0] / group, w[1] * taps, y[0]);
@@ -332,12 +333,7 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
             if x.len() < 3 || w.len() < 2 {
                 return None;
             }
-            let group = data
-                .attrs
-                .get("group")
-                .and_then(|a| a.as_int())
-                .unwrap_or(1)
-                .max(1) as u64;
+            let group = conv_groups();
             let pixels = x[2..].iter().product::<u64>();
             let outer_rows = x[2..x.len() - 1].iter().product::<u64>();
             let (m, k) = (w[1], x[1] / group);

@@ -196,6 +196,13 @@ impl Tiling {
 /// Tiles per span when there are several batch indices ([`run_direct`]).
 const SPAN_TILES: usize = 8;
 
+/// The work (multiply-adds, plus [`WORK_PER_ELEMENT`] per input and output element) below
+/// which [`run_direct`] runs on one thread.
+const DIRECT_PARALLEL_WORK: usize = 4_000_000;
+
+/// Multiply-adds one input or output element's movement is worth, in that count.
+const WORK_PER_ELEMENT: usize = 8;
+
 /// Chunks of units per thread that [`run_direct`] hands out.
 const CHUNKS_PER_THREAD: usize = 4;
 
@@ -373,6 +380,20 @@ pub unsafe fn run_direct(
     // block runs over every tile instead (block-major), its weights staying in cache.
     let input_elems = conv.channels * conv.axes.iter().map(|a| a.size as usize).product::<usize>();
     let block_major = blocks > 1 && conv.m * k > input_elems;
+    // A small layer runs on one thread: a second one gains nothing under a few million
+    // multiply-adds (the input and the outputs then move between the cores' caches each run,
+    // and each thread's share slows by about half; the zoo resnet's 32->32 3x3 at 16x16, 2.4
+    // million, took 0.030 ms on one thread and 0.034-0.040 on two), while data movement counts
+    // too (a depthwise layer of 2.7 million gains 1.3x).
+    let pixels = conv.pixels();
+    let work = batches.saturating_mul(
+        (conv.m * k * pixels).saturating_add(WORK_PER_ELEMENT * (input_elems + conv.m * pixels)),
+    );
+    let threads = if work < DIRECT_PARALLEL_WORK {
+        1
+    } else {
+        threads
+    };
     // Groups of row blocks per (span, batch index) pair: each block its own group when
     // block-major; else one, unless there are fewer pairs than twice the threads.
     let groups = if block_major {

@@ -217,22 +217,14 @@ fn depthwise_shapes_one_channel_per_product() {
 
 #[test]
 fn threads_split_tiles_and_strips() {
-    // Few tiles (a 7x7 image is two), many strips: the strips are split.
+    // Few tiles (a 7x7 image is two), many row blocks: the blocks are split (block-major, its
+    // weights outweighing its input). Both are large enough for several threads (a layer under
+    // a few million multiply-adds runs on one).
     for threads in [2, 3, 4] {
-        check(
-            64,
-            12,
-            vec![axis(7, 3, 1, 1, 1), axis(7, 3, 1, 1, 1)],
-            0,
-            threads,
-        );
-        check(
-            20,
-            8,
-            vec![axis(30, 3, 1, 1, 1), axis(30, 3, 1, 1, 1)],
-            0,
-            threads,
-        );
+        let small = vec![axis(7, 3, 1, 1, 1), axis(7, 3, 1, 1, 1)];
+        check(256, 64, small, 0, threads);
+        let wide = vec![axis(30, 3, 1, 1, 1), axis(30, 3, 1, 1, 1)];
+        check(40, 32, wide, 0, threads);
     }
 }
 

@@ -97,13 +97,7 @@ fn runs_allocate_nothing() {
         let mut session = Session::load_with(&plan, &options).expect("the plan loads");
         // Inputs: small deterministic values in every element.
         let data = common::deterministic_inputs(&session);
-        let inputs: Vec<(&str, TensorRef<'_>)> = data
-            .iter()
-            .map(|(name, values, shape)| {
-                let tensor = TensorRef::from_slice(shape, values).expect("f32 inputs");
-                (name.as_str(), tensor)
-            })
-            .collect();
+        let inputs = common::input_refs(&data);
         // The first runs may initialize process-wide state once (the ISA choice).
         for _ in 0..2 {
             session.run_in_place(&inputs).expect("a run");

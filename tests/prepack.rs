@@ -11,7 +11,7 @@ mod common;
 use common::root;
 use memc_codegen::kernel::{KernelBody, Region};
 use memc_codegen::prepack::OperandLayout;
-use memc_runtime::{PlanFile, Session, SessionOptions, TensorRef};
+use memc_runtime::{PlanFile, Session, SessionOptions};
 use std::num::NonZeroUsize;
 use std::process::Command;
 
@@ -75,15 +75,7 @@ fn check(model: &str, dims: &[&str]) -> (usize, usize) {
     };
     let mut session = Session::load_with(&plan, &options).expect("the plan loads");
     let data = common::deterministic_inputs(&session);
-    let inputs: Vec<(&str, TensorRef<'_>)> = data
-        .iter()
-        .map(|(name, values, shape)| {
-            (
-                name.as_str(),
-                TensorRef::from_slice(shape, values).expect("f32 inputs"),
-            )
-        })
-        .collect();
+    let inputs = common::input_refs(&data);
     let outputs = session.run(&inputs).expect("a run");
     let bytes: Vec<Vec<u8>> = data
         .iter()

@@ -544,9 +544,18 @@ mod x86 {
     /// Rows of an in-place `B` fetched ahead of the one being multiplied.
     const PREFETCH_ROWS: isize = 8;
 
-    /// Calls `$rows::<M, $packed>($args)` for the `M` that is `$mr` (1 to MR).
+    /// Calls `$rows::<M, PACKED>($args)` for the `M` that is `$mr` (1 to MR), with `PACKED`
+    /// whether `A` is a packed strip (`$a_rs` 1, `$a_ks` MR): that copy of the loop has the
+    /// offsets as constants, so the broadcasts address `a` with immediates.
     macro_rules! rows_by_mr {
-        ($rows:ident, $packed:literal, $mr:ident; $($arg:ident),*) => {
+        ($rows:ident, $mr:ident, $a_rs:ident, $a_ks:ident; $($arg:ident),*) => {
+            if $a_rs == 1 && $a_ks == MR as isize {
+                rows_by_mr!(@rows $rows, true, $mr; $($arg),*)
+            } else {
+                rows_by_mr!(@rows $rows, false, $mr; $($arg),*)
+            }
+        };
+        (@rows $rows:ident, $packed:literal, $mr:ident; $($arg:ident),*) => {
             match $mr {
                 1 => $rows::<1, $packed>($($arg),*),
                 2 => $rows::<2, $packed>($($arg),*),
@@ -611,14 +620,7 @@ mod x86 {
         alpha: f32,
         beta: bool,
     ) {
-        // A packed strip (`a_rs` 1, `a_ks` MR) gets its own copy of the loop with the offsets as
-        // constants: the broadcasts then address `a` with immediates.
-        if a_rs == 1 && a_ks == MR as isize {
-            rows_by_mr!(avx2_rows, true, mr; kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta)
-        } else {
-            rows_by_mr!(avx2_rows, false, mr; kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta
-            )
-        }
+        rows_by_mr!(avx2_rows, mr, a_rs, a_ks; kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta)
     }
 
     /// The lane mask of the first `n` of 8 lanes (`n` may exceed 8).
@@ -738,37 +740,7 @@ mod x86 {
         alpha: f32,
         beta: bool,
     ) {
-        // A packed strip (`a_rs` 1, `a_ks` MR) gets its own copy of the loop with the offsets as
-        // constants: the broadcasts then address `a` with immediates.
-        if a_rs == 1 && a_ks == MR as isize {
-            rows_by_mr!(avx512_rows, true, mr; kc,
-                a,
-                a_rs,
-                a_ks,
-                b,
-                b_rs,
-                b_cols,
-                mr,
-                nr,
-                c,
-                alpha,
-                beta
-            )
-        } else {
-            rows_by_mr!(avx512_rows, false, mr; kc,
-                a,
-                a_rs,
-                a_ks,
-                b,
-                b_rs,
-                b_cols,
-                mr,
-                nr,
-                c,
-                alpha,
-                beta
-            )
-        }
+        rows_by_mr!(avx512_rows, mr, a_rs, a_ks; kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta)
     }
 
     /// Columns of `c` one pass of the AVX-512 row kernel holds in accumulators.

@@ -10,7 +10,7 @@
 
 use memc_passes::remat::candidates::{candidates, Base};
 use memc_passes::remat::evict;
-use memc_passes::remat::model::{Model, Op, Value};
+use memc_passes::remat::model::{Candidate, Model, Op, Profile, Value};
 use memc_passes::remat::select::{select, Work};
 
 /// Each op: its operands (values; value 0 is the graph input, value `i + 1` op `i`'s result)
@@ -138,6 +138,26 @@ fn model() -> Model {
     model_of(&ops)
 }
 
+/// Checks that no set of gap candidates meets `target` (four buffers) on `model` while the
+/// eviction search does, and that the model confirms the search's load and FLOPs; returns what
+/// the search chose.
+fn search_beyond_the_candidates(model: &Model, target: u64) -> (Vec<Candidate>, Profile) {
+    let base = Base::new(model);
+    let cands = candidates(model, &base);
+    let selection = select(model, &cands, target, &[], &Work::new(3_000_000));
+    assert!(
+        !selection.reached,
+        "no set of gap candidates meets four buffers"
+    );
+    let (chosen, profile) = evict::search(model, target, &Work::new(2_000_000))
+        .expect("the eviction search meets four buffers");
+    let refs: Vec<_> = chosen.iter().collect();
+    let again = model.evaluate(&refs);
+    assert!(again.load <= target, "the model confirms {}", again.load);
+    assert_eq!(again.extra_flops, profile.extra_flops);
+    (chosen, profile)
+}
+
 #[test]
 fn two_level_recomputation_meets_what_the_candidates_cannot() {
     let model = model();
@@ -147,20 +167,7 @@ fn two_level_recomputation_meets_what_the_candidates_cannot() {
         5 * BYTES,
         "the base schedule holds five"
     );
-    let base = Base::new(&model);
-    let cands = candidates(&model, &base);
-    let selection = select(&model, &cands, target, &[], &Work::new(3_000_000));
-    assert!(
-        !selection.reached,
-        "no set of gap candidates meets four buffers"
-    );
-
-    let (chosen, profile) = evict::search(&model, target, &Work::new(2_000_000))
-        .expect("the eviction search meets four buffers");
-    let refs: Vec<_> = chosen.iter().collect();
-    let again = model.evaluate(&refs);
-    assert!(again.load <= target, "the model confirms {}", again.load);
-    assert_eq!(again.extra_flops, profile.extra_flops);
+    let (chosen, profile) = search_beyond_the_candidates(&model, target);
     // One recomputation serves another at a later point (two levels).
     let two_level = chosen.iter().any(|c| {
         c.chain.iter().any(|&o| {
@@ -186,20 +193,7 @@ fn two_level_recomputation_meets_what_the_candidates_cannot() {
 fn a_checkpoint_serves_many_recomputations_at_one_point() {
     let model = model_of(&OPS_SEED_17);
     let target = 4 * BYTES;
-    let base = Base::new(&model);
-    let cands = candidates(&model, &base);
-    let selection = select(&model, &cands, target, &[], &Work::new(3_000_000));
-    assert!(
-        !selection.reached,
-        "no set of gap candidates meets four buffers"
-    );
-
-    let (chosen, profile) = evict::search(&model, target, &Work::new(2_000_000))
-        .expect("the eviction search meets four buffers");
-    let refs: Vec<_> = chosen.iter().collect();
-    let again = model.evaluate(&refs);
-    assert!(again.load <= target, "the model confirms {}", again.load);
-    assert_eq!(again.extra_flops, profile.extra_flops);
+    let (chosen, profile) = search_beyond_the_candidates(&model, target);
     // Many values derived again together at one point, from what is held there.
     let longest = chosen.iter().map(|c| c.chain.len()).max().unwrap_or(0);
     assert!(

@@ -97,6 +97,20 @@ pub fn deterministic_inputs(session: &memc_runtime::Session) -> Vec<(String, Vec
         .collect()
 }
 
+/// `inputs` (from [`deterministic_inputs`]) as the named tensor views a session runs on.
+#[allow(dead_code)] // Only the tests that run sessions on made-up inputs use it.
+pub fn input_refs(
+    inputs: &[(String, Vec<f32>, Vec<u64>)],
+) -> Vec<(&str, memc_runtime::TensorRef<'_>)> {
+    inputs
+        .iter()
+        .map(|(name, values, shape)| {
+            let tensor = memc_runtime::TensorRef::from_slice(shape, values).expect("f32 inputs");
+            (name.as_str(), tensor)
+        })
+        .collect()
+}
+
 /// A tensor's elements as f64, for comparing outputs of any numeric type.
 #[allow(dead_code)] // Only the tests that compare outputs use it.
 pub fn to_f64(t: &memc_runtime::Tensor) -> Vec<f64> {

@@ -166,23 +166,7 @@ impl<'f, 'm> FnCx<'f, 'm> {
         helper: Helper,
         vectors: &[Value],
     ) -> Result<Value, CpuError> {
-        let func_ref = self.helper_ref(helper)?;
-        let slot = match self.scratch {
-            Some(slot) => slot,
-            None => {
-                // 32 bytes (two f32x4), 16-byte aligned.
-                let data = StackSlotData::new(StackSlotKind::ExplicitSlot, 32, 4);
-                let slot = self.b.create_sized_stack_slot(data);
-                self.scratch = Some(slot);
-                slot
-            }
-        };
-        let ptr = self.module.target_config().pointer_type();
-        for (i, &v) in vectors.iter().enumerate() {
-            self.b.ins().stack_store(ptr, v, slot, (16 * i) as i32);
-        }
-        let addr = self.b.ins().stack_addr(ptr, slot, 0);
-        self.b.ins().call(func_ref, &[addr]);
+        let (slot, ptr) = self.call_through_slot(helper, vectors, false)?;
         Ok(self.b.ins().stack_load(ptr, types::F32X4, slot, 0))
     }
 
@@ -193,13 +177,36 @@ impl<'f, 'm> FnCx<'f, 'm> {
         helper: Helper,
         vectors: [Value; 4],
     ) -> Result<[Value; 4], CpuError> {
+        let (slot, ptr) = self.call_through_slot(helper, &vectors, true)?;
+        Ok(std::array::from_fn(|i| {
+            self.b
+                .ins()
+                .stack_load(ptr, types::F32X4, slot, (16 * i) as i32)
+        }))
+    }
+
+    /// Stores the f32x4 `vectors` one after another in this function's stack slot for the
+    /// 4-lane helpers (32 bytes) or, when `wide`, the 16-lane ones (64 bytes), made on first
+    /// use, 16-byte aligned, and calls `helper` on its address; returns the slot, where the
+    /// helper left its results, and the pointer type.
+    fn call_through_slot(
+        &mut self,
+        helper: Helper,
+        vectors: &[Value],
+        wide: bool,
+    ) -> Result<(StackSlot, types::Type), CpuError> {
         let func_ref = self.helper_ref(helper)?;
-        let slot = match self.scratch_x16 {
+        let (cached, bytes) = if wide {
+            (&mut self.scratch_x16, 64)
+        } else {
+            (&mut self.scratch, 32)
+        };
+        let slot = match *cached {
             Some(slot) => slot,
             None => {
-                let data = StackSlotData::new(StackSlotKind::ExplicitSlot, 64, 4);
+                let data = StackSlotData::new(StackSlotKind::ExplicitSlot, bytes, 4);
                 let slot = self.b.create_sized_stack_slot(data);
-                self.scratch_x16 = Some(slot);
+                *cached = Some(slot);
                 slot
             }
         };
@@ -209,11 +216,7 @@ impl<'f, 'm> FnCx<'f, 'm> {
         }
         let addr = self.b.ins().stack_addr(ptr, slot, 0);
         self.b.ins().call(func_ref, &[addr]);
-        Ok(std::array::from_fn(|i| {
-            self.b
-                .ins()
-                .stack_load(ptr, types::F32X4, slot, (16 * i) as i32)
-        }))
+        Ok((slot, ptr))
     }
 
     /// Opens a loop over `0, step, 2*step, ...` below `extent` (which must be positive) and

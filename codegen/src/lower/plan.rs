@@ -257,11 +257,7 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
                 && func.op(op).attrs.get("transB").and_then(|a| a.as_int()) == Some(1);
             // A transposed constant `B` of a product of few rows is laid out row-major when the
             // plan is written (`prepack`), and then read in place.
-            let b_constant = data
-                .operands
-                .get(1)
-                .and_then(|&b| func.defining_op(b))
-                .is_some_and(|def| func.op(def).opcode == Opcode::Weight);
+            let b_constant = operand_is_weight(func, op, 1);
             let b_row_major =
                 target.prepack_weights && b_constant && super::prepack::b_made_row_major(m, k, n);
             let b_col_stride = if trans_b && !b_row_major { k as i64 } else { 1 };
@@ -277,11 +273,7 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
         })(),
         Opcode::Conv => (|| {
             // A direct convolution reads its packed weight and its input as they are.
-            let weight_constant = data
-                .operands
-                .get(1)
-                .and_then(|&w| func.defining_op(w))
-                .is_some_and(|def| func.op(def).opcode == Opcode::Weight);
+            let weight_constant = operand_is_weight(func, op, 1);
             // An implicit column matrix's product reads its constant weight packed whole (the
             // plan writer packs every convolution's), so its slots need no `A` panel.
             let mut a_packed = false;
@@ -618,18 +610,24 @@ fn operand_elem(func: &Function, op: OpId, index: usize) -> Option<ElemType> {
     func.value_type(value).tensor().map(|t| t.elem)
 }
 
+/// Whether operand `index` of `op` is a constant: the result of a `memc.weight`.
+pub(crate) fn operand_is_weight(func: &Function, op: OpId, index: usize) -> bool {
+    func.op(op)
+        .operands
+        .get(index)
+        .and_then(|&v| func.defining_op(v))
+        .is_some_and(|def| func.op(def).opcode == Opcode::Weight)
+}
+
 /// Whether DequantizeLinear's input and zero point (when given) are weights, whose ONNX bytes
 /// (4-bit elements packed) `quant4` reads in place.
 fn packed_operands(func: &Function, op: OpId) -> bool {
-    let is_weight = |value| {
-        func.defining_op(value)
-            .is_some_and(|def| func.op(def).opcode == Opcode::Weight)
-    };
-    let operands = &func.op(op).operands;
-    operands.first().is_some_and(|&x| is_weight(x))
-        && operands
+    operand_is_weight(func, op, 0)
+        && func
+            .op(op)
+            .operands
             .get(2)
-            .is_none_or(|&zp| func.value_type(zp).is_none() || is_weight(zp))
+            .is_none_or(|&zp| func.value_type(zp).is_none() || operand_is_weight(func, op, 2))
 }
 
 /// Lowers one op that is not part of a fused chain, in the form `plan` chose.

@@ -95,20 +95,24 @@ fn compiled(module: Module, program: Program, plan: &MemoryPlan) -> Compiled {
 /// slots).
 pub fn weights_section(program: &Program, weights: &WeightStore) -> Vec<u8> {
     let mut section = vec![0u8; program.weights_size as usize];
+    let bytes_of = |name: &str| {
+        let id = weights
+            .lookup(name)
+            .expect("every weight slot names a weight");
+        weights
+            .get(id)
+            .and_then(|w| w.bytes())
+            .expect("weights have bytes")
+    };
     for slot in &program.weights {
+        let at = slot.byte_offset as usize;
         if let Some(spec) = &slot.operand {
             // A constant operand laid out for the CPU's GEMM, computed from its weight as the
             // plan writer does.
-            let id = weights
-                .lookup(&spec.weight)
-                .expect("a laid-out slot names a weight");
-            let source = weights
-                .get(id)
-                .and_then(|w| w.bytes())
-                .expect("weights have bytes");
+            let source = bytes_of(&spec.weight);
             spec.check(source)
                 .expect("the layout reads inside its weight");
-            let mut at = slot.byte_offset as usize;
+            let mut at = at;
             memc_codegen::prepack::pack(spec, source, &mut |bytes| {
                 section[at..at + bytes.len()].copy_from_slice(bytes);
                 at += bytes.len();
@@ -117,18 +121,11 @@ pub fn weights_section(program: &Program, weights: &WeightStore) -> Vec<u8> {
             .expect("packing into memory does not fail");
             continue;
         }
-        let id = weights
-            .lookup(&slot.name)
-            .expect("every weight slot names a weight");
-        let bytes = weights
-            .get(id)
-            .and_then(|w| w.bytes())
-            .expect("weights have bytes");
+        let bytes = bytes_of(&slot.name);
         let bytes = match slot.unpacked {
             Some(elem) => memc_ir::packing::unpack(elem.elem(), bytes, slot.byte_size as usize),
             None => bytes.to_vec(),
         };
-        let at = slot.byte_offset as usize;
         section[at..at + bytes.len()].copy_from_slice(&bytes);
     }
     section

@@ -283,11 +283,7 @@ pub fn plan(func: &Function, target: &TargetInfo, op: OpId, scratch_cap: u64) ->
     // A depthwise convolution (one input channel per group, which im2col leaves to the loop
     // kernel) with a constant weight runs as a direct convolution where the target reads an
     // implicit column matrix: per group a product of `K = taps` over the input as it is.
-    let weight_constant = data
-        .operands
-        .get(1)
-        .and_then(|&w| func.defining_op(w))
-        .is_some_and(|def| func.op(def).opcode == memc_ir::Opcode::Weight);
+    let weight_constant = super::super::plan::operand_is_weight(func, op, 1);
     let depthwise = plan.shape.as_ref().is_some_and(|s| s.c_g == 1);
     if plan.im2col.is_none() && depthwise && target.conv.im2col == Im2colForm::Implicit {
         let direct = ConvPlan {

@@ -364,8 +364,9 @@ fn honest_figures_and_plans_without_them() {
         text.stdout
     );
 
-    // The no-heap model's products plan memc-gemm's panels, named by op and use (the
-    // classifier's convolutions run as direct convolutions, which need none).
+    // The no-heap model's attention plans memc-gemm's panels beside its scores, named by op
+    // and use (its MatMuls read their weights packed whole and the classifier's convolutions
+    // run as direct convolutions: neither needs any).
     let plan8 = dir.join("no_heap.plan");
     let out = memc(&[
         "compile",
@@ -378,7 +379,7 @@ fn honest_figures_and_plans_without_them() {
     assert!(
         out.stderr
             .lines()
-            .any(|l| l.contains("onnx.MatMul \"fc2\"") && l.contains("GEMM panels")),
+            .any(|l| l.contains("onnx.Attention \"attention\"") && l.contains("GEMM")),
         "{}",
         out.stderr
     );
@@ -415,7 +416,7 @@ fn honest_figures_and_plans_without_them() {
     );
     assert!(
         out.stdout
-            .contains("onnx.MatMul \"fc2\"                    scratch"),
+            .contains("onnx.Attention \"attention\"           scratch"),
         "{}",
         out.stdout
     );

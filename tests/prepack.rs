@@ -2,14 +2,15 @@
 //! (`codegen/src/prepack.rs`): on the no-heap model (`tests/onnx/no_heap/model.onnx`: 3x3 and
 //! 1x1 convolutions, products of many rows), the bundled classifier and
 //! `tests/onnx/fixtures/linear_transb.onnx` (PyTorch's `Linear`: `Gemm` with `transB`, 4 rows),
-//! the plan holds the layouts, the convolutions read their weights packed, the transposed `B`
-//! moved to a row-major copy, and the CPU backend (which reads the packed copies) agrees with the
-//! reference interpreter (which reads the plain `A` and the row-major `B`) on every output.
+//! the plan holds the layouts, the convolutions read their weights packed, the products' constant
+//! `B`s are packed whole (and plan no `B` panel), and the CPU backend (which reads the packed
+//! copies) agrees with the reference interpreter (which reads the plain `A` and `B`) on every
+//! output.
 
 mod common;
 
 use common::root;
-use memc_codegen::kernel::{KernelBody, Region};
+use memc_codegen::kernel::{Contract, KernelBody, PackedOperand, Region};
 use memc_codegen::prepack::OperandLayout;
 use memc_runtime::{PlanFile, Session, SessionOptions};
 use std::num::NonZeroUsize;
@@ -66,6 +67,26 @@ fn check(model: &str, dims: &[&str]) -> (usize, usize) {
                 kernel.name
             );
         }
+        if let Some(packed) = &c.b_packed {
+            // A packed copy of a constant `B`, inside a packed slot of its shape; its product
+            // plans no `B` panel.
+            assert_eq!(c.b.as_mat().map(|b| b.region), Some(Region::Weights));
+            let slot = program
+                .weights
+                .iter()
+                .find(|s| {
+                    (s.byte_offset..s.byte_offset + s.byte_size).contains(&packed.byte_offset)
+                })
+                .expect("the packed operand lies in a slot");
+            let spec = slot.operand.as_ref().expect("a laid-out slot");
+            assert_eq!(
+                (spec.layout, spec.rows, spec.cols),
+                (OperandLayout::PackedB, c.k, c.n),
+                "{}",
+                kernel.name
+            );
+            assert_eq!(c.blocking().b_bytes(), 0, "{}", kernel.name);
+        }
     }
 
     // Deterministic inputs; the CPU backend at two threads against the reference interpreter.
@@ -101,27 +122,28 @@ fn check(model: &str, dims: &[&str]) -> (usize, usize) {
     }
     (
         count(OperandLayout::PackedA),
-        count(OperandLayout::RowMajor),
+        count(OperandLayout::PackedB),
     )
 }
 
 #[test]
 fn laid_out_weights_run_as_the_reference_reads_them() {
-    // The 3x3 convolution's 16x72 weight is packed (the 1x1's 16x16 is too small); the `Gemm`
-    // with `transB` has more rows than read `B` in place, so its `B` stays as it is.
-    let (packed, row_major) = check("tests/onnx/no_heap/model.onnx", &[]);
-    assert_eq!((packed, row_major), (1, 0), "the no-heap model");
+    // The 3x3 convolution's 16x72 weight is packed (the 1x1's 16x16 is too small); `B` of the
+    // `Gemm` with `transB` (fc1, 64x128) and of the two MatMuls sharing one 128x128 weight (fc2
+    // and the GEMV) are packed whole: two slots.
+    let (packed_a, packed_b) = check("tests/onnx/no_heap/model.onnx", &[]);
+    assert_eq!((packed_a, packed_b), (1, 2), "the no-heap model");
     // Both convolutions' weights are packed (conv1's 8x27 too: a stride-1 convolution runs
     // direct, reading only a packed weight); fc's 10x16 is too small to matter.
-    let (packed, row_major) = check("examples/classifier.onnx", &["batch=1"]);
-    assert_eq!((packed, row_major), (2, 0), "the classifier");
-    // fc1's transposed 48x64 weight is made row-major; fc2's 16x48 is too small.
-    let (packed, row_major) = check("tests/onnx/fixtures/linear_transb.onnx", &[]);
-    assert_eq!((packed, row_major), (0, 1), "PyTorch's Linear");
+    let (packed_a, packed_b) = check("examples/classifier.onnx", &["batch=1"]);
+    assert_eq!((packed_a, packed_b), (2, 0), "the classifier");
+    // fc1's transposed 48x64 weight is packed whole; fc2's 16x48 is too small.
+    let (packed_a, packed_b) = check("tests/onnx/fixtures/linear_transb.onnx", &[]);
+    assert_eq!((packed_a, packed_b), (0, 1), "PyTorch's Linear");
 }
 
-/// The validator bounds a packed `A` by the weights section, and refuses a misaligned one or
-/// one that steps backwards between batch indices.
+/// The validator bounds a packed `A` or `B` by the weights section, and refuses a misaligned
+/// one or one that steps backwards between batch indices.
 #[test]
 fn the_validator_bounds_a_packed_operand() {
     let options = memc::compile::CompileOptions {
@@ -133,7 +155,7 @@ fn the_validator_bounds_a_packed_operand() {
     let program = compiled.program.expect("a program");
     program.validate().expect("the program validates");
     let weights = program.weights_size;
-    let mutants: [(&str, &dyn Fn(&mut memc_codegen::kernel::PackedA)); 4] = [
+    let mutants: [(&str, &dyn Fn(&mut PackedOperand)); 4] = [
         ("past the end", &|p| p.byte_offset = weights - 4),
         ("far past the end", &|p| p.byte_offset = u64::MAX / 2),
         ("misaligned", &|p| p.byte_offset += 2),
@@ -141,22 +163,35 @@ fn the_validator_bounds_a_packed_operand() {
             p.batch_strides = vec![-1; p.batch_strides.len()]
         }),
     ];
-    for (what, mutate) in mutants {
-        let mut mutant = program.clone();
-        let packed = mutant
-            .steps
-            .iter_mut()
-            .flat_map(|s| &mut s.kernels)
-            .find_map(|k| match &mut k.body {
-                KernelBody::Contract(c) if !c.batch.is_empty() => c.a_packed.as_mut(),
-                _ => None,
-            })
-            .expect("a batched contraction with a packed A");
-        mutate(packed);
-        let error = mutant.validate().expect_err(what).to_string();
-        assert!(
-            error.contains("a (packed)") || error.contains("packed operand a"),
-            "{what}: {error}"
-        );
+    let operands: [(&str, fn(&mut Contract) -> Option<&mut PackedOperand>); 2] = [
+        ("a", |c| c.a_packed.as_mut()),
+        ("b", |c| c.b_packed.as_mut()),
+    ];
+    for (operand, packed_of) in operands {
+        for (what, mutate) in &mutants {
+            let mut mutant = program.clone();
+            let packed = mutant
+                .steps
+                .iter_mut()
+                .flat_map(|s| &mut s.kernels)
+                .find_map(|k| match &mut k.body {
+                    KernelBody::Contract(c) if !c.batch.is_empty() || operand == "b" => {
+                        packed_of(c)
+                    }
+                    _ => None,
+                })
+                .unwrap_or_else(|| panic!("a contraction with a packed {operand}"));
+            if packed.batch_strides.is_empty() && *what == "backwards" {
+                // No batch axes (the products of `B` packed whole here have none).
+                continue;
+            }
+            mutate(packed);
+            let error = mutant.validate().expect_err(what).to_string();
+            assert!(
+                error.contains(&format!("{operand} (packed)"))
+                    || error.contains(&format!("packed operand {operand}")),
+                "{operand} {what}: {error}"
+            );
+        }
     }
 }

@@ -83,11 +83,12 @@ fn main() {
         memc_gemm::isa()
     );
     println!(
-        "{:<22} {:>7} {:>12} {:>8} {:>12} {:>8} {:>9} {:>11}",
+        "{:<22} {:>7} {:>12} {:>8} {:>14} {:>12} {:>8} {:>9} {:>11}",
         "m x k x n",
         "threads",
         "memc GF/s",
         "% peak",
+        "B packed GF/s",
         "gemm GF/s",
         "% peak",
         "memc/gemm",
@@ -107,6 +108,17 @@ fn main() {
         let b: Vec<f32> = (0..k * n)
             .map(|i| ((i * 5) % 11) as f32 / 11.0 - 0.5)
             .collect();
+        // `B` as the plan file holds a constant weight (`prepack`): packed whole.
+        let mut b_whole = vec![0f32; memc_gemm::packed_b_len(k as u64, n as u64) as usize];
+        let b_mat = Mat {
+            ptr: b.as_ptr().cast_mut(),
+            rs: n as isize,
+            cs: 1,
+        };
+        // SAFETY: `b` is `k x n` row-major; `b_whole` holds `packed_b_len(k, n)` values.
+        unsafe { memc_gemm::pack_b_whole(b_whole.as_mut_ptr(), b_mat, k, n) };
+        let blocking_whole = GemmBlocking::new(1, m as u64, n as u64, k as u64, 4, false);
+        let mut c_whole = vec![0f32; m * n];
         let mut c_memc = vec![0f32; m * n];
         let mut c_gemm = vec![0f32; m * n];
         let pack_b = !memc_gemm::gemm_b_in_place(m as u64, 1);
@@ -144,6 +156,7 @@ fn main() {
                 alpha: 1.0f32,
                 accumulate: false,
                 a_packed: None,
+                b_packed: None,
             };
             let parallel = (m * n * k) as u64 >= memc_gemm::GEMM_PARALLEL_MACS;
             let t_memc = best_time(Duration::from_millis(500), || unsafe {
@@ -152,6 +165,25 @@ fn main() {
                     &|_| product,
                     &blocking,
                     Some(slots),
+                    if parallel { threads } else { 1 },
+                    &|t, f| pool.broadcast(t, f),
+                );
+            });
+            let whole = Product {
+                b_packed: Some(b_whole.as_ptr()),
+                c: Mat {
+                    ptr: c_whole.as_mut_ptr(),
+                    rs: n as isize,
+                    cs: 1,
+                },
+                ..product
+            };
+            let t_whole = best_time(Duration::from_millis(500), || unsafe {
+                memc_gemm::run::<f32>(
+                    1,
+                    &|_| whole,
+                    &blocking_whole,
+                    None,
                     if parallel { threads } else { 1 },
                     &|t, f| pool.broadcast(t, f),
                 );
@@ -193,17 +225,25 @@ fn main() {
                 .map(|(x, y)| (x - y).abs() / (1.0 + y.abs()))
                 .fold(0f32, f32::max);
             assert!(worst < 1e-3, "{label}: memc and gemm differ by {worst}");
+            let worst_whole = c_whole
+                .iter()
+                .zip(&c_gemm)
+                .map(|(x, y)| (x - y).abs() / (1.0 + y.abs()))
+                .fold(0f32, f32::max);
+            assert!(worst_whole < 1e-3, "{label}: B packed whole differs by {worst_whole}");
             let (g_memc, g_gemm) = (
                 flops / t_memc.as_secs_f64() / 1e9,
                 flops / t_gemm.as_secs_f64() / 1e9,
             );
             let cores_peak = peak * threads as f64;
+            let g_whole = flops / t_whole.as_secs_f64() / 1e9;
             println!(
-                "{:<22} {:>7} {:>12.1} {:>7.0}% {:>12.1} {:>7.0}% {:>9.2} {:>11.1}",
+                "{:<22} {:>7} {:>12.1} {:>7.0}% {:>14.1} {:>12.1} {:>7.0}% {:>9.2} {:>11.1}",
                 label,
                 threads,
                 g_memc,
                 100.0 * g_memc / cores_peak,
+                g_whole,
                 g_gemm,
                 100.0 * g_gemm / cores_peak,
                 g_memc / g_gemm,

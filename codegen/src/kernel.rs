@@ -981,14 +981,20 @@ pub struct Contract {
     /// `crate::prepack`), which the CPU then reads instead of packing `a`; other readers
     /// ignore it. `a` stays the same matrix, unpacked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub a_packed: Option<PackedA>,
+    pub a_packed: Option<PackedOperand>,
+    /// `B` also packed whole in the weights section for the CPU's GEMM
+    /// ([`memc_gemm::pack_b_whole`]'s layout; a constant weight, `crate::prepack`), which the
+    /// CPU reads instead of `b`, packing no `B` panel; other readers ignore it. `b` stays the
+    /// same matrix, unpacked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub b_packed: Option<PackedOperand>,
 }
 
-/// Where a [`Contract`]'s `A` lies packed whole ([`memc_gemm::pack_a_whole`]'s layout) in
-/// the weights section: batch index `(i_0, ..)`'s matrix at
+/// Where a [`Contract`]'s `A` or `B` lies packed whole ([`memc_gemm::pack_a_whole`]'s or
+/// [`memc_gemm::pack_b_whole`]'s layout) in the weights section: batch index `(i_0, ..)`'s matrix at
 /// `byte_offset + sum_d i_d * batch_strides[d]` elements.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PackedA {
+pub struct PackedOperand {
     pub byte_offset: u64,
     /// Elements between consecutive packed matrices along each batch axis (0 where `A` is
     /// the same matrix); never negative.
@@ -1000,6 +1006,8 @@ impl Contract {
     pub fn blocking(&self) -> GemmBlocking {
         let batches = self.batch.iter().product::<u64>();
         let pack_b = match &self.b {
+            // `B` packed whole is read where it is.
+            ContractB::Mat(_) if self.b_packed.is_some() => false,
             ContractB::Mat(b) => !gemm_b_in_place(self.m, b.col_stride),
             ContractB::Im2col(_) => true,
         };
@@ -1757,18 +1765,25 @@ fn validate_contract(
             });
         }
     }
-    if let Some(packed) = &c.a_packed {
+    let packed_operands = [
+        ("a", &c.a_packed, memc_gemm::packed_a_len(c.m, c.k)),
+        ("b", &c.b_packed, memc_gemm::packed_b_len(c.k, c.n)),
+    ];
+    for (name, packed, len) in packed_operands {
+        let Some(packed) = packed else {
+            continue;
+        };
         let size = c.elem.size() as i128;
         if packed.batch_strides.len() != c.batch.len()
             || packed.batch_strides.iter().any(|&s| s < 0)
         {
-            return Err(bad(
-                "the packed operand a does not have one stride (>= 0) per batch axis".into(),
-            ));
+            return Err(bad(format!(
+                "the packed operand {name} does not have one stride (>= 0) per batch axis"
+            )));
         }
         if packed.byte_offset % c.elem.size() != 0 {
             return Err(bad(format!(
-                "the packed operand a starts at byte {}, not a multiple of the {}-byte element",
+                "the packed operand {name} starts at byte {}, not a multiple of the {}-byte element",
                 packed.byte_offset,
                 c.elem.size()
             )));
@@ -1780,16 +1795,19 @@ fn validate_contract(
                 .zip(packed.batch_strides.iter().copied()),
         );
         let lo_byte = packed.byte_offset as i128;
-        let hi_byte = lo_byte + (hi + memc_gemm::packed_a_len(c.m, c.k) as i128) * size;
+        let hi_byte = lo_byte + (hi + len as i128) * size;
         if hi_byte > sizes.weights as i128 {
             return Err(KernelError::OutOfBounds {
                 kernel: kernel.name.clone(),
-                view: "a (packed)".to_string(),
+                view: format!("{name} (packed)"),
                 lo: lo_byte,
                 hi: hi_byte,
                 size: sizes.weights,
             });
         }
+    }
+    if c.b_packed.is_some() && !matches!(c.b, ContractB::Mat(_)) {
+        return Err(bad("a packed operand b of an implicit column matrix".into()));
     }
     if let Some(offset) = c.pack {
         if offset % 64 != 0 {

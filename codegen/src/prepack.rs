@@ -7,17 +7,20 @@
 //!   column matrix) with few output pixels that copy costs about as much as the arithmetic.
 //!   The slot holds the weight in memc-gemm's whole-matrix layout
 //!   ([`memc_gemm::pack_a_whole`]: it depends on the element size only, not on the
-//!   instruction set), and the contraction's [`crate::kernel::PackedA`] points there; the
+//!   instruction set), and the contraction's [`crate::kernel::PackedOperand`] points there; the
 //!   CPU's loop reads the strips in place. The contraction keeps its plain `A` view of the
 //!   weight, so every other reader of a plan (the reference interpreter, the MLIR emitter, the
 //!   kernel text) is unchanged and checks the same product. The price is file size: the
 //!   weight is stored twice; a run on the CPU never reads the plain copy, so its pages are
 //!   never mapped in.
-//! - `B` of a product of few rows made row-major ([`OperandLayout::RowMajor`]). Such a
-//!   product reads a `B` with contiguous columns where it is, but packs a transposed one (a
-//!   `Gemm` with `transB`, PyTorch's `Linear`) on every run: as many copies as multiply-adds
-//!   for one row. The contraction's `B` view moves to the row-major copy (the same matrix, so
-//!   every reader agrees), and the product reads it in place.
+//! - `B` packed whole ([`OperandLayout::PackedB`], [`memc_gemm::pack_b_whole`]: strips of 32
+//!   columns along all of `K`, which every instruction set's microkernel reads). A product
+//!   packs a constant `B` (a MatMul's or Gemm's weight, transposed or not) into panels on every
+//!   run otherwise, or, with few rows, reads it in place `n` values per row apart; the strips are
+//!   read front to back instead, and the plan reserves no `B` panel. As with `A`, the
+//!   contraction's plain `b` stays for every other reader.
+//! - [`OperandLayout::RowMajor`]: a row-major copy of a transposed `B`, which plans written
+//!   before `PackedB` may hold; this version no longer writes it.
 //!
 //! Guarantees: [`OperandPack::check`] bounds every element the packer reads by the source
 //! weight's bytes; [`pack`] writes exactly [`OperandPack::byte_size`] bytes.
@@ -31,6 +34,8 @@ use serde::{Deserialize, Serialize};
 pub enum OperandLayout {
     /// Each matrix as [`memc_gemm::pack_a_whole`] packs it (a product's `A`).
     PackedA,
+    /// Each matrix as [`memc_gemm::pack_b_whole`] packs it (a product's `B`).
+    PackedB,
     /// Each matrix row-major, `rows x cols` contiguous values.
     RowMajor,
 }
@@ -60,6 +65,7 @@ impl OperandPack {
     pub fn matrix_len(&self) -> u64 {
         match self.layout {
             OperandLayout::PackedA => memc_gemm::packed_a_len(self.rows, self.cols),
+            OperandLayout::PackedB => memc_gemm::packed_b_len(self.rows, self.cols),
             OperandLayout::RowMajor => self.rows.saturating_mul(self.cols),
         }
     }
@@ -80,6 +86,7 @@ impl OperandPack {
     pub fn slot_name(&self) -> String {
         match self.layout {
             OperandLayout::PackedA => format!("{}#packed_a", self.weight),
+            OperandLayout::PackedB => format!("{}#packed_b", self.weight),
             OperandLayout::RowMajor => format!("{}#row_major", self.weight),
         }
     }
@@ -171,7 +178,9 @@ fn pack_typed<T: memc_gemm::Elem + LeBytes<N>, const N: usize>(
     };
     let mut matrix = vec![T::ZERO; m * k];
     let mut packed = match spec.layout {
-        OperandLayout::PackedA => vec![T::ZERO; spec.matrix_len() as usize],
+        OperandLayout::PackedA | OperandLayout::PackedB => {
+            vec![T::ZERO; spec.matrix_len() as usize]
+        }
         OperandLayout::RowMajor => Vec::new(),
     };
     let mut bytes = Vec::with_capacity(spec.matrix_len() as usize * N);
@@ -200,6 +209,17 @@ fn pack_typed<T: memc_gemm::Elem + LeBytes<N>, const N: usize>(
                 // SAFETY: `matrix` holds `m x k` values, row-major; `packed`
                 // `packed_a_len(m, k)`.
                 unsafe { memc_gemm::pack_a_whole(packed.as_mut_ptr(), a, m, k) };
+                &packed
+            }
+            OperandLayout::PackedB => {
+                let b = memc_gemm::Mat {
+                    ptr: matrix.as_mut_ptr(),
+                    rs: k as isize,
+                    cs: 1,
+                };
+                // SAFETY: `matrix` holds the `m x k` matrix (a `B`: `m` is its `K`),
+                // row-major; `packed` `packed_b_len(m, k)`.
+                unsafe { memc_gemm::pack_b_whole(packed.as_mut_ptr(), b, m, k) };
                 &packed
             }
         };

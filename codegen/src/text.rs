@@ -411,13 +411,15 @@ fn write_contract(out: &mut dyn Write, pad: &str, c: &Contract) -> fmt::Result {
         "{pad}c: {}",
         mat_view(&c.c, c.elem, &c.batch, c.m, c.n)
     )?;
-    if let Some(packed) = &c.a_packed {
-        writeln!(
-            out,
-            "{pad}a packed: {} batch strides {:?}",
-            address(Region::Weights, packed.byte_offset as i64),
-            packed.batch_strides
-        )?;
+    for (name, packed) in [("a", &c.a_packed), ("b", &c.b_packed)] {
+        if let Some(packed) = packed {
+            writeln!(
+                out,
+                "{pad}{name} packed: {} batch strides {:?}",
+                address(Region::Weights, packed.byte_offset as i64),
+                packed.batch_strides
+            )?;
+        }
     }
     if let Some(offset) = c.pack {
         let bytes = c.blocking().scratch_bytes();
@@ -659,6 +661,7 @@ impl Display for WeightSlot {
                 spec.weight,
                 match spec.layout {
                     crate::prepack::OperandLayout::PackedA => "packed_a",
+                    crate::prepack::OperandLayout::PackedB => "packed_b",
                     crate::prepack::OperandLayout::RowMajor => "row_major",
                 },
                 spec.elem.name(),

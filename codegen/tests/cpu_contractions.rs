@@ -83,6 +83,7 @@ fn batched_transposed_accumulating_contraction() {
             accumulate: true,
             pack: None,
             a_packed: None,
+            b_packed: None,
         };
         let kernel = Kernel {
             name: "bmm".into(),
@@ -157,6 +158,7 @@ fn batched_large_contraction_on_two_threads() {
         accumulate: false,
         pack: None,
         a_packed: None,
+        b_packed: None,
     };
     let kernel = Kernel {
         name: "bmm".into(),
@@ -233,6 +235,7 @@ fn large_contraction_on_two_threads() {
         accumulate: false,
         pack: None,
         a_packed: None,
+        b_packed: None,
     };
     let mut want = vec![0.0; (m * n) as usize];
     // The reference writes into its own buffer with c's strides.

@@ -155,6 +155,7 @@ fn contract(case: &GemmCase) -> (Kernel, u64) {
             accumulate: case.accumulate,
             pack: None,
             a_packed: None,
+            b_packed: None,
         }),
     };
     let sizes = RegionSizes {

@@ -10,6 +10,8 @@
 //!   `MR x NR` tile.
 //!   Consecutive units of one thread that share a `B` panel pack it once. Products with at
 //!   most [`GEMM_SMALL_M`] rows whose `B` has contiguous columns read `B` where it is.
+//!   A constant `B` comes packed whole ([`pack_b_whole`], `Product::b_packed`: strips of 32
+//!   columns along all of `K`, written when the plan file is), and no panel of it is packed.
 //!   [`run_packing_b`] runs the same loop with a caller's [`PackB`] filling the `B` panels
 //!   (memc's convolutions pack them straight from the input windows: implicit im2col).
 //! - **Memory.** Each thread packs into its own slot: planned arena scratch
@@ -260,6 +262,10 @@ pub struct Product<T> {
     /// packing `a` into the panel (`a` is then not read, except by one-row products, which
     /// never take this form).
     pub a_packed: Option<*const T>,
+    /// `b` already packed whole, in the layout [`pack_b_whole`] writes (a constant weight,
+    /// packed when the plan was written): the loop reads its strips in place and packs no `B`
+    /// panel (`b` is then not read).
+    pub b_packed: Option<*const T>,
 }
 
 /// Values of an `m x k` matrix packed whole by [`pack_a_whole`]: its rows rounded up to
@@ -286,6 +292,33 @@ pub unsafe fn pack_a_whole<T: Elem>(dst: *mut T, a: Mat<T>, m: usize, k: usize) 
         let kc = (k - p0).min(kc_max);
         pack_a(dst.add(p0 * mpad), a, 0, m, p0, kc);
         p0 += kc;
+    }
+}
+
+/// Columns of one strip of a `B` packed whole ([`pack_b_whole`]): the widest microkernel's
+/// `NR`, which the narrower ones read half of at a time.
+pub const PACKED_B_STRIP: u64 = GEMM_NR_MAX;
+
+/// Values of a `k x n` matrix packed whole by [`pack_b_whole`]: its columns rounded up to
+/// [`PACKED_B_STRIP`], times `k`.
+pub fn packed_b_len(k: u64, n: u64) -> u64 {
+    n.div_ceil(PACKED_B_STRIP)
+        .saturating_mul(PACKED_B_STRIP)
+        .saturating_mul(k)
+}
+
+/// Packs the `k x n` matrix `b` whole, as the blocking loop reads it: strips of
+/// [`PACKED_B_STRIP`] columns over all of `K`, strip `s` at `dst + s * STRIP * k`, value
+/// `(p, j)` of it at `p * STRIP + j`, zero past `n`. A run of `K` from `p0` of any length is
+/// then `kc` consecutive rows of each strip, so the layout depends on neither the blocking nor
+/// the instruction set (a microkernel of 16 columns reads half a strip with row stride 32).
+///
+/// # Safety
+/// `b` is valid for `k x n`; `dst` for [`packed_b_len`]`(k, n)` values.
+pub unsafe fn pack_b_whole<T: Elem>(dst: *mut T, b: Mat<T>, k: usize, n: usize) {
+    let strip = PACKED_B_STRIP as usize;
+    for s in 0..n.div_ceil(strip) {
+        pack_b(dst.add(s * strip * k), b, 0, k, s * strip, (n - s * strip).min(strip), strip);
     }
 }
 
@@ -1118,6 +1151,8 @@ unsafe fn run_units<T: Kernels>(
     a_buf: *mut T,
     b_buf: *mut T,
 ) {
+    // A packer's `B` is never packed whole.
+    let b_packed = p.b_packed.filter(|_| packer.is_none());
     let mut unit = begin;
     while unit < end {
         let jc = unit / plan.n_ic;
@@ -1129,6 +1164,7 @@ unsafe fn run_units<T: Kernels>(
         if let Some(row) = plan.row_kernel.filter(|_| {
             p.m == 1
                 && p.a_packed.is_none()
+                && b_packed.is_none()
                 && packer.is_none()
                 && !plan.pack_b
                 && p.b.cs == 1
@@ -1154,7 +1190,11 @@ unsafe fn run_units<T: Kernels>(
         while p0 < p.k {
             let kc = (p.k - p0).min(plan.kc);
             let beta = p.accumulate || p0 > 0;
-            let (b_strips, b_rs) = if let Some((packer, batch)) = packer {
+            let (b_strips, b_rs) = if let Some(packed) = b_packed {
+                // Rows `p0..` of the strips from column `j0` (a multiple of the strip width).
+                let strip = PACKED_B_STRIP as usize;
+                (packed.add(j0 * p.k + p0 * strip), strip as isize)
+            } else if let Some((packer, batch)) = packer {
                 packer.pack(batch, b_buf, p0, kc, j0, cols, plan.nr);
                 (b_buf as *const T, plan.nr as isize)
             } else if plan.pack_b {
@@ -1187,7 +1227,11 @@ unsafe fn run_units<T: Kernels>(
                 let mut jr = 0;
                 while jr < cols {
                     let nr = (cols - jr).min(plan.nr);
-                    let (b, b_cols) = if plan.pack_b || packer.is_some() {
+                    let (b, b_cols) = if b_packed.is_some() {
+                        // Column `jr` of the strips: whole strips of `k` rows apart.
+                        let strip = PACKED_B_STRIP as usize;
+                        (b_strips.add(jr / strip * strip * p.k + jr % strip), plan.nr)
+                    } else if plan.pack_b || packer.is_some() {
                         (b_strips.add(jr * kc), plan.nr)
                     } else {
                         (b_strips.wrapping_add(jr), nr)
@@ -1339,7 +1383,12 @@ unsafe fn run_with<T: Kernels>(
     {
         threads = 1;
     }
-    let balanced = balanced_rows(blocking, batches, first.m, first.n, threads);
+    // `B` packed whole has no panel to pack (a packer's `B` never comes packed whole).
+    let unpacked_b = GemmBlocking {
+        pack_b: blocking.pack_b && (first.b_packed.is_none() || packer.is_some()),
+        ..*blocking
+    };
+    let balanced = balanced_rows(&unpacked_b, batches, first.m, first.n, threads);
     let blocking = &balanced;
     let plan = Plan::<T>::new(blocking, first.m, first.n);
     let per_batch = plan.n_ic * plan.n_jc;
@@ -1350,6 +1399,9 @@ unsafe fn run_with<T: Kernels>(
     let slots = slots.filter(|_| blocking.slots > 0 && (blocking.pack_a || never_packs_a));
     let slot_bytes = blocking.slot_bytes() as usize;
     let a_bytes = blocking.a_bytes() as usize;
+    // A product that packs nothing (`A` packed whole or read in place, `B` packed whole) runs
+    // in the planned blocking with no panels at all.
+    let panel_free = never_packs_a && !blocking.pack_b;
     let slots = SendPtr(slots.unwrap_or(std::ptr::null_mut()));
     let a_packed = first.a_packed.is_some();
 
@@ -1358,7 +1410,10 @@ unsafe fn run_with<T: Kernels>(
         let (begin, end) = (units * t / threads, units * (t + 1) / threads);
         let mut stack = std::mem::MaybeUninit::<StackPanels<T>>::uninit();
         let (a_buf, b_buf, plan_here);
-        if slots.is_null() {
+        if panel_free {
+            plan_here = Plan::<T>::new(blocking, first.m, first.n);
+            (a_buf, b_buf) = (std::ptr::null_mut(), std::ptr::null_mut());
+        } else if slots.is_null() {
             // No planned scratch: small panels on this thread's stack.
             let small = StackPanels::<T>::blocking(blocking, a_packed);
             plan_here = Plan::<T>::new(&small, first.m, first.n);
@@ -1371,7 +1426,7 @@ unsafe fn run_with<T: Kernels>(
         let plan = &plan_here;
         let per_batch = plan.n_ic * plan.n_jc;
         // Stack panels are smaller, so the units are renumbered in their blocking.
-        let (begin, end) = if slots.is_null() {
+        let (begin, end) = if slots.is_null() && !panel_free {
             let total = batches * per_batch;
             (total * t / threads, total * (t + 1) / threads)
         } else {

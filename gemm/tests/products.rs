@@ -68,6 +68,7 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
             alpha: T::from(alpha),
             accumulate,
             a_packed: None,
+            b_packed: None,
         };
         let pack_b = !memc_gemm::gemm_b_in_place(m as u64, b_cs as i64);
         let blocking = GemmBlocking::new(1, m as u64, n as u64, k as u64, T::SIZE as u64, pack_b);
@@ -118,6 +119,41 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
                 );
             }
             outcomes.push(("packed A", again));
+        }
+        {
+            // `B` packed whole beforehand (a constant weight): no `B` panel, and with planned
+            // panels (the blocking and so every sum's order unchanged) the same values bit for
+            // bit, except against the row kernel of a one-row product, which sums all of `K`
+            // at once.
+            let mut packed = vec![T::ZERO; memc_gemm::packed_b_len(k as u64, n as u64) as usize];
+            // SAFETY: `packed` holds `packed_b_len` values; `b` every element of `k x n`.
+            unsafe { memc_gemm::pack_b_whole(packed.as_mut_ptr(), product.b, k, n) };
+            let mut again = start.clone();
+            let product = Product {
+                c: Mat {
+                    ptr: again.as_mut_ptr(),
+                    ..product.c
+                },
+                b_packed: Some(packed.as_ptr()),
+                ..product
+            };
+            let whole =
+                GemmBlocking::new(1, m as u64, n as u64, k as u64, T::SIZE as u64, false);
+            // SAFETY: as above; `b_packed` holds `B` in the layout the loop reads, and the
+            // slots are at least as large as this blocking's.
+            unsafe { memc_gemm::run::<T>(1, &|_| product, &whole, slots, threads, &broadcast) };
+            let row_kernel = m == 1 && b_cs == 1 && c_cs == 1;
+            if slots.is_some() && blocking.slots > 0 && !row_kernel {
+                let same = again
+                    .iter()
+                    .zip(&c)
+                    .all(|(x, y)| (*x).into().to_bits() == (*y).into().to_bits());
+                assert!(
+                    same,
+                    "{m}x{k}x{n} form {form} threads {threads} planned {planned}: packed B differs"
+                );
+            }
+            outcomes.push(("packed B", again));
         }
         outcomes.push(("", c));
         for (what, c) in &outcomes {

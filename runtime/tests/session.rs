@@ -150,6 +150,7 @@ fn zero_element_tensors_and_kernels_run() {
             accumulate: false,
             pack: None,
             a_packed: None,
+            b_packed: None,
         }),
     };
     let io = |name: &str| IoTensor {

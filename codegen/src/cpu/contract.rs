@@ -87,24 +87,9 @@ unsafe fn run_typed<T: Kernels>(c: &Contract, regions: RegionPtrs, pool: &Worker
         rs: view.row_stride as isize,
         cs: view.col_stride as isize,
     };
-    let at = |batch: usize| Product {
-        m: c.m as usize,
-        n: c.n as usize,
-        k: c.k as usize,
-        a: mat(&c.a, batch as u64),
-        b: match &c.b {
-            ContractB::Mat(view) => mat(view, batch as u64),
-            // Not read: the packer below packs every panel of `B`.
-            ContractB::Im2col(_) => Mat {
-                ptr: std::ptr::null_mut(),
-                rs: 0,
-                cs: 0,
-            },
-        },
-        c: mat(&c.c, batch as u64),
-        alpha,
-        accumulate: c.accumulate,
-        a_packed: c.a_packed.as_ref().map(|packed| {
+    let at = |batch: usize| {
+        // Batch index `batch`'s matrix of an operand packed whole in the weights section.
+        let packed_at = |packed: &crate::kernel::PackedOperand| {
             let offset = batch_offset(&c.batch, &packed.batch_strides, batch as u64);
             regions
                 .base(Region::Weights)
@@ -112,7 +97,27 @@ unsafe fn run_typed<T: Kernels>(c: &Contract, regions: RegionPtrs, pool: &Worker
                 .cast::<T>()
                 .wrapping_offset(offset as isize)
                 .cast_const()
-        }),
+        };
+        Product {
+            m: c.m as usize,
+            n: c.n as usize,
+            k: c.k as usize,
+            a: mat(&c.a, batch as u64),
+            b: match &c.b {
+                ContractB::Mat(view) => mat(view, batch as u64),
+                // Not read: the packer below packs every panel of `B`.
+                ContractB::Im2col(_) => Mat {
+                    ptr: std::ptr::null_mut(),
+                    rs: 0,
+                    cs: 0,
+                },
+            },
+            c: mat(&c.c, batch as u64),
+            alpha,
+            accumulate: c.accumulate,
+            a_packed: c.a_packed.as_ref().map(packed_at),
+            b_packed: c.b_packed.as_ref().map(packed_at),
+        }
     };
     let blocking = c.blocking();
     let mnk = c.m.saturating_mul(c.n).saturating_mul(c.k);

@@ -649,6 +649,7 @@ unsafe fn many_rows_tile(
                     alpha: 1.0f32,
                     accumulate: k0 > 0,
                     a_packed: None,
+                    b_packed: None,
                 })
             }
         };

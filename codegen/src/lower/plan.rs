@@ -255,13 +255,13 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
             let batches = out[..out.len() - 2].iter().product::<u64>();
             let trans_b = data.opcode == Opcode::Gemm
                 && func.op(op).attrs.get("transB").and_then(|a| a.as_int()) == Some(1);
-            // A transposed constant `B` of a product of few rows is laid out row-major when the
-            // plan is written (`prepack`), and then read in place.
-            let b_constant = operand_is_weight(func, op, 1);
-            let b_row_major =
-                target.prepack_weights && b_constant && super::prepack::b_made_row_major(m, k, n);
-            let b_col_stride = if trans_b && !b_row_major { k as i64 } else { 1 };
-            let pack_b = !crate::cpu::target::gemm_b_in_place(m, b_col_stride);
+            // A constant `B` is packed whole when the plan is written (`prepack`): no run
+            // packs a panel of it.
+            let b_packed = target.prepack_weights
+                && operand_is_weight(func, op, 1)
+                && super::prepack::packs_b_whole(k, n);
+            let b_col_stride = if trans_b { k as i64 } else { 1 };
+            let pack_b = !b_packed && !crate::cpu::target::gemm_b_in_place(m, b_col_stride);
             let blocking =
                 crate::cpu::target::GemmBlocking::new(batches, m, n, k, elem_size, pack_b);
             // An `A` with contiguous columns (not transposed) is read where it is: no `A` panel.
@@ -673,10 +673,10 @@ fn give_gemm_panels(
     let reserved = end - start;
     for kernel in kernels {
         if let crate::kernel::KernelBody::Contract(c) = &mut kernel.body {
-            // A convolution's constant weight will be packed whole (`prepack`, at the end of
-            // lowering, which takes the panels back from one it cannot pack).
-            let need = if super::prepack::will_pack_a(ctx.target, c) {
-                c.blocking().without_a_panel().scratch_bytes()
+            // Constant weights will be packed whole (`prepack`, at the end of lowering, which
+            // takes the panels back from a product whose weight it cannot pack).
+            let need = if ctx.target.prepack_weights {
+                super::prepack::predicted_blocking(c).scratch_bytes()
             } else {
                 c.blocking().scratch_bytes()
             };

@@ -120,6 +120,7 @@ pub fn add_matmul_program() -> (Program, WeightStore) {
             accumulate: false,
             pack: None,
             a_packed: None,
+            b_packed: None,
         }),
     };
     let program = Program {

@@ -477,6 +477,7 @@ fn kernel_row_products(
         accumulate: true,
         pack: None,
         a_packed: None,
+        b_packed: None,
     };
     let mut contracts = Vec::new();
     for c_in in 0..s.c_g as i64 {
@@ -716,6 +717,7 @@ fn implicit_product(
         accumulate,
         pack: None,
         a_packed: None,
+        b_packed: None,
     })
 }
 
@@ -805,6 +807,7 @@ fn im2col_kernels(
             accumulate: bias.is_some(),
             pack: None,
             a_packed: None,
+            b_packed: None,
         };
         kernels.push(Kernel {
             name: ctx.kernel_name(op, kernels.len()),
@@ -1061,6 +1064,7 @@ fn conv_tap(
         accumulate: true,
         pack: None,
         a_packed: None,
+        b_packed: None,
     });
     Some(Tap {
         contract,
@@ -1505,6 +1509,7 @@ fn transpose_tap(
         accumulate: true,
         pack: None,
         a_packed: None,
+        b_packed: None,
     });
     Some(Tap {
         contract,

@@ -221,6 +221,7 @@ fn as_contract(
             accumulate: false,
             pack: None,
             a_packed: None,
+            b_packed: None,
         }),
     })
 }

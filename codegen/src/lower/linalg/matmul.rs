@@ -233,6 +233,7 @@ fn contract(
             accumulate,
             pack: None,
             a_packed: None,
+            b_packed: None,
         }),
     }
 }

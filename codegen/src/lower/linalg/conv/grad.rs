@@ -272,6 +272,7 @@ fn products_per_image(
                 accumulate: image > 0,
                 pack: None,
                 a_packed: None,
+                b_packed: None,
             })
         })
         .collect()

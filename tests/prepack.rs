@@ -120,10 +120,7 @@ fn check(model: &str, dims: &[&str]) -> (usize, usize) {
             );
         }
     }
-    (
-        count(OperandLayout::PackedA),
-        count(OperandLayout::PackedB),
-    )
+    (count(OperandLayout::PackedA), count(OperandLayout::PackedB))
 }
 
 #[test]

@@ -157,6 +157,7 @@ fn main() {
                 accumulate: false,
                 a_packed: None,
                 b_packed: None,
+                clamp: None,
             };
             let parallel = (m * n * k) as u64 >= memc_gemm::GEMM_PARALLEL_MACS;
             let t_memc = best_time(Duration::from_millis(500), || unsafe {
@@ -230,7 +231,10 @@ fn main() {
                 .zip(&c_gemm)
                 .map(|(x, y)| (x - y).abs() / (1.0 + y.abs()))
                 .fold(0f32, f32::max);
-            assert!(worst_whole < 1e-3, "{label}: B packed whole differs by {worst_whole}");
+            assert!(
+                worst_whole < 1e-3,
+                "{label}: B packed whole differs by {worst_whole}"
+            );
             let (g_memc, g_gemm) = (
                 flops / t_memc.as_secs_f64() / 1e9,
                 flops / t_gemm.as_secs_f64() / 1e9,

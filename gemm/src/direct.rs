@@ -69,6 +69,8 @@ pub struct DirectConv<'a> {
     pub axes: &'a [DirectAxis],
     pub alpha: f32,
     pub accumulate: bool,
+    /// `(lo, hi)`: each result is clamped to `[lo, hi]` as it is stored (NaN stays NaN).
+    pub clamp: Option<(f32, f32)>,
 }
 
 /// One batch index's operands: `A` packed whole, the input's element (channel 0, position
@@ -637,8 +639,16 @@ mod x86 {
         unsafe fn load_row<const S: usize>(b: *const f32, mask: u64, v: usize) -> Self;
         /// `self * x + acc`.
         unsafe fn fma(self, x: Self, acc: Self) -> Self;
-        /// Stores `alpha * self (+ p)` into the lanes of `p` that `lanes` (low bits) allows.
-        unsafe fn store(self, alpha: Self, p: *mut f32, lanes: u64, accumulate: bool);
+        /// Stores `alpha * self (+ p)`, clamped to `[lo, hi]` (NaN stays NaN), into the lanes
+        /// of `p` that `lanes` (low bits) allows.
+        unsafe fn store(
+            self,
+            alpha: Self,
+            clamp: (Self, Self),
+            p: *mut f32,
+            lanes: u64,
+            accumulate: bool,
+        );
     }
 
     #[derive(Copy, Clone)]
@@ -663,12 +673,21 @@ mod x86 {
             Zmm(_mm512_fmadd_ps(self.0, x.0, acc.0))
         }
         #[inline(always)]
-        unsafe fn store(self, alpha: Zmm, p: *mut f32, lanes: u64, accumulate: bool) {
+        unsafe fn store(
+            self,
+            alpha: Zmm,
+            (lo, hi): (Zmm, Zmm),
+            p: *mut f32,
+            lanes: u64,
+            accumulate: bool,
+        ) {
             let mask = lanes as __mmask16;
             let mut r = _mm512_mul_ps(alpha.0, self.0);
             if accumulate {
                 r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mask, p));
             }
+            // `max`/`min` return their second operand when either is NaN: `r`.
+            r = _mm512_min_ps(hi.0, _mm512_max_ps(lo.0, r));
             _mm512_mask_storeu_ps(p, mask, r);
         }
     }
@@ -695,12 +714,21 @@ mod x86 {
             Ymm(_mm256_fmadd_ps(self.0, x.0, acc.0))
         }
         #[inline(always)]
-        unsafe fn store(self, alpha: Ymm, p: *mut f32, lanes: u64, accumulate: bool) {
+        unsafe fn store(
+            self,
+            alpha: Ymm,
+            (lo, hi): (Ymm, Ymm),
+            p: *mut f32,
+            lanes: u64,
+            accumulate: bool,
+        ) {
             let mask = lanes8(lanes);
             let mut r = _mm256_mul_ps(alpha.0, self.0);
             if accumulate {
                 r = _mm256_add_ps(r, _mm256_maskload_ps(p, mask));
             }
+            // `max`/`min` return their second operand when either is NaN: `r`.
+            r = _mm256_min_ps(hi.0, _mm256_max_ps(lo.0, r));
             _mm256_maskstore_ps(p, mask, r);
         }
     }
@@ -724,6 +752,8 @@ mod x86 {
         });
         let conv = call.conv;
         let alpha = X::splat(conv.alpha);
+        let (lo, hi) = conv.clamp.unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
+        let clamp = (X::splat(lo), X::splat(hi));
         let lanes = (1u64 << call.tile.len) - 1;
         let c = call.ops.c;
         for (i, acc) in acc.iter().enumerate() {
@@ -733,7 +763,7 @@ mod x86 {
                 .add(call.tile.start);
             for (v, acc) in acc.iter().enumerate() {
                 let p = row.wrapping_add(X::LANES * v);
-                acc.store(alpha, p, lanes >> (X::LANES * v), conv.accumulate);
+                acc.store(alpha, clamp, p, lanes >> (X::LANES * v), conv.accumulate);
             }
         }
     }

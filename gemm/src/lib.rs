@@ -188,7 +188,7 @@ pub fn gemm_b_in_place(m: u64, b_col_stride: i64) -> bool {
 const MR: usize = GEMM_MR as usize;
 
 /// An element type the GEMM computes in.
-pub trait Elem: Copy + Send + Sync + PartialEq + 'static {
+pub trait Elem: Copy + Send + Sync + PartialOrd + 'static {
     const ZERO: Self;
     const SIZE: usize;
     fn mul_add(self, a: Self, b: Self) -> Self;
@@ -266,6 +266,41 @@ pub struct Product<T> {
     /// packed when the plan was written): the loop reads its strips in place and packs no `B`
     /// panel (`b` is then not read).
     pub b_packed: Option<*const T>,
+    /// `(lo, hi)`: every element of `c` is then clamped to `[lo, hi]` once its sum is complete
+    /// (a ReLU or ReLU6 after the product; NaN stays NaN). Each thread clamps the blocks it
+    /// computed while they are in its cache.
+    pub clamp: Option<(T, T)>,
+}
+
+/// Clamps the `rows x cols` block of `c` to `[lo, hi]`; NaN stays NaN (it compares false).
+///
+/// # Safety
+/// `c` is valid for the block.
+pub unsafe fn clamp_block<T: Elem>(c: Mat<T>, rows: usize, cols: usize, (lo, hi): (T, T)) {
+    for i in 0..rows {
+        if c.cs == 1 {
+            let row = std::slice::from_raw_parts_mut(c.at(i, 0), cols);
+            for x in row {
+                *x = clamp_one(*x, lo, hi);
+            }
+        } else {
+            for j in 0..cols {
+                let x = c.at(i, j);
+                *x = clamp_one(*x, lo, hi);
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn clamp_one<T: Elem>(x: T, lo: T, hi: T) -> T {
+    if x < lo {
+        lo
+    } else if x > hi {
+        hi
+    } else {
+        x
+    }
 }
 
 /// Values of an `m x k` matrix packed whole by [`pack_a_whole`]: its rows rounded up to
@@ -318,7 +353,15 @@ pub fn packed_b_len(k: u64, n: u64) -> u64 {
 pub unsafe fn pack_b_whole<T: Elem>(dst: *mut T, b: Mat<T>, k: usize, n: usize) {
     let strip = PACKED_B_STRIP as usize;
     for s in 0..n.div_ceil(strip) {
-        pack_b(dst.add(s * strip * k), b, 0, k, s * strip, (n - s * strip).min(strip), strip);
+        pack_b(
+            dst.add(s * strip * k),
+            b,
+            0,
+            k,
+            s * strip,
+            (n - s * strip).min(strip),
+            strip,
+        );
     }
 }
 
@@ -1184,6 +1227,17 @@ unsafe fn run_units<T: Kernels>(
                 p.alpha,
                 p.accumulate,
             );
+            if let Some(clamp) = p.clamp {
+                clamp_block(
+                    Mat {
+                        ptr: p.c.at(0, j0),
+                        ..p.c
+                    },
+                    1,
+                    cols,
+                    clamp,
+                );
+            }
             return;
         }
         let mut p0 = 0;
@@ -1263,6 +1317,20 @@ unsafe fn run_units<T: Kernels>(
                 }
             }
             p0 += kc;
+        }
+        if let Some(clamp) = p.clamp {
+            // The rows of this column block's units, complete now.
+            let i0 = ic_begin * plan.mc;
+            let rows = (ic_end * plan.mc).min(p.m) - i0;
+            clamp_block(
+                Mat {
+                    ptr: p.c.at(i0, j0),
+                    ..p.c
+                },
+                rows,
+                cols,
+                clamp,
+            );
         }
         unit = (jc + 1) * plan.n_ic;
     }

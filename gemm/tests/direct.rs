@@ -79,6 +79,7 @@ fn check(m: usize, channels: usize, mut axes: Vec<DirectAxis>, row_pad: i64, thr
             axes: &axes,
             alpha,
             accumulate,
+            clamp: None,
         };
         let (x_ptr, out_ptr) = (x.as_ptr() as usize, out.as_mut_ptr() as usize);
         let packed_ptr = packed.as_ptr() as usize;
@@ -100,6 +101,39 @@ fn check(m: usize, channels: usize, mut axes: Vec<DirectAxis>, row_pad: i64, thr
         };
         // SAFETY: the operands hold what the axes, channels and `m` address.
         unsafe { run_direct(BATCHES, &at, &conv, threads, &broadcast) };
+        {
+            // Clamped as stored: the same values, clamped (NaN stays NaN), bit for bit.
+            let mut clamped = start.clone();
+            let clamped_ptr = clamped.as_mut_ptr() as usize;
+            let at = |batch: usize| DirectOperands {
+                c: Mat {
+                    ptr: (clamped_ptr as *mut f32).wrapping_add(batch * m * pixels),
+                    ..at(batch).c
+                },
+                ..at(batch)
+            };
+            let (lo, hi) = (-0.05f32, 0.1f32);
+            let conv = DirectConv {
+                clamp: Some((lo, hi)),
+                ..conv
+            };
+            // SAFETY: as above.
+            unsafe { run_direct(BATCHES, &at, &conv, threads, &broadcast) };
+            for (i, (&got, &plain)) in clamped.iter().zip(&out).enumerate() {
+                let want = if plain < lo {
+                    lo
+                } else if plain > hi {
+                    hi
+                } else {
+                    plain
+                };
+                assert!(
+                    got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                    "axes {axes:?} threads {threads} accumulate {accumulate}: clamped [{i}] \
+                     {got}, want {want}"
+                );
+            }
+        }
         for batch in 0..BATCHES {
             for row in 0..m {
                 for pixel in 0..pixels {

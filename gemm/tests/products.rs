@@ -69,6 +69,7 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
             accumulate,
             a_packed: None,
             b_packed: None,
+            clamp: None,
         };
         let pack_b = !memc_gemm::gemm_b_in_place(m as u64, b_cs as i64);
         let blocking = GemmBlocking::new(1, m as u64, n as u64, k as u64, T::SIZE as u64, pack_b);
@@ -137,8 +138,7 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
                 b_packed: Some(packed.as_ptr()),
                 ..product
             };
-            let whole =
-                GemmBlocking::new(1, m as u64, n as u64, k as u64, T::SIZE as u64, false);
+            let whole = GemmBlocking::new(1, m as u64, n as u64, k as u64, T::SIZE as u64, false);
             // SAFETY: as above; `b_packed` holds `B` in the layout the loop reads, and the
             // slots are at least as large as this blocking's.
             unsafe { memc_gemm::run::<T>(1, &|_| product, &whole, slots, threads, &broadcast) };
@@ -154,6 +154,38 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
                 );
             }
             outcomes.push(("packed B", again));
+        }
+        {
+            // Clamped once each block is complete: the same values, clamped, bit for bit.
+            let mut clamped = start.clone();
+            let (lo, hi) = (T::from(-0.05), T::from(0.1));
+            let product = Product {
+                c: Mat {
+                    ptr: clamped.as_mut_ptr(),
+                    ..product.c
+                },
+                clamp: Some((lo, hi)),
+                ..product
+            };
+            // SAFETY: as above.
+            unsafe { memc_gemm::run::<T>(1, &|_| product, &blocking, slots, threads, &broadcast) };
+            let elements = (0..m).flat_map(|i| (0..n).map(move |j| (i, j)));
+            for at in elements.map(|(i, j)| (i as isize * c_rs + j as isize * c_cs) as usize) {
+                let (got, plain) = (clamped[at], c[at]);
+                let want = if plain < lo {
+                    lo
+                } else if plain > hi {
+                    hi
+                } else {
+                    plain
+                };
+                let (got, want): (f64, f64) = (got.into(), want.into());
+                assert!(
+                    got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                    "{m}x{k}x{n} form {form} threads {threads} planned {planned}: clamped [{at}] \
+                     {got}, want {want}"
+                );
+            }
         }
         outcomes.push(("", c));
         for (what, c) in &outcomes {

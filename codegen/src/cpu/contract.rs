@@ -44,21 +44,33 @@ fn batch_offset(batch: &[u64], strides: &[i64], mut linear: u64) -> i64 {
 /// # Safety
 /// As [`super::CpuProgram::run_kernel`]: the regions are at least as large as the sizes the
 /// contraction was validated against.
-pub(crate) unsafe fn run_contract(c: &Contract, regions: RegionPtrs, pool: &WorkerPool) {
+pub(crate) unsafe fn run_contract(
+    c: &Contract,
+    clamp: Option<(f64, f64)>,
+    regions: RegionPtrs,
+    pool: &WorkerPool,
+) {
     match c.elem {
         Scalar::F32 => {
             let alpha = f64::from_bits(c.alpha) as f32;
-            if !run_direct_conv(c, regions, pool, alpha) {
-                run_typed::<f32>(c, regions, pool, alpha)
+            let clamp = clamp.map(|(lo, hi)| (lo as f32, hi as f32));
+            if !run_direct_conv(c, clamp, regions, pool, alpha) {
+                run_typed::<f32>(c, clamp, regions, pool, alpha)
             }
         }
-        Scalar::F64 => run_typed::<f64>(c, regions, pool, f64::from_bits(c.alpha)),
+        Scalar::F64 => run_typed::<f64>(c, clamp, regions, pool, f64::from_bits(c.alpha)),
         // `CpuProgram::compile` rejects other element types, so nothing reaches here.
         _ => {}
     }
 }
 
-unsafe fn run_typed<T: Kernels>(c: &Contract, regions: RegionPtrs, pool: &WorkerPool, alpha: T) {
+unsafe fn run_typed<T: Kernels>(
+    c: &Contract,
+    clamp: Option<(T, T)>,
+    regions: RegionPtrs,
+    pool: &WorkerPool,
+    alpha: T,
+) {
     if c.m == 0 || c.n == 0 || c.batch.contains(&0) {
         return;
     }
@@ -66,6 +78,7 @@ unsafe fn run_typed<T: Kernels>(c: &Contract, regions: RegionPtrs, pool: &Worker
     let batch_offsets =
         |linear: u64, view: &MatView| batch_offset(&c.batch, &view.batch_strides, linear);
     if c.k == 0 {
+        let (c_rows, c_cols) = (c.m as usize, c.n as usize);
         if !c.accumulate {
             for linear in 0..n_batches {
                 let dst: *mut T = regions.origin(&c.c, batch_offsets(linear, &c.c));
@@ -78,6 +91,17 @@ unsafe fn run_typed<T: Kernels>(c: &Contract, regions: RegionPtrs, pool: &Worker
                         unsafe { dst.wrapping_offset(at as isize).write(T::ZERO) };
                     }
                 }
+            }
+        }
+        if let Some(clamp) = clamp {
+            for linear in 0..n_batches {
+                let c = Mat {
+                    ptr: regions.origin::<T>(&c.c, batch_offsets(linear, &c.c)),
+                    rs: c.c.row_stride as isize,
+                    cs: c.c.col_stride as isize,
+                };
+                // SAFETY: the block is the validated result matrix.
+                unsafe { gemm::clamp_block(c, c_rows, c_cols, clamp) };
             }
         }
         return;
@@ -117,6 +141,7 @@ unsafe fn run_typed<T: Kernels>(c: &Contract, regions: RegionPtrs, pool: &Worker
             accumulate: c.accumulate,
             a_packed: c.a_packed.as_ref().map(packed_at),
             b_packed: c.b_packed.as_ref().map(packed_at),
+            clamp,
         }
     };
     let blocking = c.blocking();
@@ -171,6 +196,7 @@ unsafe fn run_typed<T: Kernels>(c: &Contract, regions: RegionPtrs, pool: &Worker
 /// As [`run_contract`].
 unsafe fn run_direct_conv(
     c: &Contract,
+    clamp: Option<(f32, f32)>,
     regions: RegionPtrs,
     pool: &WorkerPool,
     alpha: f32,
@@ -218,6 +244,7 @@ unsafe fn run_direct_conv(
         axes,
         alpha,
         accumulate: c.accumulate,
+        clamp,
     };
     let n_batches: u64 = c.batch.iter().product();
     let at = |batch: usize| {

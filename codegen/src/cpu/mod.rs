@@ -39,8 +39,9 @@ mod contract;
 mod emitter;
 #[cfg(feature = "cpu")]
 mod error;
-#[cfg(feature = "cpu")]
 mod func;
+#[cfg(feature = "cpu")]
+mod fuse;
 #[cfg(feature = "cpu")]
 mod helpers;
 #[cfg(feature = "cpu")]

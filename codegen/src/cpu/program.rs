@@ -4,7 +4,8 @@
 //! SSE4.1/AVX/FMA are used; `opt_level=speed`) holding one function per loop kernel
 //! (`loops.rs`); contractions run memc's GEMM (`contract.rs`, `gemm.rs`) and low-bit products the
 //! hand-written code of `nbits.rs`. [`CpuProgram::run_kernel`] runs one kernel, splitting its
-//! rows over the worker pool (`pool.rs`).
+//! rows over the worker pool (`pool.rs`). A clamp of a contraction's result right after it
+//! runs inside the contraction (`fuse.rs`).
 //!
 //! Guarantees: compiling a validated kernel never panics; running a validated kernel touches
 //! only the bytes its validation bounded, and gives the same result whether its rows run on
@@ -40,8 +41,11 @@ enum Compiled {
         rows: u64,
         work_per_row: u64,
     },
-    Contract(Box<Contract>),
+    /// With the clamp of the loop kernel after it, which then runs as [`Compiled::Fused`].
+    Contract(Box<Contract>, Option<(f64, f64)>),
     NBits(Box<NBitsMatMul>),
+    /// A kernel the one before it runs (`fuse.rs`): nothing to do.
+    Fused,
 }
 
 /// The JIT module that owns the machine code; kept only to free it on drop.
@@ -123,8 +127,15 @@ impl CpuProgram {
         let mut pending = Vec::with_capacity(kernels.len());
         let mut compile_times = Vec::with_capacity(kernels.len());
         let mut vectorized = Vec::with_capacity(kernels.len());
+        let mut fused_next = false;
         for (index, kernel) in kernels.iter().enumerate() {
             let kernel_start = Instant::now();
+            if std::mem::take(&mut fused_next) {
+                pending.push(Err(Compiled::Fused));
+                vectorized.push(0);
+                compile_times.push(kernel_start.elapsed());
+                continue;
+            }
             match &kernel.body {
                 KernelBody::Loop(lk) => {
                     let name = format!("memc_kernel_{index}");
@@ -155,7 +166,11 @@ impl CpuProgram {
                             message: format!("contraction in {}", c.elem.name()),
                         });
                     }
-                    pending.push(Err(Compiled::Contract(Box::new(c.clone()))));
+                    let clamp = kernels
+                        .get(index + 1)
+                        .and_then(|next| super::fuse::fused_clamp(c, next));
+                    fused_next = clamp.is_some();
+                    pending.push(Err(Compiled::Contract(Box::new(c.clone()), clamp)));
                     vectorized.push(0);
                 }
                 KernelBody::NBits(q) => {
@@ -222,8 +237,15 @@ impl CpuProgram {
         self.compile_time
     }
 
+    /// Whether kernel `index` runs inside the kernel before it (a clamp of a contraction's
+    /// result, `fuse.rs`) and so does nothing itself.
+    pub fn is_fused(&self, index: usize) -> bool {
+        matches!(self.kernels.get(index), Some(Compiled::Fused))
+    }
+
     /// Runs kernel `index` of a program without persistent state over its whole index space,
-    /// splitting rows over `pool`.
+    /// splitting rows over `pool`. Kernels run in order: one that [`CpuProgram::is_fused`]
+    /// into the one before it does nothing.
     ///
     /// # Safety
     /// `arena` and `weights` must point to regions at least as large as the sizes the kernel
@@ -255,8 +277,9 @@ impl CpuProgram {
             return;
         };
         match kernel {
-            Compiled::Contract(c) => contract::run_contract(c, regions, pool),
+            Compiled::Contract(c, clamp) => contract::run_contract(c, *clamp, regions, pool),
             Compiled::NBits(q) => nbits::run_nbits(q, regions, pool),
+            Compiled::Fused => {}
             Compiled::Loop {
                 func,
                 rows,

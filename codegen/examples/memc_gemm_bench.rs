@@ -157,7 +157,7 @@ fn main() {
                 accumulate: false,
                 a_packed: None,
                 b_packed: None,
-                clamp: None,
+                epilogue: memc_gemm::Epilogue::NONE,
             };
             let parallel = (m * n * k) as u64 >= memc_gemm::GEMM_PARALLEL_MACS;
             let t_memc = best_time(Duration::from_millis(500), || unsafe {

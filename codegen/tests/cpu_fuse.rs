@@ -150,3 +150,33 @@ fn a_relu_that_keeps_the_product_is_not_fused() {
     );
     assert_eq!(fused, 0, "nothing fused");
 }
+
+#[test]
+fn a_residual_add_and_relu_after_a_convolution_run_in_its_stores() {
+    // ResNet's block end: the second convolution, plus the block's input, then ReLU.
+    let w = conv_weights(8, 8);
+    let fused = check(
+        "(%x: tensor<1x8x12x12xf32>) -> tensor<1x8x12x12xf32>",
+        "  %r = \"onnx.Sigmoid\"(%x) : (tensor<1x8x12x12xf32>) -> tensor<1x8x12x12xf32>\n  %0 = \"onnx.Conv\"(%r, %w, %b) {pads = [1, 1, 1, 1]} : (tensor<1x8x12x12xf32>, tensor<8x8x3x3xf32>, tensor<8xf32>) -> tensor<1x8x12x12xf32>\n  %1 = \"onnx.Add\"(%0, %r) : (tensor<1x8x12x12xf32>, tensor<1x8x12x12xf32>) -> tensor<1x8x12x12xf32>\n  %2 = \"onnx.Relu\"(%1) : (tensor<1x8x12x12xf32>) -> tensor<1x8x12x12xf32>\n  return %2 : tensor<1x8x12x12xf32>\n",
+        &borrowed(&w),
+        values(8 * 144, 8, true),
+    );
+    assert_eq!(fused, 1, "the Add and ReLU run in the convolution");
+}
+
+#[test]
+fn a_residual_add_and_relu_after_a_pointwise_convolution_run_in_the_gemm() {
+    // A 1x1 convolution is a GEMM on the input itself (a MatMul's residual instead becomes
+    // the product's accumulator when it is planned, and needs no epilogue).
+    let w = [
+        ("w", "tensor<8x8x1x1xf32>", values(64, 11, false)),
+        ("b", "tensor<8xf32>", values(8, 12, false)),
+    ];
+    let fused = check(
+        "(%x: tensor<2x8x20x20xf32>) -> tensor<2x8x20x20xf32>",
+        "  %r = \"onnx.Sigmoid\"(%x) : (tensor<2x8x20x20xf32>) -> tensor<2x8x20x20xf32>\n  %0 = \"onnx.Conv\"(%r, %w, %b) : (tensor<2x8x20x20xf32>, tensor<8x8x1x1xf32>, tensor<8xf32>) -> tensor<2x8x20x20xf32>\n  %1 = \"onnx.Add\"(%0, %r) : (tensor<2x8x20x20xf32>, tensor<2x8x20x20xf32>) -> tensor<2x8x20x20xf32>\n  %2 = \"onnx.Relu\"(%1) : (tensor<2x8x20x20xf32>) -> tensor<2x8x20x20xf32>\n  return %2 : tensor<2x8x20x20xf32>\n",
+        &w,
+        values(2 * 8 * 400, 10, true),
+    );
+    assert_eq!(fused, 1, "the Add and ReLU run in the GEMM");
+}

@@ -69,8 +69,8 @@ pub struct DirectConv<'a> {
     pub axes: &'a [DirectAxis],
     pub alpha: f32,
     pub accumulate: bool,
-    /// `(lo, hi)`: each result is clamped to `[lo, hi]` as it is stored (NaN stays NaN).
-    pub clamp: Option<(f32, f32)>,
+    /// Applied to each result as it is stored.
+    pub epilogue: crate::Epilogue<f32>,
 }
 
 /// One batch index's operands: `A` packed whole, the input's element (channel 0, position
@@ -639,16 +639,24 @@ mod x86 {
         unsafe fn load_row<const S: usize>(b: *const f32, mask: u64, v: usize) -> Self;
         /// `self * x + acc`.
         unsafe fn fma(self, x: Self, acc: Self) -> Self;
-        /// Stores `alpha * self (+ p)`, clamped to `[lo, hi]` (NaN stays NaN), into the lanes
-        /// of `p` that `lanes` (low bits) allows.
+        /// Stores `alpha * self (+ p)`, plus the lanes `add` elements on when there is a
+        /// residual, clamped to `[lo, hi]` (NaN stays NaN), into the lanes of `p` that
+        /// `lanes` (low bits) allows.
         unsafe fn store(
             self,
             alpha: Self,
-            clamp: (Self, Self),
+            epilogue: &Finish<Self>,
             p: *mut f32,
             lanes: u64,
             accumulate: bool,
         );
+    }
+
+    /// A tile's epilogue in vectors: the residual's distance in elements, and the clamp
+    /// (infinite bounds when there is none).
+    struct Finish<X> {
+        add: Option<isize>,
+        clamp: (X, X),
     }
 
     #[derive(Copy, Clone)]
@@ -676,7 +684,7 @@ mod x86 {
         unsafe fn store(
             self,
             alpha: Zmm,
-            (lo, hi): (Zmm, Zmm),
+            epilogue: &Finish<Zmm>,
             p: *mut f32,
             lanes: u64,
             accumulate: bool,
@@ -686,7 +694,11 @@ mod x86 {
             if accumulate {
                 r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mask, p));
             }
+            if let Some(add) = epilogue.add {
+                r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mask, p.wrapping_offset(add)));
+            }
             // `max`/`min` return their second operand when either is NaN: `r`.
+            let (lo, hi) = epilogue.clamp;
             r = _mm512_min_ps(hi.0, _mm512_max_ps(lo.0, r));
             _mm512_mask_storeu_ps(p, mask, r);
         }
@@ -717,7 +729,7 @@ mod x86 {
         unsafe fn store(
             self,
             alpha: Ymm,
-            (lo, hi): (Ymm, Ymm),
+            epilogue: &Finish<Ymm>,
             p: *mut f32,
             lanes: u64,
             accumulate: bool,
@@ -727,7 +739,11 @@ mod x86 {
             if accumulate {
                 r = _mm256_add_ps(r, _mm256_maskload_ps(p, mask));
             }
+            if let Some(add) = epilogue.add {
+                r = _mm256_add_ps(r, _mm256_maskload_ps(p.wrapping_offset(add), mask));
+            }
             // `max`/`min` return their second operand when either is NaN: `r`.
+            let (lo, hi) = epilogue.clamp;
             r = _mm256_min_ps(hi.0, _mm256_max_ps(lo.0, r));
             _mm256_maskstore_ps(p, mask, r);
         }
@@ -752,8 +768,14 @@ mod x86 {
         });
         let conv = call.conv;
         let alpha = X::splat(conv.alpha);
-        let (lo, hi) = conv.clamp.unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
-        let clamp = (X::splat(lo), X::splat(hi));
+        let (lo, hi) = conv
+            .epilogue
+            .clamp
+            .unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
+        let finish = Finish {
+            add: conv.epilogue.add,
+            clamp: (X::splat(lo), X::splat(hi)),
+        };
         let lanes = (1u64 << call.tile.len) - 1;
         let c = call.ops.c;
         for (i, acc) in acc.iter().enumerate() {
@@ -763,7 +785,7 @@ mod x86 {
                 .add(call.tile.start);
             for (v, acc) in acc.iter().enumerate() {
                 let p = row.wrapping_add(X::LANES * v);
-                acc.store(alpha, clamp, p, lanes >> (X::LANES * v), conv.accumulate);
+                acc.store(alpha, &finish, p, lanes >> (X::LANES * v), conv.accumulate);
             }
         }
     }

@@ -266,40 +266,73 @@ pub struct Product<T> {
     /// packed when the plan was written): the loop reads its strips in place and packs no `B`
     /// panel (`b` is then not read).
     pub b_packed: Option<*const T>,
-    /// `(lo, hi)`: every element of `c` is then clamped to `[lo, hi]` once its sum is complete
-    /// (a ReLU or ReLU6 after the product; NaN stays NaN). Each thread clamps the blocks it
-    /// computed while they are in its cache.
+    /// What happens to each element of `c` once its sum is complete (each thread finishes
+    /// the blocks it computed while they are in its cache).
+    pub epilogue: Epilogue<T>,
+}
+
+/// The last steps of a product's elements once their sums are complete: `x = x + x[add]`
+/// (the element `add` elements from it: a residual of the same layout, read before anything
+/// writes it), then `x` clamped to `[lo, hi]` (a ReLU or ReLU6 after the product; NaN stays
+/// NaN), in that order.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Epilogue<T> {
+    pub add: Option<isize>,
     pub clamp: Option<(T, T)>,
 }
 
-/// Clamps the `rows x cols` block of `c` to `[lo, hi]`; NaN stays NaN (it compares false).
+impl<T> Epilogue<T> {
+    /// No last steps.
+    pub const NONE: Epilogue<T> = Epilogue {
+        add: None,
+        clamp: None,
+    };
+
+    pub fn is_none(&self) -> bool {
+        self.add.is_none() && self.clamp.is_none()
+    }
+}
+
+/// Applies `epilogue` to the `rows x cols` block of `c`.
 ///
 /// # Safety
-/// `c` is valid for the block.
-pub unsafe fn clamp_block<T: Elem>(c: Mat<T>, rows: usize, cols: usize, (lo, hi): (T, T)) {
+/// `c` is valid for the block, and so is the block `epilogue.add` elements from it, which
+/// does not overlap it.
+pub unsafe fn finish_block<T: Elem>(c: Mat<T>, rows: usize, cols: usize, epilogue: Epilogue<T>) {
+    if epilogue.is_none() {
+        return;
+    }
+    let clamp = |v: T| match epilogue.clamp {
+        // NaN compares false and stays.
+        Some((lo, _)) if v < lo => lo,
+        Some((_, hi)) if v > hi => hi,
+        _ => v,
+    };
     for i in 0..rows {
+        let row = c.at(i, 0);
         if c.cs == 1 {
-            let row = std::slice::from_raw_parts_mut(c.at(i, 0), cols);
-            for x in row {
-                *x = clamp_one(*x, lo, hi);
+            // Whole rows as slices, which the compiler vectorizes (the caller promises the
+            // residual does not overlap the block).
+            let out = std::slice::from_raw_parts_mut(row, cols);
+            match epilogue.add {
+                Some(add) => {
+                    let residual = std::slice::from_raw_parts(row.wrapping_offset(add), cols);
+                    for (x, &r) in out.iter_mut().zip(residual) {
+                        *x = clamp(x.add(r));
+                    }
+                }
+                None => out.iter_mut().for_each(|x| *x = clamp(*x)),
             }
         } else {
             for j in 0..cols {
                 let x = c.at(i, j);
-                *x = clamp_one(*x, lo, hi);
+                let v = match epilogue.add {
+                    Some(add) => (*x).add(*x.wrapping_offset(add)),
+                    None => *x,
+                };
+                *x = clamp(v);
             }
         }
-    }
-}
-
-#[inline(always)]
-fn clamp_one<T: Elem>(x: T, lo: T, hi: T) -> T {
-    if x < lo {
-        lo
-    } else if x > hi {
-        hi
-    } else {
-        x
     }
 }
 
@@ -1227,15 +1260,15 @@ unsafe fn run_units<T: Kernels>(
                 p.alpha,
                 p.accumulate,
             );
-            if let Some(clamp) = p.clamp {
-                clamp_block(
+            if !p.epilogue.is_none() {
+                finish_block(
                     Mat {
                         ptr: p.c.at(0, j0),
                         ..p.c
                     },
                     1,
                     cols,
-                    clamp,
+                    p.epilogue,
                 );
             }
             return;
@@ -1318,18 +1351,18 @@ unsafe fn run_units<T: Kernels>(
             }
             p0 += kc;
         }
-        if let Some(clamp) = p.clamp {
+        if !p.epilogue.is_none() {
             // The rows of this column block's units, complete now.
             let i0 = ic_begin * plan.mc;
             let rows = (ic_end * plan.mc).min(p.m) - i0;
-            clamp_block(
+            finish_block(
                 Mat {
                     ptr: p.c.at(i0, j0),
                     ..p.c
                 },
                 rows,
                 cols,
-                clamp,
+                p.epilogue,
             );
         }
         unit = (jc + 1) * plan.n_ic;

@@ -6,7 +6,7 @@
 
 use memc_gemm::{
     direct_conv_fills_lanes, direct_conv_runs, pack_a_whole, packed_a_len, run_direct, DirectAxis,
-    DirectConv, DirectOperands, Mat,
+    DirectConv, DirectOperands, Epilogue, Mat,
 };
 
 /// A deterministic value in [-0.5, 0.5).
@@ -79,7 +79,7 @@ fn check(m: usize, channels: usize, mut axes: Vec<DirectAxis>, row_pad: i64, thr
             axes: &axes,
             alpha,
             accumulate,
-            clamp: None,
+            epilogue: Epilogue::NONE,
         };
         let (x_ptr, out_ptr) = (x.as_ptr() as usize, out.as_mut_ptr() as usize);
         let packed_ptr = packed.as_ptr() as usize;
@@ -102,24 +102,37 @@ fn check(m: usize, channels: usize, mut axes: Vec<DirectAxis>, row_pad: i64, thr
         // SAFETY: the operands hold what the axes, channels and `m` address.
         unsafe { run_direct(BATCHES, &at, &conv, threads, &broadcast) };
         {
-            // Clamped as stored: the same values, clamped (NaN stays NaN), bit for bit.
-            let mut clamped = start.clone();
-            let clamped_ptr = clamped.as_mut_ptr() as usize;
+            // Finished as stored: the same values plus a residual (with `accumulate`; it lies
+            // right after the results), clamped (NaN stays NaN), bit for bit.
+            let len = start.len();
+            let residual: Vec<f32> = (0..len).map(|i| value(i, 4)).collect();
+            let mut finished = start.clone();
+            finished.extend_from_slice(&residual);
+            let finished_ptr = finished.as_mut_ptr() as usize;
             let at = |batch: usize| DirectOperands {
                 c: Mat {
-                    ptr: (clamped_ptr as *mut f32).wrapping_add(batch * m * pixels),
+                    ptr: (finished_ptr as *mut f32).wrapping_add(batch * m * pixels),
                     ..at(batch).c
                 },
                 ..at(batch)
             };
             let (lo, hi) = (-0.05f32, 0.1f32);
+            let add = accumulate.then_some(len as isize);
             let conv = DirectConv {
-                clamp: Some((lo, hi)),
+                epilogue: Epilogue {
+                    add,
+                    clamp: Some((lo, hi)),
+                },
                 ..conv
             };
-            // SAFETY: as above.
+            // SAFETY: as above; the residual lies `len` elements on in the same buffer.
             unsafe { run_direct(BATCHES, &at, &conv, threads, &broadcast) };
-            for (i, (&got, &plain)) in clamped.iter().zip(&out).enumerate() {
+            for (i, (&got, &plain)) in finished[..len].iter().zip(&out).enumerate() {
+                let plain = if add.is_some() {
+                    plain + residual[i]
+                } else {
+                    plain
+                };
                 let want = if plain < lo {
                     lo
                 } else if plain > hi {
@@ -129,7 +142,7 @@ fn check(m: usize, channels: usize, mut axes: Vec<DirectAxis>, row_pad: i64, thr
                 };
                 assert!(
                     got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
-                    "axes {axes:?} threads {threads} accumulate {accumulate}: clamped [{i}] \
+                    "axes {axes:?} threads {threads} accumulate {accumulate}: finished [{i}] \
                      {got}, want {want}"
                 );
             }

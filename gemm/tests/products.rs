@@ -5,7 +5,7 @@
 //! planned slots and stack panels, one and several threads (run on scoped threads here).
 //! `MEMC_GEMM_ISA=scalar|avx2|avx512` runs the same on another microkernel.
 
-use memc_gemm::{GemmBlocking, Kernels, Mat, Product};
+use memc_gemm::{Epilogue, GemmBlocking, Kernels, Mat, Product};
 
 /// A deterministic value in [-0.5, 0.5).
 fn value(i: usize, salt: usize) -> f64 {
@@ -69,7 +69,7 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
             accumulate,
             a_packed: None,
             b_packed: None,
-            clamp: None,
+            epilogue: Epilogue::NONE,
         };
         let pack_b = !memc_gemm::gemm_b_in_place(m as u64, b_cs as i64);
         let blocking = GemmBlocking::new(1, m as u64, n as u64, k as u64, T::SIZE as u64, pack_b);
@@ -156,22 +156,32 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
             outcomes.push(("packed B", again));
         }
         {
-            // Clamped once each block is complete: the same values, clamped, bit for bit.
-            let mut clamped = start.clone();
+            // Finished once each block is complete: the same values plus a residual (with
+            // `accumulate`; it lies right after `c`'s elements), clamped, bit for bit.
+            let residual: Vec<T> = (0..c_len).map(|i| T::from(value(i, 4) as f32)).collect();
+            let mut finished = start.clone();
+            finished.extend_from_slice(&residual);
             let (lo, hi) = (T::from(-0.05), T::from(0.1));
+            let add = accumulate.then_some(c_len as isize);
             let product = Product {
                 c: Mat {
-                    ptr: clamped.as_mut_ptr(),
+                    ptr: finished.as_mut_ptr(),
                     ..product.c
                 },
-                clamp: Some((lo, hi)),
+                epilogue: Epilogue {
+                    add,
+                    clamp: Some((lo, hi)),
+                },
                 ..product
             };
-            // SAFETY: as above.
+            // SAFETY: as above; the residual lies `c_len` elements on in the same buffer.
             unsafe { memc_gemm::run::<T>(1, &|_| product, &blocking, slots, threads, &broadcast) };
             let elements = (0..m).flat_map(|i| (0..n).map(move |j| (i, j)));
             for at in elements.map(|(i, j)| (i as isize * c_rs + j as isize * c_cs) as usize) {
-                let (got, plain) = (clamped[at], c[at]);
+                let (got, mut plain) = (finished[at], c[at]);
+                if add.is_some() {
+                    plain = plain.add(residual[at]);
+                }
                 let want = if plain < lo {
                     lo
                 } else if plain > hi {
@@ -182,8 +192,8 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
                 let (got, want): (f64, f64) = (got.into(), want.into());
                 assert!(
                     got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
-                    "{m}x{k}x{n} form {form} threads {threads} planned {planned}: clamped [{at}] \
-                     {got}, want {want}"
+                    "{m}x{k}x{n} form {form} threads {threads} planned {planned} accumulate \
+                     {accumulate}: finished [{at}] {got}, want {want}"
                 );
             }
         }

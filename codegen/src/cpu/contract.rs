@@ -12,7 +12,7 @@
 use super::pool::WorkerPool;
 use super::regions::RegionPtrs;
 use crate::kernel::{Contract, ContractB, Im2colView, MatView, Region, Scalar, MAX_IM2COL_AXES};
-use memc_gemm::{self as gemm, Kernels, Mat, Product};
+use memc_gemm::{self as gemm, Epilogue, Kernels, Mat, Product};
 
 /// Products with at least this many multiply-adds (`batches * m * n * k`) use several threads
 /// (and have planned panels).
@@ -46,19 +46,22 @@ fn batch_offset(batch: &[u64], strides: &[i64], mut linear: u64) -> i64 {
 /// contraction was validated against.
 pub(crate) unsafe fn run_contract(
     c: &Contract,
-    clamp: Option<(f64, f64)>,
+    epilogue: Epilogue<f64>,
     regions: RegionPtrs,
     pool: &WorkerPool,
 ) {
     match c.elem {
         Scalar::F32 => {
             let alpha = f64::from_bits(c.alpha) as f32;
-            let clamp = clamp.map(|(lo, hi)| (lo as f32, hi as f32));
-            if !run_direct_conv(c, clamp, regions, pool, alpha) {
-                run_typed::<f32>(c, clamp, regions, pool, alpha)
+            let epilogue = Epilogue {
+                add: epilogue.add,
+                clamp: epilogue.clamp.map(|(lo, hi)| (lo as f32, hi as f32)),
+            };
+            if !run_direct_conv(c, epilogue, regions, pool, alpha) {
+                run_typed::<f32>(c, epilogue, regions, pool, alpha)
             }
         }
-        Scalar::F64 => run_typed::<f64>(c, clamp, regions, pool, f64::from_bits(c.alpha)),
+        Scalar::F64 => run_typed::<f64>(c, epilogue, regions, pool, f64::from_bits(c.alpha)),
         // `CpuProgram::compile` rejects other element types, so nothing reaches here.
         _ => {}
     }
@@ -66,7 +69,7 @@ pub(crate) unsafe fn run_contract(
 
 unsafe fn run_typed<T: Kernels>(
     c: &Contract,
-    clamp: Option<(T, T)>,
+    epilogue: Epilogue<T>,
     regions: RegionPtrs,
     pool: &WorkerPool,
     alpha: T,
@@ -93,7 +96,7 @@ unsafe fn run_typed<T: Kernels>(
                 }
             }
         }
-        if let Some(clamp) = clamp {
+        if !epilogue.is_none() {
             for linear in 0..n_batches {
                 let c = Mat {
                     ptr: regions.origin::<T>(&c.c, batch_offsets(linear, &c.c)),
@@ -101,7 +104,7 @@ unsafe fn run_typed<T: Kernels>(
                     cs: c.c.col_stride as isize,
                 };
                 // SAFETY: the block is the validated result matrix.
-                unsafe { gemm::clamp_block(c, c_rows, c_cols, clamp) };
+                unsafe { gemm::finish_block(c, c_rows, c_cols, epilogue) };
             }
         }
         return;
@@ -141,7 +144,7 @@ unsafe fn run_typed<T: Kernels>(
             accumulate: c.accumulate,
             a_packed: c.a_packed.as_ref().map(packed_at),
             b_packed: c.b_packed.as_ref().map(packed_at),
-            clamp,
+            epilogue,
         }
     };
     let blocking = c.blocking();
@@ -196,7 +199,7 @@ unsafe fn run_typed<T: Kernels>(
 /// As [`run_contract`].
 unsafe fn run_direct_conv(
     c: &Contract,
-    clamp: Option<(f32, f32)>,
+    epilogue: Epilogue<f32>,
     regions: RegionPtrs,
     pool: &WorkerPool,
     alpha: f32,
@@ -244,7 +247,7 @@ unsafe fn run_direct_conv(
         axes,
         alpha,
         accumulate: c.accumulate,
-        clamp,
+        epilogue,
     };
     let n_batches: u64 = c.batch.iter().product();
     let at = |batch: usize| {

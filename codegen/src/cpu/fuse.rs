@@ -1,26 +1,30 @@
-//! A peephole of the CPU backend: a clamp of a contraction's result in place (ReLU: `max(x,
-//! 0)`; ReLU6 and Clip: a `max` and a `min` with constants), the loop kernel right after the
-//! contraction, runs inside it: the GEMM clamps each block it finished while the block is in
-//! its thread's cache, the direct convolution as it stores its accumulators. The loop kernel
-//! then does nothing. The program is unchanged (every other backend and the reference run
+//! A peephole of the CPU backend: an epilogue of a contraction's result in place, the loop
+//! kernel right after the contraction, runs inside it: a residual added (ResNet's `Add` after
+//! its second convolution) and a clamp (ReLU: `max(x, 0)`; ReLU6 and Clip: a `max` and a
+//! `min` with constants). The GEMM finishes each block it computed while the block is in its
+//! thread's cache, the direct convolution as it stores its accumulators. The loop kernel then
+//! does nothing. The program is unchanged (every other backend and the reference run
 //! the two kernels as they are); this only saves the CPU a pass over the result and a
 //! dispatch to the workers.
 //!
-//! Guarantees: a clamp is fused only when the loop reads and writes, in place and unguarded,
-//! exactly the elements of the contraction's result (both dense over the same bytes, so no
-//! batch index of the contraction writes another's elements), in the contraction's element
-//! type, and its body is a chain of `max`/`min` with constants; the values are those the loop
-//! would store (NaN stays NaN), except that `max(-0.0, 0.0)` may keep `-0.0`.
+//! Guarantees: an epilogue is fused only when the loop reads and writes, in place and
+//! unguarded, exactly the elements of the contraction's result (both dense over the same
+//! bytes, so no batch index of the contraction writes another's elements), in the
+//! contraction's element type; a residual has the same strides, lies in the arena apart from
+//! the result, and is added before any clamp (as the loop does); the body is otherwise a chain
+//! of `max`/`min` with constants. The values are those the loop would store (NaN stays NaN),
+//! except that `max(-0.0, 0.0)` may keep `-0.0`.
 
 use crate::kernel::{BinaryOp, Contract, InstKind, Kernel, KernelBody, LoopKernel, Region, Stage};
+use memc_gemm::Epilogue;
 
-/// The clamp `[lo, hi]` that `next` applies to `c`'s result in place, if it is one.
-pub(super) fn fused_clamp(c: &Contract, next: &Kernel) -> Option<(f64, f64)> {
+/// The epilogue `next` applies to `c`'s result in place, if it is one.
+pub(super) fn fused_epilogue(c: &Contract, next: &Kernel) -> Option<Epilogue<f64>> {
     let KernelBody::Loop(lk) = &next.body else {
         return None;
     };
-    let (view, clamp) = clamp_in_place(lk)?;
-    let view = &lk.views[view as usize];
+    let tail = epilogue_in_place(lk)?;
+    let view = &lk.views[tail.view as usize];
     if view.region != c.c.region || view.region != Region::Arena || view.elem != c.elem {
         return None;
     }
@@ -38,12 +42,45 @@ pub(super) fn fused_clamp(c: &Contract, next: &Kernel) -> Option<(f64, f64)> {
         .zip(c.c.batch_strides.iter().copied())
         .chain([(c.m, c.c.row_stride), (c.n, c.c.col_stride)]);
     let c_elems = dense_elems(c_axes)?;
-    (loop_elems == c_elems && view.byte_offset == c.c.byte_offset).then_some(clamp)
+    if loop_elems != c_elems || view.byte_offset != c.c.byte_offset {
+        return None;
+    }
+    let add = match tail.add {
+        None => None,
+        Some(residual) => {
+            // The residual: the same layout elsewhere in the arena, apart from the result.
+            let residual = &lk.views[residual as usize];
+            let size = c.elem.size() as i64;
+            let delta = residual.byte_offset.checked_sub(view.byte_offset)?;
+            let bytes = i64::try_from(c_elems).ok()?.checked_mul(size)?;
+            let apart = delta.checked_abs()? >= bytes;
+            let same_layout = residual.region == Region::Arena
+                && residual.elem == view.elem
+                && residual.strides == view.strides
+                && residual.guards.is_empty();
+            if !apart || !same_layout || delta % size != 0 {
+                return None;
+            }
+            Some(isize::try_from(delta / size).ok()?)
+        }
+    };
+    Some(Epilogue {
+        add,
+        clamp: tail.clamp,
+    })
 }
 
-/// The view a loop kernel clamps in place and the clamp: one `Map` stage storing, into the
-/// unguarded view it loads from, the loaded value through `max`/`min` with constants.
-fn clamp_in_place(lk: &LoopKernel) -> Option<(u32, (f64, f64))> {
+/// What a loop kernel does to a view in place: adds another view (`add`) and clamps.
+struct InPlace {
+    view: u32,
+    add: Option<u32>,
+    clamp: Option<(f64, f64)>,
+}
+
+/// The epilogue of a loop kernel of one `Map` stage storing, into an unguarded view it loads
+/// from, that element (plus an element of another view at the same point) through `max`/`min`
+/// with constants.
+fn epilogue_in_place(lk: &LoopKernel) -> Option<InPlace> {
     let [Stage::Map { insts, stores }] = lk.stages.as_slice() else {
         return None;
     };
@@ -53,29 +90,45 @@ fn clamp_in_place(lk: &LoopKernel) -> Option<(u32, (f64, f64))> {
     if store.is_scatter() {
         return None;
     }
-    // The value of each instruction: the loaded element clamped to (lo, hi), or a constant.
+    // The value of each instruction: loaded elements (one, or the sum of two) clamped to
+    // (lo, hi), or a constant.
+    #[derive(Copy, Clone)]
     enum Value {
-        Clamped(u32, f64, f64),
+        Elems(u32, Option<u32>, f64, f64),
         Const(f64),
     }
-    let mut values = Vec::with_capacity(insts.len());
+    let unclamped = |lo: f64, hi: f64| lo == f64::NEG_INFINITY && hi == f64::INFINITY;
+    let mut values: Vec<Value> = Vec::with_capacity(insts.len());
     for inst in insts {
         let value = match &inst.kind {
-            InstKind::Load { view } => Value::Clamped(*view, f64::NEG_INFINITY, f64::INFINITY),
+            InstKind::Load { view } => Value::Elems(*view, None, f64::NEG_INFINITY, f64::INFINITY),
             InstKind::Const { bits } => Value::Const(f64::from_bits(*bits)),
             InstKind::Binary { op, lhs, rhs } => {
-                let (x, k) = match (values.get(*lhs as usize)?, values.get(*rhs as usize)?) {
-                    (Value::Clamped(v, lo, hi), Value::Const(k))
-                    | (Value::Const(k), Value::Clamped(v, lo, hi)) => ((*v, *lo, *hi), *k),
-                    _ => return None,
-                };
-                if k.is_nan() {
-                    return None;
-                }
-                let (v, lo, hi) = x;
-                match op {
-                    BinaryOp::Max => Value::Clamped(v, lo.max(k), hi.max(k)),
-                    BinaryOp::Min => Value::Clamped(v, lo.min(k), hi.min(k)),
+                let (x, y) = (*values.get(*lhs as usize)?, *values.get(*rhs as usize)?);
+                match (op, x, y) {
+                    (
+                        BinaryOp::Add,
+                        Value::Elems(a, None, lo_a, hi_a),
+                        Value::Elems(b, None, lo_b, hi_b),
+                    ) if unclamped(lo_a, hi_a) && unclamped(lo_b, hi_b) => {
+                        Value::Elems(a, Some(b), lo_a, hi_a)
+                    }
+                    (
+                        BinaryOp::Max | BinaryOp::Min,
+                        Value::Elems(a, b, lo, hi),
+                        Value::Const(k),
+                    )
+                    | (
+                        BinaryOp::Max | BinaryOp::Min,
+                        Value::Const(k),
+                        Value::Elems(a, b, lo, hi),
+                    ) if !k.is_nan() => {
+                        if *op == BinaryOp::Max {
+                            Value::Elems(a, b, lo.max(k), hi.max(k))
+                        } else {
+                            Value::Elems(a, b, lo.min(k), hi.min(k))
+                        }
+                    }
                     _ => return None,
                 }
             }
@@ -83,22 +136,37 @@ fn clamp_in_place(lk: &LoopKernel) -> Option<(u32, (f64, f64))> {
         };
         values.push(value);
     }
-    let Value::Clamped(loaded, lo, hi) = values.get(store.value as usize)? else {
+    let Value::Elems(a, b, lo, hi) = *values.get(store.value as usize)? else {
         return None;
     };
-    let (load, out) = (
-        lk.views.get(*loaded as usize)?,
-        lk.views.get(store.view as usize)?,
-    );
-    let in_place = load.region == out.region
-        && load.elem == out.elem
-        && load.byte_offset == out.byte_offset
-        && load.strides == out.strides
-        && load.guards.is_empty()
-        && out.guards.is_empty();
-    // A clamp to the whole line is no clamp at all (and the loop may be something else).
-    let clamps = *lo > f64::NEG_INFINITY || *hi < f64::INFINITY;
-    (in_place && clamps).then_some((store.view, (*lo, *hi)))
+    let out = lk.views.get(store.view as usize)?;
+    let same = |v: u32| {
+        lk.views.get(v as usize).is_some_and(|load| {
+            load.region == out.region
+                && load.elem == out.elem
+                && load.byte_offset == out.byte_offset
+                && load.strides == out.strides
+                && load.guards.is_empty()
+                && out.guards.is_empty()
+        })
+    };
+    // The view written in place, and the other one added to it.
+    let add = match b {
+        None if same(a) => None,
+        Some(b) if same(a) => Some(b),
+        Some(b) if same(b) => Some(a),
+        _ => return None,
+    };
+    // A clamp to the whole line is no clamp at all.
+    let clamp = (!unclamped(lo, hi)).then_some((lo, hi));
+    if add.is_none() && clamp.is_none() {
+        return None;
+    }
+    Some(InPlace {
+        view: store.view,
+        add,
+        clamp,
+    })
 }
 
 /// The number of elements of a view over `axes` (extent, stride) when they are dense: no

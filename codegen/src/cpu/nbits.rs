@@ -650,7 +650,7 @@ unsafe fn many_rows_tile(
                     accumulate: k0 > 0,
                     a_packed: None,
                     b_packed: None,
-                    clamp: None,
+                    epilogue: memc_gemm::Epilogue::NONE,
                 })
             }
         };

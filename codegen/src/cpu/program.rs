@@ -4,8 +4,8 @@
 //! SSE4.1/AVX/FMA are used; `opt_level=speed`) holding one function per loop kernel
 //! (`loops.rs`); contractions run memc's GEMM (`contract.rs`, `gemm.rs`) and low-bit products the
 //! hand-written code of `nbits.rs`. [`CpuProgram::run_kernel`] runs one kernel, splitting its
-//! rows over the worker pool (`pool.rs`). A clamp of a contraction's result right after it
-//! runs inside the contraction (`fuse.rs`).
+//! rows over the worker pool (`pool.rs`). A residual add and clamp of a contraction's result
+//! right after it run inside the contraction (`fuse.rs`).
 //!
 //! Guarantees: compiling a validated kernel never panics; running a validated kernel touches
 //! only the bytes its validation bounded, and gives the same result whether its rows run on
@@ -41,8 +41,8 @@ enum Compiled {
         rows: u64,
         work_per_row: u64,
     },
-    /// With the clamp of the loop kernel after it, which then runs as [`Compiled::Fused`].
-    Contract(Box<Contract>, Option<(f64, f64)>),
+    /// With the epilogue of the loop kernel after it, which then runs as [`Compiled::Fused`].
+    Contract(Box<Contract>, memc_gemm::Epilogue<f64>),
     NBits(Box<NBitsMatMul>),
     /// A kernel the one before it runs (`fuse.rs`): nothing to do.
     Fused,
@@ -166,11 +166,12 @@ impl CpuProgram {
                             message: format!("contraction in {}", c.elem.name()),
                         });
                     }
-                    let clamp = kernels
+                    let epilogue = kernels
                         .get(index + 1)
-                        .and_then(|next| super::fuse::fused_clamp(c, next));
-                    fused_next = clamp.is_some();
-                    pending.push(Err(Compiled::Contract(Box::new(c.clone()), clamp)));
+                        .and_then(|next| super::fuse::fused_epilogue(c, next));
+                    fused_next = epilogue.is_some();
+                    let epilogue = epilogue.unwrap_or(memc_gemm::Epilogue::NONE);
+                    pending.push(Err(Compiled::Contract(Box::new(c.clone()), epilogue)));
                     vectorized.push(0);
                 }
                 KernelBody::NBits(q) => {
@@ -237,8 +238,8 @@ impl CpuProgram {
         self.compile_time
     }
 
-    /// Whether kernel `index` runs inside the kernel before it (a clamp of a contraction's
-    /// result, `fuse.rs`) and so does nothing itself.
+    /// Whether kernel `index` runs inside the kernel before it (an epilogue of a
+    /// contraction's result, `fuse.rs`) and so does nothing itself.
     pub fn is_fused(&self, index: usize) -> bool {
         matches!(self.kernels.get(index), Some(Compiled::Fused))
     }
@@ -277,7 +278,7 @@ impl CpuProgram {
             return;
         };
         match kernel {
-            Compiled::Contract(c, clamp) => contract::run_contract(c, *clamp, regions, pool),
+            Compiled::Contract(c, epilogue) => contract::run_contract(c, *epilogue, regions, pool),
             Compiled::NBits(q) => nbits::run_nbits(q, regions, pool),
             Compiled::Fused => {}
             Compiled::Loop {

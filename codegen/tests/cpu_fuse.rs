@@ -1,6 +1,7 @@
-//! The CPU backend's clamp fusion (`cpu/fuse.rs`): a ReLU or Clip of a contraction's result in
-//! place runs inside the contraction (the direct convolution's stores, the GEMM's finished
-//! blocks), and the loop kernel after it does nothing. Each case compiles a small function
+//! The CPU backend's epilogue fusion (`cpu/fuse.rs`): a convolution's bias written into its
+//! result just before the product, and a residual Add and a ReLU or Clip of the result in place
+//! just after it, run inside the contraction (the direct convolution's stores, the GEMM's
+//! finished blocks), and those loop kernels do nothing. Each case compiles a small function
 //! with constant weights as `memc compile` would, checks which kernels were fused, and
 //! compares the CPU backend with the reference interpreter (which runs both kernels), on
 //! inputs with NaN, infinities and values on both sides of the bounds.
@@ -106,7 +107,7 @@ fn relu_after_a_direct_convolution_runs_in_its_stores() {
         &borrowed(&w),
         values(8 * 144, 3, true),
     );
-    assert_eq!(fused, 1, "the ReLU runs in the convolution");
+    assert_eq!(fused, 2, "the bias and the ReLU run in the convolution");
 }
 
 #[test]
@@ -122,7 +123,7 @@ fn clip_after_a_strided_convolution_runs_in_the_gemm() {
         &borrowed(&w),
         values(2 * 8 * 256, 4, true),
     );
-    assert_eq!(fused, 1, "the Clip runs in the GEMM");
+    assert_eq!(fused, 2, "the bias and the Clip run in the GEMM");
 }
 
 #[test]
@@ -139,7 +140,7 @@ fn relu_after_a_matmul_runs_in_the_gemm() {
 }
 
 #[test]
-fn a_relu_that_keeps_the_product_is_not_fused() {
+fn a_relu_that_keeps_the_product_is_not_fused_but_the_bias_is() {
     // The product is an output too, so the ReLU writes a buffer of its own.
     let w = conv_weights(16, 8);
     let fused = check(
@@ -148,7 +149,7 @@ fn a_relu_that_keeps_the_product_is_not_fused() {
         &borrowed(&w),
         values(8 * 144, 7, true),
     );
-    assert_eq!(fused, 0, "nothing fused");
+    assert_eq!(fused, 1, "only the bias runs in the convolution");
 }
 
 #[test]
@@ -161,7 +162,10 @@ fn a_residual_add_and_relu_after_a_convolution_run_in_its_stores() {
         &borrowed(&w),
         values(8 * 144, 8, true),
     );
-    assert_eq!(fused, 1, "the Add and ReLU run in the convolution");
+    assert_eq!(
+        fused, 2,
+        "the bias, the Add and the ReLU run in the convolution"
+    );
 }
 
 #[test]
@@ -178,5 +182,19 @@ fn a_residual_add_and_relu_after_a_pointwise_convolution_run_in_the_gemm() {
         &w,
         values(2 * 8 * 400, 10, true),
     );
-    assert_eq!(fused, 1, "the Add and ReLU run in the GEMM");
+    assert_eq!(fused, 2, "the bias, the Add and the ReLU run in the GEMM");
+}
+
+#[test]
+fn a_bias_that_is_not_a_constant_stays_a_kernel() {
+    // The bias is computed (a Neg of a weight): it lies in the arena, so the loop that writes
+    // it into the result stays; the ReLU is still fused.
+    let w = conv_weights(16, 8);
+    let fused = check(
+        "(%x: tensor<1x8x12x12xf32>) -> tensor<1x16x12x12xf32>",
+        "  %nb = \"onnx.Neg\"(%b) : (tensor<16xf32>) -> tensor<16xf32>\n  %0 = \"onnx.Conv\"(%x, %w, %nb) {pads = [1, 1, 1, 1]} : (tensor<1x8x12x12xf32>, tensor<16x8x3x3xf32>, tensor<16xf32>) -> tensor<1x16x12x12xf32>\n  %1 = \"onnx.Relu\"(%0) : (tensor<1x16x12x12xf32>) -> tensor<1x16x12x12xf32>\n  return %1 : tensor<1x16x12x12xf32>\n",
+        &borrowed(&w),
+        values(8 * 144, 13, true),
+    );
+    assert_eq!(fused, 1, "only the ReLU runs in the convolution");
 }

@@ -639,12 +639,13 @@ mod x86 {
         unsafe fn load_row<const S: usize>(b: *const f32, mask: u64, v: usize) -> Self;
         /// `self * x + acc`.
         unsafe fn fma(self, x: Self, acc: Self) -> Self;
-        /// Stores `alpha * self (+ p)`, plus the lanes `add` elements on when there is a
-        /// residual, clamped to `[lo, hi]` (NaN stays NaN), into the lanes of `p` that
-        /// `lanes` (low bits) allows.
+        /// Stores `alpha * self (+ p)`, plus the row's `bias`, plus the lanes `add` elements
+        /// on when there is a residual, clamped to `[lo, hi]` (NaN stays NaN), into the lanes
+        /// of `p` that `lanes` (low bits) allows.
         unsafe fn store(
             self,
             alpha: Self,
+            bias: Option<Self>,
             epilogue: &Finish<Self>,
             p: *mut f32,
             lanes: u64,
@@ -655,6 +656,7 @@ mod x86 {
     /// A tile's epilogue in vectors: the residual's distance in elements, and the clamp
     /// (infinite bounds when there is none).
     struct Finish<X> {
+        bias: Option<(*const f32, isize)>,
         add: Option<isize>,
         clamp: (X, X),
     }
@@ -684,6 +686,7 @@ mod x86 {
         unsafe fn store(
             self,
             alpha: Zmm,
+            bias: Option<Zmm>,
             epilogue: &Finish<Zmm>,
             p: *mut f32,
             lanes: u64,
@@ -693,6 +696,9 @@ mod x86 {
             let mut r = _mm512_mul_ps(alpha.0, self.0);
             if accumulate {
                 r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mask, p));
+            }
+            if let Some(bias) = bias {
+                r = _mm512_add_ps(r, bias.0);
             }
             if let Some(add) = epilogue.add {
                 r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mask, p.wrapping_offset(add)));
@@ -729,6 +735,7 @@ mod x86 {
         unsafe fn store(
             self,
             alpha: Ymm,
+            bias: Option<Ymm>,
             epilogue: &Finish<Ymm>,
             p: *mut f32,
             lanes: u64,
@@ -738,6 +745,9 @@ mod x86 {
             let mut r = _mm256_mul_ps(alpha.0, self.0);
             if accumulate {
                 r = _mm256_add_ps(r, _mm256_maskload_ps(p, mask));
+            }
+            if let Some(bias) = bias {
+                r = _mm256_add_ps(r, bias.0);
             }
             if let Some(add) = epilogue.add {
                 r = _mm256_add_ps(r, _mm256_maskload_ps(p.wrapping_offset(add), mask));
@@ -773,6 +783,7 @@ mod x86 {
             .clamp
             .unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
         let finish = Finish {
+            bias: conv.epilogue.bias,
             add: conv.epilogue.add,
             clamp: (X::splat(lo), X::splat(hi)),
         };
@@ -783,9 +794,19 @@ mod x86 {
                 .ptr
                 .offset((call.row + i) as isize * c.rs)
                 .add(call.tile.start);
+            let bias = finish
+                .bias
+                .map(|(ptr, stride)| X::splat(*ptr.offset((call.row + i) as isize * stride)));
             for (v, acc) in acc.iter().enumerate() {
                 let p = row.wrapping_add(X::LANES * v);
-                acc.store(alpha, &finish, p, lanes >> (X::LANES * v), conv.accumulate);
+                acc.store(
+                    alpha,
+                    bias,
+                    &finish,
+                    p,
+                    lanes >> (X::LANES * v),
+                    conv.accumulate,
+                );
             }
         }
     }

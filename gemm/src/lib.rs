@@ -271,34 +271,48 @@ pub struct Product<T> {
     pub epilogue: Epilogue<T>,
 }
 
-/// The last steps of a product's elements once their sums are complete: `x = x + x[add]`
-/// (the element `add` elements from it: a residual of the same layout, read before anything
-/// writes it), then `x` clamped to `[lo, hi]` (a ReLU or ReLU6 after the product; NaN stays
-/// NaN), in that order.
+/// The last steps of a product's elements once their sums are complete, in this order: plus a
+/// bias per row (`bias`: row `i`'s at `ptr + i * stride`; a convolution's, which the
+/// product then need not accumulate onto), plus the element `add` elements on (a residual of
+/// the same layout, read before anything writes it), clamped to `[lo, hi]` (a ReLU or ReLU6
+/// after the product; NaN stays NaN).
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub struct Epilogue<T> {
+    pub bias: Option<(*const T, isize)>,
     pub add: Option<isize>,
     pub clamp: Option<(T, T)>,
 }
 
+// SAFETY: the bias is read only, by every thread finishing a block.
+unsafe impl<T: Sync> Send for Epilogue<T> {}
+unsafe impl<T: Sync> Sync for Epilogue<T> {}
+
 impl<T> Epilogue<T> {
     /// No last steps.
     pub const NONE: Epilogue<T> = Epilogue {
+        bias: None,
         add: None,
         clamp: None,
     };
 
     pub fn is_none(&self) -> bool {
-        self.add.is_none() && self.clamp.is_none()
+        self.bias.is_none() && self.add.is_none() && self.clamp.is_none()
     }
 }
 
-/// Applies `epilogue` to the `rows x cols` block of `c`.
+/// Applies `epilogue` to the `rows x cols` block of `c` whose first row is row `row0` of the
+/// product.
 ///
 /// # Safety
 /// `c` is valid for the block, and so is the block `epilogue.add` elements from it, which
-/// does not overlap it.
-pub unsafe fn finish_block<T: Elem>(c: Mat<T>, rows: usize, cols: usize, epilogue: Epilogue<T>) {
+/// does not overlap it; the bias holds the block's rows.
+pub unsafe fn finish_block<T: Elem>(
+    c: Mat<T>,
+    row0: usize,
+    rows: usize,
+    cols: usize,
+    epilogue: Epilogue<T>,
+) {
     if epilogue.is_none() {
         return;
     }
@@ -310,6 +324,13 @@ pub unsafe fn finish_block<T: Elem>(c: Mat<T>, rows: usize, cols: usize, epilogu
     };
     for i in 0..rows {
         let row = c.at(i, 0);
+        let bias = epilogue
+            .bias
+            .map(|(ptr, stride)| *ptr.wrapping_offset((row0 + i) as isize * stride));
+        let biased = |x: T| match bias {
+            Some(b) => x.add(b),
+            None => x,
+        };
         if c.cs == 1 {
             // Whole rows as slices, which the compiler vectorizes (the caller promises the
             // residual does not overlap the block).
@@ -318,17 +339,17 @@ pub unsafe fn finish_block<T: Elem>(c: Mat<T>, rows: usize, cols: usize, epilogu
                 Some(add) => {
                     let residual = std::slice::from_raw_parts(row.wrapping_offset(add), cols);
                     for (x, &r) in out.iter_mut().zip(residual) {
-                        *x = clamp(x.add(r));
+                        *x = clamp(biased(*x).add(r));
                     }
                 }
-                None => out.iter_mut().for_each(|x| *x = clamp(*x)),
+                None => out.iter_mut().for_each(|x| *x = clamp(biased(*x))),
             }
         } else {
             for j in 0..cols {
                 let x = c.at(i, j);
                 let v = match epilogue.add {
-                    Some(add) => (*x).add(*x.wrapping_offset(add)),
-                    None => *x,
+                    Some(add) => biased(*x).add(*x.wrapping_offset(add)),
+                    None => biased(*x),
                 };
                 *x = clamp(v);
             }
@@ -1266,6 +1287,7 @@ unsafe fn run_units<T: Kernels>(
                         ptr: p.c.at(0, j0),
                         ..p.c
                     },
+                    0,
                     1,
                     cols,
                     p.epilogue,
@@ -1360,6 +1382,7 @@ unsafe fn run_units<T: Kernels>(
                     ptr: p.c.at(i0, j0),
                     ..p.c
                 },
+                i0,
                 rows,
                 cols,
                 p.epilogue,

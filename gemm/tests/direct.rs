@@ -120,6 +120,7 @@ fn check(m: usize, channels: usize, mut axes: Vec<DirectAxis>, row_pad: i64, thr
             let add = accumulate.then_some(len as isize);
             let conv = DirectConv {
                 epilogue: Epilogue {
+                    bias: None,
                     add,
                     clamp: Some((lo, hi)),
                 },

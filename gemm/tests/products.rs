@@ -163,12 +163,16 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
             finished.extend_from_slice(&residual);
             let (lo, hi) = (T::from(-0.05), T::from(0.1));
             let add = accumulate.then_some(c_len as isize);
+            // A bias per row without `accumulate` (the product then starts from NaN garbage).
+            let bias: Vec<T> = (0..m).map(|i| T::from(value(i, 5) as f32)).collect();
+            let bias_at = (!accumulate).then_some((bias.as_ptr(), 1isize));
             let product = Product {
                 c: Mat {
                     ptr: finished.as_mut_ptr(),
                     ..product.c
                 },
                 epilogue: Epilogue {
+                    bias: bias_at,
                     add,
                     clamp: Some((lo, hi)),
                 },
@@ -177,8 +181,12 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
             // SAFETY: as above; the residual lies `c_len` elements on in the same buffer.
             unsafe { memc_gemm::run::<T>(1, &|_| product, &blocking, slots, threads, &broadcast) };
             let elements = (0..m).flat_map(|i| (0..n).map(move |j| (i, j)));
-            for at in elements.map(|(i, j)| (i as isize * c_rs + j as isize * c_cs) as usize) {
+            for (i, j) in elements {
+                let at = (i as isize * c_rs + j as isize * c_cs) as usize;
                 let (got, mut plain) = (finished[at], c[at]);
+                if bias_at.is_some() {
+                    plain = plain.add(bias[i]);
+                }
                 if add.is_some() {
                     plain = plain.add(residual[at]);
                 }

@@ -9,6 +9,7 @@
 //! its result elements are provably distinct for distinct (batch, row, column), and tiny ones
 //! run on the calling thread. Nothing is allocated.
 
+use super::fuse::Fusion;
 use super::pool::WorkerPool;
 use super::regions::RegionPtrs;
 use crate::kernel::{Contract, ContractB, Im2colView, MatView, Region, Scalar, MAX_IM2COL_AXES};
@@ -46,22 +47,35 @@ fn batch_offset(batch: &[u64], strides: &[i64], mut linear: u64) -> i64 {
 /// contraction was validated against.
 pub(crate) unsafe fn run_contract(
     c: &Contract,
-    epilogue: Epilogue<f64>,
+    fusion: &Fusion,
     regions: RegionPtrs,
     pool: &WorkerPool,
 ) {
+    // The bias's first element, and the distance between rows.
+    let bias = fusion.bias.map(|(region, byte_offset, stride)| {
+        let ptr = regions.base(region).wrapping_offset(byte_offset as isize);
+        (ptr, stride as isize)
+    });
     match c.elem {
         Scalar::F32 => {
             let alpha = f64::from_bits(c.alpha) as f32;
             let epilogue = Epilogue {
-                add: epilogue.add,
-                clamp: epilogue.clamp.map(|(lo, hi)| (lo as f32, hi as f32)),
+                bias: bias.map(|(ptr, stride)| (ptr.cast::<f32>().cast_const(), stride)),
+                add: fusion.add,
+                clamp: fusion.clamp.map(|(lo, hi)| (lo as f32, hi as f32)),
             };
             if !run_direct_conv(c, epilogue, regions, pool, alpha) {
                 run_typed::<f32>(c, epilogue, regions, pool, alpha)
             }
         }
-        Scalar::F64 => run_typed::<f64>(c, epilogue, regions, pool, f64::from_bits(c.alpha)),
+        Scalar::F64 => {
+            let epilogue = Epilogue {
+                bias: bias.map(|(ptr, stride)| (ptr.cast::<f64>().cast_const(), stride)),
+                add: fusion.add,
+                clamp: fusion.clamp,
+            };
+            run_typed::<f64>(c, epilogue, regions, pool, f64::from_bits(c.alpha))
+        }
         // `CpuProgram::compile` rejects other element types, so nothing reaches here.
         _ => {}
     }
@@ -104,7 +118,7 @@ unsafe fn run_typed<T: Kernels>(
                     cs: c.c.col_stride as isize,
                 };
                 // SAFETY: the block is the validated result matrix.
-                unsafe { gemm::finish_block(c, c_rows, c_cols, epilogue) };
+                unsafe { gemm::finish_block(c, 0, c_rows, c_cols, epilogue) };
             }
         }
         return;

@@ -15,34 +15,144 @@
 //! of `max`/`min` with constants. The values are those the loop would store (NaN stays NaN),
 //! except that `max(-0.0, 0.0)` may keep `-0.0`.
 
-use crate::kernel::{BinaryOp, Contract, InstKind, Kernel, KernelBody, LoopKernel, Region, Stage};
-use memc_gemm::Epilogue;
+use crate::kernel::{
+    BinaryOp, Contract, InstKind, Kernel, KernelBody, LoopKernel, Region, Stage, View,
+};
 
-/// The epilogue `next` applies to `c`'s result in place, if it is one.
-pub(super) fn fused_epilogue(c: &Contract, next: &Kernel) -> Option<Epilogue<f64>> {
-    let KernelBody::Loop(lk) = &next.body else {
+/// What the CPU runs for one kernel of a program.
+pub(super) enum Role {
+    /// The kernel as it is.
+    Own,
+    /// A contraction with the kernels around it fused in.
+    Contract(Fusion),
+    /// A kernel the contraction next to it runs.
+    Fused,
+}
+
+/// What a contraction does besides its product.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(super) struct Fusion {
+    /// The bias the loop kernel before it wrote into its result, added instead (the product
+    /// then does not accumulate): row `i`'s at `byte_offset + i * stride` elements of
+    /// `region`.
+    pub bias: Option<(Region, i64, i64)>,
+    /// A residual added in place after it: the element this many elements on.
+    pub add: Option<isize>,
+    /// A clamp in place after it (and after the residual).
+    pub clamp: Option<(f64, f64)>,
+}
+
+/// The role of each kernel: each contraction takes in a bias written just before it and an
+/// epilogue just after it.
+pub(super) fn plan(kernels: &[&Kernel]) -> Vec<Role> {
+    let mut roles: Vec<Role> = kernels.iter().map(|_| Role::Own).collect();
+    for (i, kernel) in kernels.iter().enumerate() {
+        let KernelBody::Contract(c) = &kernel.body else {
+            continue;
+        };
+        if !matches!(roles[i], Role::Own) {
+            continue;
+        }
+        let bias = i
+            .checked_sub(1)
+            .filter(|&before| matches!(roles[before], Role::Own) && c.accumulate)
+            .and_then(|before| Some((before, row_bias(c, kernels[before])?)));
+        let after = kernels.get(i + 1).and_then(|next| epilogue_after(c, next));
+        if bias.is_none() && after.is_none() {
+            continue;
+        }
+        let mut fusion = after.clone().unwrap_or_default();
+        if let Some((before, bias)) = bias {
+            fusion.bias = Some(bias);
+            roles[before] = Role::Fused;
+        }
+        if after.is_some() {
+            roles[i + 1] = Role::Fused;
+        }
+        roles[i] = Role::Contract(fusion);
+    }
+    roles
+}
+
+/// The per-row bias `before` writes into the whole of `c`'s result: one `Map` stage storing
+/// a loaded element of a constant (a weight), unguarded, that varies at most along the axis
+/// of `c`'s rows.
+fn row_bias(c: &Contract, before: &Kernel) -> Option<(Region, i64, i64)> {
+    let KernelBody::Loop(lk) = &before.body else {
         return None;
     };
-    let tail = epilogue_in_place(lk)?;
-    let view = &lk.views[tail.view as usize];
-    if view.region != c.c.region || view.region != Region::Arena || view.elem != c.elem {
+    let [Stage::Map { insts, stores }] = lk.stages.as_slice() else {
         return None;
+    };
+    let ([store], [inst]) = (stores.as_slice(), insts.as_slice()) else {
+        return None;
+    };
+    let InstKind::Load { view: source } = inst.kind else {
+        return None;
+    };
+    if store.is_scatter() || store.value != 0 {
+        return None;
+    }
+    let (out, source) = (
+        lk.views.get(store.view as usize)?,
+        lk.views.get(source as usize)?,
+    );
+    if !covers_result(c, lk, out)
+        || source.region != Region::Weights
+        || source.elem != c.elem
+        || !source.guards.is_empty()
+    {
+        return None;
+    }
+    // The axes along which the bias changes: at most one, the result's rows.
+    let extents = lk.outer.iter().chain(&lk.inner);
+    let mut stride = 0;
+    for ((&extent, &from), &to) in extents.zip(&source.strides).zip(&out.strides) {
+        if extent == 1 || from == 0 {
+            continue;
+        }
+        if stride != 0 || to != c.c.row_stride || extent != c.m {
+            return None;
+        }
+        stride = from;
+    }
+    Some((source.region, source.byte_offset, stride))
+}
+
+/// Whether `out`, over `lk`'s loop, is exactly `c`'s result: both dense over the same bytes,
+/// in the arena, in the contraction's element type, unguarded.
+fn covers_result(c: &Contract, lk: &LoopKernel, out: &View) -> bool {
+    if out.region != c.c.region
+        || out.region != Region::Arena
+        || out.elem != c.elem
+        || !out.guards.is_empty()
+        || out.byte_offset != c.c.byte_offset
+    {
+        return false;
     }
     let axes = lk
         .outer
         .iter()
         .chain(&lk.inner)
         .copied()
-        .zip(view.strides.iter().copied());
-    let loop_elems = dense_elems(axes)?;
+        .zip(out.strides.iter().copied());
     let c_axes = c
         .batch
         .iter()
         .copied()
         .zip(c.c.batch_strides.iter().copied())
         .chain([(c.m, c.c.row_stride), (c.n, c.c.col_stride)]);
-    let c_elems = dense_elems(c_axes)?;
-    if loop_elems != c_elems || view.byte_offset != c.c.byte_offset {
+    matches!((dense_elems(axes), dense_elems(c_axes)), (Some(a), Some(b)) if a == b)
+}
+
+/// The epilogue `next` applies to `c`'s result in place, if it is one.
+fn epilogue_after(c: &Contract, next: &Kernel) -> Option<Fusion> {
+    let KernelBody::Loop(lk) = &next.body else {
+        return None;
+    };
+    let tail = epilogue_in_place(lk)?;
+    let view = &lk.views[tail.view as usize];
+    if !covers_result(c, lk, view) {
         return None;
     }
     let add = match tail.add {
@@ -51,8 +161,14 @@ pub(super) fn fused_epilogue(c: &Contract, next: &Kernel) -> Option<Epilogue<f64
             // The residual: the same layout elsewhere in the arena, apart from the result.
             let residual = &lk.views[residual as usize];
             let size = c.elem.size() as i64;
+            let elems = c
+                .batch
+                .iter()
+                .product::<u64>()
+                .saturating_mul(c.m)
+                .saturating_mul(c.n);
             let delta = residual.byte_offset.checked_sub(view.byte_offset)?;
-            let bytes = i64::try_from(c_elems).ok()?.checked_mul(size)?;
+            let bytes = i64::try_from(elems).ok()?.checked_mul(size)?;
             let apart = delta.checked_abs()? >= bytes;
             let same_layout = residual.region == Region::Arena
                 && residual.elem == view.elem
@@ -64,7 +180,8 @@ pub(super) fn fused_epilogue(c: &Contract, next: &Kernel) -> Option<Epilogue<f64
             Some(isize::try_from(delta / size).ok()?)
         }
     };
-    Some(Epilogue {
+    Some(Fusion {
+        bias: None,
         add,
         clamp: tail.clamp,
     })

@@ -4,14 +4,16 @@
 //! SSE4.1/AVX/FMA are used; `opt_level=speed`) holding one function per loop kernel
 //! (`loops.rs`); contractions run memc's GEMM (`contract.rs`, `gemm.rs`) and low-bit products the
 //! hand-written code of `nbits.rs`. [`CpuProgram::run_kernel`] runs one kernel, splitting its
-//! rows over the worker pool (`pool.rs`). A residual add and clamp of a contraction's result
-//! right after it run inside the contraction (`fuse.rs`).
+//! rows over the worker pool (`pool.rs`). A bias written into a contraction's result just
+//! before it, and a residual add and clamp of the result just after it, run inside the
+//! contraction (`fuse.rs`).
 //!
 //! Guarantees: compiling a validated kernel never panics; running a validated kernel touches
 //! only the bytes its validation bounded, and gives the same result whether its rows run on
 //! one thread or many.
 
 use super::error::CpuError;
+use super::fuse::{self, Fusion, Role};
 use super::pool::WorkerPool;
 use super::regions::RegionPtrs;
 use super::{contract, func, helpers, loops, nbits};
@@ -41,8 +43,9 @@ enum Compiled {
         rows: u64,
         work_per_row: u64,
     },
-    /// With the epilogue of the loop kernel after it, which then runs as [`Compiled::Fused`].
-    Contract(Box<Contract>, memc_gemm::Epilogue<f64>),
+    /// With the bias before it and the epilogue after it, whose kernels then run as
+    /// [`Compiled::Fused`] (`fuse.rs`).
+    Contract(Box<Contract>, Box<Fusion>),
     NBits(Box<NBitsMatMul>),
     /// A kernel the one before it runs (`fuse.rs`): nothing to do.
     Fused,
@@ -127,15 +130,19 @@ impl CpuProgram {
         let mut pending = Vec::with_capacity(kernels.len());
         let mut compile_times = Vec::with_capacity(kernels.len());
         let mut vectorized = Vec::with_capacity(kernels.len());
-        let mut fused_next = false;
-        for (index, kernel) in kernels.iter().enumerate() {
+        let roles = fuse::plan(kernels);
+        for ((index, kernel), role) in kernels.iter().enumerate().zip(roles) {
             let kernel_start = Instant::now();
-            if std::mem::take(&mut fused_next) {
-                pending.push(Err(Compiled::Fused));
-                vectorized.push(0);
-                compile_times.push(kernel_start.elapsed());
-                continue;
-            }
+            let fusion = match role {
+                Role::Fused => {
+                    pending.push(Err(Compiled::Fused));
+                    vectorized.push(0);
+                    compile_times.push(kernel_start.elapsed());
+                    continue;
+                }
+                Role::Contract(fusion) => fusion,
+                Role::Own => Fusion::default(),
+            };
             match &kernel.body {
                 KernelBody::Loop(lk) => {
                     let name = format!("memc_kernel_{index}");
@@ -166,12 +173,12 @@ impl CpuProgram {
                             message: format!("contraction in {}", c.elem.name()),
                         });
                     }
-                    let epilogue = kernels
-                        .get(index + 1)
-                        .and_then(|next| super::fuse::fused_epilogue(c, next));
-                    fused_next = epilogue.is_some();
-                    let epilogue = epilogue.unwrap_or(memc_gemm::Epilogue::NONE);
-                    pending.push(Err(Compiled::Contract(Box::new(c.clone()), epilogue)));
+                    let mut c = c.clone();
+                    if fusion.bias.is_some() {
+                        // The bias comes in the epilogue instead of the result.
+                        c.accumulate = false;
+                    }
+                    pending.push(Err(Compiled::Contract(Box::new(c), Box::new(fusion))));
                     vectorized.push(0);
                 }
                 KernelBody::NBits(q) => {
@@ -278,7 +285,7 @@ impl CpuProgram {
             return;
         };
         match kernel {
-            Compiled::Contract(c, epilogue) => contract::run_contract(c, *epilogue, regions, pool),
+            Compiled::Contract(c, fusion) => contract::run_contract(c, fusion, regions, pool),
             Compiled::NBits(q) => nbits::run_nbits(q, regions, pool),
             Compiled::Fused => {}
             Compiled::Loop {

@@ -386,9 +386,33 @@ pub fn compile_module(module: Module, options: &CompileOptions) -> Result<Compil
         let scratch =
             |_: &memc_ir::Function, op: memc_ir::OpId| plans.map_or(0, |p| p.scratch_bytes(op));
         let mut func = module.function(id).clone();
-        let (plan, report) =
+        let original = func.clone();
+        let (mut plan, mut report) =
             memc_passes::remat::rematerialize(&mut func, &module.weights, &scratch, &remat_options)
                 .map_err(|d| with_const_hint(d, &func))?;
+        // Nothing asked: recompute what is free (the planner keeps a value from its producer
+        // to its last reader; a causal mask built from a shape is cheaper to build again than
+        // to keep across the peak). The model's activation bound is the budget, and the
+        // result counts only if its extra FLOPs are negligible.
+        if let Some(bound) =
+            model_bound.filter(|&b| !remat_options.is_active() && plan.arena_size > b)
+        {
+            let mut trial = original;
+            let options = memc_passes::remat::RematOptions {
+                budget: Some(memc_passes::remat::config::Budget::Bytes(bound)),
+                ..remat_options.clone()
+            };
+            if let Ok((free_plan, mut free)) =
+                memc_passes::remat::rematerialize(&mut trial, &module.weights, &scratch, &options)
+            {
+                let negligible =
+                    free.extra_flops.saturating_mul(FREE_REMAT_FLOPS) <= free.base_flops;
+                if negligible && free.cloned_ops > 0 && free_plan.arena_size < plan.arena_size {
+                    free.automatic = true;
+                    (func, plan, report) = (trial, free_plan, free);
+                }
+            }
+        }
         *module.function_mut(id) = func;
         lap("memory plan and remat", Some(remat_note(&report)));
         if report.cloned_ops > 0 {
@@ -400,7 +424,6 @@ pub fn compile_module(module: Module, options: &CompileOptions) -> Result<Compil
             ));
         }
         remat = Some(report);
-        let mut plan = plan;
         if let Some(bound) = model_bound {
             plan.bound_model_order = bound;
         }
@@ -453,6 +476,10 @@ pub fn compile_module(module: Module, options: &CompileOptions) -> Result<Compil
         times,
     })
 }
+
+/// Recomputation `memc compile` applies unasked costs at most `1 / FREE_REMAT_FLOPS` of a
+/// run's FLOPs (0.1%).
+const FREE_REMAT_FLOPS: u64 = 1000;
 
 /// `diag` with a note suggesting `--const` when a size is not known and the function has small
 /// integer inputs (a shape, axes, pads, k), whose values the size may depend on.

@@ -43,6 +43,9 @@ pub struct RematSection {
     pub arena: u64,
     pub load: u64,
     pub met: bool,
+    /// Whether nothing was asked and memc recomputed only what is free (its default).
+    #[serde(default)]
+    pub automatic: bool,
     /// Why the budget was not met.
     pub reason: Option<String>,
     /// FLOPs of one run without recomputation, and the extra FLOPs of the chosen plan.
@@ -100,6 +103,7 @@ impl RematSection {
             arena: report.arena,
             load: report.load,
             met: report.met,
+            automatic: report.automatic,
             reason: report.reason.clone(),
             base_flops: report.base_flops,
             extra_flops: report.extra_flops,
@@ -155,6 +159,15 @@ fn extra_flops(r: &RematReport) -> String {
 /// and nothing recomputed. The CLI prints it, the Python package warns with it.
 pub fn summary(r: &RematReport) -> Option<Result<String, String>> {
     let flops = extra_flops(r);
+    if r.automatic {
+        return Some(Ok(format!(
+            "recomputed what is free: arena {} -> {} ({} ops recomputed{flops}; \
+             `--memory-budget 100%` keeps every value instead)",
+            human_bytes(r.base_arena),
+            human_bytes(r.arena),
+            r.cloned_ops
+        )));
+    }
     match r.budget {
         Some(budget) if r.met => Some(Ok(format!(
             "memory budget {} met: arena {} -> {} ({} ops recomputed{flops})",
@@ -195,6 +208,13 @@ pub fn section(report: &super::MemoryReport) -> Option<String> {
     let mut out = String::new();
     let status = if r.cloned_ops > 0 { "ON " } else { "OFF" };
     let what = match r.budget {
+        Some(_) if r.automatic => format!(
+            "free recomputation (memc's default): arena {} -> {}, +{} FLOPs ({})",
+            human_bytes(r.base_arena),
+            human_bytes(r.arena),
+            percent(r.extra_flops, r.base_flops),
+            human_flops(r.extra_flops),
+        ),
         Some(budget) => format!(
             "budget {} ({} bytes): {}; arena {} -> {}, +{} FLOPs ({}){}",
             human_bytes(budget),

@@ -39,6 +39,7 @@ mod contract;
 mod emitter;
 #[cfg(feature = "cpu")]
 mod error;
+#[cfg(feature = "cpu")]
 mod func;
 #[cfg(feature = "cpu")]
 mod fuse;

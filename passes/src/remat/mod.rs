@@ -127,6 +127,10 @@ pub struct RematReport {
     pub cloned_ops: usize,
     /// Whether the budget (if any) was met.
     pub met: bool,
+    /// Whether nothing was asked and the recomputations were chosen because they are free
+    /// (`memc compile`'s default: the model's activation bound as the budget, kept only when
+    /// the extra FLOPs are negligible).
+    pub automatic: bool,
     /// Why the budget could not be met.
     pub reason: Option<String>,
     /// Whether selection proved its choice optimal over the candidates.
@@ -182,6 +186,7 @@ pub fn rematerialize(
         extra_flops: 0,
         cloned_ops: 0,
         met: budget.is_none_or(|b| base_plan.arena_size <= b),
+        automatic: false,
         reason: None,
         exact: false,
         eviction: false,

@@ -49,9 +49,8 @@ fn check(model: &str, dims: &[&str]) -> (usize, usize) {
         let KernelBody::Contract(c) = &kernel.body else {
             continue;
         };
-        if let Some(packed) = &c.a_packed {
-            // A packed copy of a constant `A`, inside a packed slot of its shape.
-            assert_eq!(c.a.region, Region::Weights, "{}", kernel.name);
+        // The spec of the slot a packed operand lies in.
+        let spec_at = |packed: &PackedOperand| {
             let slot = program
                 .weights
                 .iter()
@@ -59,7 +58,12 @@ fn check(model: &str, dims: &[&str]) -> (usize, usize) {
                     (s.byte_offset..s.byte_offset + s.byte_size).contains(&packed.byte_offset)
                 })
                 .expect("the packed operand lies in a slot");
-            let spec = slot.operand.as_ref().expect("a laid-out slot");
+            slot.operand.clone().expect("a laid-out slot")
+        };
+        if let Some(packed) = &c.a_packed {
+            // A packed copy of a constant `A`, inside a packed slot of its shape.
+            assert_eq!(c.a.region, Region::Weights, "{}", kernel.name);
+            let spec = spec_at(packed);
             assert_eq!(
                 (spec.layout, spec.rows, spec.cols),
                 (OperandLayout::PackedA, c.m, c.k),
@@ -71,14 +75,7 @@ fn check(model: &str, dims: &[&str]) -> (usize, usize) {
             // A packed copy of a constant `B`, inside a packed slot of its shape; its product
             // plans no `B` panel.
             assert_eq!(c.b.as_mat().map(|b| b.region), Some(Region::Weights));
-            let slot = program
-                .weights
-                .iter()
-                .find(|s| {
-                    (s.byte_offset..s.byte_offset + s.byte_size).contains(&packed.byte_offset)
-                })
-                .expect("the packed operand lies in a slot");
-            let spec = slot.operand.as_ref().expect("a laid-out slot");
+            let spec = spec_at(packed);
             assert_eq!(
                 (spec.layout, spec.rows, spec.cols),
                 (OperandLayout::PackedB, c.k, c.n),

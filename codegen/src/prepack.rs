@@ -200,26 +200,22 @@ fn pack_typed<T: memc_gemm::Elem + LeBytes<N>, const N: usize>(
         }
         let values = match spec.layout {
             OperandLayout::RowMajor => &matrix,
-            OperandLayout::PackedA => {
-                let a = memc_gemm::Mat {
+            OperandLayout::PackedA | OperandLayout::PackedB => {
+                let matrix = memc_gemm::Mat {
                     ptr: matrix.as_mut_ptr(),
                     rs: k as isize,
                     cs: 1,
                 };
-                // SAFETY: `matrix` holds `m x k` values, row-major; `packed`
-                // `packed_a_len(m, k)`.
-                unsafe { memc_gemm::pack_a_whole(packed.as_mut_ptr(), a, m, k) };
-                &packed
-            }
-            OperandLayout::PackedB => {
-                let b = memc_gemm::Mat {
-                    ptr: matrix.as_mut_ptr(),
-                    rs: k as isize,
-                    cs: 1,
+                // SAFETY: `matrix` holds `m x k` values, row-major (a `B`'s `m` is its `K`);
+                // `packed` holds `matrix_len()` values, `packed_a_len(m, k)` or
+                // `packed_b_len(m, k)` by the layout.
+                unsafe {
+                    if spec.layout == OperandLayout::PackedA {
+                        memc_gemm::pack_a_whole(packed.as_mut_ptr(), matrix, m, k)
+                    } else {
+                        memc_gemm::pack_b_whole(packed.as_mut_ptr(), matrix, m, k)
+                    }
                 };
-                // SAFETY: `matrix` holds the `m x k` matrix (a `B`: `m` is its `K`),
-                // row-major; `packed` `packed_b_len(m, k)`.
-                unsafe { memc_gemm::pack_b_whole(packed.as_mut_ptr(), b, m, k) };
                 &packed
             }
         };

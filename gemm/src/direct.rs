@@ -639,6 +639,9 @@ mod x86 {
         unsafe fn load_row<const S: usize>(b: *const f32, mask: u64, v: usize) -> Self;
         /// `self * x + acc`.
         unsafe fn fma(self, x: Self, acc: Self) -> Self;
+        /// The lanes at `p`, and stored at `p` (unaligned).
+        unsafe fn loadu(p: *const f32) -> Self;
+        unsafe fn storeu(self, p: *mut f32);
         /// Stores `alpha * self (+ p)`, plus the row's `bias`, plus the lanes `add` elements
         /// on when there is a residual, clamped to `[lo, hi]` (NaN stays NaN), into the lanes
         /// of `p` that `lanes` (low bits) allows.
@@ -681,6 +684,14 @@ mod x86 {
         #[inline(always)]
         unsafe fn fma(self, x: Zmm, acc: Zmm) -> Zmm {
             Zmm(_mm512_fmadd_ps(self.0, x.0, acc.0))
+        }
+        #[inline(always)]
+        unsafe fn loadu(p: *const f32) -> Zmm {
+            Zmm(_mm512_loadu_ps(p))
+        }
+        #[inline(always)]
+        unsafe fn storeu(self, p: *mut f32) {
+            _mm512_storeu_ps(p, self.0)
         }
         #[inline(always)]
         unsafe fn store(
@@ -730,6 +741,14 @@ mod x86 {
         #[inline(always)]
         unsafe fn fma(self, x: Ymm, acc: Ymm) -> Ymm {
             Ymm(_mm256_fmadd_ps(self.0, x.0, acc.0))
+        }
+        #[inline(always)]
+        unsafe fn loadu(p: *const f32) -> Ymm {
+            Ymm(_mm256_loadu_ps(p))
+        }
+        #[inline(always)]
+        unsafe fn storeu(self, p: *mut f32) {
+            _mm256_storeu_ps(p, self.0)
         }
         #[inline(always)]
         unsafe fn store(
@@ -787,9 +806,19 @@ mod x86 {
             add: conv.epilogue.add,
             clamp: (X::splat(lo), X::splat(hi)),
         };
+        // The accumulators leave their registers once, into a block on the stack, and the
+        // epilogue reads them from there: a loop over them whose body (bias, residual, clamp)
+        // the compiler would not unroll would otherwise index `acc` at run time and keep it in
+        // memory inside the loop over `K` (twice as slow).
+        let mut out = [[0f32; 32]; 12];
+        for (row, acc) in out.iter_mut().zip(&acc) {
+            for (v, acc) in acc.iter().enumerate() {
+                acc.storeu(row.as_mut_ptr().add(X::LANES * v));
+            }
+        }
         let lanes = (1u64 << call.tile.len) - 1;
         let c = call.ops.c;
-        for (i, acc) in acc.iter().enumerate() {
+        for (i, values) in out.iter().enumerate().take(R) {
             let row = c
                 .ptr
                 .offset((call.row + i) as isize * c.rs)
@@ -797,9 +826,9 @@ mod x86 {
             let bias = finish
                 .bias
                 .map(|(ptr, stride)| X::splat(*ptr.offset((call.row + i) as isize * stride)));
-            for (v, acc) in acc.iter().enumerate() {
+            for v in 0..V {
                 let p = row.wrapping_add(X::LANES * v);
-                acc.store(
+                X::loadu(values.as_ptr().add(X::LANES * v)).store(
                     alpha,
                     bias,
                     &finish,

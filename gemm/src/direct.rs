@@ -199,8 +199,12 @@ impl Tiling {
 const SPAN_TILES: usize = 8;
 
 /// The work (multiply-adds, plus [`WORK_PER_ELEMENT`] per input and output element) below
-/// which [`run_direct`] runs on one thread.
-const DIRECT_PARALLEL_WORK: usize = 4_000_000;
+/// which [`run_direct`] runs on one thread. Stop 27 set 4 million, when a second thread gained
+/// nothing on the zoo resnet's small layers; with their bias, ReLU and residual adds inside the
+/// convolution (`memc-codegen`'s `cpu/fuse.rs`) the whole model runs faster with those layers
+/// split: resnet at two threads 0.745 -> 0.585 ms (any threshold from 0.1 to 2 million gave
+/// 0.58-0.60; one thread 0.74).
+const DIRECT_PARALLEL_WORK: usize = 1_000_000;
 
 /// Multiply-adds one input or output element's movement is worth, in that count.
 const WORK_PER_ELEMENT: usize = 8;

@@ -1004,16 +1004,22 @@ pub struct PackedOperand {
 impl Contract {
     /// How the CPU's GEMM blocks this product, and so the packing scratch it needs.
     pub fn blocking(&self) -> GemmBlocking {
+        self.blocking_with(self.a_packed.is_some(), self.b_packed.is_some())
+    }
+
+    /// [`Contract::blocking`] as if `A` and `B` were (or were not) packed whole: what the
+    /// panel sizing predicts before the weights are laid out.
+    pub fn blocking_with(&self, a_packed: bool, b_packed: bool) -> GemmBlocking {
         let batches = self.batch.iter().product::<u64>();
         let pack_b = match &self.b {
             // `B` packed whole is read where it is.
-            ContractB::Mat(_) if self.b_packed.is_some() => false,
+            ContractB::Mat(_) if b_packed => false,
             ContractB::Mat(b) => !gemm_b_in_place(self.m, b.col_stride),
             ContractB::Im2col(_) => true,
         };
         let blocking = GemmBlocking::new(batches, self.m, self.n, self.k, self.elem.size(), pack_b);
         // `A` packed whole, or with contiguous columns (read where it is), takes no panel.
-        if self.a_packed.is_some() || self.a.col_stride == 1 {
+        if a_packed || self.a.col_stride == 1 {
             blocking.without_a_panel()
         } else {
             blocking

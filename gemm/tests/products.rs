@@ -21,6 +21,13 @@ fn layout(rows: usize, cols: usize, form: usize) -> (isize, isize, usize) {
     }
 }
 
+/// Whether two results hold the same values, bit for bit.
+fn same_bits<T: Copy + Into<f64>>(x: &[T], y: &[T]) -> bool {
+    x.iter()
+        .zip(y)
+        .all(|(&x, &y)| x.into().to_bits() == y.into().to_bits())
+}
+
 fn check<T: Kernels + Into<f64> + From<f32>>(
     m: usize,
     n: usize,
@@ -110,12 +117,8 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
             // panels cut `K` finer unless `A` is packed whole.
             let stack = slots.is_none() || blocking.slots == 0;
             if !stack {
-                let same = again
-                    .iter()
-                    .zip(&c)
-                    .all(|(x, y)| (*x).into().to_bits() == (*y).into().to_bits());
                 assert!(
-                    same,
+                    same_bits(&again, &c),
                     "{m}x{k}x{n} form {form} threads {threads} planned {planned}: packed A differs"
                 );
             }
@@ -144,12 +147,8 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
             unsafe { memc_gemm::run::<T>(1, &|_| product, &whole, slots, threads, &broadcast) };
             let row_kernel = m == 1 && b_cs == 1 && c_cs == 1;
             if slots.is_some() && blocking.slots > 0 && !row_kernel {
-                let same = again
-                    .iter()
-                    .zip(&c)
-                    .all(|(x, y)| (*x).into().to_bits() == (*y).into().to_bits());
                 assert!(
-                    same,
+                    same_bits(&again, &c),
                     "{m}x{k}x{n} form {form} threads {threads} planned {planned}: packed B differs"
                 );
             }

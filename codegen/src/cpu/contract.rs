@@ -51,33 +51,33 @@ pub(crate) unsafe fn run_contract(
     regions: RegionPtrs,
     pool: &WorkerPool,
 ) {
-    // The bias's first element, and the distance between rows.
-    let bias = fusion.bias.map(|(region, byte_offset, stride)| {
-        let ptr = regions.base(region).wrapping_offset(byte_offset as isize);
-        (ptr, stride as isize)
-    });
     match c.elem {
         Scalar::F32 => {
             let alpha = f64::from_bits(c.alpha) as f32;
-            let epilogue = Epilogue {
-                bias: bias.map(|(ptr, stride)| (ptr.cast::<f32>().cast_const(), stride)),
-                add: fusion.add,
-                clamp: fusion.clamp.map(|(lo, hi)| (lo as f32, hi as f32)),
-            };
+            let epilogue = epilogue_of(fusion, regions, |v| v as f32);
             if !run_direct_conv(c, epilogue, regions, pool, alpha) {
                 run_typed::<f32>(c, epilogue, regions, pool, alpha)
             }
         }
         Scalar::F64 => {
-            let epilogue = Epilogue {
-                bias: bias.map(|(ptr, stride)| (ptr.cast::<f64>().cast_const(), stride)),
-                add: fusion.add,
-                clamp: fusion.clamp,
-            };
+            let epilogue = epilogue_of(fusion, regions, |v| v);
             run_typed::<f64>(c, epilogue, regions, pool, f64::from_bits(c.alpha))
         }
         // `CpuProgram::compile` rejects other element types, so nothing reaches here.
         _ => {}
+    }
+}
+
+/// `fusion` in the element type `T` (`to` converts the clamp's bounds): the bias's first
+/// element and the distance between its rows, the residual, the clamp.
+fn epilogue_of<T>(fusion: &Fusion, regions: RegionPtrs, to: fn(f64) -> T) -> Epilogue<T> {
+    Epilogue {
+        bias: fusion.bias.map(|(region, byte_offset, stride)| {
+            let ptr = regions.base(region).wrapping_offset(byte_offset as isize);
+            (ptr.cast::<T>().cast_const(), stride as isize)
+        }),
+        add: fusion.add,
+        clamp: fusion.clamp.map(|(lo, hi)| (to(lo), to(hi))),
     }
 }
 

@@ -97,7 +97,7 @@ fn row_bias(c: &Contract, before: &Kernel) -> Option<(Region, i64, i64)> {
         lk.views.get(store.view as usize)?,
         lk.views.get(source as usize)?,
     );
-    if !covers_result(c, lk, out)
+    if covers_result(c, lk, out).is_none()
         || source.region != Region::Weights
         || source.elem != c.elem
         || !source.guards.is_empty()
@@ -119,16 +119,17 @@ fn row_bias(c: &Contract, before: &Kernel) -> Option<(Region, i64, i64)> {
     Some((source.region, source.byte_offset, stride))
 }
 
-/// Whether `out`, over `lk`'s loop, is exactly `c`'s result: both dense over the same bytes,
-/// in the arena, in the contraction's element type, unguarded.
-fn covers_result(c: &Contract, lk: &LoopKernel, out: &View) -> bool {
+/// The number of elements of `c`'s result when `out`, over `lk`'s loop, is exactly that
+/// result: both dense over the same bytes, in the arena, in the contraction's element type,
+/// unguarded.
+fn covers_result(c: &Contract, lk: &LoopKernel, out: &View) -> Option<u64> {
     if out.region != c.c.region
         || out.region != Region::Arena
         || out.elem != c.elem
         || !out.guards.is_empty()
         || out.byte_offset != c.c.byte_offset
     {
-        return false;
+        return None;
     }
     let axes = lk
         .outer
@@ -142,7 +143,8 @@ fn covers_result(c: &Contract, lk: &LoopKernel, out: &View) -> bool {
         .copied()
         .zip(c.c.batch_strides.iter().copied())
         .chain([(c.m, c.c.row_stride), (c.n, c.c.col_stride)]);
-    matches!((dense_elems(axes), dense_elems(c_axes)), (Some(a), Some(b)) if a == b)
+    let elems = dense_elems(axes)?;
+    (dense_elems(c_axes)? == elems).then_some(elems)
 }
 
 /// The epilogue `next` applies to `c`'s result in place, if it is one.
@@ -152,21 +154,13 @@ fn epilogue_after(c: &Contract, next: &Kernel) -> Option<Fusion> {
     };
     let tail = epilogue_in_place(lk)?;
     let view = &lk.views[tail.view as usize];
-    if !covers_result(c, lk, view) {
-        return None;
-    }
+    let elems = covers_result(c, lk, view)?;
     let add = match tail.add {
         None => None,
         Some(residual) => {
             // The residual: the same layout elsewhere in the arena, apart from the result.
             let residual = &lk.views[residual as usize];
             let size = c.elem.size() as i64;
-            let elems = c
-                .batch
-                .iter()
-                .product::<u64>()
-                .saturating_mul(c.m)
-                .saturating_mul(c.n);
             let delta = residual.byte_offset.checked_sub(view.byte_offset)?;
             let bytes = i64::try_from(elems).ok()?.checked_mul(size)?;
             let apart = delta.checked_abs()? >= bytes;

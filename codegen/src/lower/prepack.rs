@@ -92,20 +92,11 @@ pub(crate) fn packs_b_whole(k: u64, n: u64) -> bool {
 /// pass drops the contraction's panels.
 pub(crate) fn predicted_blocking(c: &Contract) -> memc_gemm::GemmBlocking {
     let float = matches!(c.elem, Scalar::F32 | Scalar::F64);
-    let mut predicted = c.clone();
-    if float && c.a.region == Region::Weights && matches!(c.b, ContractB::Im2col(_)) {
-        predicted.a_packed = Some(PackedOperand {
-            byte_offset: 0,
-            batch_strides: Vec::new(),
-        });
-    }
-    if float && c.b.as_mat().is_some_and(|b| b.region == Region::Weights) && packs_b(c) {
-        predicted.b_packed = Some(PackedOperand {
-            byte_offset: 0,
-            batch_strides: Vec::new(),
-        });
-    }
-    predicted.blocking()
+    let a_packed = c.a_packed.is_some()
+        || (float && c.a.region == Region::Weights && matches!(c.b, ContractB::Im2col(_)));
+    let b_packed = c.b_packed.is_some()
+        || (float && c.b.as_mat().is_some_and(|b| b.region == Region::Weights) && packs_b(c));
+    c.blocking_with(a_packed, b_packed)
 }
 
 /// Whether a constant `A` of `c` gets a packed copy: a convolution's (its `B` an implicit

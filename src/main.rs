@@ -191,6 +191,10 @@ enum Command {
         /// over the `--repeat` runs, for bench/gpu/bench.py.
         #[arg(long, hide = true)]
         time: bool,
+        /// Time each kernel over the runs and print where the time goes: by op type, and the
+        /// slowest kernels with their sizes (adds a clock read per kernel).
+        #[arg(long)]
+        profile: bool,
         /// A training step's persistent state to start from: DIR/<name>.npy for each parameter
         /// (required) and gradient buffer (optional; zero when absent). `--input NAME=FILE`
         /// sets one state tensor too.
@@ -378,6 +382,7 @@ fn run(cli: Cli) -> ExitCode {
             threads,
             repeat,
             time,
+            profile,
             state_dir,
             save_state,
             verify,
@@ -394,6 +399,7 @@ fn run(cli: Cli) -> ExitCode {
                 verify_weights: verify,
                 measure_rss: rss,
                 time_backend: time,
+                profile,
                 engine: match engine {
                     EngineArg::Backend => memc::run::Engine::Backend,
                     EngineArg::Mlir => memc::run::Engine::Mlir,

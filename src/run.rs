@@ -11,6 +11,8 @@
 //! and `--save-state DIR` writes the whole state after the last run, so a second `memc run
 //! --state DIR` continues where the first stopped.
 
+use memc_codegen::kernel::{ContractB, Kernel, KernelBody};
+use memc_codegen::Program;
 use memc_runtime::npy::{read_npy, write_npy};
 use memc_runtime::tensor::signature;
 use memc_runtime::{RuntimeError, Session, SessionOptions, Tensor, TensorRef};
@@ -55,6 +57,8 @@ pub struct RunOptions {
     pub time_backend: bool,
     /// `--engine`: what runs the program.
     pub engine: Engine,
+    /// `--profile`: time each kernel over the runs and print where the time goes.
+    pub profile: bool,
 }
 
 /// A field of `/proc/self/status` in bytes (`VmRSS`, `VmHWM`), where Linux provides it.
@@ -201,6 +205,7 @@ pub fn run(plan: &Path, options: &RunOptions) -> Result<String, RuntimeError> {
     }
     let mut times = Vec::with_capacity(options.repeat.get());
     let mut backend_times = Vec::with_capacity(options.repeat.get());
+    session.set_profiling(options.profile);
     for _ in 1..options.repeat.get() {
         let started = Instant::now();
         session.run_in_place(&refs)?;
@@ -240,7 +245,10 @@ pub fn run(plan: &Path, options: &RunOptions) -> Result<String, RuntimeError> {
     let views: Vec<(&str, TensorRef<'_>)> = outputs.iter().collect();
     write_outputs(&mut report, options, &views)?;
     // The last run's outputs borrow the session (until their last use above), so its backend
-    // time is read after them.
+    // time and kernel times are read after them.
+    if options.profile {
+        write_profile(&mut report, session.program(), session.kernel_times(), runs);
+    }
     if options.time_backend {
         backend_times.push(session.backend_run_time());
         let backend_median = median_of(&mut backend_times);
@@ -413,6 +421,110 @@ fn write_outputs(
         .expect("writing to a String cannot fail");
     }
     Ok(())
+}
+
+/// Kernels `memc run --profile` lists one by one (the rest are summed by op).
+const PROFILE_TOP: usize = 20;
+
+/// `memc run --profile`: each kernel's mean time per run (`times` summed over `runs`), by op
+/// type and the slowest [`PROFILE_TOP`] one by one, with what each kernel is.
+fn write_profile(report: &mut String, program: &Program, times: &[Duration], runs: usize) {
+    let mut out =
+        |text: String| writeln!(report, "{text}").expect("writing to a String cannot fail");
+    if times.is_empty() {
+        out("profile  unavailable: this backend does not time its kernels one by one".into());
+        return;
+    }
+    let per_run = |t: Duration| t.as_secs_f64() * 1e3 / runs as f64;
+    let total: f64 = times.iter().map(|&t| per_run(t)).sum();
+    let share = |ms: f64| if total > 0.0 { 100.0 * ms / total } else { 0.0 };
+    let kernels: Vec<(&str, &Kernel)> = program
+        .steps
+        .iter()
+        .flat_map(|step| step.kernels.iter().map(move |k| (step.op.as_str(), k)))
+        .collect();
+    out(format!(
+        "profile  kernels {:.3} ms per run (mean over {runs} run{}, {} kernels)",
+        total,
+        if runs == 1 { "" } else { "s" },
+        kernels.len()
+    ));
+    // By op type (the step's op up to its node name), slowest first.
+    let mut by_op: Vec<(&str, f64, usize)> = Vec::new();
+    for ((op, _), &time) in kernels.iter().zip(times) {
+        let kind = op.split_whitespace().next().unwrap_or(op);
+        match by_op.iter_mut().find(|(k, ..)| *k == kind) {
+            Some(entry) => {
+                entry.1 += per_run(time);
+                entry.2 += 1;
+            }
+            None => by_op.push((kind, per_run(time), 1)),
+        }
+    }
+    by_op.sort_by(|a, b| b.1.total_cmp(&a.1));
+    out("  by op".into());
+    for (kind, ms, count) in &by_op {
+        out(format!(
+            "    {ms:>9.3} ms {:>5.1}%  {kind} ({count} kernel{})",
+            share(*ms),
+            if *count == 1 { "" } else { "s" }
+        ));
+    }
+    let mut order: Vec<usize> = (0..kernels.len().min(times.len())).collect();
+    order.sort_by(|&a, &b| times[b].cmp(&times[a]));
+    out(format!(
+        "  slowest kernels{}",
+        if order.len() > PROFILE_TOP {
+            format!(" ({PROFILE_TOP} of {})", order.len())
+        } else {
+            String::new()
+        }
+    ));
+    for &index in order.iter().take(PROFILE_TOP) {
+        let (op, kernel) = kernels[index];
+        let ms = per_run(times[index]);
+        out(format!(
+            "    {ms:>9.3} ms {:>5.1}%  #{index} {op}: {}",
+            share(ms),
+            kernel_shape(kernel)
+        ));
+    }
+}
+
+/// What a kernel computes, in a few words: a contraction's sizes, a loop's index space.
+fn kernel_shape(kernel: &Kernel) -> String {
+    let dims = |d: &[u64]| d.iter().map(u64::to_string).collect::<Vec<_>>().join("x");
+    match &kernel.body {
+        KernelBody::Contract(c) => {
+            let batch: u64 = c.batch.iter().product();
+            let conv = if matches!(c.b, ContractB::Im2col(_)) {
+                ", convolution"
+            } else {
+                ""
+            };
+            if batch > 1 {
+                format!("contract {batch} x {}x{}x{} (MxNxK){conv}", c.m, c.n, c.k)
+            } else {
+                format!("contract {}x{}x{} (MxNxK){conv}", c.m, c.n, c.k)
+            }
+        }
+        KernelBody::Loop(l) => {
+            let outer = if l.outer.is_empty() {
+                "1".to_string()
+            } else {
+                dims(&l.outer)
+            };
+            if l.inner.is_empty() {
+                format!("loop over {outer}")
+            } else {
+                format!("loop over {outer}, inner {}", dims(&l.inner))
+            }
+        }
+        KernelBody::NBits(q) => format!(
+            "{}-bit weight product {}x{}x{} (MxNxK)",
+            q.bits, q.m, q.n, q.k
+        ),
+    }
 }
 
 /// The run line's figures: `min X ms, median Y ms over N runs`.

@@ -495,6 +495,65 @@ fn const_binds_shape_inputs_and_matches_onnxruntime() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `memc run --profile`: each kernel's time per run, by op type and slowest first, with the
+/// kernel's size; the shares add up to the kernels' total.
+#[test]
+fn run_profile_shows_where_the_time_goes() {
+    let dir = scratch_dir("profile");
+    let fixture = "tests/onnx/fixtures/shape_inputs";
+    let model = format!("{fixture}/model.onnx");
+    let plan = dir.join("model.plan");
+    let plan = plan.to_str().expect("utf-8 path");
+    let shape = format!("shape={fixture}/shape.npy");
+    let pads = format!("pads={fixture}/pads.npy");
+    let bound = memc(
+        &[
+            "compile", &model, "--const", &shape, "--const", &pads, "-o", plan,
+        ],
+        None,
+    );
+    assert!(bound.starts_with("exit code: 0\n"), "{bound}");
+    let x = format!("x={fixture}/x.npy");
+    let scale = format!("scale={fixture}/scale.npy");
+    let run = memc(
+        &[
+            "run", plan, "--input", &x, "--input", &scale, "--repeat", "3", "--profile",
+        ],
+        None,
+    );
+    assert!(run.starts_with("exit code: 0\n"), "{run}");
+    assert!(
+        run.contains("profile  kernels ") && run.contains("(mean over 3 runs, "),
+        "{run}"
+    );
+    let by_op: Vec<&str> = run
+        .lines()
+        .skip_while(|l| l.trim() != "by op")
+        .skip(1)
+        .take_while(|l| !l.trim().starts_with("slowest kernels"))
+        .collect();
+    assert!(!by_op.is_empty(), "{run}");
+    let share: f64 = by_op
+        .iter()
+        .map(|l| {
+            let percent = l.split('%').next().and_then(|p| p.split_whitespace().last());
+            percent.and_then(|p| p.parse::<f64>().ok()).expect("a share")
+        })
+        .sum();
+    assert!((share - 100.0).abs() < 0.5, "shares add to {share}: {run}");
+    assert!(by_op.iter().any(|l| l.contains("onnx.")), "{run}");
+    let kernels: Vec<&str> = run
+        .lines()
+        .skip_while(|l| !l.trim().starts_with("slowest kernels"))
+        .skip(1)
+        .collect();
+    assert!(
+        kernels.iter().any(|l| l.contains(" #0 ") && l.contains(": loop over ")),
+        "{run}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Every mistake with `--const`: an unknown input (the inputs are listed), a value of the wrong
 /// element type or shape, a file that is not a `.npy`, a name bound twice, a binding without
 /// `=`, an input that has an initializer (a constant already), and `--const` with textual IR.

@@ -162,6 +162,17 @@ pub trait CompiledProgram: Send + Sync {
     /// reach no byte outside the regions of its sizes, which is what makes running them sound.
     unsafe fn run(&mut self, weights: &[u8]) -> Result<(), BackendError>;
 
+    /// Starts timing each kernel of every run (`on`), or stops it: from a call with `on` the
+    /// runs add each kernel's wall time into [`CompiledProgram::kernel_times`], which start at
+    /// zero. A backend that cannot time its kernels one by one ignores it (the default).
+    fn set_profiling(&mut self, _on: bool) {}
+
+    /// Per kernel, in schedule order, the wall time summed over the runs since profiling was
+    /// turned on; empty when it is off or the backend does not time kernels.
+    fn kernel_times(&self) -> &[Duration] {
+        &[]
+    }
+
     /// The arena as host bytes (`arena_size` of them) after the last run; at least the bytes of
     /// `ranges` hold what the run wrote (a host backend returns the arena itself; a device
     /// backend copies those ranges back first).

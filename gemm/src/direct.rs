@@ -105,10 +105,36 @@ fn flat(axes: &[DirectAxis]) -> bool {
     })
 }
 
-/// Output positions per run that tiles are cut from: the whole output when [`flat`], else a
-/// row of the last axis.
-fn run_len(axes: &[DirectAxis]) -> usize {
+/// Whether tiles are cut from the whole output with each lane's input element gathered
+/// (`vgatherdps`) rather than loaded from one row: when the output is not [`flat`] and its
+/// rows would fill less than two thirds of the lanes of their vectors (a strided layer's 7-
+/// or 8-wide rows: a gather costs about a third more than a load, measured in a 12 x 32
+/// microkernel held in L1, 115 against 170 GFLOP/s), or when the last axis's stride is
+/// above 2 (which rows do not load); and when every lane's offset from the tile's first
+/// fits the gather's 32-bit indices.
+fn gathers(axes: &[DirectAxis]) -> bool {
+    let Some(last) = axes.last() else {
+        return false;
+    };
     if flat(axes) {
+        return false;
+    }
+    let row = last.out.max(1) as usize;
+    let tile = row.div_ceil(row.div_ceil(32).max(1));
+    let span = axes.iter().try_fold(0i64, |acc, a| {
+        (a.out.max(1) - 1)
+            .checked_mul(a.step)?
+            .checked_mul(a.stride.checked_abs()?)?
+            .checked_add(acc)
+    });
+    (last.step > 2 || 3 * tile < 2 * tile.div_ceil(16) * 16)
+        && span.is_some_and(|s| s <= i64::from(i32::MAX))
+}
+
+/// Output positions per run that tiles are cut from: the whole output when [`flat`] or when
+/// the lanes are [`gathers`]ed, else a row of the last axis.
+fn run_len(axes: &[DirectAxis]) -> usize {
+    if flat(axes) || gathers(axes) {
         axes.iter().map(|a| a.out.max(0) as usize).product()
     } else {
         axes.last().map_or(1, |a| a.out.max(1) as usize)
@@ -116,8 +142,9 @@ fn run_len(axes: &[DirectAxis]) -> usize {
 }
 
 /// Whether the direct kernel keeps at least half its lanes busy on `axes`: a run cut into
-/// equal tiles of at most 32 positions, each padded to 16-lane vectors. Short rows (a strided
-/// convolution's 7-wide output) would leave most lanes idle; the GEMM runs those better.
+/// equal tiles of at most 32 positions, each padded to 16-lane vectors. Short rows are
+/// gathered across rows ([`gathers`]), so only a tiny output (a 2 x 2 image) leaves most
+/// lanes idle; the GEMM runs those.
 /// Independent of the CPU, so the plan, which reserves no GEMM panels for a direct
 /// convolution, asks it too (`memc-codegen`'s `ConvPlan::runs_direct`).
 pub fn direct_conv_fills_lanes(axes: &[DirectAxis]) -> bool {
@@ -135,11 +162,17 @@ pub fn direct_conv_pays(axes: &[DirectAxis], channels: u64) -> bool {
 }
 
 /// Whether the direct kernel takes a convolution over `axes` on this CPU (AVX-512 or AVX2
-/// with FMA, f32): 1 to [`DIRECT_MAX_AXES`] axes, at most [`DIRECT_MAX_TAPS`] taps, the last
-/// axis contiguous with a stride (`step`) of 1 or 2 (lanes read every input element or every
-/// other one), every extent, stride and dilation at least 1. Whether it should is
-/// [`direct_conv_pays`].
+/// with FMA, f32): [`direct_conv_window_fits`] and the instruction set. Whether it should
+/// is [`direct_conv_pays`].
 pub fn direct_conv_runs(axes: &[DirectAxis]) -> bool {
+    direct_conv_window_fits(axes) && matches!(isa(), Isa::Avx512 | Isa::Avx2)
+}
+
+/// Whether the direct kernel's tiling takes a window over `axes`, on any CPU: 1 to
+/// [`DIRECT_MAX_AXES`] axes, at most [`DIRECT_MAX_TAPS`] taps, the last axis contiguous,
+/// with a stride (`step`) of 1 or 2 (lanes read every input element or every other one) or
+/// lanes that are [`gathers`]ed, every extent, stride and dilation at least 1.
+pub fn direct_conv_window_fits(axes: &[DirectAxis]) -> bool {
     let taps = axes.iter().try_fold(1u64, |acc, a| {
         acc.checked_mul(u64::try_from(a.kernel).ok()?)
     });
@@ -147,12 +180,11 @@ pub fn direct_conv_runs(axes: &[DirectAxis]) -> bool {
         && axes.len() <= DIRECT_MAX_AXES
         && taps.is_some_and(|t| (1..=DIRECT_MAX_TAPS).contains(&t))
         && axes
-            .last()
-            .is_some_and(|a| a.stride == 1 && (1..=2).contains(&a.step))
-        && axes
             .iter()
             .all(|a| a.size >= 1 && a.out >= 1 && a.kernel >= 1 && a.dilation >= 1 && a.step >= 1)
-        && matches!(isa(), Isa::Avx512 | Isa::Avx2)
+        && axes
+            .last()
+            .is_some_and(|a| a.stride == 1 && ((1..=2).contains(&a.step) || gathers(axes)))
 }
 
 /// A tile: `len` output positions from flat position `start`.
@@ -212,14 +244,39 @@ const WORK_PER_ELEMENT: usize = 8;
 /// Chunks of units per thread that [`run_direct`] hands out.
 const CHUNKS_PER_THREAD: usize = 4;
 
+/// How a tile's lanes read a tap's input.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Read {
+    /// Lane `j` reads element `j` from lane 0's (one row, stride 1).
+    Row,
+    /// Lane `j` reads element `2 j` (one row, stride 2).
+    EveryOther,
+    /// Lane `j` reads element `Taps::lanes[j]` (any positions: [`gathers`]).
+    Gathered,
+}
+
+impl Read {
+    fn of(axes: &[DirectAxis]) -> Read {
+        if gathers(axes) {
+            Read::Gathered
+        } else if axes.last().is_some_and(|a| a.step == 2) {
+            Read::EveryOther
+        } else {
+            Read::Row
+        }
+    }
+}
+
 /// The tap table of one tile: for each tap (row-major over the axes), the element offset
 /// (from the input's channel-0 element) that lane 0 reads, and the mask of the input elements
 /// from there that the lanes read, where they read the input rather than padding: bit `j` for
-/// lane `j` at stride 1, bit `2 j` at stride 2 (lane `j` reads element `2 j`).
+/// lane `j` ([`Read::Row`], [`Read::Gathered`]), bit `2 j` at stride 2 ([`Read::EveryOther`]).
+/// Gathered lanes read element `lanes[j]` from lane 0's.
 #[derive(Copy, Clone)]
 struct Taps {
     offsets: [isize; DIRECT_MAX_TAPS as usize],
     masks: [u64; DIRECT_MAX_TAPS as usize],
+    lanes: [i32; 32],
     count: usize,
 }
 
@@ -238,6 +295,7 @@ impl Taps {
     const EMPTY: Taps = Taps {
         offsets: [0; DIRECT_MAX_TAPS as usize],
         masks: [0; DIRECT_MAX_TAPS as usize],
+        lanes: [0; 32],
         count: 0,
     };
 
@@ -289,12 +347,23 @@ impl Taps {
                 };
             }
         }
-        let strided = axes[n_axes - 1].step == 2;
+        let read = Read::of(axes);
         let mut taps = Taps {
             offsets: [0; DIRECT_MAX_TAPS as usize],
             masks: [0; DIRECT_MAX_TAPS as usize],
+            lanes: [0; 32],
             count: conv.taps(),
         };
+        if read == Read::Gathered {
+            // `gathers` checked that every offset fits an i32.
+            for (j, lane) in taps.lanes.iter_mut().enumerate().take(tile.len) {
+                *lane = axes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| (i64::from(coords[i][j]) - first[i]) * a.step * a.stride)
+                    .sum::<i64>() as i32;
+            }
+        }
         let mut tap = [0i64; DIRECT_MAX_AXES];
         for index in 0..taps.count {
             let mut offset = 0i64;
@@ -305,7 +374,7 @@ impl Taps {
                 mask &= valid[i][tap[i] as usize];
             }
             taps.offsets[index] = offset as isize;
-            taps.masks[index] = if strided {
+            taps.masks[index] = if read == Read::EveryOther {
                 spread(mask)
             } else {
                 u64::from(mask)
@@ -336,9 +405,14 @@ struct Call<'a> {
 }
 
 impl Call<'_> {
-    /// Whether lanes read every other input element (stride 2 on the last axis).
-    fn strided(&self) -> bool {
-        self.conv.axes.last().is_some_and(|a| a.step == 2)
+    /// How the lanes read the input: the microkernel's `S` (1 a row, 2 every other element
+    /// of one, 0 gathered).
+    fn read(&self) -> usize {
+        match Read::of(self.conv.axes) {
+            Read::Row => 1,
+            Read::EveryOther => 2,
+            Read::Gathered => 0,
+        }
     }
 }
 
@@ -548,20 +622,35 @@ mod x86 {
                 }
             };
         }
-        match (call.tile.len > 16, call.strided()) {
-            (true, false) => rows!(2, 1),
-            (false, false) => rows!(1, 1),
-            (true, true) => rows!(2, 2),
-            (false, true) => rows!(1, 2),
+        match (call.tile.len > 16, call.read()) {
+            (true, 1) => rows!(2, 1),
+            (false, 1) => rows!(1, 1),
+            (true, 2) => rows!(2, 2),
+            (false, 2) => rows!(1, 2),
+            (true, _) => rows!(2, 0),
+            (false, _) => rows!(1, 0),
         }
     }
 
     /// Vector `v` (16 lanes) of a tap's row from `b`: the elements `b + 16 v + j` at stride 1
-    /// (`S`), `b + 2 (16 v + j)` at stride 2 (two loads, their even elements gathered), where
-    /// `mask` allows.
+    /// (`S`), `b + 2 (16 v + j)` at stride 2 (two loads, their even elements gathered),
+    /// `b + lanes[16 v + j]` when gathered (`S` 0), where `mask` allows.
     #[inline(always)]
-    unsafe fn load16<const S: usize>(b: *const f32, mask: u64, v: usize) -> __m512 {
-        if S == 1 {
+    unsafe fn load16<const S: usize>(
+        b: *const f32,
+        mask: u64,
+        v: usize,
+        lanes: *const i32,
+    ) -> __m512 {
+        if S == 0 {
+            let index = _mm512_loadu_si512(lanes.add(16 * v).cast());
+            _mm512_mask_i32gather_ps::<4>(
+                _mm512_setzero_ps(),
+                (mask >> (16 * v)) as __mmask16,
+                index,
+                b,
+            )
+        } else if S == 1 {
             _mm512_maskz_loadu_ps((mask >> (16 * v)) as __mmask16, b.wrapping_add(16 * v))
         } else {
             let at = b.wrapping_add(32 * v);
@@ -573,7 +662,7 @@ mod x86 {
         }
     }
 
-    /// `R` rows (at most `2 * MR`) by `V` vectors of 16 lanes, at stride `S` along the row.
+    /// `R` rows (at most `2 * MR`) by `V` vectors of 16 lanes, at stride `S` along the row (gathered when `S` is 0).
     #[target_feature(enable = "avx512f,avx2,fma")]
     unsafe fn avx512_tile<const R: usize, const V: usize, const S: usize>(call: &Call) {
         tile::<Zmm, R, V, S>(call)
@@ -593,11 +682,13 @@ mod x86 {
                 }
             };
         }
-        match (call.tile.len > 8, call.strided()) {
-            (true, false) => rows!(2, 1),
-            (false, false) => rows!(1, 1),
-            (true, true) => rows!(2, 2),
-            (false, true) => rows!(1, 2),
+        match (call.tile.len > 8, call.read()) {
+            (true, 1) => rows!(2, 1),
+            (false, 1) => rows!(1, 1),
+            (true, 2) => rows!(2, 2),
+            (false, 2) => rows!(1, 2),
+            (true, _) => rows!(2, 0),
+            (false, _) => rows!(1, 0),
         }
     }
 
@@ -611,8 +702,21 @@ mod x86 {
 
     /// Vector `v` (8 lanes) of a tap's row from `b`, as [`load16`] does with 16.
     #[inline(always)]
-    unsafe fn load8<const S: usize>(b: *const f32, mask: u64, v: usize) -> __m256 {
-        if S == 1 {
+    unsafe fn load8<const S: usize>(
+        b: *const f32,
+        mask: u64,
+        v: usize,
+        lanes: *const i32,
+    ) -> __m256 {
+        if S == 0 {
+            let index = _mm256_loadu_si256(lanes.add(8 * v).cast());
+            _mm256_mask_i32gather_ps::<4>(
+                _mm256_setzero_ps(),
+                b,
+                index,
+                _mm256_castsi256_ps(lanes8(mask >> (8 * v))),
+            )
+        } else if S == 1 {
             _mm256_maskload_ps(b.wrapping_add(8 * v), lanes8(mask >> (8 * v)))
         } else {
             let at = b.wrapping_add(16 * v);
@@ -626,7 +730,7 @@ mod x86 {
         }
     }
 
-    /// `R` rows (at most `MR`) by `V` vectors of 8 lanes, at stride `S` along the row.
+    /// `R` rows (at most `MR`) by `V` vectors of 8 lanes, at stride `S` along the row (gathered when `S` is 0).
     #[target_feature(enable = "avx2,fma")]
     unsafe fn avx2_tile<const R: usize, const V: usize, const S: usize>(call: &Call) {
         tile::<Ymm, R, V, S>(call)
@@ -639,8 +743,14 @@ mod x86 {
         const LANES: usize;
         unsafe fn zero() -> Self;
         unsafe fn splat(x: f32) -> Self;
-        /// Vector `v` of a tap's row from `b` at stride `S` (`mask`: the tap's).
-        unsafe fn load_row<const S: usize>(b: *const f32, mask: u64, v: usize) -> Self;
+        /// Vector `v` of a tap's row from `b` at stride `S`, or gathered at `lanes` (`S` 0)
+        /// (`mask`: the tap's).
+        unsafe fn load_row<const S: usize>(
+            b: *const f32,
+            mask: u64,
+            v: usize,
+            lanes: *const i32,
+        ) -> Self;
         /// `self * x + acc`.
         unsafe fn fma(self, x: Self, acc: Self) -> Self;
         /// The lanes at `p`, and stored at `p` (unaligned).
@@ -682,8 +792,13 @@ mod x86 {
             Zmm(_mm512_set1_ps(x))
         }
         #[inline(always)]
-        unsafe fn load_row<const S: usize>(b: *const f32, mask: u64, v: usize) -> Zmm {
-            Zmm(load16::<S>(b, mask, v))
+        unsafe fn load_row<const S: usize>(
+            b: *const f32,
+            mask: u64,
+            v: usize,
+            lanes: *const i32,
+        ) -> Zmm {
+            Zmm(load16::<S>(b, mask, v, lanes))
         }
         #[inline(always)]
         unsafe fn fma(self, x: Zmm, acc: Zmm) -> Zmm {
@@ -739,8 +854,13 @@ mod x86 {
             Ymm(_mm256_set1_ps(x))
         }
         #[inline(always)]
-        unsafe fn load_row<const S: usize>(b: *const f32, mask: u64, v: usize) -> Ymm {
-            Ymm(load8::<S>(b, mask, v))
+        unsafe fn load_row<const S: usize>(
+            b: *const f32,
+            mask: u64,
+            v: usize,
+            lanes: *const i32,
+        ) -> Ymm {
+            Ymm(load8::<S>(b, mask, v, lanes))
         }
         #[inline(always)]
         unsafe fn fma(self, x: Ymm, acc: Ymm) -> Ymm {
@@ -787,10 +907,11 @@ mod x86 {
     #[inline(always)]
     unsafe fn tile<X: Vector, const R: usize, const V: usize, const S: usize>(call: &Call) {
         let mut acc = [[X::zero(); V]; R];
+        let lanes = call.taps.lanes.as_ptr();
         walk(call, |a, a_next, b, mask| {
             let mut bv = [X::zero(); V];
             for (v, bv) in bv.iter_mut().enumerate() {
-                *bv = X::load_row::<S>(b, mask, v);
+                *bv = X::load_row::<S>(b, mask, v, lanes);
             }
             for (i, acc) in acc.iter_mut().enumerate() {
                 let ai = X::splat(*a_row(a, a_next, i));

@@ -1,12 +1,12 @@
 //! The direct convolution against a naive loop: 1-, 2- and 3-d windows, "same" padding (whole
 //! rows tiled flat) and valid, asymmetric, dilated or strided windows (row by row; stride 2
-//! along the row), a padded input row stride, output channels around the strip height, `K` past one packed run, `alpha` and
+//! along the row; short rows or other strides gathered across rows), a padded input row stride, output channels around the strip height, `K` past one packed run, `alpha` and
 //! `accumulate`, several batch indices, one and several threads.
 //! `MEMC_GEMM_ISA=avx2` runs the same on the AVX2 kernel.
 
 use memc_gemm::{
-    direct_conv_fills_lanes, direct_conv_runs, pack_a_whole, packed_a_len, run_direct, DirectAxis,
-    DirectConv, DirectOperands, Epilogue, Mat,
+    direct_conv_fills_lanes, direct_conv_runs, direct_conv_window_fits, pack_a_whole, packed_a_len,
+    run_direct, DirectAxis, DirectConv, DirectOperands, Epilogue, Mat,
 };
 
 /// A deterministic value in [-0.5, 0.5).
@@ -277,21 +277,52 @@ fn threads_split_tiles_and_strips() {
 }
 
 #[test]
-fn short_rows_are_left_to_the_gemm() {
-    // A strided convolution's 7-wide output rows would fill 7 of 16 lanes; 8 fill half.
+fn short_rows_are_gathered_across_rows() {
+    // A strided convolution's 7- or 8-wide output rows would fill half a vector or less: the
+    // tiles are cut from the whole output and each lane's element gathered, so the lanes fill.
     let row = |size| vec![strided(14, 3, 2, 1, 1, 1), strided(size, 3, 2, 1, 1, 1)];
-    assert!(!direct_conv_fills_lanes(&row(14)));
+    assert!(direct_conv_fills_lanes(&row(14)));
     assert!(direct_conv_fills_lanes(&row(16)));
     // A "same" 7x7 output at stride 1 is tiled whole (49 positions in two tiles of 25).
     let mut flat = vec![axis(7, 3, 1, 1, 1), axis(7, 3, 1, 1, 1)];
     flat[0].stride = 7;
     flat[1].stride = 1;
     assert!(direct_conv_fills_lanes(&flat));
-    // The same 7x7 output of a valid window over a 9x9 input goes row by row: 7 of 16 lanes.
+    // The same 7x7 output of a valid window over a 9x9 input is gathered across rows too.
     let mut rows = vec![axis(9, 3, 1, 0, 0), axis(9, 3, 1, 0, 0)];
     rows[0].stride = 9;
     rows[1].stride = 1;
-    assert!(!direct_conv_fills_lanes(&rows));
+    assert!(direct_conv_fills_lanes(&rows));
+    // A 2x2 output fills 4 of 16 lanes whatever the tiling: the GEMM takes it.
+    let mut tiny = vec![strided(4, 3, 2, 1, 1, 1), strided(4, 3, 2, 1, 1, 1)];
+    tiny[0].stride = 4;
+    tiny[1].stride = 1;
+    assert!(!direct_conv_fills_lanes(&tiny));
+}
+
+#[test]
+fn gathered_tiles_match_the_naive_loop() {
+    let cases = [
+        // ResNet's late strided windows: 4- and 7-wide output rows.
+        vec![strided(8, 3, 2, 1, 1, 1), strided(8, 3, 2, 1, 1, 1)],
+        vec![strided(14, 3, 2, 1, 1, 1), strided(14, 3, 2, 1, 1, 1)],
+        // A 1x1 window at stride 2, strides of 3 and 4 (with dilation) along the row.
+        vec![strided(14, 1, 2, 1, 0, 0), strided(14, 1, 2, 1, 0, 0)],
+        vec![strided(17, 3, 3, 1, 1, 1), strided(17, 3, 3, 1, 1, 1)],
+        vec![strided(12, 2, 1, 1, 0, 0), strided(30, 3, 4, 2, 1, 0)],
+        // Valid windows with short rows, and a volume whose rows are 3 wide.
+        vec![axis(9, 3, 1, 0, 0), axis(9, 3, 1, 0, 0)],
+        vec![
+            strided(5, 3, 1, 1, 1, 1),
+            strided(6, 3, 2, 1, 1, 1),
+            strided(6, 3, 2, 1, 1, 1),
+        ],
+    ];
+    for axes in cases {
+        check(7, 3, axes.clone(), 0, 1);
+        check(30, 9, axes.clone(), 0, 2);
+        check(12, 4, axes, 3, 1);
+    }
 }
 
 #[test]
@@ -307,12 +338,15 @@ fn unsupported_windows_are_refused() {
         .collect();
     let mut gaps = contiguous.clone();
     gaps[1].stride = 2;
-    let mut step3 = contiguous.clone();
-    step3[1].step = 3;
     assert!(!direct_conv_runs(&big));
     assert!(!direct_conv_runs(&gaps));
-    assert!(!direct_conv_runs(&step3));
     assert!(!direct_conv_runs(&[]));
+    // A stride of 3 along the row is gathered (on a CPU the kernel runs on).
+    let mut step3 = contiguous.clone();
+    step3[1].step = 3;
+    step3[1].out = 3;
+    assert!(direct_conv_window_fits(&step3));
+    assert_eq!(direct_conv_runs(&step3), available);
     if !available {
         eprintln!("skipped the positive case: this CPU has neither AVX-512 nor AVX2 with FMA");
     }

@@ -251,6 +251,20 @@ impl Session {
         self.backend_run_time
     }
 
+    /// Starts timing each kernel of every run (`on`) or stops it; see
+    /// [`Session::kernel_times`]. Turning it on allocates the table, so the runs after it
+    /// still allocate nothing.
+    pub fn set_profiling(&mut self, on: bool) {
+        self.compiled.set_profiling(on);
+    }
+
+    /// Per kernel of [`Program::kernels`], in schedule order, its wall time summed over the
+    /// runs since [`Session::set_profiling`] turned profiling on; empty when it is off or the
+    /// backend does not time kernels one by one (the GPU's runs them asynchronously).
+    pub fn kernel_times(&self) -> &[Duration] {
+        self.compiled.kernel_times()
+    }
+
     /// Runs the plan on `inputs` (each graph input exactly once, by name) and returns the
     /// outputs in the plan's order.
     pub fn run(&mut self, inputs: &[(&str, TensorRef<'_>)]) -> Result<Vec<Tensor>> {

@@ -44,6 +44,9 @@ pub struct CpuRunner {
     pool: WorkerPool,
     weights_size: u64,
     compile_time: Duration,
+    /// Per kernel, its wall time summed over the runs since profiling was turned on; empty
+    /// while profiling is off (allocated when it is turned on, so a run allocates nothing).
+    kernel_times: Vec<Duration>,
 }
 
 impl std::fmt::Debug for CpuRunner {
@@ -75,6 +78,7 @@ impl CpuRunner {
             pool,
             weights_size: program.weights_size,
             compile_time,
+            kernel_times: Vec::new(),
         })
     }
 
@@ -146,14 +150,31 @@ impl CompiledProgram for CpuRunner {
             weights: weights.as_ptr(),
             state: self.state.ptr(),
         };
+        let profiling = !self.kernel_times.is_empty();
         for index in 0..self.program.n_kernels() {
+            let started = profiling.then(Instant::now);
             // SAFETY: the arena is `arena_size` bytes, the state `state_size` and the weights
             // at least `weights_size` (checked above), the sizes every kernel was validated
             // against (the caller's promise); `&mut self` keeps anything else from touching
             // the arena and the state meanwhile.
             unsafe { self.program.run_kernel_in(index, regions, &self.pool) };
+            if let Some(started) = started {
+                self.kernel_times[index] += started.elapsed();
+            }
         }
         Ok(())
+    }
+
+    fn set_profiling(&mut self, on: bool) {
+        self.kernel_times = if on && self.program.n_kernels() > 0 {
+            vec![Duration::ZERO; self.program.n_kernels()]
+        } else {
+            Vec::new()
+        };
+    }
+
+    fn kernel_times(&self) -> &[Duration] {
+        &self.kernel_times
     }
 
     fn read_arena(&mut self, ranges: &[Range<u64>]) -> Result<&[u8], BackendError> {

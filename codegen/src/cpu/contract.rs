@@ -204,7 +204,8 @@ unsafe fn run_typed<T: Kernels>(
 /// Runs `c` as a direct convolution (memc-gemm's `run_direct`: `B` read from the input as it
 /// is, no packing, no scratch) when it is one: an f32 convolution's implicit column matrix
 /// (not transposed) whose `A` is packed whole, with contiguous result columns, on a CPU and
-/// window the direct kernel takes (`direct_conv_runs`: a stride of 1 or 2 along the row) and
+/// window the direct kernel takes (`direct_conv_runs`: a contiguous row, read along it or
+/// gathered) and
 /// that pays (`direct_conv_pays`: tiles at least half full, or depthwise), as the plan
 /// assumed when it reserved no panels for it.
 /// Returns whether it ran.

@@ -15,12 +15,14 @@
 //!   Rust functions of `helpers.rs`. Contractions run memc's GEMM (`contract.rs` over `memc-gemm`,
 //!   its packed panels in the planned scratch `Contract::pack` names);
 //!   low-bit products run hand-written Rust with std::arch AVX-512/AVX2 chosen at run time
-//!   (`nbits.rs`).
+//!   (`nbits.rs`); a loop kernel that is a window maximum or minimum (a max pool's taps,
+//!   guarded and strided along the row) runs as AVX-512 code where the CPU has it
+//!   (`window.rs`).
 //! - `CpuBackend` (`backend.rs`): the [`crate::backend::Backend`] the runtime uses: a
 //!   `CpuProgram` with its arena (`arena.rs`, an anonymous zero-filled mapping) and its
 //!   `WorkerPool` (`pool.rs`: threads started once, dispatches that allocate nothing).
 //!
-//! Files import one way: `backend -> program -> {loops, contract, nbits} -> pool`,
+//! Files import one way: `backend -> program -> {loops, contract, nbits, window} -> pool`,
 //! `loops -> {simd, emitter}`, `simd -> emitter -> scalar -> func -> helpers`; the errors
 //! (`error.rs`) are imported by all and import nothing of the backend.
 //!
@@ -60,6 +62,8 @@ mod scalar;
 mod simd;
 #[cfg(feature = "cpu")]
 mod vmath;
+#[cfg(feature = "cpu")]
+mod window;
 
 /// The CPU's target description and tuning constants: always built, since lowering and
 /// scratch sizing read them even without the JIT.

@@ -16,6 +16,7 @@ use super::error::CpuError;
 use super::fuse::{self, Fusion, Role};
 use super::pool::WorkerPool;
 use super::regions::RegionPtrs;
+use super::window::{self, Window};
 use super::{contract, func, helpers, loops, nbits};
 use crate::kernel::{Contract, Kernel, KernelBody, NBitsMatMul, Scalar};
 use cranelift_codegen::isa::OwnedTargetIsa;
@@ -49,6 +50,8 @@ enum Compiled {
     NBits(Box<NBitsMatMul>),
     /// A kernel the one before it runs (`fuse.rs`): nothing to do.
     Fused,
+    /// A window maximum or minimum (a max pool) in native code (`window.rs`).
+    Window(Box<Window>),
 }
 
 /// The JIT module that owns the machine code; kept only to free it on drop.
@@ -144,6 +147,11 @@ impl CpuProgram {
                 Role::Own => Fusion::default(),
             };
             match &kernel.body {
+                KernelBody::Loop(lk) if window::available() && window::recognize(lk).is_some() => {
+                    let w = window::recognize(lk).expect("recognized just above");
+                    pending.push(Err(Compiled::Window(Box::new(w))));
+                    vectorized.push(0);
+                }
                 KernelBody::Loop(lk) => {
                     let name = format!("memc_kernel_{index}");
                     let (id, n_vectorized) = loops::compile_loop(
@@ -251,6 +259,12 @@ impl CpuProgram {
         matches!(self.kernels.get(index), Some(Compiled::Fused))
     }
 
+    /// Whether kernel `index` runs as a native window maximum or minimum (a max pool's
+    /// loop, `window.rs`) rather than as compiled loop code.
+    pub fn is_window(&self, index: usize) -> bool {
+        matches!(self.kernels.get(index), Some(Compiled::Window(_)))
+    }
+
     /// Runs kernel `index` of a program without persistent state over its whole index space,
     /// splitting rows over `pool`. Kernels run in order: one that [`CpuProgram::is_fused`]
     /// into the one before it does nothing.
@@ -288,6 +302,8 @@ impl CpuProgram {
             Compiled::Contract(c, fusion) => contract::run_contract(c, fusion, regions, pool),
             Compiled::NBits(q) => nbits::run_nbits(q, regions, pool),
             Compiled::Fused => {}
+            // SAFETY: the caller's contract; `window::available` held when it compiled.
+            Compiled::Window(w) => unsafe { window::run_window(w, regions, pool) },
             Compiled::Loop {
                 func,
                 rows,

@@ -205,10 +205,10 @@ impl ConvPlan {
     }
 
     /// Whether the CPU runs this convolution as a direct convolution (memc-gemm's
-    /// `run_direct`, which needs no GEMM panels): implicit im2col in f32 over a window with a
-    /// stride of 1 or 2 along its last axis, at most `DIRECT_MAX_TAPS` taps and
-    /// `DIRECT_MAX_AXES` axes, where it pays (`direct_conv_pays`: tiles at least half full,
-    /// not a strided layer's 7-wide rows, unless depthwise),
+    /// `run_direct`, which needs no GEMM panels): implicit im2col in f32 over a window the
+    /// direct kernel's tiling takes (`direct_conv_window_fits`: at most `DIRECT_MAX_TAPS` taps
+    /// and `DIRECT_MAX_AXES` axes), where it pays (`direct_conv_pays`: tiles at least half
+    /// full, which only a tiny output misses, unless depthwise),
     /// with a constant weight (`weight_constant`), which the plan writer packs
     /// ([`crate::lower::prepack`]). The CPU checks the rest (a contiguous input row, its
     /// instruction set) when it runs, and packs into stack panels where it cannot.
@@ -240,10 +240,10 @@ impl ConvPlan {
         weight_constant
             && elem == Scalar::F32
             && matches!(self.im2col, Some(Im2col::Implicit))
-            && win.strides.last().is_some_and(|&s| s == 1 || s == 2)
             && n <= memc_gemm::DIRECT_MAX_AXES
             && taps.is_some_and(|t| t <= memc_gemm::DIRECT_MAX_TAPS)
             && axes.len() == n
+            && memc_gemm::direct_conv_window_fits(&axes)
             && memc_gemm::direct_conv_pays(&axes, shape.c_g)
     }
 }

@@ -517,7 +517,15 @@ fn run_profile_shows_where_the_time_goes() {
     let scale = format!("scale={fixture}/scale.npy");
     let run = memc(
         &[
-            "run", plan, "--input", &x, "--input", &scale, "--repeat", "3", "--profile",
+            "run",
+            plan,
+            "--input",
+            &x,
+            "--input",
+            &scale,
+            "--repeat",
+            "3",
+            "--profile",
         ],
         None,
     );
@@ -536,8 +544,13 @@ fn run_profile_shows_where_the_time_goes() {
     let share: f64 = by_op
         .iter()
         .map(|l| {
-            let percent = l.split('%').next().and_then(|p| p.split_whitespace().last());
-            percent.and_then(|p| p.parse::<f64>().ok()).expect("a share")
+            let percent = l
+                .split('%')
+                .next()
+                .and_then(|p| p.split_whitespace().last());
+            percent
+                .and_then(|p| p.parse::<f64>().ok())
+                .expect("a share")
         })
         .sum();
     assert!((share - 100.0).abs() < 0.5, "shares add to {share}: {run}");
@@ -548,7 +561,9 @@ fn run_profile_shows_where_the_time_goes() {
         .skip(1)
         .collect();
     assert!(
-        kernels.iter().any(|l| l.contains(" #0 ") && l.contains(": loop over ")),
+        kernels
+            .iter()
+            .any(|l| l.contains(" #0 ") && l.contains(": loop over ")),
         "{run}"
     );
     let _ = std::fs::remove_dir_all(&dir);

@@ -111,12 +111,18 @@ fn flat(axes: &[DirectAxis]) -> bool {
 /// or 8-wide rows: a gather costs about a third more than a load, measured in a 12 x 32
 /// microkernel held in L1, 115 against 170 GFLOP/s), or when the last axis's stride is
 /// above 2 (which rows do not load); and when every lane's offset from the tile's first
-/// fits the gather's 32-bit indices.
-fn gathers(axes: &[DirectAxis]) -> bool {
+/// fits the gather's 32-bit indices; and only when one batch index's input (`channels` of
+/// it) is at most [`GATHER_MAX_INPUT`] elements: a gather's lanes each miss the L1 cache on
+/// their own where a row's share a line or two (ResNet-18's 256->512 3x3/2 at 14x14, a 200
+/// KiB input, ran 1.9 ms gathered against 1.2 through the GEMM).
+fn gathers(axes: &[DirectAxis], channels: u64) -> bool {
     let Some(last) = axes.last() else {
         return false;
     };
-    if flat(axes) {
+    let input = axes
+        .iter()
+        .try_fold(channels, |acc, a| acc.checked_mul(a.size.max(0) as u64));
+    if flat(axes) || input.is_none_or(|n| n > GATHER_MAX_INPUT) {
         return false;
     }
     let row = last.out.max(1) as usize;
@@ -131,10 +137,14 @@ fn gathers(axes: &[DirectAxis]) -> bool {
         && span.is_some_and(|s| s <= i64::from(i32::MAX))
 }
 
+/// Elements of one batch index's input above which lanes are not [`gathers`]ed (48 KiB of
+/// f32, an L1 data cache).
+const GATHER_MAX_INPUT: u64 = 12 * 1024;
+
 /// Output positions per run that tiles are cut from: the whole output when [`flat`] or when
 /// the lanes are [`gathers`]ed, else a row of the last axis.
-fn run_len(axes: &[DirectAxis]) -> usize {
-    if flat(axes) || gathers(axes) {
+fn run_len(axes: &[DirectAxis], channels: u64) -> usize {
+    if flat(axes) || gathers(axes, channels) {
         axes.iter().map(|a| a.out.max(0) as usize).product()
     } else {
         axes.last().map_or(1, |a| a.out.max(1) as usize)
@@ -147,8 +157,8 @@ fn run_len(axes: &[DirectAxis]) -> usize {
 /// lanes idle; the GEMM runs those.
 /// Independent of the CPU, so the plan, which reserves no GEMM panels for a direct
 /// convolution, asks it too (`memc-codegen`'s `ConvPlan::runs_direct`).
-pub fn direct_conv_fills_lanes(axes: &[DirectAxis]) -> bool {
-    let run = run_len(axes);
+pub fn direct_conv_fills_lanes(axes: &[DirectAxis], channels: u64) -> bool {
+    let run = run_len(axes, channels);
     let tile = run.div_ceil(run.div_ceil(32).max(1));
     2 * tile >= tile.div_ceil(16) * 16
 }
@@ -158,21 +168,21 @@ pub fn direct_conv_fills_lanes(axes: &[DirectAxis]) -> bool {
 /// depthwise (one channel: `K` is its taps, too few for a GEMM to gain anything, and its
 /// other form is a scalar loop).
 pub fn direct_conv_pays(axes: &[DirectAxis], channels: u64) -> bool {
-    channels == 1 || direct_conv_fills_lanes(axes)
+    channels == 1 || direct_conv_fills_lanes(axes, channels)
 }
 
 /// Whether the direct kernel takes a convolution over `axes` on this CPU (AVX-512 or AVX2
 /// with FMA, f32): [`direct_conv_window_fits`] and the instruction set. Whether it should
 /// is [`direct_conv_pays`].
-pub fn direct_conv_runs(axes: &[DirectAxis]) -> bool {
-    direct_conv_window_fits(axes) && matches!(isa(), Isa::Avx512 | Isa::Avx2)
+pub fn direct_conv_runs(axes: &[DirectAxis], channels: u64) -> bool {
+    direct_conv_window_fits(axes, channels) && matches!(isa(), Isa::Avx512 | Isa::Avx2)
 }
 
 /// Whether the direct kernel's tiling takes a window over `axes`, on any CPU: 1 to
 /// [`DIRECT_MAX_AXES`] axes, at most [`DIRECT_MAX_TAPS`] taps, the last axis contiguous,
 /// with a stride (`step`) of 1 or 2 (lanes read every input element or every other one) or
 /// lanes that are [`gathers`]ed, every extent, stride and dilation at least 1.
-pub fn direct_conv_window_fits(axes: &[DirectAxis]) -> bool {
+pub fn direct_conv_window_fits(axes: &[DirectAxis], channels: u64) -> bool {
     let taps = axes.iter().try_fold(1u64, |acc, a| {
         acc.checked_mul(u64::try_from(a.kernel).ok()?)
     });
@@ -182,9 +192,9 @@ pub fn direct_conv_window_fits(axes: &[DirectAxis]) -> bool {
         && axes
             .iter()
             .all(|a| a.size >= 1 && a.out >= 1 && a.kernel >= 1 && a.dilation >= 1 && a.step >= 1)
-        && axes
-            .last()
-            .is_some_and(|a| a.stride == 1 && ((1..=2).contains(&a.step) || gathers(axes)))
+        && axes.last().is_some_and(|a| {
+            a.stride == 1 && ((1..=2).contains(&a.step) || gathers(axes, channels))
+        })
 }
 
 /// A tile: `len` output positions from flat position `start`.
@@ -206,7 +216,7 @@ struct Tiling {
 impl Tiling {
     fn new(conv: &DirectConv, lanes: usize) -> Tiling {
         let pixels = conv.pixels();
-        let run_len = run_len(conv.axes);
+        let run_len = run_len(conv.axes, conv.channels as u64);
         let per_run = run_len.div_ceil(lanes);
         let tile_len = run_len.div_ceil(per_run);
         Tiling {
@@ -256,10 +266,10 @@ enum Read {
 }
 
 impl Read {
-    fn of(axes: &[DirectAxis]) -> Read {
-        if gathers(axes) {
+    fn of(conv: &DirectConv) -> Read {
+        if gathers(conv.axes, conv.channels as u64) {
             Read::Gathered
-        } else if axes.last().is_some_and(|a| a.step == 2) {
+        } else if conv.axes.last().is_some_and(|a| a.step == 2) {
             Read::EveryOther
         } else {
             Read::Row
@@ -347,7 +357,7 @@ impl Taps {
                 };
             }
         }
-        let read = Read::of(axes);
+        let read = Read::of(conv);
         let mut taps = Taps {
             offsets: [0; DIRECT_MAX_TAPS as usize],
             masks: [0; DIRECT_MAX_TAPS as usize],
@@ -408,7 +418,7 @@ impl Call<'_> {
     /// How the lanes read the input: the microkernel's `S` (1 a row, 2 every other element
     /// of one, 0 gathered).
     fn read(&self) -> usize {
-        match Read::of(self.conv.axes) {
+        match Read::of(self.conv) {
             Read::Row => 1,
             Read::EveryOther => 2,
             Read::Gathered => 0,

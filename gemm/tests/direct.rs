@@ -47,10 +47,10 @@ fn check(m: usize, channels: usize, mut axes: Vec<DirectAxis>, row_pad: i64, thr
     let pixels: usize = axes.iter().map(|a| a.out as usize).product();
     let k = channels * taps;
     assert!(
-        direct_conv_fills_lanes(&axes),
+        direct_conv_fills_lanes(&axes, channels as u64),
         "a case the direct kernel leaves to the GEMM: {axes:?}"
     );
-    if !direct_conv_runs(&axes) {
+    if !direct_conv_runs(&axes, channels as u64) {
         eprintln!("skipped: this CPU has neither AVX-512 nor AVX2 with FMA");
         return;
     }
@@ -281,23 +281,26 @@ fn short_rows_are_gathered_across_rows() {
     // A strided convolution's 7- or 8-wide output rows would fill half a vector or less: the
     // tiles are cut from the whole output and each lane's element gathered, so the lanes fill.
     let row = |size| vec![strided(14, 3, 2, 1, 1, 1), strided(size, 3, 2, 1, 1, 1)];
-    assert!(direct_conv_fills_lanes(&row(14)));
-    assert!(direct_conv_fills_lanes(&row(16)));
+    assert!(direct_conv_fills_lanes(&row(14), 8));
+    assert!(direct_conv_fills_lanes(&row(16), 8));
+    // Unless the input is past an L1 cache (ResNet-18's 256 channels at 14x14): each lane's
+    // element would miss on its own, and the GEMM runs those better.
+    assert!(!direct_conv_fills_lanes(&row(14), 256));
     // A "same" 7x7 output at stride 1 is tiled whole (49 positions in two tiles of 25).
     let mut flat = vec![axis(7, 3, 1, 1, 1), axis(7, 3, 1, 1, 1)];
     flat[0].stride = 7;
     flat[1].stride = 1;
-    assert!(direct_conv_fills_lanes(&flat));
+    assert!(direct_conv_fills_lanes(&flat, 8));
     // The same 7x7 output of a valid window over a 9x9 input is gathered across rows too.
     let mut rows = vec![axis(9, 3, 1, 0, 0), axis(9, 3, 1, 0, 0)];
     rows[0].stride = 9;
     rows[1].stride = 1;
-    assert!(direct_conv_fills_lanes(&rows));
+    assert!(direct_conv_fills_lanes(&rows, 8));
     // A 2x2 output fills 4 of 16 lanes whatever the tiling: the GEMM takes it.
     let mut tiny = vec![strided(4, 3, 2, 1, 1, 1), strided(4, 3, 2, 1, 1, 1)];
     tiny[0].stride = 4;
     tiny[1].stride = 1;
-    assert!(!direct_conv_fills_lanes(&tiny));
+    assert!(!direct_conv_fills_lanes(&tiny, 8));
 }
 
 #[test]
@@ -330,7 +333,7 @@ fn unsupported_windows_are_refused() {
     let mut contiguous = vec![axis(8, 3, 1, 1, 1), axis(8, 3, 1, 1, 1)];
     contiguous[0].stride = 8;
     contiguous[1].stride = 1;
-    let available = direct_conv_runs(&contiguous);
+    let available = direct_conv_runs(&contiguous, 8);
     // Too many taps, a last axis not contiguous, a stride of 3 along it, no axes.
     let big: Vec<DirectAxis> = [axis(20, 9, 1, 4, 4), axis(20, 9, 1, 4, 4)]
         .iter()
@@ -338,15 +341,15 @@ fn unsupported_windows_are_refused() {
         .collect();
     let mut gaps = contiguous.clone();
     gaps[1].stride = 2;
-    assert!(!direct_conv_runs(&big));
-    assert!(!direct_conv_runs(&gaps));
-    assert!(!direct_conv_runs(&[]));
+    assert!(!direct_conv_runs(&big, 8));
+    assert!(!direct_conv_runs(&gaps, 8));
+    assert!(!direct_conv_runs(&[], 8));
     // A stride of 3 along the row is gathered (on a CPU the kernel runs on).
     let mut step3 = contiguous.clone();
     step3[1].step = 3;
     step3[1].out = 3;
-    assert!(direct_conv_window_fits(&step3));
-    assert_eq!(direct_conv_runs(&step3), available);
+    assert!(direct_conv_window_fits(&step3, 8));
+    assert_eq!(direct_conv_runs(&step3, 8), available);
     if !available {
         eprintln!("skipped the positive case: this CPU has neither AVX-512 nor AVX2 with FMA");
     }

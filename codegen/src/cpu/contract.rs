@@ -252,7 +252,8 @@ unsafe fn run_direct_conv(
         };
     }
     let axes = &axes[..view.axes.len().min(MAX_IM2COL_AXES)];
-    if !gemm::direct_conv_runs(axes) || !gemm::direct_conv_pays(axes, view.channels) {
+    if !gemm::direct_conv_runs(axes, view.channels) || !gemm::direct_conv_pays(axes, view.channels)
+    {
         return false;
     }
     let conv = gemm::DirectConv {

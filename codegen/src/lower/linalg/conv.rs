@@ -243,7 +243,7 @@ impl ConvPlan {
             && n <= memc_gemm::DIRECT_MAX_AXES
             && taps.is_some_and(|t| t <= memc_gemm::DIRECT_MAX_TAPS)
             && axes.len() == n
-            && memc_gemm::direct_conv_window_fits(&axes)
+            && memc_gemm::direct_conv_window_fits(&axes, shape.c_g)
             && memc_gemm::direct_conv_pays(&axes, shape.c_g)
     }
 }

@@ -310,88 +310,112 @@ impl Taps {
     };
 
     fn new(conv: &DirectConv, tile: Tile) -> Taps {
-        const LANES: usize = 32;
         let axes = conv.axes;
         let n_axes = axes.len();
-        // Each lane's output coordinates, from the tile's first position.
+        let last = n_axes - 1;
+        let read = Read::of(conv);
+        // The output coordinates of the tile's first position.
         let mut first = [0i64; DIRECT_MAX_AXES];
         let mut rest = tile.start;
         for i in (0..n_axes).rev() {
             first[i] = (rest % axes[i].out as usize) as i64;
             rest /= axes[i].out as usize;
         }
-        let mut coords = [[0i32; LANES]; DIRECT_MAX_AXES];
+        let mut lanes = [0i32; 32];
+        // `valid[i][t]`: the lanes whose position along axis `i` with tap `t` is inside. The
+        // tile is walked in segments along the last axis (its lanes of one output row): along
+        // an outer axis a segment is inside or not as a whole, along the last axis its inside
+        // lanes are one range, so no lane is visited one by one (except to gather).
+        // Per axis `i`, its taps' entries from `base[i]` in flat tables: the kernels' sum is at
+        // most their product (at most `DIRECT_MAX_TAPS`) plus the axes, and small tables cost
+        // less to clear per tile.
+        let mut base = [0usize; DIRECT_MAX_AXES + 1];
+        for (i, axis) in axes.iter().enumerate() {
+            base[i + 1] = base[i] + axis.kernel as usize;
+        }
+        const ENTRIES: usize = DIRECT_MAX_TAPS as usize + DIRECT_MAX_AXES;
+        let mut valid = [0u32; ENTRIES];
         let mut lane = first;
-        for j in 0..tile.len {
-            for i in 0..n_axes {
-                coords[i][j] = lane[i] as i32;
+        let mut at = 0usize;
+        while at < tile.len {
+            let x0 = lane[last];
+            let len = ((axes[last].out - x0) as usize).min(tile.len - at);
+            let bits = |from: usize, to: usize| ((1u64 << to) - (1u64 << from)) as u32;
+            let segment = bits(at, at + len);
+            for (i, axis) in axes[..last].iter().enumerate() {
+                for (t, valid) in valid[base[i]..base[i + 1]].iter_mut().enumerate() {
+                    let pos = lane[i] * axis.step - axis.pad + t as i64 * axis.dilation;
+                    if (0..axis.size).contains(&pos) {
+                        *valid |= segment;
+                    }
+                }
             }
-            let mut i = n_axes - 1;
-            lane[i] += 1;
+            let axis = axes[last];
+            for (t, valid) in valid[base[last]..base[last + 1]].iter_mut().enumerate() {
+                // The x with `0 <= x * step + shift < size`, within the segment's.
+                let shift = t as i64 * axis.dilation - axis.pad;
+                let lo = (-shift.div_euclid(axis.step)).max(x0);
+                let hi = ((axis.size - 1 - shift).div_euclid(axis.step) + 1).min(x0 + len as i64);
+                if lo < hi {
+                    *valid |= bits(at + (lo - x0) as usize, at + (hi - x0) as usize);
+                }
+            }
+            if read == Read::Gathered {
+                // `gathers` checked that every offset fits an i32.
+                let outer: i64 = axes[..last]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| (lane[i] - first[i]) * a.step * a.stride)
+                    .sum();
+                for (j, gathered) in lanes[at..at + len].iter_mut().enumerate() {
+                    let x = x0 + j as i64 - first[last];
+                    *gathered = (outer + x * axis.step * axis.stride) as i32;
+                }
+            }
+            at += len;
+            lane[last] = x0 + len as i64;
+            let mut i = last;
             while i > 0 && lane[i] == axes[i].out {
                 lane[i] = 0;
                 lane[i - 1] += 1;
                 i -= 1;
             }
         }
-        let live = ((1u64 << tile.len) - 1) as u32;
-        // `valid[i][t]`: the lanes whose position along axis `i` with tap `t` is inside.
-        let mut valid = [[0u32; DIRECT_MAX_TAPS as usize]; DIRECT_MAX_AXES];
-        for (i, axis) in axes.iter().enumerate() {
-            // An axis along which the tile does not move is valid for all lanes or none.
-            let moves = coords[i][..tile.len].iter().any(|&c| c as i64 != first[i]);
-            let (step, size) = (axis.step as i32, axis.size as i32);
-            for (t, bits) in valid[i].iter_mut().enumerate().take(axis.kernel as usize) {
-                let shift = (t as i64 * axis.dilation - axis.pad) as i32;
-                *bits = if moves {
-                    let mut mask = 0u32;
-                    for (j, &c) in coords[i].iter().enumerate() {
-                        let pos = c.wrapping_mul(step).wrapping_add(shift);
-                        mask |= u32::from(pos >= 0 && pos < size) << j;
-                    }
-                    mask & live
-                } else if (0..size).contains(&(first[i] as i32 * step).wrapping_add(shift)) {
-                    live
-                } else {
-                    0
-                };
-            }
-        }
-        let read = Read::of(conv);
         let mut taps = Taps {
             offsets: [0; DIRECT_MAX_TAPS as usize],
             masks: [0; DIRECT_MAX_TAPS as usize],
-            lanes: [0; 32],
+            lanes,
             count: conv.taps(),
         };
-        if read == Read::Gathered {
-            // `gathers` checked that every offset fits an i32.
-            for (j, lane) in taps.lanes.iter_mut().enumerate().take(tile.len) {
-                *lane = axes
-                    .iter()
-                    .enumerate()
-                    .map(|(i, a)| (i64::from(coords[i][j]) - first[i]) * a.step * a.stride)
-                    .sum::<i64>() as i32;
+        // Per axis and tap, its part of the offset and its lanes (spread to every other bit
+        // when lanes read every other element: spreading distributes over the AND below).
+        let mut part = [0isize; ENTRIES];
+        let mut bits = [0u64; ENTRIES];
+        for (i, axis) in axes.iter().enumerate() {
+            for t in 0..axis.kernel as usize {
+                let position = first[i] * axis.step - axis.pad + t as i64 * axis.dilation;
+                part[base[i] + t] = (position * axis.stride) as isize;
+                let valid = valid[base[i] + t];
+                bits[base[i] + t] = if read == Read::EveryOther {
+                    spread(valid)
+                } else {
+                    u64::from(valid)
+                };
             }
         }
-        let mut tap = [0i64; DIRECT_MAX_AXES];
+        let mut tap = [0usize; DIRECT_MAX_AXES];
         for index in 0..taps.count {
-            let mut offset = 0i64;
-            let mut mask = u32::MAX;
-            for (i, axis) in axes.iter().enumerate() {
-                let position = first[i] * axis.step - axis.pad + tap[i] * axis.dilation;
-                offset += position * axis.stride;
-                mask &= valid[i][tap[i] as usize];
+            let mut offset = 0isize;
+            let mut mask = u64::MAX;
+            for i in 0..n_axes {
+                offset += part[base[i] + tap[i]];
+                mask &= bits[base[i] + tap[i]];
             }
-            taps.offsets[index] = offset as isize;
-            taps.masks[index] = if read == Read::EveryOther {
-                spread(mask)
-            } else {
-                u64::from(mask)
-            };
-            let mut i = n_axes - 1;
+            taps.offsets[index] = offset;
+            taps.masks[index] = mask;
+            let mut i = last;
             tap[i] += 1;
-            while i > 0 && tap[i] == axes[i].kernel {
+            while i > 0 && tap[i] == axes[i].kernel as usize {
                 tap[i] = 0;
                 tap[i - 1] += 1;
                 i -= 1;

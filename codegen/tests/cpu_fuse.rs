@@ -112,18 +112,75 @@ fn relu_after_a_direct_convolution_runs_in_its_stores() {
 
 #[test]
 fn clip_after_a_strided_convolution_runs_in_the_gemm() {
-    // Stride 3, which the direct kernel does not take: the GEMM with the column matrix packed
-    // from the input.
-    let mut w = conv_weights(24, 8);
+    // Stride 3 over an input past an L1 cache, which the direct kernel leaves to the GEMM
+    // (it would gather a small one): the GEMM with the column matrix packed from the input.
+    let mut w = conv_weights(24, 64);
     w.push(("lo", "tensor<f32>".into(), vec![0.0]));
     w.push(("hi", "tensor<f32>".into(), vec![6.0]));
     let fused = check(
-        "(%x: tensor<2x8x16x16xf32>) -> tensor<2x24x6x6xf32>",
-        "  %0 = \"onnx.Conv\"(%x, %w, %b) {pads = [1, 1, 1, 1], strides = [3, 3]} : (tensor<2x8x16x16xf32>, tensor<24x8x3x3xf32>, tensor<24xf32>) -> tensor<2x24x6x6xf32>\n  %1 = \"onnx.Clip\"(%0, %lo, %hi) : (tensor<2x24x6x6xf32>, tensor<f32>, tensor<f32>) -> tensor<2x24x6x6xf32>\n  return %1 : tensor<2x24x6x6xf32>\n",
+        "(%x: tensor<2x64x16x16xf32>) -> tensor<2x24x6x6xf32>",
+        "  %0 = \"onnx.Conv\"(%x, %w, %b) {pads = [1, 1, 1, 1], strides = [3, 3]} : (tensor<2x64x16x16xf32>, tensor<24x64x3x3xf32>, tensor<24xf32>) -> tensor<2x24x6x6xf32>\n  %1 = \"onnx.Clip\"(%0, %lo, %hi) : (tensor<2x24x6x6xf32>, tensor<f32>, tensor<f32>) -> tensor<2x24x6x6xf32>\n  return %1 : tensor<2x24x6x6xf32>\n",
         &borrowed(&w),
-        values(2 * 8 * 256, 4, true),
+        values(2 * 64 * 256, 4, true),
     );
     assert_eq!(fused, 2, "the bias and the Clip run in the GEMM");
+}
+
+#[test]
+fn grouped_convolutions_take_each_groups_bias() {
+    // Depthwise (16 groups of one channel), direct: the bias and the ReLU in its stores,
+    // each group's from its own channel.
+    let w = vec![
+        (
+            "w",
+            "tensor<16x1x3x3xf32>".to_string(),
+            values(16 * 9, 1, false),
+        ),
+        ("b", "tensor<16xf32>".to_string(), values(16, 2, false)),
+    ];
+    let fused = check(
+        "(%x: tensor<1x16x20x20xf32>) -> tensor<1x16x20x20xf32>",
+        "  %0 = \"onnx.Conv\"(%x, %w, %b) {group = 16 : i64, pads = [1, 1, 1, 1]} : (tensor<1x16x20x20xf32>, tensor<16x1x3x3xf32>, tensor<16xf32>) -> tensor<1x16x20x20xf32>\n  %1 = \"onnx.Relu\"(%0) : (tensor<1x16x20x20xf32>) -> tensor<1x16x20x20xf32>\n  return %1 : tensor<1x16x20x20xf32>\n",
+        &borrowed(&w),
+        values(16 * 400, 3, true),
+    );
+    assert_eq!(
+        fused, 2,
+        "the depthwise bias and ReLU run in the convolution"
+    );
+    // Four groups of two channels each, at stride 2 with 5-wide rows (gathered), batch 2.
+    let w = vec![
+        (
+            "w",
+            "tensor<8x2x3x3xf32>".to_string(),
+            values(8 * 2 * 9, 4, false),
+        ),
+        ("b", "tensor<8xf32>".to_string(), values(8, 5, false)),
+    ];
+    let fused = check(
+        "(%x: tensor<2x8x10x10xf32>) -> tensor<2x8x5x5xf32>",
+        "  %0 = \"onnx.Conv\"(%x, %w, %b) {group = 4 : i64, pads = [1, 1, 1, 1], strides = [2, 2]} : (tensor<2x8x10x10xf32>, tensor<8x2x3x3xf32>, tensor<8xf32>) -> tensor<2x8x5x5xf32>\n  return %0 : tensor<2x8x5x5xf32>\n",
+        &borrowed(&w),
+        values(2 * 8 * 100, 6, true),
+    );
+    assert_eq!(fused, 1, "the grouped bias runs in the convolution");
+    // Two groups over an input past an L1 cache at stride 3: the GEMM, one group a batch
+    // index of its product.
+    let w = vec![
+        (
+            "w",
+            "tensor<12x32x3x3xf32>".to_string(),
+            values(12 * 32 * 9, 7, false),
+        ),
+        ("b", "tensor<12xf32>".to_string(), values(12, 8, false)),
+    ];
+    let fused = check(
+        "(%x: tensor<1x64x24x24xf32>) -> tensor<1x12x8x8xf32>",
+        "  %0 = \"onnx.Conv\"(%x, %w, %b) {group = 2 : i64, pads = [1, 1, 1, 1], strides = [3, 3]} : (tensor<1x64x24x24xf32>, tensor<12x32x3x3xf32>, tensor<12xf32>) -> tensor<1x12x8x8xf32>\n  %1 = \"onnx.Relu\"(%0) : (tensor<1x12x8x8xf32>) -> tensor<1x12x8x8xf32>\n  return %1 : tensor<1x12x8x8xf32>\n",
+        &borrowed(&w),
+        values(64 * 576, 9, true),
+    );
+    assert_eq!(fused, 2, "the grouped bias and ReLU run in the GEMM");
 }
 
 #[test]

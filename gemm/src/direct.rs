@@ -74,12 +74,14 @@ pub struct DirectConv<'a> {
 }
 
 /// One batch index's operands: `A` packed whole, the input's element (channel 0, position
-/// 0...), and `C` (`m x pixels`, contiguous columns).
+/// 0...), and `C` (`m x pixels`, contiguous columns); and where its rows' bias starts, in
+/// elements after the epilogue's (a grouped convolution's group's channels; 0 otherwise).
 #[derive(Copy, Clone, Debug)]
 pub struct DirectOperands {
     pub a_packed: *const f32,
     pub x: *const f32,
     pub c: Mat<f32>,
+    pub bias_shift: isize,
 }
 
 impl DirectConv<'_> {
@@ -982,9 +984,9 @@ mod x86 {
                 .ptr
                 .offset((call.row + i) as isize * c.rs)
                 .add(call.tile.start);
-            let bias = finish
-                .bias
-                .map(|(ptr, stride)| X::splat(*ptr.offset((call.row + i) as isize * stride)));
+            let bias = finish.bias.map(|(ptr, stride)| {
+                X::splat(*ptr.offset(call.ops.bias_shift + (call.row + i) as isize * stride))
+            });
             for v in 0..V {
                 let p = row.wrapping_add(X::LANES * v);
                 X::loadu(values.as_ptr().add(X::LANES * v)).store(

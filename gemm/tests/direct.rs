@@ -91,6 +91,7 @@ fn check(m: usize, channels: usize, mut axes: Vec<DirectAxis>, row_pad: i64, thr
                 rs: pixels as isize,
                 cs: 1,
             },
+            bias_shift: 0,
         };
         let broadcast = |t: usize, f: &(dyn Fn(usize) + Sync)| {
             std::thread::scope(|s| {
@@ -102,10 +103,13 @@ fn check(m: usize, channels: usize, mut axes: Vec<DirectAxis>, row_pad: i64, thr
         // SAFETY: the operands hold what the axes, channels and `m` address.
         unsafe { run_direct(BATCHES, &at, &conv, threads, &broadcast) };
         {
-            // Finished as stored: the same values plus a residual (with `accumulate`; it lies
-            // right after the results), clamped (NaN stays NaN), bit for bit.
+            // Finished as stored: the same values plus each batch index's rows' bias (without
+            // `accumulate`: a grouped convolution's groups, their biases one after the other)
+            // or a residual (with it; it lies right after the results), clamped (NaN stays
+            // NaN), bit for bit.
             let len = start.len();
             let residual: Vec<f32> = (0..len).map(|i| value(i, 4)).collect();
+            let biases: Vec<f32> = (0..BATCHES * m).map(|i| value(i, 5)).collect();
             let mut finished = start.clone();
             finished.extend_from_slice(&residual);
             let finished_ptr = finished.as_mut_ptr() as usize;
@@ -114,13 +118,15 @@ fn check(m: usize, channels: usize, mut axes: Vec<DirectAxis>, row_pad: i64, thr
                     ptr: (finished_ptr as *mut f32).wrapping_add(batch * m * pixels),
                     ..at(batch).c
                 },
+                bias_shift: (batch * m) as isize,
                 ..at(batch)
             };
             let (lo, hi) = (-0.05f32, 0.1f32);
             let add = accumulate.then_some(len as isize);
+            let bias = (!accumulate).then_some((biases.as_ptr(), 1isize));
             let conv = DirectConv {
                 epilogue: Epilogue {
-                    bias: None,
+                    bias,
                     add,
                     clamp: Some((lo, hi)),
                 },
@@ -132,7 +138,7 @@ fn check(m: usize, channels: usize, mut axes: Vec<DirectAxis>, row_pad: i64, thr
                 let plain = if add.is_some() {
                     plain + residual[i]
                 } else {
-                    plain
+                    plain + biases[i / pixels]
                 };
                 let want = if plain < lo {
                     lo

@@ -55,16 +55,32 @@ pub(crate) unsafe fn run_contract(
         Scalar::F32 => {
             let alpha = f64::from_bits(c.alpha) as f32;
             let epilogue = epilogue_of(fusion, regions, |v| v as f32);
-            if !run_direct_conv(c, epilogue, regions, pool, alpha) {
-                run_typed::<f32>(c, epilogue, regions, pool, alpha)
+            if !run_direct_conv(c, epilogue, fusion, regions, pool, alpha) {
+                run_typed::<f32>(c, epilogue, fusion, regions, pool, alpha)
             }
         }
         Scalar::F64 => {
             let epilogue = epilogue_of(fusion, regions, |v| v);
-            run_typed::<f64>(c, epilogue, regions, pool, f64::from_bits(c.alpha))
+            run_typed::<f64>(c, epilogue, fusion, regions, pool, f64::from_bits(c.alpha))
         }
         // `CpuProgram::compile` rejects other element types, so nothing reaches here.
         _ => {}
+    }
+}
+
+/// Elements from the fused bias's first to batch index `linear`'s (a grouped convolution's
+/// group's channels; 0 without a bias or groups).
+fn bias_shift(fusion: &Fusion, linear: u64) -> isize {
+    fusion.bias.map_or(0, |b| b.shift(linear) as isize)
+}
+
+/// `epilogue` for batch index `linear`, its bias moved on to that index's.
+fn epilogue_at<T>(epilogue: Epilogue<T>, fusion: &Fusion, linear: u64) -> Epilogue<T> {
+    Epilogue {
+        bias: epilogue
+            .bias
+            .map(|(ptr, stride)| (ptr.wrapping_offset(bias_shift(fusion, linear)), stride)),
+        ..epilogue
     }
 }
 
@@ -72,9 +88,11 @@ pub(crate) unsafe fn run_contract(
 /// element and the distance between its rows, the residual, the clamp.
 fn epilogue_of<T>(fusion: &Fusion, regions: RegionPtrs, to: fn(f64) -> T) -> Epilogue<T> {
     Epilogue {
-        bias: fusion.bias.map(|(region, byte_offset, stride)| {
-            let ptr = regions.base(region).wrapping_offset(byte_offset as isize);
-            (ptr.cast::<T>().cast_const(), stride as isize)
+        bias: fusion.bias.map(|b| {
+            let ptr = regions
+                .base(b.region)
+                .wrapping_offset(b.byte_offset as isize);
+            (ptr.cast::<T>().cast_const(), b.stride as isize)
         }),
         add: fusion.add,
         clamp: fusion.clamp.map(|(lo, hi)| (to(lo), to(hi))),
@@ -84,6 +102,7 @@ fn epilogue_of<T>(fusion: &Fusion, regions: RegionPtrs, to: fn(f64) -> T) -> Epi
 unsafe fn run_typed<T: Kernels>(
     c: &Contract,
     epilogue: Epilogue<T>,
+    fusion: &Fusion,
     regions: RegionPtrs,
     pool: &WorkerPool,
     alpha: T,
@@ -117,6 +136,7 @@ unsafe fn run_typed<T: Kernels>(
                     rs: c.c.row_stride as isize,
                     cs: c.c.col_stride as isize,
                 };
+                let epilogue = epilogue_at(epilogue, fusion, linear);
                 // SAFETY: the block is the validated result matrix.
                 unsafe { gemm::finish_block(c, 0, c_rows, c_cols, epilogue) };
             }
@@ -158,7 +178,7 @@ unsafe fn run_typed<T: Kernels>(
             accumulate: c.accumulate,
             a_packed: c.a_packed.as_ref().map(packed_at),
             b_packed: c.b_packed.as_ref().map(packed_at),
-            epilogue,
+            epilogue: epilogue_at(epilogue, fusion, batch as u64),
         }
     };
     let blocking = c.blocking();
@@ -215,6 +235,7 @@ unsafe fn run_typed<T: Kernels>(
 unsafe fn run_direct_conv(
     c: &Contract,
     epilogue: Epilogue<f32>,
+    fusion: &Fusion,
     regions: RegionPtrs,
     pool: &WorkerPool,
     alpha: f32,
@@ -288,6 +309,7 @@ unsafe fn run_direct_conv(
                 rs: c.c.row_stride as isize,
                 cs: 1,
             },
+            bias_shift: bias_shift(fusion, batch as u64),
         }
     };
     let macs =

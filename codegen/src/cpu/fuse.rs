@@ -33,13 +33,42 @@ pub(super) enum Role {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(super) struct Fusion {
     /// The bias the loop kernel before it wrote into its result, added instead (the product
-    /// then does not accumulate): row `i`'s at `byte_offset + i * stride` elements of
-    /// `region`.
-    pub bias: Option<(Region, i64, i64)>,
+    /// then does not accumulate).
+    pub bias: Option<Bias>,
     /// A residual added in place after it: the element this many elements on.
     pub add: Option<isize>,
     /// A clamp in place after it (and after the residual).
     pub clamp: Option<(f64, f64)>,
+}
+
+/// Where a fused bias lies: row `i`'s at `byte_offset + i * stride` elements of `region`,
+/// plus, for a grouped convolution (its groups a batch axis of the product, their channels
+/// one after the other), `g * group_stride` for group `g`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Bias {
+    pub region: Region,
+    pub byte_offset: i64,
+    pub stride: i64,
+    pub group: Option<Group>,
+}
+
+/// The batch axis of a product that is a convolution's groups: its extent, the product of the
+/// batch extents after it (so batch index `b`'s group is `b / inner % extent`), and the
+/// distance between consecutive groups' biases in elements.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Group {
+    pub extent: u64,
+    pub inner: u64,
+    pub stride: i64,
+}
+
+impl Bias {
+    /// Elements from the bias's first to batch index `linear`'s.
+    pub(super) fn shift(&self, linear: u64) -> i64 {
+        self.group.map_or(0, |g| {
+            ((linear / g.inner.max(1)) % g.extent.max(1)) as i64 * g.stride
+        })
+    }
 }
 
 /// The role of each kernel: each contraction takes in a bias written just before it and an
@@ -76,8 +105,9 @@ pub(super) fn plan(kernels: &[&Kernel]) -> Vec<Role> {
 
 /// The per-row bias `before` writes into the whole of `c`'s result: one `Map` stage storing
 /// a loaded element of a constant (a weight), unguarded, that varies at most along the axis
-/// of `c`'s rows.
-fn row_bias(c: &Contract, before: &Kernel) -> Option<(Region, i64, i64)> {
+/// of `c`'s rows, or along an axis of a batch axis's results one after the other along the
+/// rows and the rows (a grouped convolution's channels: groups x channels per group).
+fn row_bias(c: &Contract, before: &Kernel) -> Option<Bias> {
     let KernelBody::Loop(lk) = &before.body else {
         return None;
     };
@@ -104,19 +134,45 @@ fn row_bias(c: &Contract, before: &Kernel) -> Option<(Region, i64, i64)> {
     {
         return None;
     }
-    // The axes along which the bias changes: at most one, the result's rows.
+    // The axes along which the bias changes: at most one, the result's rows, or a batch
+    // axis's and the rows one after the other (the groups: the batch axis with more than one
+    // index whose results lie `m` rows apart).
+    let group_axis = c
+        .batch
+        .iter()
+        .zip(&c.c.batch_strides)
+        .position(|(&extent, &stride)| {
+            extent > 1 && Some(stride) == c.c.row_stride.checked_mul(c.m as i64)
+        });
     let extents = lk.outer.iter().chain(&lk.inner);
-    let mut stride = 0;
+    let mut found = None;
     for ((&extent, &from), &to) in extents.zip(&source.strides).zip(&out.strides) {
         if extent == 1 || from == 0 {
             continue;
         }
-        if stride != 0 || to != c.c.row_stride || extent != c.m {
+        if found.is_some() || to != c.c.row_stride {
             return None;
         }
-        stride = from;
+        let group = match group_axis {
+            Some(d) if extent != c.m && Some(extent) == c.batch[d].checked_mul(c.m) => {
+                Some(Group {
+                    extent: c.batch[d],
+                    inner: c.batch[d + 1..].iter().product(),
+                    stride: from.checked_mul(c.m as i64)?,
+                })
+            }
+            _ if extent == c.m => None,
+            _ => return None,
+        };
+        found = Some((from, group));
     }
-    Some((source.region, source.byte_offset, stride))
+    let (stride, group) = found.unwrap_or((0, None));
+    Some(Bias {
+        region: source.region,
+        byte_offset: source.byte_offset,
+        stride,
+        group,
+    })
 }
 
 /// The number of elements of `c`'s result when `out`, over `lk`'s loop, is exactly that

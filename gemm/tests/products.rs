@@ -238,6 +238,9 @@ fn products_match_a_naive_loop() {
         (7, 65, 257),
         (16, 200, 40),
         (17, 129, 31),
+        // The most rows that read `B` where it is (`GEMM_SMALL_M`), and one more.
+        (48, 70, 33),
+        (49, 40, 20),
         (97, 70, 300),
         (100, 130, 20),
         (13, 1, 600),

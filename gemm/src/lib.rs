@@ -23,11 +23,7 @@
 //!   compiled with AVX2+FMA where the CPU has it, so f64 vectorizes). The choice is made once
 //!   per process from `is_x86_feature_detected!`; `MEMC_GEMM_ISA=scalar|avx2|avx512` (read
 //!   once, a test hook) forces a path. Partial tiles mask their loads and stores; a `C` whose
-//!   columns are not contiguous is written element by element. On AVX-512 two strips run as
-//!   one 12 x 32 tile where at least 7 rows remain and `C`'s columns are contiguous
-//!   (`MicroKernel2`: the second strip `MR` rows on, or the next packed strip; the packed
-//!   layout is unchanged): 256x768x768 149 -> 155 GFLOP/s, the 64x576x3136 convolution
-//!   product 116 -> 132 (`memc_gemm_bench`).
+//!   columns are not contiguous is written element by element.
 //! - **Threads.** Units are split over at most `slots` threads, in contiguous runs (batch
 //!   major, then column block, then row block), when the result's elements are provably
 //!   distinct for distinct (batch, row, column); otherwise the product runs on the calling
@@ -534,27 +530,6 @@ type MicroKernel<T> = unsafe fn(
     beta: bool,
 );
 
-/// Two strips' tile: as [`MicroKernel`] over `mr` rows (more than [`MR`], at most `2 MR`),
-/// rows `MR..` being the next strip's, `a_next` elements after the first's (`MR` rows of `A`
-/// on, or the next packed strip); `c`'s columns contiguous. Twice the rows per load of `B`:
-/// a 6 x 32 tile held in L1 runs at 73% of this CPU's FMA peak, 12 x 32 at 83% (a std::arch
-/// microbenchmark at stop 29).
-type MicroKernel2<T> = unsafe fn(
-    kc: usize,
-    a: *const T,
-    a_rs: isize,
-    a_ks: isize,
-    a_next: isize,
-    b: *const T,
-    b_rs: isize,
-    b_cols: usize,
-    mr: usize,
-    nr: usize,
-    c: Mat<T>,
-    alpha: T,
-    beta: bool,
-);
-
 /// One row of `a` times an in-place, row-major `b`: `c[j] = alpha * sum_k a[k] b[k, j] +
 /// (beta ? c[j] : 0)` for `j < cols`, `a[k]` at `a + k * a_cs`, row `k` of `b` at `b + k * b_rs`
 /// with contiguous columns, `c` contiguous. A product of one row has no reuse of `b` to pack
@@ -580,11 +555,6 @@ pub trait Kernels: Elem {
     /// vectors would be half padding: the same sums in the same order, in narrower vectors.
     fn narrow_kernel(isa: Isa) -> (MicroKernel<Self>, usize) {
         Self::kernel(isa)
-    }
-    /// The two-strip microkernel ([`MicroKernel2`]) with the same `NR` as [`Kernels::kernel`],
-    /// where there is one.
-    fn kernel2(_isa: Isa) -> Option<MicroKernel2<Self>> {
-        None
     }
     fn row_kernel(_isa: Isa) -> Option<RowKernel<Self>> {
         None
@@ -612,14 +582,6 @@ impl Kernels for f32 {
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => (x86::avx2_f32, 16),
             _ => Self::kernel(isa),
-        }
-    }
-
-    fn kernel2(isa: Isa) -> Option<MicroKernel2<f32>> {
-        match isa {
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => Some(x86::avx512_f32_x2),
-            _ => None,
         }
     }
 
@@ -912,137 +874,6 @@ mod x86 {
         beta: bool,
     ) {
         rows_by_mr!(avx512_rows, mr, a_rs, a_ks; kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta)
-    }
-
-    /// The two-strip AVX-512 tile ([`super::MicroKernel2`]): `mr` from MR + 1 to 2 MR.
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    pub(super) unsafe fn avx512_f32_x2(
-        kc: usize,
-        a: *const f32,
-        a_rs: isize,
-        a_ks: isize,
-        a_next: isize,
-        b: *const f32,
-        b_rs: isize,
-        b_cols: usize,
-        mr: usize,
-        nr: usize,
-        c: Mat<f32>,
-        alpha: f32,
-        beta: bool,
-    ) {
-        macro_rules! rows {
-            ($packed:literal) => {
-                match mr {
-                    7 => avx512_rows2::<7, $packed>(
-                        kc, a, a_rs, a_ks, a_next, b, b_rs, b_cols, nr, c, alpha, beta,
-                    ),
-                    8 => avx512_rows2::<8, $packed>(
-                        kc, a, a_rs, a_ks, a_next, b, b_rs, b_cols, nr, c, alpha, beta,
-                    ),
-                    9 => avx512_rows2::<9, $packed>(
-                        kc, a, a_rs, a_ks, a_next, b, b_rs, b_cols, nr, c, alpha, beta,
-                    ),
-                    10 => avx512_rows2::<10, $packed>(
-                        kc, a, a_rs, a_ks, a_next, b, b_rs, b_cols, nr, c, alpha, beta,
-                    ),
-                    11 => avx512_rows2::<11, $packed>(
-                        kc, a, a_rs, a_ks, a_next, b, b_rs, b_cols, nr, c, alpha, beta,
-                    ),
-                    _ => avx512_rows2::<12, $packed>(
-                        kc, a, a_rs, a_ks, a_next, b, b_rs, b_cols, nr, c, alpha, beta,
-                    ),
-                }
-            };
-        }
-        if a_rs == 1 && a_ks == MR as isize {
-            rows!(true)
-        } else {
-            rows!(false)
-        }
-    }
-
-    /// `M` rows (MR + 1 to 2 MR) by 32 columns: [`avx512_rows`] over two strips of `A`.
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    unsafe fn avx512_rows2<const M: usize, const PACKED: bool>(
-        kc: usize,
-        a: *const f32,
-        a_rs: isize,
-        a_ks: isize,
-        a_next: isize,
-        b: *const f32,
-        b_rs: isize,
-        b_cols: usize,
-        nr: usize,
-        c: Mat<f32>,
-        alpha: f32,
-        beta: bool,
-    ) {
-        let mut acc = [[_mm512_setzero_ps(); 2]; M];
-        let (a_rs, a_ks) = if PACKED {
-            (1, MR as isize)
-        } else {
-            (a_rs, a_ks)
-        };
-        // Row `i`'s value at step 0, from `a`.
-        let row = |i: usize| -> isize {
-            if i < MR {
-                i as isize * a_rs
-            } else {
-                a_next + (i - MR) as isize * a_rs
-            }
-        };
-        let (mut a, mut b) = (a, b);
-        let (m0, m1) = (
-            mask16(b_cols.min(32)),
-            mask16(b_cols.min(32).saturating_sub(16)),
-        );
-        let in_place = b_cols >= 32 && b_rs != 32;
-        for _ in 0..kc {
-            if in_place {
-                // `B` read in place (few rows): its rows are far apart, so fetch a few ahead.
-                let ahead = b.wrapping_offset(PREFETCH_ROWS * b_rs);
-                _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
-                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(16).cast());
-            }
-            let (b0, b1) = if b_cols >= 32 {
-                (_mm512_loadu_ps(b), _mm512_loadu_ps(b.add(16)))
-            } else {
-                (
-                    _mm512_maskz_loadu_ps(m0, b),
-                    _mm512_maskz_loadu_ps(m1, b.wrapping_add(16)),
-                )
-            };
-            for (i, acc) in acc.iter_mut().enumerate() {
-                let ai = _mm512_set1_ps(*a.offset(row(i)));
-                acc[0] = _mm512_fmadd_ps(ai, b0, acc[0]);
-                acc[1] = _mm512_fmadd_ps(ai, b1, acc[1]);
-            }
-            a = a.offset(a_ks);
-            b = b.wrapping_offset(b_rs);
-        }
-        let va = _mm512_set1_ps(alpha);
-        let (n0, n1) = (mask16(nr), mask16(nr.saturating_sub(16)));
-        for (i, acc) in acc.iter().enumerate() {
-            let p = c.at(i, 0);
-            let p1 = p.wrapping_add(16);
-            let (mut r0, mut r1) = (_mm512_mul_ps(va, acc[0]), _mm512_mul_ps(va, acc[1]));
-            if nr == 32 {
-                if beta {
-                    r0 = _mm512_add_ps(r0, _mm512_loadu_ps(p));
-                    r1 = _mm512_add_ps(r1, _mm512_loadu_ps(p1));
-                }
-                _mm512_storeu_ps(p, r0);
-                _mm512_storeu_ps(p1, r1);
-            } else {
-                if beta {
-                    r0 = _mm512_add_ps(r0, _mm512_maskz_loadu_ps(n0, p));
-                    r1 = _mm512_add_ps(r1, _mm512_maskz_loadu_ps(n1, p1));
-                }
-                _mm512_mask_storeu_ps(p, n0, r0);
-                _mm512_mask_storeu_ps(p1, n1, r1);
-            }
-        }
     }
 
     /// Columns of `c` one pass of the AVX-512 row kernel holds in accumulators.
@@ -1382,20 +1213,16 @@ struct Plan<T> {
     n_ic: usize,
     n_jc: usize,
     kernel: MicroKernel<T>,
-    /// The two-strip microkernel, where `kernel` has one (not for narrow products).
-    kernel2: Option<MicroKernel2<T>>,
     nr: usize,
     row_kernel: Option<RowKernel<T>>,
 }
 
 impl<T: Kernels> Plan<T> {
     fn new(blocking: &GemmBlocking, m: usize, n: usize) -> Plan<T> {
-        let (kernel, nr, kernel2) = if n <= NARROW_N {
-            let (kernel, nr) = T::narrow_kernel(isa());
-            (kernel, nr, None)
+        let (kernel, nr) = if n <= NARROW_N {
+            T::narrow_kernel(isa())
         } else {
-            let (kernel, nr) = T::kernel(isa());
-            (kernel, nr, T::kernel2(isa()))
+            T::kernel(isa())
         };
         let (mc, nc) = (blocking.mc as usize, blocking.nc as usize);
         Plan {
@@ -1406,7 +1233,6 @@ impl<T: Kernels> Plan<T> {
             n_ic: m.div_ceil(mc),
             n_jc: n.div_ceil(nc),
             kernel,
-            kernel2,
             nr,
             row_kernel: T::row_kernel(isa()),
         }
@@ -1524,34 +1350,11 @@ unsafe fn run_units<T: Kernels>(
                     };
                     let mut ir = 0;
                     while ir < rows {
+                        let mr = (rows - ir).min(MR);
                         let c = Mat {
                             ptr: p.c.at(i0 + ir, j0 + jr),
                             ..p.c
                         };
-                        if let Some(kernel2) =
-                            plan.kernel2.filter(|_| rows - ir > MR && p.c.cs == 1)
-                        {
-                            // Two strips at once: rows `ir..ir + 2 MR`, the second strip
-                            // `MR` rows on.
-                            kernel2(
-                                kc,
-                                a_panel.wrapping_offset(ir as isize * a_step),
-                                a_rs,
-                                a_ks,
-                                MR as isize * a_step,
-                                b,
-                                b_rs,
-                                b_cols,
-                                (rows - ir).min(2 * MR),
-                                nr,
-                                c,
-                                p.alpha,
-                                beta,
-                            );
-                            ir += 2 * MR;
-                            continue;
-                        }
-                        let mr = (rows - ir).min(MR);
                         (plan.kernel)(
                             kc,
                             a_panel.wrapping_offset(ir as isize * a_step),

@@ -427,6 +427,21 @@ fn compile_progress_draws_on_a_terminal_or_when_asked() {
     );
 }
 
+/// `memc compile` of the `shape_inputs` fixture with its shape and pads bound by `--const`,
+/// writing `plan`: the CLI's output.
+fn compile_shape_inputs(plan: &str) -> String {
+    let fixture = "tests/onnx/fixtures/shape_inputs";
+    let model = format!("{fixture}/model.onnx");
+    let shape = format!("shape={fixture}/shape.npy");
+    let pads = format!("pads={fixture}/pads.npy");
+    memc(
+        &[
+            "compile", &model, "--const", &shape, "--const", &pads, "-o", plan,
+        ],
+        None,
+    )
+}
+
 /// `memc compile --const NAME=FILE.npy`: the fixture's Reshape and Pad take their shape and
 /// pads from graph inputs; without binding them memc cannot size the results, with them it
 /// plans the model, and the plan (whose inputs are only `x` and `scale`) matches onnxruntime.
@@ -440,14 +455,7 @@ fn const_binds_shape_inputs_and_matches_onnxruntime() {
     let unbound = memc(&["compile", &model, "-o", plan], None);
     assert!(unbound.starts_with("exit code: 1\n"), "{unbound}");
     insta::assert_snapshot!("const_needed", unbound);
-    let shape = format!("shape={fixture}/shape.npy");
-    let pads = format!("pads={fixture}/pads.npy");
-    let bound = memc(
-        &[
-            "compile", &model, "--const", &shape, "--const", &pads, "-o", plan,
-        ],
-        None,
-    );
+    let bound = compile_shape_inputs(plan);
     assert!(bound.starts_with("exit code: 0\n"), "{bound}");
     let out_dir = dir.join("out");
     let x = format!("x={fixture}/x.npy");
@@ -501,17 +509,9 @@ fn const_binds_shape_inputs_and_matches_onnxruntime() {
 fn run_profile_shows_where_the_time_goes() {
     let dir = scratch_dir("profile");
     let fixture = "tests/onnx/fixtures/shape_inputs";
-    let model = format!("{fixture}/model.onnx");
     let plan = dir.join("model.plan");
     let plan = plan.to_str().expect("utf-8 path");
-    let shape = format!("shape={fixture}/shape.npy");
-    let pads = format!("pads={fixture}/pads.npy");
-    let bound = memc(
-        &[
-            "compile", &model, "--const", &shape, "--const", &pads, "-o", plan,
-        ],
-        None,
-    );
+    let bound = compile_shape_inputs(plan);
     assert!(bound.starts_with("exit code: 0\n"), "{bound}");
     let x = format!("x={fixture}/x.npy");
     let scale = format!("scale={fixture}/scale.npy");

@@ -127,8 +127,7 @@ fn gathers(axes: &[DirectAxis], channels: u64) -> bool {
     if flat(axes) || input.is_none_or(|n| n > GATHER_MAX_INPUT) {
         return false;
     }
-    let row = last.out.max(1) as usize;
-    let tile = row.div_ceil(row.div_ceil(32).max(1));
+    let tile = tile_len(last.out.max(1) as usize);
     let span = axes.iter().try_fold(0i64, |acc, a| {
         (a.out.max(1) - 1)
             .checked_mul(a.step)?
@@ -137,6 +136,12 @@ fn gathers(axes: &[DirectAxis], channels: u64) -> bool {
     });
     (last.step > 2 || 3 * tile < 2 * tile.div_ceil(16) * 16)
         && span.is_some_and(|s| s <= i64::from(i32::MAX))
+}
+
+/// The length of the equal tiles of at most 32 positions a run of `run` positions is cut
+/// into.
+fn tile_len(run: usize) -> usize {
+    run.div_ceil(run.div_ceil(32).max(1))
 }
 
 /// Elements of one batch index's input above which lanes are not [`gathers`]ed (48 KiB of
@@ -160,8 +165,7 @@ fn run_len(axes: &[DirectAxis], channels: u64) -> usize {
 /// Independent of the CPU, so the plan, which reserves no GEMM panels for a direct
 /// convolution, asks it too (`memc-codegen`'s `ConvPlan::runs_direct`).
 pub fn direct_conv_fills_lanes(axes: &[DirectAxis], channels: u64) -> bool {
-    let run = run_len(axes, channels);
-    let tile = run.div_ceil(run.div_ceil(32).max(1));
+    let tile = tile_len(run_len(axes, channels));
     2 * tile >= tile.div_ceil(16) * 16
 }
 
@@ -311,11 +315,11 @@ impl Taps {
         count: 0,
     };
 
-    fn new(conv: &DirectConv, tile: Tile) -> Taps {
+    /// The table of `tile` of `conv`, whose lanes read as `read` ([`Read::of`]).
+    fn new(conv: &DirectConv, tile: Tile, read: Read) -> Taps {
         let axes = conv.axes;
         let n_axes = axes.len();
         let last = n_axes - 1;
-        let read = Read::of(conv);
         // The output coordinates of the tile's first position.
         let mut first = [0i64; DIRECT_MAX_AXES];
         let mut rest = tile.start;
@@ -431,6 +435,8 @@ impl Taps {
 /// [`MR`], so strips `row / MR..` of `A`) over one tile.
 struct Call<'a> {
     conv: &'a DirectConv<'a>,
+    /// How the lanes read the input ([`Read::of`] the convolution, worked out once).
+    read: Read,
     ops: DirectOperands,
     taps: &'a Taps,
     tile: Tile,
@@ -438,18 +444,6 @@ struct Call<'a> {
     rows: usize,
     /// `K = channels x taps`.
     k: usize,
-}
-
-impl Call<'_> {
-    /// How the lanes read the input: the microkernel's `S` (1 a row, 2 every other element
-    /// of one, 0 gathered).
-    fn read(&self) -> usize {
-        match Read::of(self.conv) {
-            Read::Row => 1,
-            Read::EveryOther => 2,
-            Read::Gathered => 0,
-        }
-    }
 }
 
 /// Runs the direct convolution for batch indices `0..batches` (operands from `at`), split
@@ -476,6 +470,7 @@ pub unsafe fn run_direct(
         (16, MR)
     };
     let tiling = Tiling::new(conv, lanes);
+    let read = Read::of(conv);
     let k = conv.channels * conv.taps();
     if conv.m == 0 || k == 0 || tiling.count == 0 || batches == 0 {
         return;
@@ -545,7 +540,7 @@ pub unsafe fn run_direct(
                 if span != taps_span {
                     taps_span = span;
                     for (i, taps) in taps.iter_mut().enumerate().take(n_tiles) {
-                        *taps = Taps::new(conv, tiling.tile(first + i));
+                        *taps = Taps::new(conv, tiling.tile(first + i), read);
                     }
                 }
                 let ops = at(batch);
@@ -555,6 +550,7 @@ pub unsafe fn run_direct(
                         let row = block * block_rows;
                         let call = Call {
                             conv,
+                            read,
                             ops,
                             taps,
                             tile,
@@ -584,7 +580,7 @@ pub unsafe fn run_direct(
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{Call, GEMM_KC_BYTES, MR};
+    use super::{Call, Read, GEMM_KC_BYTES, MR};
     use std::arch::x86_64::*;
 
     /// Values of `K` per run of the packed `A` ([`crate::pack_a_whole`]'s `KC` for f32).
@@ -658,13 +654,13 @@ mod x86 {
                 }
             };
         }
-        match (call.tile.len > 16, call.read()) {
-            (true, 1) => rows!(2, 1),
-            (false, 1) => rows!(1, 1),
-            (true, 2) => rows!(2, 2),
-            (false, 2) => rows!(1, 2),
-            (true, _) => rows!(2, 0),
-            (false, _) => rows!(1, 0),
+        match (call.tile.len > 16, call.read) {
+            (true, Read::Row) => rows!(2, 1),
+            (false, Read::Row) => rows!(1, 1),
+            (true, Read::EveryOther) => rows!(2, 2),
+            (false, Read::EveryOther) => rows!(1, 2),
+            (true, Read::Gathered) => rows!(2, 0),
+            (false, Read::Gathered) => rows!(1, 0),
         }
     }
 
@@ -718,13 +714,13 @@ mod x86 {
                 }
             };
         }
-        match (call.tile.len > 8, call.read()) {
-            (true, 1) => rows!(2, 1),
-            (false, 1) => rows!(1, 1),
-            (true, 2) => rows!(2, 2),
-            (false, 2) => rows!(1, 2),
-            (true, _) => rows!(2, 0),
-            (false, _) => rows!(1, 0),
+        match (call.tile.len > 8, call.read) {
+            (true, Read::Row) => rows!(2, 1),
+            (false, Read::Row) => rows!(1, 1),
+            (true, Read::EveryOther) => rows!(2, 2),
+            (false, Read::EveryOther) => rows!(1, 2),
+            (true, Read::Gathered) => rows!(2, 0),
+            (false, Read::Gathered) => rows!(1, 0),
         }
     }
 

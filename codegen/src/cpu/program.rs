@@ -147,32 +147,33 @@ impl CpuProgram {
                 Role::Own => Fusion::default(),
             };
             match &kernel.body {
-                KernelBody::Loop(lk) if window::available() && window::recognize(lk).is_some() => {
-                    let w = window::recognize(lk).expect("recognized just above");
-                    pending.push(Err(Compiled::Window(Box::new(w))));
-                    vectorized.push(0);
-                }
                 KernelBody::Loop(lk) => {
-                    let name = format!("memc_kernel_{index}");
-                    let (id, n_vectorized) = loops::compile_loop(
-                        &mut module,
-                        &mut helper_ids,
-                        &mut ctx,
-                        &mut fctx,
-                        kernel,
-                        lk,
-                        &name,
-                    )?;
-                    let schedule = loops::row_schedule(lk);
-                    // An empty outer space runs nothing, however large its other extents (a
-                    // plan could otherwise spin through 2^40 empty rows).
-                    let rows = if lk.outer.contains(&0) {
-                        0
+                    // A window maximum (a max pool) runs natively where the CPU allows.
+                    if let Some(w) = window::available().then(|| window::recognize(lk)).flatten() {
+                        pending.push(Err(Compiled::Window(Box::new(w))));
+                        vectorized.push(0);
                     } else {
-                        schedule.rows
-                    };
-                    pending.push(Ok((id, rows, schedule.work_per_row)));
-                    vectorized.push(n_vectorized);
+                        let name = format!("memc_kernel_{index}");
+                        let (id, n_vectorized) = loops::compile_loop(
+                            &mut module,
+                            &mut helper_ids,
+                            &mut ctx,
+                            &mut fctx,
+                            kernel,
+                            lk,
+                            &name,
+                        )?;
+                        let schedule = loops::row_schedule(lk);
+                        // An empty outer space runs nothing, however large its other extents
+                        // (a plan could otherwise spin through 2^40 empty rows).
+                        let rows = if lk.outer.contains(&0) {
+                            0
+                        } else {
+                            schedule.rows
+                        };
+                        pending.push(Ok((id, rows, schedule.work_per_row)));
+                        vectorized.push(n_vectorized);
+                    }
                 }
                 KernelBody::Contract(c) => {
                     if !matches!(c.elem, Scalar::F32 | Scalar::F64) {

@@ -254,11 +254,6 @@ pub(crate) fn recognize(k: &LoopKernel) -> Option<Window> {
     })
 }
 
-/// `floor(a / b)` for `b > 0`.
-fn floor_div(a: i64, b: i64) -> i64 {
-    a.div_euclid(b)
-}
-
 /// The points `j` of `0..n` where `0 <= c j + r < limit`, as a range (empty when none).
 fn guard_range(c: i64, r: i64, limit: i64, n: i64) -> (i64, i64) {
     let (lo, hi) = match c.cmp(&0) {
@@ -270,11 +265,11 @@ fn guard_range(c: i64, r: i64, limit: i64, n: i64) -> (i64, i64) {
             }
         }
         // c j >= -r and c j <= limit - 1 - r.
-        std::cmp::Ordering::Greater => (-floor_div(r, c), floor_div(limit - 1 - r, c) + 1),
+        std::cmp::Ordering::Greater => (-r.div_euclid(c), (limit - 1 - r).div_euclid(c) + 1),
         // d j <= r and d j >= r - limit + 1, with d = -c.
         std::cmp::Ordering::Less => {
             let d = -c;
-            (-floor_div(limit - 1 - r, d), floor_div(r, d) + 1)
+            (-(limit - 1 - r).div_euclid(d), r.div_euclid(d) + 1)
         }
     };
     (lo.max(0), hi.min(n))

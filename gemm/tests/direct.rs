@@ -270,6 +270,36 @@ fn depthwise_shapes_one_channel_per_product() {
 }
 
 #[test]
+fn depthwise_planes_match_the_naive_loop() {
+    // One input and one output channel per batch index, two axes: run plane by plane on
+    // AVX-512 (rows in groups of up to four vectors, row-tap masks per plane). Rows of 3, 16,
+    // 56, 112 (seven vectors: a group of four and one of three) and 200 outputs; stride 2
+    // (every other element), dilation, asymmetric and large pads, a 5x5 and a 7x3 window,
+    // padded input rows; 1-3 threads over the two batch indices.
+    let cases = [
+        (vec![axis(56, 3, 1, 1, 1), axis(56, 3, 1, 1, 1)], 0, 1),
+        (vec![axis(9, 3, 1, 1, 1), axis(112, 3, 1, 1, 1)], 5, 2),
+        (
+            vec![strided(14, 3, 2, 1, 1, 1), strided(112, 3, 2, 1, 1, 1)],
+            0,
+            3,
+        ),
+        (
+            vec![strided(9, 3, 2, 1, 0, 1), strided(33, 3, 2, 1, 0, 1)],
+            3,
+            2,
+        ),
+        (vec![axis(6, 5, 1, 2, 2), axis(200, 5, 1, 2, 2)], 0, 1),
+        (vec![axis(8, 3, 2, 2, 2), axis(16, 3, 2, 2, 2)], 1, 2),
+        (vec![axis(5, 7, 1, 3, 3), axis(3, 3, 1, 1, 1)], 0, 1),
+        (vec![axis(7, 3, 1, 0, 4), axis(20, 3, 1, 4, 0)], 2, 3),
+    ];
+    for (axes, row_pad, threads) in cases {
+        check(1, 1, axes, row_pad, threads);
+    }
+}
+
+#[test]
 fn threads_split_tiles_and_strips() {
     // Few tiles (a 7x7 image is two), many row blocks: the blocks are split (block-major, its
     // weights outweighing its input). Both are large enough for several threads (a layer under

@@ -283,6 +283,40 @@ fn planes(conv: &DirectConv, read: Read) -> bool {
         && isa() == Isa::Avx512
 }
 
+/// The lane masks of a [`planes`] convolution's output rows, the same for every row and
+/// plane: entry `v * kw + dx` holds the lanes of output vector `v` (16 positions from `16 v`)
+/// whose input element at row tap `dx` is inside the row (bit `j`, or bit `2 j` when the row
+/// is read every other element).
+struct PlaneMasks([u32; PLANE_MAX_VECTORS * PLANE_MAX_ROW_TAPS]);
+
+impl PlaneMasks {
+    fn new(conv: &DirectConv, read: Read) -> PlaneMasks {
+        let mut masks = [0u32; PLANE_MAX_VECTORS * PLANE_MAX_ROW_TAPS];
+        let Some(row) = conv.axes.last() else {
+            return PlaneMasks(masks);
+        };
+        let kw = row.kernel as usize;
+        let width = row.out as usize;
+        for dx in 0..kw {
+            // The outputs `x` with `0 <= x * step + shift < size`.
+            let shift = dx as i64 * row.dilation - row.pad;
+            let lo = (-shift.div_euclid(row.step)).clamp(0, width as i64) as usize;
+            let hi = ((row.size - 1 - shift).div_euclid(row.step) + 1)
+                .clamp(lo as i64, width as i64) as usize;
+            for v in 0..width.div_ceil(16) {
+                let (a, b) = (lo.clamp(16 * v, 16 * v + 16), hi.clamp(16 * v, 16 * v + 16));
+                let bits = ((1u64 << (b - 16 * v)) - (1u64 << (a - 16 * v))) as u32;
+                masks[v * kw + dx] = if read == Read::EveryOther {
+                    spread(bits) as u32
+                } else {
+                    bits
+                };
+            }
+        }
+        PlaneMasks(masks)
+    }
+}
+
 /// How a tile's lanes read a tap's input.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum Read {
@@ -541,10 +575,11 @@ pub unsafe fn run_direct(
         // Depthwise: each batch index one plane, the batch indices split evenly over the
         // threads in runs (a plane and its output stay on one core).
         let threads = threads.clamp(1, batches);
+        let masks = PlaneMasks::new(conv, read);
         let work = |t: usize| {
             for batch in batches * t / threads..batches * (t + 1) / threads {
                 #[cfg(target_arch = "x86_64")]
-                x86::plane(conv, read, &at(batch));
+                x86::plane(conv, read, &masks, &at(batch));
             }
         };
         if threads > 1 {
@@ -620,10 +655,7 @@ pub unsafe fn run_direct(
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{
-        Call, DirectConv, DirectOperands, Read, GEMM_KC_BYTES, MR, PLANE_MAX_ROW_TAPS,
-        PLANE_MAX_VECTORS,
-    };
+    use super::{Call, DirectConv, DirectOperands, PlaneMasks, Read, GEMM_KC_BYTES, MR};
     use std::arch::x86_64::*;
 
     /// Values of `K` per run of the packed `A` ([`crate::pack_a_whole`]'s `KC` for f32).
@@ -668,36 +700,22 @@ mod x86 {
     }
 
     /// One batch index of a depthwise convolution ([`super::planes`]): its plane of output
-    /// rows, each in groups of up to four 16-lane vectors whose accumulators take every tap
-    /// (the row's taps' lane masks worked out once per plane, the taps' weights broadcast
-    /// from `A`), then stored once with the epilogue.
+    /// rows, two at a time, each in groups of up to four 16-lane vectors whose accumulators
+    /// take every tap (lanes masked by `masks`, the taps' weights broadcast from `A`), then
+    /// stored once with the epilogue.
     #[target_feature(enable = "avx512f,avx2,fma")]
-    pub(super) unsafe fn plane(conv: &DirectConv, read: Read, ops: &DirectOperands) {
+    pub(super) unsafe fn plane(
+        conv: &DirectConv,
+        read: Read,
+        masks: &PlaneMasks,
+        ops: &DirectOperands,
+    ) {
         let [outer, row] = conv.axes else {
             return;
         };
         let (kh, kw) = (outer.kernel as usize, row.kernel as usize);
         let width = row.out as usize;
         let vectors = width.div_ceil(16);
-        // `masks[v * kw + dx]`: the lanes of vector `v` whose input element at tap `dx` is
-        // inside the row (bit `j`, or `2 j` read every other element).
-        let mut masks = [0u32; PLANE_MAX_VECTORS * PLANE_MAX_ROW_TAPS];
-        for dx in 0..kw {
-            // The outputs `x` with `0 <= x * step + shift < size`.
-            let shift = dx as i64 * row.dilation - row.pad;
-            let lo = (-shift.div_euclid(row.step)).clamp(0, width as i64) as usize;
-            let hi = ((row.size - 1 - shift).div_euclid(row.step) + 1)
-                .clamp(lo as i64, width as i64) as usize;
-            for v in 0..vectors {
-                let (a, b) = (lo.clamp(16 * v, 16 * v + 16), hi.clamp(16 * v, 16 * v + 16));
-                let bits = ((1u64 << (b - 16 * v)) - (1u64 << (a - 16 * v))) as u32;
-                masks[v * kw + dx] = if read == Read::EveryOther {
-                    super::spread(bits) as u32
-                } else {
-                    bits
-                };
-            }
-        }
         let conv_row = |v: usize| (16 * v) as i64 * row.step - row.pad;
         let finish = Finish {
             bias: conv.epilogue.bias,
@@ -714,42 +732,46 @@ mod x86 {
             .bias
             .map(|(ptr, _)| Zmm::splat(*ptr.offset(ops.bias_shift)));
         let alpha = Zmm::splat(conv.alpha);
-        for y in 0..outer.out as usize {
-            let out = ops.c.ptr.add(y * width);
+        // Two output rows at a time: twice the independent sums per tap (each vector's sum is
+        // a chain of dependent multiply-adds, as long as the window).
+        let mut y = 0;
+        while y < outer.out as usize {
+            let rows = (outer.out as usize - y).min(2);
             let mut v = 0;
             while v < vectors {
                 let count = (vectors - v).min(4);
                 let group = Group {
                     conv,
                     ops,
-                    masks: masks.as_ptr().add(v * kw),
+                    masks: masks.0.as_ptr().add(v * kw),
                     kh,
                     kw,
                     y,
                     first: conv_row(v),
                 };
-                let acc = match (count, read) {
-                    (4, Read::EveryOther) => group.run::<4, 2>(),
-                    (3, Read::EveryOther) => group.run::<3, 2>(),
-                    (2, Read::EveryOther) => group.run::<2, 2>(),
-                    (_, Read::EveryOther) => group.run::<1, 2>(),
-                    (4, _) => group.run::<4, 1>(),
-                    (3, _) => group.run::<3, 1>(),
-                    (2, _) => group.run::<2, 1>(),
-                    _ => group.run::<1, 1>(),
+                // A 3-wide window (most depthwise layers) with its row taps unrolled.
+                let acc = if kw == 3 {
+                    group.dispatch::<3>(rows, count, read)
+                } else {
+                    group.dispatch::<0>(rows, count, read)
                 };
-                for (i, acc) in acc.iter().enumerate().take(count) {
-                    let x0 = 16 * (v + i);
-                    let lanes = (1u64 << (width - x0).min(16)) - 1;
-                    Zmm(*acc).store(alpha, bias, &finish, out.add(x0), lanes, conv.accumulate);
+                for (r, acc) in acc.iter().enumerate().take(rows) {
+                    let out = ops.c.ptr.add((y + r) * width);
+                    for (i, acc) in acc.iter().enumerate().take(count) {
+                        let x0 = 16 * (v + i);
+                        let lanes = (1u64 << (width - x0).min(16)) - 1;
+                        Zmm(*acc).store(alpha, bias, &finish, out.add(x0), lanes, conv.accumulate);
+                    }
                 }
                 v += count;
             }
+            y += rows;
         }
     }
 
-    /// Up to four output vectors of one row of a [`plane`]: from output position `16 v` of
-    /// row `y`, whose lane 0 reads input position `first + dx * dilation` along the row.
+    /// Up to four output vectors of one or two rows of a [`plane`]: from output position
+    /// `16 v` of rows `y..`, whose lane 0 reads input position `first + dx * dilation` along
+    /// the row.
     struct Group<'a> {
         conv: &'a DirectConv<'a>,
         ops: &'a DirectOperands,
@@ -762,39 +784,86 @@ mod x86 {
     }
 
     impl Group<'_> {
-        /// The `G` accumulators over every tap (`S`: 1 a row read whole, 2 every other
-        /// element).
+        /// [`Group::run`] for `rows` rows of `count` vectors read as `read`, with `KW` row
+        /// taps (0: `kw`).
         #[inline(always)]
-        unsafe fn run<const G: usize, const S: usize>(&self) -> [__m512; 4] {
+        unsafe fn dispatch<const KW: usize>(
+            &self,
+            rows: usize,
+            count: usize,
+            read: Read,
+        ) -> [[__m512; 4]; 2] {
+            match (rows, count, read) {
+                (2, 4, Read::EveryOther) => self.run::<2, 4, 2, KW>(),
+                (2, 3, Read::EveryOther) => self.run::<2, 3, 2, KW>(),
+                (2, 2, Read::EveryOther) => self.run::<2, 2, 2, KW>(),
+                (2, _, Read::EveryOther) => self.run::<2, 1, 2, KW>(),
+                (2, 4, _) => self.run::<2, 4, 1, KW>(),
+                (2, 3, _) => self.run::<2, 3, 1, KW>(),
+                (2, 2, _) => self.run::<2, 2, 1, KW>(),
+                (2, _, _) => self.run::<2, 1, 1, KW>(),
+                (_, 4, Read::EveryOther) => self.run::<1, 4, 2, KW>(),
+                (_, 3, Read::EveryOther) => self.run::<1, 3, 2, KW>(),
+                (_, 2, Read::EveryOther) => self.run::<1, 2, 2, KW>(),
+                (_, _, Read::EveryOther) => self.run::<1, 1, 2, KW>(),
+                (_, 4, _) => self.run::<1, 4, 1, KW>(),
+                (_, 3, _) => self.run::<1, 3, 1, KW>(),
+                (_, 2, _) => self.run::<1, 2, 1, KW>(),
+                _ => self.run::<1, 1, 1, KW>(),
+            }
+        }
+
+        /// The `R` rows' `G` accumulators over every tap (`S`: 1 a row read whole, 2 every
+        /// other element).
+        #[inline(always)]
+        unsafe fn run<const R: usize, const G: usize, const S: usize, const KW: usize>(
+            &self,
+        ) -> [[__m512; 4]; 2] {
+            let kw = if KW == 0 { self.kw } else { KW };
+            let mut acc = [[_mm512_setzero_ps(); 4]; 2];
             let [outer, row] = self.conv.axes else {
-                return [_mm512_setzero_ps(); 4];
+                return acc;
             };
-            let mut acc = [_mm512_setzero_ps(); 4];
             let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
             for dy in 0..self.kh {
-                let iy = self.y as i64 * outer.step - outer.pad + dy as i64 * outer.dilation;
-                if !(0..outer.size).contains(&iy) {
+                // Each row's input line at this tap, unless it reads padding.
+                let mut lines = [std::ptr::null::<f32>(); 2];
+                let mut any = false;
+                for (r, line) in lines.iter_mut().enumerate().take(R) {
+                    let iy =
+                        (self.y + r) as i64 * outer.step - outer.pad + dy as i64 * outer.dilation;
+                    if (0..outer.size).contains(&iy) {
+                        *line = self.ops.x.wrapping_offset((iy * outer.stride) as isize);
+                        any = true;
+                    }
+                }
+                if !any {
                     continue;
                 }
-                let line = self.ops.x.wrapping_offset((iy * outer.stride) as isize);
-                for dx in 0..self.kw {
+                for dx in 0..kw {
                     // `A` packed whole: tap `t` of the one row at `t * MR` (`K` <= `KC`).
-                    let w = _mm512_set1_ps(*self.ops.a_packed.add((dy * self.kw + dx) * MR));
-                    let at = line.wrapping_offset((self.first + dx as i64 * row.dilation) as isize);
-                    for (i, acc) in acc.iter_mut().enumerate().take(G) {
-                        let mask = *self.masks.add(i * self.kw + dx);
-                        let x = if S == 1 {
-                            _mm512_maskz_loadu_ps(mask as __mmask16, at.wrapping_add(16 * i))
-                        } else {
-                            let at = at.wrapping_add(32 * i);
-                            let lo = _mm512_maskz_loadu_ps(mask as __mmask16, at);
-                            let hi = _mm512_maskz_loadu_ps(
-                                (mask >> 16) as __mmask16,
-                                at.wrapping_add(16),
-                            );
-                            _mm512_permutex2var_ps(lo, even, hi)
-                        };
-                        *acc = _mm512_fmadd_ps(w, x, *acc);
+                    let w = _mm512_set1_ps(*self.ops.a_packed.add((dy * kw + dx) * MR));
+                    let shift = (self.first + dx as i64 * row.dilation) as isize;
+                    for (line, acc) in lines.iter().zip(acc.iter_mut()).take(R) {
+                        if line.is_null() {
+                            continue;
+                        }
+                        let at = line.wrapping_offset(shift);
+                        for (i, acc) in acc.iter_mut().enumerate().take(G) {
+                            let mask = *self.masks.add(i * kw + dx);
+                            let x = if S == 1 {
+                                _mm512_maskz_loadu_ps(mask as __mmask16, at.wrapping_add(16 * i))
+                            } else {
+                                let at = at.wrapping_add(32 * i);
+                                let lo = _mm512_maskz_loadu_ps(mask as __mmask16, at);
+                                let hi = _mm512_maskz_loadu_ps(
+                                    (mask >> 16) as __mmask16,
+                                    at.wrapping_add(16),
+                                );
+                                _mm512_permutex2var_ps(lo, even, hi)
+                            };
+                            *acc = _mm512_fmadd_ps(w, x, *acc);
+                        }
                     }
                 }
             }

@@ -23,8 +23,13 @@
 //!   consecutive units that each thread takes from a shared counter as it finishes the last
 //!   (about four per thread, so a thread the scheduler delays holds up one chunk); row blocks are grouped finer only when there are fewer spans and batch
 //!   indices than threads. With several batch indices a span is 8 tiles, whose tap tables
-//!   they share: a depthwise convolution (each group a batch index, `K` its taps) works out
-//!   each tile's masks once and walks each group's input in order.
+//!   they share: a grouped convolution (each group a batch index) works out each tile's masks
+//!   once and walks each group's input in order.
+//! - **Depthwise planes.** A depthwise 2-d convolution (one input and one output channel per
+//!   batch index) runs plane by plane on AVX-512 ([`planes`], `x86::plane`): two output rows
+//!   at a time, up to four vectors each, their accumulators over every tap, the row loads
+//!   masked by one table per convolution ([`PlaneMasks`]); the batch indices split evenly
+//!   over the threads.
 //!
 //! Guarantees: every element loaded is an input element inside the input (lanes outside it
 //! are masked), and every element stored is an element of `C` of a row below `m` and a column

@@ -334,23 +334,38 @@ fn reverse_and_transpose_views() {
 
 #[test]
 fn contiguous_sum_and_max_reductions_with_tails() {
-    // Rows of 4k + 3 and of fewer than 4 elements, reduced over the contiguous inner axis.
-    for cols in [35u64, 3, 1, 8] {
+    // Rows of 4k + 3 and of fewer than 4 elements, reduced over the contiguous inner axis; rows
+    // of 45 and 70 take a maximum's or minimum's 16-point loop (four partials), then the
+    // 8-point loop, a 4-point step and a scalar tail; a sum of `exp` runs 16 points at a time
+    // with one 16-lane call (partials 0, 1, 0, 1, as the 8-point loop adds).
+    for cols in [35u64, 3, 1, 8, 45, 70] {
         let rows = 5u64;
-        let xs: Vec<f32> = (0..rows * cols)
+        let mut xs: Vec<f32> = (0..rows * cols)
             .map(|i| ((i * 53) % 29) as f32 * 0.125 - 1.5)
             .collect();
-        let mut ar = Buf::new(((rows * cols + 2 * rows) * 4) as usize);
+        // Each row's one maximum and one minimum, at points of different partials.
+        for o in 0..rows {
+            let at = |p: u64| (o * cols + p % cols) as usize;
+            xs[at(12 + 5 * o)] = 9.0 + o as f32;
+            xs[at(3 + 9 * o)] = -9.0 - o as f32;
+        }
+        let mut ar = Buf::new(((rows * cols + 4 * rows) * 4) as usize);
         ar.put(0, &xs);
         let mut kernels = Vec::new();
-        for (op, init, slot) in [
-            (ReduceOp::Sum, 0.0, 0),
-            (ReduceOp::Max, f64::NEG_INFINITY, 1),
+        for (op, init, slot, exp) in [
+            (ReduceOp::Sum, 0.0, 0, false),
+            (ReduceOp::Max, f64::NEG_INFINITY, 1, false),
+            (ReduceOp::Min, f64::INFINITY, 2, false),
+            (ReduceOp::Sum, 0.0, 3, true),
         ] {
             let mut r = Insts::default();
             let x = r.load(Scalar::F32, 0);
             let two = r.float(Scalar::F32, 2.0);
-            r.bin(BinaryOp::Mul, x, two);
+            let y = r.bin(BinaryOp::Mul, x, two);
+            if exp {
+                r.un(UnaryOp::Exp, y);
+            }
+            let value = if exp { 3 } else { 2 };
             let mut s = Insts::default();
             let a = s.acc(Scalar::F32, 0);
             kernels.push(loop_kernel(
@@ -368,7 +383,7 @@ fn contiguous_sum_and_max_reductions_with_tails() {
                 vec![
                     Stage::Reduce {
                         insts: r.0,
-                        value: 2,
+                        value,
                         op,
                         init: f64_bits(init),
                         ty: Scalar::F32,
@@ -379,31 +394,41 @@ fn contiguous_sum_and_max_reductions_with_tails() {
         }
         let program = run(&kernels, &mut ar, &Buf::new(0));
         let want_simd = if cols >= 4 { 1 } else { 0 };
-        assert_eq!(
-            program.vectorized_loops(0),
-            Some(want_simd),
-            "sum over {cols}"
-        );
-        assert_eq!(
-            program.vectorized_loops(1),
-            Some(want_simd),
-            "max over {cols}"
-        );
-        let sums = ar.get::<f32>((rows * cols * 4) as usize, rows as usize);
-        let maxes = ar.get::<f32>(((rows * cols + rows) * 4) as usize, rows as usize);
-        for (o, row) in xs.chunks(cols as usize).enumerate() {
-            let want_sum: f32 = row.iter().map(|&x| x * 2.0).sum();
-            // A vectorized sum adds in a different order: compare with a tolerance.
-            assert!(
-                (sums[o] - want_sum).abs() <= 1e-5 * want_sum.abs().max(1.0),
-                "cols {cols} row {o}: {} want {want_sum}",
-                sums[o]
+        for (index, what) in ["sum", "max", "min", "sum of exp"].iter().enumerate() {
+            assert_eq!(
+                program.vectorized_loops(index),
+                Some(want_simd),
+                "{what} over {cols}"
             );
-            let want_max = row
-                .iter()
-                .map(|&x| x * 2.0)
-                .fold(f32::NEG_INFINITY, f32::max);
-            assert_eq!(maxes[o], want_max, "cols {cols} row {o}");
+        }
+        let got =
+            |slot: u64| ar.get::<f32>(((rows * cols + slot * rows) * 4) as usize, rows as usize);
+        let (sums, maxes, mins, exps) = (got(0), got(1), got(2), got(3));
+        for (o, row) in xs.chunks(cols as usize).enumerate() {
+            // A vectorized sum adds in a different order: compare with a tolerance.
+            let close = |got: f32, want: f32, what: &str| {
+                assert!(
+                    (got - want).abs() <= 1e-5 * want.abs().max(1.0),
+                    "cols {cols} row {o} {what}: {got} want {want}"
+                );
+            };
+            close(sums[o], row.iter().map(|&x| x * 2.0).sum(), "sum");
+            close(
+                exps[o],
+                row.iter().map(|&x| (x * 2.0).exp()).sum(),
+                "sum of exp",
+            );
+            let doubled = row.iter().map(|&x| x * 2.0);
+            assert_eq!(
+                maxes[o],
+                doubled.clone().fold(f32::NEG_INFINITY, f32::max),
+                "cols {cols} row {o}"
+            );
+            assert_eq!(
+                mins[o],
+                doubled.fold(f32::INFINITY, f32::min),
+                "cols {cols} row {o}"
+            );
         }
     }
 }

@@ -10,9 +10,12 @@
 //! inline polynomials (`vmath.rs`), and other ops without a vector instruction call a 4-lane
 //! helper through a stack slot. The vector loop is unrolled twice (8 elements), followed by at
 //! most one 4-wide step and a scalar loop for the last `extent % 4` elements. A stage that
-//! stores an `exp`, `tanh` or `erf` first runs 16 elements at a time on a host with AVX2 or
-//! AVX-512: four bodies in lockstep whose transcendental is one call to a 16-lane helper
-//! (`vmath::native`, the same polynomial in the host's widest vectors, bit for bit).
+//! stores or sums an `exp`, `tanh` or `erf` first runs 16 elements at a time on a host with
+//! AVX2 or AVX-512: four bodies in lockstep whose transcendental is one call to a 16-lane
+//! helper (`vmath::native`, the same polynomial in the host's widest vectors, bit for bit); a
+//! sum's bodies alternate between two partial vectors as the 8-element loop's do, so its order
+//! is unchanged. A maximum or minimum reduction runs 16 elements at a time into four partial
+//! vectors (the order does not change its result).
 //!
 //! Each entry point returns `Ok(false)` without emitting anything when its shape does not
 //! qualify, and the caller then emits the scalar loop, so vectorization never changes which
@@ -49,7 +52,11 @@ enum Sink<'a> {
     Reduce {
         op: ReduceOp,
         value: u32,
-        partials: [Variable; 2],
+        /// Partial vectors: a sum uses the first two (points 4 apart alternate), a maximum or
+        /// minimum all four in its 16-point loop (their order does not change the result, and
+        /// four hide the latency of Cranelift's IEEE `fmax`/`fmin` sequences: a ReduceMax
+        /// over rows of 128 took six times a ReduceSum's time with two).
+        partials: [Variable; 4],
     },
 }
 
@@ -277,6 +284,8 @@ pub(crate) fn try_emit_nest(
             let partials = [
                 em.cx.b.declare_var(types::F32X4),
                 em.cx.b.declare_var(types::F32X4),
+                em.cx.b.declare_var(types::F32X4),
+                em.cx.b.declare_var(types::F32X4),
             ];
             for p in partials {
                 em.cx.b.def_var(p, init);
@@ -293,11 +302,13 @@ pub(crate) fn try_emit_nest(
     point.resize(k.n_axes(), zero);
     nest_to_innermost(em, s, insts, &lanes, &sink, 0, &mut point)?;
     if let Sink::Reduce { op, partials, .. } = sink {
-        // Fold both partial vectors, then their lanes, into the scalar accumulator (which
-        // holds the init and the scalar tails).
-        let a = em.cx.b.use_var(partials[0]);
-        let b = em.cx.b.use_var(partials[1]);
-        let v = reduce_vectors(em, op, a, b);
+        // Fold the partial vectors, then their lanes, into the scalar accumulator (which
+        // holds the init and the scalar tails). A sum's partials 2 and 3 are never written:
+        // adding their -0 changes nothing, so its order is the 8-point loop's.
+        let [a, b, c, d] = partials.map(|p| em.cx.b.use_var(p));
+        let ab = reduce_vectors(em, op, a, b);
+        let cd = reduce_vectors(em, op, c, d);
+        let v = reduce_vectors(em, op, ab, cd);
         let lanes: Vec<Value> = (0..4u8).map(|l| em.cx.b.ins().extractlane(v, l)).collect();
         let low = reduce_scalars(em, op, lanes[0], lanes[1]);
         let high = reduce_scalars(em, op, lanes[2], lanes[3]);
@@ -398,15 +409,23 @@ fn vector_axis(
         }
     }
     let extent = extent as i64;
-    // A stage that stores an exp, tanh or erf runs 16 points at a time where the host has
-    // wide vectors: four bodies in lockstep, each such function one call over their 16
-    // lanes (the same bits as the inline polynomial, see `vmath.rs`).
-    let wide = matches!(sink, Sink::Stores(_))
-        && vmath::native::fast()
+    // A stage that stores or sums an exp, tanh or erf runs 16 points at a time where the
+    // host has wide vectors: four bodies in lockstep, each such function one call over their
+    // 16 lanes (the same bits as the inline polynomial, see `vmath.rs`); so does a maximum or
+    // minimum, into four partials.
+    let wide = vmath::native::fast()
         && insts
             .iter()
             .zip(lanes)
             .any(|(inst, lane)| *lane == Lane::F32 && wide_helper(inst).is_some());
+    let wide = wide
+        || matches!(
+            sink,
+            Sink::Reduce {
+                op: ReduceOp::Max | ReduceOp::Min,
+                ..
+            }
+        );
     let end16 = if wide { extent - extent % 16 } else { 0 };
     let end8 = extent - extent % 8;
     let end4 = extent - extent % 4;
@@ -511,7 +530,7 @@ impl VecState<'_> {
     }
 
     /// Sixteen lanes from `js[0]`, as four bodies at `js` in lockstep: each instruction for
-    /// all four, an exp, tanh or erf as one 16-lane call. Only for stages that store.
+    /// all four, an exp, tanh or erf as one 16-lane call.
     fn bodies_x16(
         &mut self,
         em: &mut LoopEmitter,
@@ -545,8 +564,23 @@ impl VecState<'_> {
                 body.push(v);
             }
         }
-        let Sink::Stores(stores) = self.sink else {
-            return Err(em.unsupported("a 16-lane body that does not store".into()));
+        let stores = match self.sink {
+            Sink::Stores(stores) => stores,
+            Sink::Reduce {
+                op,
+                value,
+                partials,
+            } => {
+                // A sum's bodies take partials 0, 1, 0, 1: the order of the 8-point loop's.
+                for (u, body) in vecs.iter().enumerate() {
+                    let partial = partials[if *op == ReduceOp::Sum { u % 2 } else { u }];
+                    let v = self.vector(em, body, *value)?;
+                    let p = em.cx.b.use_var(partial);
+                    let new = reduce_vectors(em, *op, p, v);
+                    em.cx.b.def_var(partial, new);
+                }
+                return Ok(());
+            }
         };
         for (body, &j) in vecs.iter().zip(&js) {
             point[axis] = j;

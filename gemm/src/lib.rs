@@ -1065,6 +1065,22 @@ mod x86 {
                 a = a.offset(a_ks);
                 b = b.wrapping_offset(b_rs);
             }
+        } else if b_cols >= 32 && b_rs == 32 {
+            // Packed strips: fetch further ahead, for a `B` that streams from memory.
+            for _ in 0..kc {
+                let ahead = b.wrapping_offset(super::PACKED_B_AHEAD_ROWS * 32);
+                _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
+                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(16).cast());
+                let b0 = _mm512_loadu_ps(b);
+                let b1 = _mm512_loadu_ps(b.add(16));
+                for (i, acc) in acc.iter_mut().enumerate() {
+                    let ai = _mm512_set1_ps(*a.offset(i as isize * a_rs));
+                    acc[0] = _mm512_fmadd_ps(ai, b0, acc[0]);
+                    acc[1] = _mm512_fmadd_ps(ai, b1, acc[1]);
+                }
+                a = a.offset(a_ks);
+                b = b.wrapping_offset(b_rs);
+            }
         } else if b_cols >= 32 {
             for _ in 0..kc {
                 let b0 = _mm512_loadu_ps(b);
@@ -1219,6 +1235,14 @@ unsafe fn copy_strip_row<T: Elem>(src: *const T, dst: *mut T, live: usize, nr: u
         }
     }
 }
+
+/// Rows of a packed `B` strip (32 values each) that the AVX-512 microkernel fetches ahead of
+/// the one it multiplies. A constant `B` packed whole larger than the caches streams from
+/// memory strip by strip, with four to six strips read side by side; fetching 4 KiB ahead of
+/// each sped up 8 x Linear(2048, 2048) at batch 16 from 18.9-19.8 to 15.5-16.2 ms (one
+/// thread; onnxruntime 17.3-18.5 in the same runs), and cost nothing measurable on panels in
+/// cache (256x768x768: 147 GFLOP/s both ways).
+const PACKED_B_AHEAD_ROWS: isize = 32;
 
 /// Asks for the cache lines of `bytes` bytes from `at` (a hint: no fault, no effect on
 /// results).

@@ -1049,40 +1049,18 @@ mod x86 {
         } else {
             (a_rs, a_ks)
         };
-        if b_cols >= 32 && b_rs != 32 {
-            // `B` read in place (few rows): its rows are far apart, so fetch a few ahead.
+        if b_cols >= 32 {
+            // `B` read in place (few rows, far apart) is fetched a few rows ahead, packed
+            // strips (32 values a row) further ahead, for a `B` that streams from memory.
+            let ahead_rows = if b_rs == 32 {
+                super::PACKED_B_AHEAD_ROWS
+            } else {
+                PREFETCH_ROWS
+            };
             for _ in 0..kc {
-                let ahead = b.wrapping_offset(PREFETCH_ROWS * b_rs);
+                let ahead = b.wrapping_offset(ahead_rows * b_rs);
                 _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
                 _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(16).cast());
-                let b0 = _mm512_loadu_ps(b);
-                let b1 = _mm512_loadu_ps(b.add(16));
-                for (i, acc) in acc.iter_mut().enumerate() {
-                    let ai = _mm512_set1_ps(*a.offset(i as isize * a_rs));
-                    acc[0] = _mm512_fmadd_ps(ai, b0, acc[0]);
-                    acc[1] = _mm512_fmadd_ps(ai, b1, acc[1]);
-                }
-                a = a.offset(a_ks);
-                b = b.wrapping_offset(b_rs);
-            }
-        } else if b_cols >= 32 && b_rs == 32 {
-            // Packed strips: fetch further ahead, for a `B` that streams from memory.
-            for _ in 0..kc {
-                let ahead = b.wrapping_offset(super::PACKED_B_AHEAD_ROWS * 32);
-                _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
-                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(16).cast());
-                let b0 = _mm512_loadu_ps(b);
-                let b1 = _mm512_loadu_ps(b.add(16));
-                for (i, acc) in acc.iter_mut().enumerate() {
-                    let ai = _mm512_set1_ps(*a.offset(i as isize * a_rs));
-                    acc[0] = _mm512_fmadd_ps(ai, b0, acc[0]);
-                    acc[1] = _mm512_fmadd_ps(ai, b1, acc[1]);
-                }
-                a = a.offset(a_ks);
-                b = b.wrapping_offset(b_rs);
-            }
-        } else if b_cols >= 32 {
-            for _ in 0..kc {
                 let b0 = _mm512_loadu_ps(b);
                 let b1 = _mm512_loadu_ps(b.add(16));
                 for (i, acc) in acc.iter_mut().enumerate() {

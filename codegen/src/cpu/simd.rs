@@ -413,19 +413,23 @@ fn vector_axis(
     // host has wide vectors: four bodies in lockstep, each such function one call over their
     // 16 lanes (the same bits as the inline polynomial, see `vmath.rs`); so does a maximum or
     // minimum, into four partials.
-    let wide = vmath::native::fast()
-        && insts
-            .iter()
-            .zip(lanes)
-            .any(|(inst, lane)| *lane == Lane::F32 && wide_helper(inst).is_some());
-    let wide = wide
-        || matches!(
-            sink,
-            Sink::Reduce {
-                op: ReduceOp::Max | ReduceOp::Min,
-                ..
-            }
-        );
+    let transcendental = insts
+        .iter()
+        .zip(lanes)
+        .any(|(inst, lane)| *lane == Lane::F32 && wide_helper(inst).is_some());
+    let extreme = matches!(
+        sink,
+        Sink::Reduce {
+            op: ReduceOp::Max | ReduceOp::Min,
+            ..
+        }
+    );
+    // (Without wide vectors a transcendental keeps its inline 4-lane polynomial.)
+    let wide = if transcendental {
+        vmath::native::fast()
+    } else {
+        extreme
+    };
     let end16 = if wide { extent - extent % 16 } else { 0 };
     let end8 = extent - extent % 8;
     let end4 = extent - extent % 4;

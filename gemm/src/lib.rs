@@ -1049,14 +1049,29 @@ mod x86 {
         } else {
             (a_rs, a_ks)
         };
-        if b_cols >= 32 {
-            // `B` read in place (few rows, far apart) is fetched a few rows ahead, packed
-            // strips (32 values a row) further ahead, for a `B` that streams from memory.
-            let ahead_rows = if b_rs == 32 {
-                super::PACKED_B_AHEAD_ROWS
-            } else {
-                PREFETCH_ROWS
-            };
+        // `B` read in place (few rows, far apart) is fetched a few rows ahead, packed strips
+        // (32 values a row) further ahead, for a `B` that streams from memory.
+        let ahead_rows = if b_rs == 32 {
+            super::PACKED_B_AHEAD_ROWS
+        } else {
+            PREFETCH_ROWS
+        };
+        if nr <= 16 {
+            // At most 16 live columns (a product's last strip: 196 = 6 x 32 + 4): one vector
+            // of accumulators per row, half the multiply-adds (the rest of a packed strip is
+            // zero padding, and a `B` read in place has no more columns).
+            let m0 = mask16(b_cols);
+            for _ in 0..kc {
+                _mm_prefetch::<_MM_HINT_T0>(b.wrapping_offset(ahead_rows * b_rs).cast());
+                let b0 = _mm512_maskz_loadu_ps(m0, b);
+                for (i, acc) in acc.iter_mut().enumerate() {
+                    let ai = _mm512_set1_ps(*a.offset(i as isize * a_rs));
+                    acc[0] = _mm512_fmadd_ps(ai, b0, acc[0]);
+                }
+                a = a.offset(a_ks);
+                b = b.wrapping_offset(b_rs);
+            }
+        } else if b_cols >= 32 {
             for _ in 0..kc {
                 let ahead = b.wrapping_offset(ahead_rows * b_rs);
                 _mm_prefetch::<_MM_HINT_T0>(ahead.cast());

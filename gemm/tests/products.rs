@@ -242,6 +242,9 @@ fn products_match_a_naive_loop() {
         (48, 70, 33),
         (49, 40, 20),
         (97, 70, 300),
+        // A last strip of 4 columns (196 = 6 x 32 + 4: a 14x14 image), packed and in place.
+        (97, 196, 70),
+        (24, 196, 96),
         (100, 130, 20),
         (13, 1, 600),
         // One row: the row kernels, over full and partial accumulator blocks.

@@ -17,12 +17,13 @@
 //!   low-bit products run hand-written Rust with std::arch AVX-512/AVX2 chosen at run time
 //!   (`nbits.rs`); a loop kernel that is a window maximum or minimum (a max pool's taps,
 //!   guarded and strided along the row) runs as AVX-512 code where the CPU has it
-//!   (`window.rs`).
+//!   (`window.rs`), and so does the softmax loop kernel (`softmax.rs`).
 //! - `CpuBackend` (`backend.rs`): the [`crate::backend::Backend`] the runtime uses: a
 //!   `CpuProgram` with its arena (`arena.rs`, an anonymous zero-filled mapping) and its
 //!   `WorkerPool` (`pool.rs`: threads started once, dispatches that allocate nothing).
 //!
-//! Files import one way: `backend -> program -> {loops, contract, nbits, window} -> pool`,
+//! Files import one way: `backend -> program -> {loops, contract, nbits, window, softmax} ->
+//! pool` (`softmax -> vmath` for its `exp`),
 //! `loops -> {simd, emitter}`, `simd -> emitter -> scalar -> func -> helpers`; the errors
 //! (`error.rs`) are imported by all and import nothing of the backend.
 //!
@@ -61,8 +62,9 @@ mod scalar;
 #[cfg(feature = "cpu")]
 mod simd;
 #[cfg(feature = "cpu")]
-mod vmath;
+mod softmax;
 #[cfg(feature = "cpu")]
+mod vmath;
 mod window;
 
 /// The CPU's target description and tuning constants: always built, since lowering and

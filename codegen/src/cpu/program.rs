@@ -16,6 +16,7 @@ use super::error::CpuError;
 use super::fuse::{self, Fusion, Role};
 use super::pool::WorkerPool;
 use super::regions::RegionPtrs;
+use super::softmax::{self, Softmax};
 use super::window::{self, Window};
 use super::{contract, func, helpers, loops, nbits};
 use crate::kernel::{Contract, Kernel, KernelBody, NBitsMatMul, Scalar};
@@ -52,6 +53,8 @@ enum Compiled {
     Fused,
     /// A window maximum or minimum (a max pool) in native code (`window.rs`).
     Window(Box<Window>),
+    /// A softmax over rows in native code (`softmax.rs`).
+    Softmax(Box<Softmax>),
 }
 
 /// The JIT module that owns the machine code; kept only to free it on drop.
@@ -148,9 +151,16 @@ impl CpuProgram {
             };
             match &kernel.body {
                 KernelBody::Loop(lk) => {
-                    // A window maximum (a max pool) runs natively where the CPU allows.
+                    // A window maximum (a max pool) and a softmax run natively where the CPU
+                    // allows.
                     if let Some(w) = window::available().then(|| window::recognize(lk)).flatten() {
                         pending.push(Err(Compiled::Window(Box::new(w))));
+                        vectorized.push(0);
+                    } else if let Some(s) = softmax::available()
+                        .then(|| softmax::recognize(lk))
+                        .flatten()
+                    {
+                        pending.push(Err(Compiled::Softmax(Box::new(s))));
                         vectorized.push(0);
                     } else {
                         let name = format!("memc_kernel_{index}");
@@ -266,6 +276,12 @@ impl CpuProgram {
         matches!(self.kernels.get(index), Some(Compiled::Window(_)))
     }
 
+    /// Whether kernel `index` runs as a native softmax (`softmax.rs`) rather than as
+    /// compiled loop code.
+    pub fn is_softmax(&self, index: usize) -> bool {
+        matches!(self.kernels.get(index), Some(Compiled::Softmax(_)))
+    }
+
     /// Runs kernel `index` of a program without persistent state over its whole index space,
     /// splitting rows over `pool`. Kernels run in order: one that [`CpuProgram::is_fused`]
     /// into the one before it does nothing.
@@ -305,6 +321,8 @@ impl CpuProgram {
             Compiled::Fused => {}
             // SAFETY: the caller's contract; `window::available` held when it compiled.
             Compiled::Window(w) => unsafe { window::run_window(w, regions, pool) },
+            // SAFETY: the caller's contract; `softmax::available` held when it compiled.
+            Compiled::Softmax(s) => unsafe { softmax::run_softmax(s, regions, pool) },
             Compiled::Loop {
                 func,
                 rows,

@@ -740,9 +740,20 @@ pub(crate) mod native {
             };
         }
         x86_helpers!(exp_avx512, exp_avx2, exp_lanes);
+
+        /// `e^x` of 16 lanes, the same bits as the 16-lane helper (for native kernels:
+        /// `softmax.rs`).
+        #[target_feature(enable = "avx512f")]
+        #[inline]
+        pub(crate) fn exp16(x: __m512) -> __m512 {
+            exp_lanes(&mut Avx512, x)
+        }
         x86_helpers!(tanh_avx512, tanh_avx2, tanh_lanes);
         x86_helpers!(erf_avx512, erf_avx2, erf_lanes);
     }
+
+    #[cfg(target_arch = "x86_64")]
+    pub(crate) use x86::exp16 as exp_avx512;
 
     /// The widest form this host runs: AVX-512F, AVX2 with FMA, or none (plain f32).
     #[derive(Copy, Clone, PartialEq, Eq)]

@@ -65,6 +65,7 @@ mod simd;
 mod softmax;
 #[cfg(feature = "cpu")]
 mod vmath;
+#[cfg(feature = "cpu")]
 mod window;
 
 /// The CPU's target description and tuning constants: always built, since lowering and

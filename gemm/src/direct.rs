@@ -849,7 +849,6 @@ mod x86 {
             let [outer, row] = self.conv.axes else {
                 return acc;
             };
-            let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
             for dy in 0..self.kh {
                 // Each row's input line at this tap, unless it reads padding.
                 let mut lines = [std::ptr::null::<f32>(); 2];
@@ -875,18 +874,11 @@ mod x86 {
                         }
                         let at = line.wrapping_offset(shift);
                         for (i, acc) in acc.iter_mut().enumerate().take(G) {
-                            let mask = *self.masks.add(i * kw + dx);
-                            let x = if S == 1 {
-                                _mm512_maskz_loadu_ps(mask as __mmask16, at.wrapping_add(16 * i))
-                            } else {
-                                let at = at.wrapping_add(32 * i);
-                                let lo = _mm512_maskz_loadu_ps(mask as __mmask16, at);
-                                let hi = _mm512_maskz_loadu_ps(
-                                    (mask >> 16) as __mmask16,
-                                    at.wrapping_add(16),
-                                );
-                                _mm512_permutex2var_ps(lo, even, hi)
-                            };
+                            // Vector `i` of the row from `at`: `load16`'s forms with the
+                            // vector's own mask (no lane table: never gathered).
+                            let mask = u64::from(*self.masks.add(i * kw + dx));
+                            let x =
+                                load16::<S>(at.wrapping_add(16 * S * i), mask, 0, std::ptr::null());
                             *acc = _mm512_fmadd_ps(w, x, *acc);
                         }
                     }

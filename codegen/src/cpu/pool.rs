@@ -204,6 +204,24 @@ impl WorkerPool {
             f(i);
         });
     }
+
+    /// Runs `f(begin, end)` over `0..rows` in runs of consecutive rows: on the calling thread
+    /// alone unless `parallel` (and there are two rows and two threads), else in about four
+    /// runs per thread, each thread taking the next run as it finishes one (the native
+    /// window and softmax kernels split their rows so).
+    pub fn for_row_runs(&self, rows: u64, parallel: bool, f: &(dyn Fn(u64, u64) + Sync)) {
+        let threads = self.threads() as u64;
+        if !parallel || threads <= 1 || rows <= 1 {
+            f(0, rows);
+            return;
+        }
+        let n_runs = rows.min(threads * 4);
+        let run = rows.div_ceil(n_runs);
+        self.for_each(threads as usize, n_runs as usize, &|c| {
+            let begin = (c as u64 * run).min(rows);
+            f(begin, (begin + run).min(rows));
+        });
+    }
 }
 
 impl Drop for WorkerPool {

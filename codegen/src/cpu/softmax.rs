@@ -257,17 +257,7 @@ pub(crate) unsafe fn run_softmax(s: &Softmax, regions: RegionPtrs, pool: &Worker
             let _ = (x, y);
         }
     };
-    let threads = pool.current_num_threads() as u64;
-    if threads <= 1 || rows <= 1 || rows.saturating_mul(s.len) < PARALLEL_WORK {
-        run_rows(0, rows);
-        return;
-    }
-    let n_chunks = rows.min(threads * 4);
-    let chunk = rows.div_ceil(n_chunks);
-    pool.for_each(threads as usize, n_chunks as usize, &|c| {
-        let begin = c as u64 * chunk;
-        run_rows(begin.min(rows), (begin + chunk).min(rows));
-    });
+    pool.for_row_runs(rows, rows.saturating_mul(s.len) >= PARALLEL_WORK, &run_rows);
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -289,7 +289,6 @@ pub(crate) unsafe fn run_window(w: &Window, regions: RegionPtrs, pool: &WorkerPo
         return;
     }
     let work = rows.saturating_mul(n).saturating_mul(w.taps.len() as u64);
-    let threads = pool.current_num_threads() as u64;
     let run_rows = |begin: u64, end: u64| {
         if begin >= end {
             return;
@@ -305,16 +304,7 @@ pub(crate) unsafe fn run_window(w: &Window, regions: RegionPtrs, pool: &WorkerPo
             unsafe { row_of(w, regions, &at, &mut table) };
         }
     };
-    if threads <= 1 || rows <= 1 || work < PARALLEL_WORK {
-        run_rows(0, rows);
-        return;
-    }
-    let n_chunks = rows.min(threads * 4);
-    let chunk = rows.div_ceil(n_chunks);
-    pool.for_each(threads as usize, n_chunks as usize, &|c| {
-        let begin = c as u64 * chunk;
-        run_rows(begin, (begin + chunk).min(rows));
-    });
+    pool.for_row_runs(rows, work >= PARALLEL_WORK, &run_rows);
 }
 
 /// Most taps a row's table holds on the stack; a window with more runs its taps in groups.

@@ -253,6 +253,47 @@ fn strided_windows_read_every_other_element() {
 }
 
 #[test]
+fn strided_rows_from_a_padded_copy() {
+    // 2-d windows at stride 2 along the row whose input rows for one output row fit a small
+    // copy (the stems: 3 channels, 7x7 or 3x3): padded, split into even and odd columns.
+    let cases = [
+        // ResNet-18's and MobileNetV2's stems, narrowed: 7x7 pad 3, 3x3 pad 1.
+        vec![strided(40, 7, 2, 1, 3, 3), strided(72, 7, 2, 1, 3, 3)],
+        vec![strided(30, 3, 2, 1, 1, 1), strided(31, 3, 2, 1, 1, 1)],
+        // Pads wider than the window reaches (whole copy rows of zeros, and columns of only
+        // padding at both ends), asymmetric, stride 1 or 3 on the outer axis.
+        vec![strided(9, 3, 1, 1, 4, 2), strided(21, 3, 2, 1, 4, 5)],
+        vec![strided(11, 2, 3, 1, 0, 1), strided(17, 4, 2, 1, 0, 3)],
+        // Dilations 2 (every tap in one phase) and 3 (alternating), odd and even widths.
+        vec![strided(12, 3, 2, 2, 2, 2), strided(50, 3, 2, 2, 2, 2)],
+        vec![strided(12, 3, 2, 3, 3, 3), strided(49, 5, 2, 3, 6, 6)],
+        // Rows of 9 output columns (one short tile), and of 8 tiles (255 columns).
+        vec![strided(6, 3, 2, 1, 1, 1), strided(19, 3, 2, 1, 0, 0)],
+        vec![strided(4, 3, 2, 1, 1, 1), strided(509, 3, 2, 1, 1, 1)],
+    ];
+    for axes in cases {
+        check(64, 3, axes.clone(), 0, 1);
+        check(13, 4, axes.clone(), 7, 2);
+        check(6, 1, axes.clone(), 0, 3);
+    }
+    // Too many channels for the copy, and rows of more than 8 tiles: read in place.
+    check(
+        16,
+        64,
+        vec![strided(8, 3, 2, 1, 1, 1), strided(56, 3, 2, 1, 1, 1)],
+        0,
+        2,
+    );
+    check(
+        7,
+        2,
+        vec![strided(4, 3, 2, 1, 1, 1), strided(600, 3, 2, 1, 1, 1)],
+        0,
+        1,
+    );
+}
+
+#[test]
 fn depthwise_shapes_one_channel_per_product() {
     // A depthwise convolution's product per group: one input channel, `K` its taps, one or
     // two output channels (a channel multiplier).

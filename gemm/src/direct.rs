@@ -31,10 +31,10 @@
 //!   masked by one table per convolution ([`PlaneMasks`]); the batch indices split evenly
 //!   over the threads.
 //! - **Strided rows from a copy.** A 2-d convolution at stride 2 along its rows whose input
-//!   rows for one output row are few (the 3-channel stems: [`Padded`]) runs one output row at
-//!   a time from a copy of those rows on the stack, padded with zeros and split into even and
-//!   odd columns: every tap then reads whole vectors, none masked or permuted, and the tap
-//!   tables are the same on every row. The copy is the only extra memory (at most
+//!   rows for one output row fit 64 KiB (the 3-channel stems, 3x3 layers of up to about 100
+//!   channels: [`Padded`]) runs one output row at a time from a copy of those rows on the
+//!   stack, padded with zeros and split into even and odd columns: every tap then reads whole
+//!   vectors, unmasked and not permuted, and the tap tables are the same on every row. The copy is the only extra memory (at most
 //!   [`PADDED_MAX`] values per thread, on its stack).
 //!
 //! Guarantees: every element loaded is an input element inside the input (lanes outside it
@@ -337,6 +337,10 @@ enum Read {
     EveryOther,
     /// Lane `j` reads element `Taps::lanes[j]` (any positions: [`gathers`]).
     Gathered,
+    /// Lane `j` reads element `j` from lane 0's, every lane of every vector, unmasked: a
+    /// [`Padded`] copy, which holds every element a tile's lanes reach (lanes past the tile
+    /// read what lies there and are not stored).
+    Whole,
 }
 
 impl Read {
@@ -683,8 +687,9 @@ pub unsafe fn run_direct(
 }
 
 /// Values of the padded input rows one output row of a [`Padded`] convolution reads, at
-/// most (a buffer on each thread's stack).
-const PADDED_MAX: usize = 8192;
+/// most (a buffer of 64 KiB on each thread's stack, as the GEMM's stack panels of 56 KiB:
+/// ResNet-18's 128-channel 3x3 at stride 2 needs 45 KiB).
+const PADDED_MAX: usize = 16384;
 
 /// Tiles per output row of a [`Padded`] convolution, at most (their tap tables, the same on
 /// every row, are worked out once per call on the stack).
@@ -731,14 +736,14 @@ impl Padded {
         let width = out.checked_add(reach)?;
         let channel = (outer.kernel as usize).checked_mul(2)?.checked_mul(width)?;
         let tiles = out.div_ceil(lanes);
-        (channel.checked_mul(conv.channels)? <= PADDED_MAX && tiles <= PADDED_MAX_TILES).then_some(
-            Padded {
-                width,
-                channel,
-                tiles,
-                tile_len: out.div_ceil(tiles),
-            },
-        )
+        // The last tile's lanes may reach `lanes` values past the copy.
+        let values = channel.checked_mul(conv.channels)?.checked_add(lanes)?;
+        (values <= PADDED_MAX && tiles <= PADDED_MAX_TILES).then_some(Padded {
+            width,
+            channel,
+            tiles,
+            tile_len: out.div_ceil(tiles),
+        })
     }
 
     /// Runs `conv` (as [`run_direct`]): the output rows of every batch index split evenly
@@ -783,16 +788,17 @@ impl Padded {
             ..*conv
         };
         let k = conv.channels * kh * kw;
+        let used = conv.channels * self.channel;
         let work = |t: usize| {
-            let mut copy = [0f32; PADDED_MAX];
+            // Every row's copy writes values `0..used`; the lanes past them are zeros.
+            let mut copy = std::mem::MaybeUninit::<[f32; PADDED_MAX]>::uninit();
+            let copy = copy.as_mut_ptr().cast::<f32>();
+            std::ptr::write_bytes(copy.add(used), 0, PADDED_MAX - used);
             for unit in units * t / threads..units * (t + 1) / threads {
                 let (batch, y) = (unit / out_rows, unit % out_rows);
                 let ops = at(batch);
-                self.fill(conv, ops.x, y, copy.as_mut_ptr());
-                let ops = DirectOperands {
-                    x: copy.as_ptr(),
-                    ..ops
-                };
+                self.fill(conv, ops.x, y, copy);
+                let ops = DirectOperands { x: copy, ..ops };
                 for (tile, taps) in taps.iter().enumerate().take(self.tiles) {
                     let x0 = tile * self.tile_len;
                     let tile = Tile {
@@ -803,7 +809,7 @@ impl Padded {
                     while first < conv.m {
                         let call = Call {
                             conv: &copy_conv,
-                            read: Read::Row,
+                            read: Read::Whole,
                             ops,
                             taps,
                             tile,
@@ -1149,6 +1155,8 @@ mod x86 {
         match (call.tile.len > 16, call.read) {
             (true, Read::Row) => rows!(2, 1),
             (false, Read::Row) => rows!(1, 1),
+            (true, Read::Whole) => rows!(2, 3),
+            (false, Read::Whole) => rows!(1, 3),
             (true, Read::EveryOther) => rows!(2, 2),
             (false, Read::EveryOther) => rows!(1, 2),
             (true, Read::Gathered) => rows!(2, 0),
@@ -1176,6 +1184,8 @@ mod x86 {
             )
         } else if S == 1 {
             _mm512_maskz_loadu_ps((mask >> (16 * v)) as __mmask16, b.wrapping_add(16 * v))
+        } else if S == 3 {
+            _mm512_loadu_ps(b.wrapping_add(16 * v))
         } else {
             let at = b.wrapping_add(32 * v);
             let lo = _mm512_maskz_loadu_ps((mask >> (32 * v)) as __mmask16, at);
@@ -1186,7 +1196,8 @@ mod x86 {
         }
     }
 
-    /// `R` rows (at most `2 * MR`) by `V` vectors of 16 lanes, at stride `S` along the row (gathered when `S` is 0).
+    /// `R` rows (at most `2 * MR`) by `V` vectors of 16 lanes, at stride `S` along the row
+    /// (gathered when `S` is 0, unmasked at stride 1 when 3: [`Read::Whole`]).
     #[target_feature(enable = "avx512f,avx2,fma")]
     unsafe fn avx512_tile<const R: usize, const V: usize, const S: usize>(call: &Call) {
         tile::<Zmm, R, V, S>(call)
@@ -1209,6 +1220,8 @@ mod x86 {
         match (call.tile.len > 8, call.read) {
             (true, Read::Row) => rows!(2, 1),
             (false, Read::Row) => rows!(1, 1),
+            (true, Read::Whole) => rows!(2, 3),
+            (false, Read::Whole) => rows!(1, 3),
             (true, Read::EveryOther) => rows!(2, 2),
             (false, Read::EveryOther) => rows!(1, 2),
             (true, Read::Gathered) => rows!(2, 0),
@@ -1242,6 +1255,8 @@ mod x86 {
             )
         } else if S == 1 {
             _mm256_maskload_ps(b.wrapping_add(8 * v), lanes8(mask >> (8 * v)))
+        } else if S == 3 {
+            _mm256_loadu_ps(b.wrapping_add(8 * v))
         } else {
             let at = b.wrapping_add(16 * v);
             let lo = _mm256_maskload_ps(at, lanes8(mask >> (16 * v)));
@@ -1254,7 +1269,8 @@ mod x86 {
         }
     }
 
-    /// `R` rows (at most `MR`) by `V` vectors of 8 lanes, at stride `S` along the row (gathered when `S` is 0).
+    /// `R` rows (at most `MR`) by `V` vectors of 8 lanes, at stride `S` along the row
+    /// (gathered when `S` is 0, unmasked at stride 1 when 3: [`Read::Whole`]).
     #[target_feature(enable = "avx2,fma")]
     unsafe fn avx2_tile<const R: usize, const V: usize, const S: usize>(call: &Call) {
         tile::<Ymm, R, V, S>(call)

@@ -425,6 +425,7 @@ fn compile_progress_draws_on_a_terminal_or_when_asked() {
         "{}",
         out.stderr
     );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `memc compile` of the `shape_inputs` fixture with its shape and pads bound by `--const`,

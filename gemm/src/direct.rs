@@ -718,6 +718,8 @@ struct Padded {
     /// Tiles per output row, and their length (the last may be shorter).
     tiles: usize,
     tile_len: usize,
+    /// Lanes of a tile's vectors, which may read that many values past the copy.
+    lanes: usize,
 }
 
 impl Padded {
@@ -743,6 +745,7 @@ impl Padded {
             channel,
             tiles,
             tile_len: out.div_ceil(tiles),
+            lanes,
         })
     }
 
@@ -787,54 +790,85 @@ impl Padded {
             channel_stride: self.channel as isize,
             ..*conv
         };
-        let k = conv.channels * kh * kw;
         let used = conv.channels * self.channel;
         let work = |t: usize| {
-            // Every row's copy writes values `0..used`; the lanes past them are zeros.
-            let mut copy = std::mem::MaybeUninit::<[f32; PADDED_MAX]>::uninit();
-            let copy = copy.as_mut_ptr().cast::<f32>();
-            std::ptr::write_bytes(copy.add(used), 0, PADDED_MAX - used);
-            for unit in units * t / threads..units * (t + 1) / threads {
-                let (batch, y) = (unit / out_rows, unit % out_rows);
-                let ops = at(batch);
-                self.fill(conv, ops.x, y, copy);
-                let ops = DirectOperands { x: copy, ..ops };
-                for (tile, taps) in taps.iter().enumerate().take(self.tiles) {
-                    let x0 = tile * self.tile_len;
-                    let tile = Tile {
-                        start: y * out_cols + x0,
-                        len: (out_cols - x0).min(self.tile_len),
-                    };
-                    let mut first = 0;
-                    while first < conv.m {
-                        let call = Call {
-                            conv: &copy_conv,
-                            read: Read::Whole,
-                            ops,
-                            taps,
-                            tile,
-                            row: first,
-                            rows: (conv.m - first).min(block_rows),
-                            k,
-                            prefetch,
-                        };
-                        match isa() {
-                            #[cfg(target_arch = "x86_64")]
-                            Isa::Avx512 => x86::avx512(&call),
-                            #[cfg(target_arch = "x86_64")]
-                            Isa::Avx2 => x86::avx2(&call),
-                            // `direct_conv_runs` is false on other instruction sets.
-                            _ => {}
-                        }
-                        first += block_rows;
-                    }
-                }
-            }
+            with_stack_buffer(used + self.lanes, &mut |copy| {
+                self.rows(
+                    conv,
+                    &copy_conv,
+                    at,
+                    &taps,
+                    copy,
+                    units * t / threads..units * (t + 1) / threads,
+                    block_rows,
+                    prefetch,
+                )
+            })
         };
         if threads > 1 {
             broadcast(threads, &work);
         } else {
             work(0);
+        }
+    }
+
+    /// Output rows `units` (batch index x output row, row-major) into `copy` (at least the
+    /// copy's values plus [`Padded::lanes`]).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn rows(
+        &self,
+        conv: &DirectConv,
+        copy_conv: &DirectConv,
+        at: &(dyn Fn(usize) -> DirectOperands + Sync),
+        taps: &[Taps; PADDED_MAX_TILES],
+        copy: *mut f32,
+        units: std::ops::Range<usize>,
+        block_rows: usize,
+        prefetch: bool,
+    ) {
+        let [outer, row] = conv.axes else {
+            return;
+        };
+        let (out_rows, out_cols) = (outer.out as usize, row.out as usize);
+        let k = conv.channels * outer.kernel as usize * row.kernel as usize;
+        // Every row's copy writes values `0..used`; the lanes past them are zeros.
+        let used = conv.channels * self.channel;
+        std::ptr::write_bytes(copy.add(used), 0, self.lanes);
+        for unit in units {
+            let (batch, y) = (unit / out_rows, unit % out_rows);
+            let ops = at(batch);
+            self.fill(conv, ops.x, y, copy);
+            let ops = DirectOperands { x: copy, ..ops };
+            for (tile, taps) in taps.iter().enumerate().take(self.tiles) {
+                let x0 = tile * self.tile_len;
+                let tile = Tile {
+                    start: y * out_cols + x0,
+                    len: (out_cols - x0).min(self.tile_len),
+                };
+                let mut first = 0;
+                while first < conv.m {
+                    let call = Call {
+                        conv: copy_conv,
+                        read: Read::Whole,
+                        ops,
+                        taps,
+                        tile,
+                        row: first,
+                        rows: (conv.m - first).min(block_rows),
+                        k,
+                        prefetch,
+                    };
+                    match isa() {
+                        #[cfg(target_arch = "x86_64")]
+                        Isa::Avx512 => x86::avx512(&call),
+                        #[cfg(target_arch = "x86_64")]
+                        Isa::Avx2 => x86::avx2(&call),
+                        // `direct_conv_runs` is false on other instruction sets.
+                        _ => {}
+                    }
+                    first += block_rows;
+                }
+            }
         }
     }
 
@@ -874,6 +908,23 @@ impl Padded {
                 }
             }
         }
+    }
+}
+
+/// Calls `f` with an uninitialized buffer of at least `n` values (at most [`PADDED_MAX`]) on
+/// the stack, of one of a few sizes: a frame is probed page by page, so a small copy in the
+/// largest buffer would touch all its pages (16 of them per thread, counted in a run's
+/// memory).
+fn with_stack_buffer(n: usize, f: &mut dyn FnMut(*mut f32)) {
+    #[inline(never)]
+    fn with<const N: usize>(f: &mut dyn FnMut(*mut f32)) {
+        let mut buffer = std::mem::MaybeUninit::<[f32; N]>::uninit();
+        f(buffer.as_mut_ptr().cast());
+    }
+    match n {
+        0..=2048 => with::<2048>(f),
+        2049..=8192 => with::<8192>(f),
+        _ => with::<PADDED_MAX>(f),
     }
 }
 

@@ -1186,7 +1186,8 @@ mod x86 {
                 }
                 if let Some((row0, e)) = finish {
                     if let Some((ptr, stride)) = e.bias {
-                        let bias = _mm512_set1_ps(*ptr.wrapping_offset((row0 + i) as isize * stride));
+                        let bias =
+                            _mm512_set1_ps(*ptr.wrapping_offset((row0 + i) as isize * stride));
                         r0 = _mm512_add_ps(r0, bias);
                         r1 = _mm512_add_ps(r1, bias);
                     }

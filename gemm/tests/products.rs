@@ -161,7 +161,13 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
             // whose operands were swapped would give `lo` there).
             let nan_at = c_len / 2;
             let residual: Vec<T> = (0..c_len)
-                .map(|i| T::from(if i == nan_at { f32::NAN } else { value(i, 4) as f32 }))
+                .map(|i| {
+                    T::from(if i == nan_at {
+                        f32::NAN
+                    } else {
+                        value(i, 4) as f32
+                    })
+                })
                 .collect();
             let mut finished = start.clone();
             finished.extend_from_slice(&residual);
@@ -169,7 +175,13 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
             let add = accumulate.then_some(c_len as isize);
             // A bias per row without `accumulate` (the product then starts from NaN garbage).
             let bias: Vec<T> = (0..m)
-                .map(|i| T::from(if i == m / 2 { f32::NAN } else { value(i, 5) as f32 }))
+                .map(|i| {
+                    T::from(if i == m / 2 {
+                        f32::NAN
+                    } else {
+                        value(i, 5) as f32
+                    })
+                })
                 .collect();
             let bias_at = (!accumulate).then_some((bias.as_ptr(), 1isize));
             let product = Product {

@@ -75,6 +75,10 @@ pub(crate) struct Window {
     /// the last) that the views' offsets and the per-row guards are: worked out once per row
     /// (a max pool's taps share their strides and their row guard's coefficients).
     forms: Vec<Vec<i64>>,
+    /// Whether the innermost axis of the rows (the one before the row's own) appears in no
+    /// guard: rows that differ only along it read their taps over the same ranges, so those
+    /// are worked out once per run of them (a max pool's channels, moved innermost).
+    shared: bool,
 }
 
 /// The index of `form` in `forms`, added if new.
@@ -243,7 +247,7 @@ pub(crate) fn recognize(k: &LoopKernel) -> Option<Window> {
     if !irregular || forms.len() > MAX_FORMS {
         return None;
     }
-    Some(Window {
+    let mut w = Window {
         max: op == BinaryOp::Max,
         outer: k.outer.clone(),
         out_region: out.region,
@@ -251,7 +255,60 @@ pub(crate) fn recognize(k: &LoopKernel) -> Option<Window> {
         out_form,
         taps,
         forms,
-    })
+        shared: false,
+    };
+    w.share_an_axis();
+    Some(w)
+}
+
+impl Window {
+    /// Moves an axis of the rows that no guard depends on (of more than one row) to be their
+    /// innermost, and sets [`Window::shared`]: the rows are independent (the stored view is
+    /// apart from every loaded one, and each row stores its own points), so their order is
+    /// free. A max pool's rows are (image, channel, output row): its guards depend on the
+    /// output row only, so the channel goes innermost.
+    fn share_an_axis(&mut self) {
+        let n_axes = self.outer.len();
+        if n_axes < 2 || self.taps.len() > MAX_ROW_TAPS {
+            return;
+        }
+        // Elements between rows one step apart along `a`, in the stored view and the taps.
+        let apart = |a: usize| {
+            let form = |f: usize| self.forms[f][a].unsigned_abs();
+            let taps = self
+                .taps
+                .iter()
+                .map(|t| form(t.row_form))
+                .max()
+                .unwrap_or(0);
+            taps.max(form(self.out_form))
+        };
+        let unguarded = |a: usize| {
+            self.outer[a] > 1
+                && apart(a) <= SHARED_MAX_APART
+                && self.taps.iter().all(|t| {
+                    t.per_row.iter().all(|&(form, ..)| self.forms[form][a] == 0)
+                        && t.general.iter().all(|g| g.coeffs[a] == 0)
+                })
+        };
+        let Some(axis) = (0..n_axes - 1).rev().find(|&a| unguarded(a)) else {
+            return;
+        };
+        let inner = n_axes - 2;
+        let move_axis = |v: &mut Vec<i64>| {
+            let c = v.remove(axis);
+            v.insert(inner, c);
+        };
+        let c = self.outer.remove(axis);
+        self.outer.insert(inner, c);
+        self.forms.iter_mut().for_each(move_axis);
+        for tap in &mut self.taps {
+            for g in &mut tap.general {
+                move_axis(&mut g.coeffs);
+            }
+        }
+        self.shared = true;
+    }
 }
 
 /// The points `j` of `0..n` where `0 <= c j + r < limit`, as a range (empty when none).
@@ -297,15 +354,21 @@ pub(crate) unsafe fn run_window(w: &Window, regions: RegionPtrs, pool: &WorkerPo
         let mut table = [RowTap::EMPTY; MAX_ROW_TAPS];
         let mut at = RowAt::new(w, begin);
         for row in begin..end {
-            if row > begin {
-                at.advance(w);
-            }
+            // Whether the taps' ranges are the last row's: only the shared axis moved.
+            let same_ranges = row > begin && at.advance(w) + 2 == n_axes && w.shared;
             // SAFETY: the caller's contract.
-            unsafe { row_of(w, regions, &at, &mut table) };
+            unsafe { row_of(w, regions, &at, &mut table, same_ranges) };
         }
     };
     pool.for_row_runs(rows, work >= PARALLEL_WORK, &run_rows);
 }
+
+/// Elements between consecutive rows along an axis moved innermost ([`Window::shared`]), at
+/// most. Walking a max pool's channels innermost leaves each input row's lines in cache until
+/// the next output row comes back to them only when the planes are small: the zoo resnet's
+/// 3x3/2 pool over 32x32 planes (1024 elements) 0.030 -> 0.023 ms, ResNet-18's over 112x112
+/// (12544) 0.71 -> 0.76-0.78.
+const SHARED_MAX_APART: u64 = 4096;
 
 /// Most taps a row's table holds on the stack; a window with more runs its taps in groups.
 const MAX_ROW_TAPS: usize = 64;
@@ -336,8 +399,8 @@ impl RowAt {
         RowAt { point, values }
     }
 
-    /// The next row.
-    fn advance(&mut self, w: &Window) {
+    /// The next row; returns the outermost axis whose coordinate changed.
+    fn advance(&mut self, w: &Window) -> usize {
         let n_forms = w.forms.len();
         let mut axis = w.outer.len() - 1;
         while axis > 0 {
@@ -347,13 +410,14 @@ impl RowAt {
                 *value += form[axis];
             }
             if self.point[axis] < w.outer[axis] as i64 || axis == 0 {
-                return;
+                return axis;
             }
             for (value, form) in self.values[..n_forms].iter_mut().zip(&w.forms) {
                 *value -= form[axis] * self.point[axis];
             }
             self.point[axis] = 0;
         }
+        0
     }
 
     /// `coeffs` (one per outer axis, the row's last) at this row, the row's own left out.
@@ -366,11 +430,18 @@ impl RowAt {
     }
 }
 
-/// One row (`at`) of `w`, its taps worked out in `table`.
+/// One row (`at`) of `w`, its taps worked out in `table` (their ranges kept from the last
+/// row when `same_ranges`: [`Window::shared`], and only the shared axis moved).
 ///
 /// # Safety
 /// As [`run_window`].
-unsafe fn row_of(w: &Window, regions: RegionPtrs, at: &RowAt, table: &mut [RowTap; MAX_ROW_TAPS]) {
+unsafe fn row_of(
+    w: &Window,
+    regions: RegionPtrs,
+    at: &RowAt,
+    table: &mut [RowTap; MAX_ROW_TAPS],
+    same_ranges: bool,
+) {
     let n_axes = w.outer.len();
     let n = w.outer[n_axes - 1] as i64;
     let values = &at.values;
@@ -381,6 +452,23 @@ unsafe fn row_of(w: &Window, regions: RegionPtrs, at: &RowAt, table: &mut [RowTa
     let mut first = true;
     for group in w.taps.chunks(MAX_ROW_TAPS) {
         let mut count = 0;
+        if same_ranges {
+            // One group (`share_an_axis` takes at most `MAX_ROW_TAPS` taps): only the row's
+            // elements moved.
+            for (tap, entry) in group.iter().zip(table.iter_mut()) {
+                let start = tap.offset + values[tap.row_form];
+                entry.ptr = regions
+                    .base(tap.region)
+                    .cast::<f32>()
+                    .wrapping_offset(start as isize);
+            }
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as below.
+            unsafe {
+                x86::row(&table[..group.len()], out, n, w.max, false)
+            };
+            return;
+        }
         for tap in group {
             let (mut lo, mut hi) = (tap.lo, tap.hi);
             if !tap

@@ -552,6 +552,10 @@ pub fn isa() -> Isa {
 /// at `a + i * a_rs + k * a_ks`: a packed strip (`a_rs` 1, `a_ks` [`MR`]) or rows of `A`
 /// where it is (`a_ks` 1); only its first `mr` rows are read. Row `k` of `b` is at
 /// `b + k * b_rs`, of which `b_cols` columns may be read (`NR` for a zero-padded packed strip).
+/// With `finish` (`(row0, epilogue)`: the tile's last run of `K`), the tile is also finished
+/// with the epilogue, its first row being row `row0` of the product: in registers as it is
+/// stored where the kernel can (AVX-512 f32, in [`finish_block`]'s order: the same bits), else
+/// by [`finish_block`] right after.
 type MicroKernel<T> = unsafe fn(
     kc: usize,
     a: *const T,
@@ -565,6 +569,7 @@ type MicroKernel<T> = unsafe fn(
     c: Mat<T>,
     alpha: T,
     beta: bool,
+    finish: Option<(usize, &Epilogue<T>)>,
 );
 
 /// One row of `a` times an in-place, row-major `b`: `c[j] = alpha * sum_k a[k] b[k, j] +
@@ -584,27 +589,6 @@ type RowKernel<T> = unsafe fn(
     beta: bool,
 );
 
-/// A [`MicroKernel`] that also finishes its tile with an epilogue as it stores it (the
-/// tile's first row is row `row0` of the product): the bias, residual and clamp applied to
-/// the sums in registers, where [`finish_block`] would read the stored tile back. The same
-/// operations in the same order, so the same bits.
-type FinishingKernel<T> = unsafe fn(
-    kc: usize,
-    a: *const T,
-    a_rs: isize,
-    a_ks: isize,
-    b: *const T,
-    b_rs: isize,
-    b_cols: usize,
-    mr: usize,
-    nr: usize,
-    c: Mat<T>,
-    alpha: T,
-    beta: bool,
-    row0: usize,
-    epilogue: &Epilogue<T>,
-);
-
 /// The microkernel of an element type on an instruction set, and its `NR`; and the row kernel
 /// for one-row products, where there is one.
 pub trait Kernels: Elem {
@@ -615,10 +599,6 @@ pub trait Kernels: Elem {
         Self::kernel(isa)
     }
     fn row_kernel(_isa: Isa) -> Option<RowKernel<Self>> {
-        None
-    }
-    /// [`Kernels::kernel`] finishing its tiles, where there is one.
-    fn finishing_kernel(_isa: Isa) -> Option<FinishingKernel<Self>> {
         None
     }
 }
@@ -644,14 +624,6 @@ impl Kernels for f32 {
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => (x86::avx2_f32, 16),
             _ => Self::kernel(isa),
-        }
-    }
-
-    fn finishing_kernel(isa: Isa) -> Option<FinishingKernel<f32>> {
-        match isa {
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => Some(x86::avx512_f32_finishing),
-            _ => None,
         }
     }
 
@@ -691,6 +663,7 @@ unsafe fn portable<T: Elem, const NR: usize, const FMA: bool>(
     c: Mat<T>,
     alpha: T,
     beta: bool,
+    finish: Option<(usize, &Epilogue<T>)>,
 ) {
     let mut acc = [[T::ZERO; NR]; MR];
     let cols = b_cols.min(NR);
@@ -736,6 +709,9 @@ unsafe fn portable<T: Elem, const NR: usize, const FMA: bool>(
             let v = alpha.mul(x);
             *p = if beta { v.add(*p) } else { v };
         }
+    }
+    if let Some((row0, epilogue)) = finish {
+        finish_block(c, row0, mr, nr, *epilogue);
     }
 }
 
@@ -784,8 +760,11 @@ mod x86 {
         c: Mat<f64>,
         alpha: f64,
         beta: bool,
+        finish: Option<(usize, &Epilogue<f64>)>,
     ) {
-        portable::<f64, 8, true>(kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta)
+        portable::<f64, 8, true>(
+            kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta, finish,
+        )
     }
 
     /// Writes `M` rows of accumulators (`V` vectors of `L` lanes each, spilled to `tile`)
@@ -822,8 +801,12 @@ mod x86 {
         c: Mat<f32>,
         alpha: f32,
         beta: bool,
+        finish: Option<(usize, &Epilogue<f32>)>,
     ) {
-        rows_by_mr!(avx2_rows, mr, a_rs, a_ks; kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta)
+        rows_by_mr!(avx2_rows, mr, a_rs, a_ks; kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta);
+        if let Some((row0, epilogue)) = finish {
+            super::finish_block(c, row0, mr, nr, *epilogue);
+        }
     }
 
     /// The lane mask of the first `n` of 8 lanes (`n` may exceed 8).
@@ -942,31 +925,8 @@ mod x86 {
         c: Mat<f32>,
         alpha: f32,
         beta: bool,
+        finish: Option<(usize, &Epilogue<f32>)>,
     ) {
-        let finish = None;
-        rows_by_mr!(avx512_rows, mr, a_rs, a_ks; kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta, finish)
-    }
-
-    /// [`avx512_f32`] finishing its tile with `epilogue` (a [`super::FinishingKernel`]).
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn avx512_f32_finishing(
-        kc: usize,
-        a: *const f32,
-        a_rs: isize,
-        a_ks: isize,
-        b: *const f32,
-        b_rs: isize,
-        b_cols: usize,
-        mr: usize,
-        nr: usize,
-        c: Mat<f32>,
-        alpha: f32,
-        beta: bool,
-        row0: usize,
-        epilogue: &Epilogue<f32>,
-    ) {
-        let finish = Some((row0, epilogue));
         rows_by_mr!(avx512_rows, mr, a_rs, a_ks; kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta, finish)
     }
 
@@ -1355,20 +1315,16 @@ struct Plan<T> {
     n_ic: usize,
     n_jc: usize,
     kernel: MicroKernel<T>,
-    /// `kernel` finishing its tiles, where there is one.
-    finishing: Option<FinishingKernel<T>>,
     nr: usize,
     row_kernel: Option<RowKernel<T>>,
 }
 
 impl<T: Kernels> Plan<T> {
     fn new(blocking: &GemmBlocking, m: usize, n: usize) -> Plan<T> {
-        let (kernel, nr, finishing) = if n <= NARROW_N {
-            let (kernel, nr) = T::narrow_kernel(isa());
-            (kernel, nr, None)
+        let (kernel, nr) = if n <= NARROW_N {
+            T::narrow_kernel(isa())
         } else {
-            let (kernel, nr) = T::kernel(isa());
-            (kernel, nr, T::finishing_kernel(isa()))
+            T::kernel(isa())
         };
         let (mc, nc) = (blocking.mc as usize, blocking.nc as usize);
         Plan {
@@ -1379,7 +1335,6 @@ impl<T: Kernels> Plan<T> {
             n_ic: m.div_ceil(mc),
             n_jc: n.div_ceil(nc),
             kernel,
-            finishing,
             nr,
             row_kernel: T::row_kernel(isa()),
         }
@@ -1503,38 +1458,27 @@ unsafe fn run_units<T: Kernels>(
                             ptr: p.c.at(i0 + ir, j0 + jr),
                             ..p.c
                         };
-                        let a = a_panel.wrapping_offset(ir as isize * a_step);
-                        match plan.finishing {
-                            // The tile is complete: finished as it is stored, in registers
-                            // (reading it back after the store took 8% of MobileNetV2).
-                            Some(finishing) if last_k && !p.epilogue.is_none() => finishing(
-                                kc,
-                                a,
-                                a_rs,
-                                a_ks,
-                                b,
-                                b_rs,
-                                b_cols,
-                                mr,
-                                nr,
-                                c,
-                                p.alpha,
-                                beta,
-                                i0 + ir,
-                                &p.epilogue,
-                            ),
-                            _ => {
-                                (plan.kernel)(
-                                    kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, p.alpha, beta,
-                                );
-                                if last_k {
-                                    // The tile is complete: finish it while it is in L1 (a
-                                    // pass over the whole block afterwards read it back from
-                                    // L2: 16% of a 16-channel pointwise convolution's time).
-                                    finish_block(c, i0 + ir, mr, nr, p.epilogue);
-                                }
-                            }
-                        }
+                        // The tile is complete after the last run of `K`: finished as it
+                        // is stored (a pass over the whole block afterwards read it back from
+                        // L2: 16% of a 16-channel pointwise convolution's time; reading the
+                        // stored tile back, 8% of MobileNetV2's).
+                        let finish =
+                            (last_k && !p.epilogue.is_none()).then_some((i0 + ir, &p.epilogue));
+                        (plan.kernel)(
+                            kc,
+                            a_panel.wrapping_offset(ir as isize * a_step),
+                            a_rs,
+                            a_ks,
+                            b,
+                            b_rs,
+                            b_cols,
+                            mr,
+                            nr,
+                            c,
+                            p.alpha,
+                            beta,
+                            finish,
+                        );
                         ir += MR;
                     }
                     jr += plan.nr;

@@ -451,25 +451,17 @@ unsafe fn row_of(
         .wrapping_offset((w.out_offset + values[w.out_form]) as isize);
     let mut first = true;
     for group in w.taps.chunks(MAX_ROW_TAPS) {
-        let mut count = 0;
-        if same_ranges {
-            // One group (`share_an_axis` takes at most `MAX_ROW_TAPS` taps): only the row's
-            // elements moved.
-            for (tap, entry) in group.iter().zip(table.iter_mut()) {
-                let start = tap.offset + values[tap.row_form];
-                entry.ptr = regions
-                    .base(tap.region)
-                    .cast::<f32>()
-                    .wrapping_offset(start as isize);
+        for (tap, entry) in group.iter().zip(table.iter_mut()) {
+            let start = tap.offset + values[tap.row_form];
+            entry.ptr = regions
+                .base(tap.region)
+                .cast::<f32>()
+                .wrapping_offset(start as isize);
+            if same_ranges {
+                // One group (`share_an_axis` takes at most `MAX_ROW_TAPS` taps): the ranges
+                // are the last row's; only the row's elements moved.
+                continue;
             }
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as below.
-            unsafe {
-                x86::row(&table[..group.len()], out, n, w.max, false)
-            };
-            return;
-        }
-        for tap in group {
             let (mut lo, mut hi) = (tap.lo, tap.hi);
             if !tap
                 .per_row
@@ -484,24 +476,16 @@ unsafe fn row_of(
                 lo = lo.max(l);
                 hi = hi.min(h);
             }
-            let start = tap.offset + values[tap.row_form];
-            table[count] = RowTap {
-                ptr: regions
-                    .base(tap.region)
-                    .cast::<f32>()
-                    .wrapping_offset(start as isize),
-                step: tap.step,
-                lo,
-                hi: hi.max(lo),
-                pad: tap.pad,
-            };
-            count += 1;
+            entry.step = tap.step;
+            entry.lo = lo;
+            entry.hi = hi.max(lo);
+            entry.pad = tap.pad;
         }
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `available` (the caller's contract); every tap reads only points of its
         // range, which its guards allow.
         unsafe {
-            x86::row(&table[..count], out, n, w.max, !first)
+            x86::row(&table[..group.len()], out, n, w.max, !first)
         };
         first = false;
     }

@@ -14,8 +14,9 @@
 //! - **Tiles.** A tile is at most 32 (AVX-512) or 16 (AVX2) consecutive output positions of
 //!   one run; a run is split into equal tiles. For each tile the lane masks of every tap are
 //!   worked out once, then every strip of [`MR`](crate::GEMM_MR) output channels runs over all
-//!   of `K` (channel-major, taps inner, as `A` is laid out) with its accumulators in
-//!   registers, and is stored once. The tile's input (channels x the rows its taps reach)
+//!   of `K` with its accumulators in registers (per run of `KC` values of the packed `A`, tap
+//!   by tap, each tap's channels inner: the tap's mask stays in the mask registers), and is
+//!   stored once. The tile's input (channels x the rows its taps reach)
 //!   stays in cache across the strips.
 //! - **Memory.** No scratch: `A` is the packed weight, `B` the input, `C` the output. The tap
 //!   table lives on the stack ([`DIRECT_MAX_TAPS`] entries).
@@ -39,8 +40,8 @@
 //!
 //! Guarantees: every element loaded is an input element inside the input (lanes outside it
 //! are masked), and every element stored is an element of `C` of a row below `m` and a column
-//! of the tile; each output is summed over `K` in the order `A` is laid out, whatever the
-//! number of threads.
+//! of the tile; each output is summed over `K` in one order (runs of `KC`, taps, channels),
+//! whatever the number of threads.
 
 use crate::{isa, Broadcast, Isa, Mat, GEMM_KC_BYTES, MR};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -950,44 +951,50 @@ mod x86 {
     /// Values of `K` per run of the packed `A` ([`crate::pack_a_whole`]'s `KC` for f32).
     const KC: usize = GEMM_KC_BYTES as usize / 4;
 
-    /// Walks `K` for one call: for every run of `KC` values, `step(a, a_next, b, mask)` per
-    /// value, with `a` the call's first strip's `MR` values of `A` (the next strip's are
-    /// `a_next` further on), `b` the input element lane 0 reads and `mask` the tap's.
+    /// Walks `K` for one call: for every run of `KC` values (as `A` is packed), tap by tap,
+    /// and for each tap the run's channels in order, `step(a, a_next, b, mask)` per value,
+    /// with `a` the call's first strip's `MR` values of `A` (the next strip's are `a_next`
+    /// further on), `b` the input element lane 0 reads and `mask` the tap's. A tap's mask
+    /// and offset hold for every channel, so the loop over the channels keeps the mask in a
+    /// mask register and moves two pointers: walking the channels outermost (as `A` is laid
+    /// out) reloaded the mask into the mask registers at every value of `K`, two moves on
+    /// the port the FMAs share, 12% of a 64->64 3x3 layer's time.
     #[inline(always)]
     unsafe fn walk(call: &Call, mut step: impl FnMut(*const f32, usize, *const f32, u64)) {
         let conv = call.conv;
         let mpad = conv.m.div_ceil(MR) * MR;
         let n_taps = call.taps.count;
         let x = call.ops.x;
-        let (mut channel, mut tap) = (0usize, 0usize);
         let mut p0 = 0;
         while p0 < call.k {
             let kc = (call.k - p0).min(KC);
-            let mut a = call.ops.a_packed.add(p0 * mpad + call.row * kc);
+            let run = call.ops.a_packed.add(p0 * mpad + call.row * kc);
             let a_next = MR * kc;
-            let mut q = 0;
-            while q < kc {
-                let count = (n_taps - tap).min(kc - q);
-                let xc = x.wrapping_offset(channel as isize * conv.channel_stride);
-                for t in tap..tap + count {
+            for t in 0..n_taps {
+                let mask = *call.taps.masks.get_unchecked(t);
+                if mask == 0 {
+                    continue;
+                }
+                // The channels whose value of `K` for tap `t` (`c * taps + t`) lies in the run.
+                let first = p0.saturating_sub(t).div_ceil(n_taps);
+                let end = (p0 + kc).saturating_sub(t).div_ceil(n_taps);
+                if first >= end {
+                    continue;
+                }
+                let mut a = run.add((first * n_taps + t - p0) * MR);
+                let mut b = x
+                    .wrapping_offset(first as isize * conv.channel_stride)
+                    .wrapping_offset(*call.taps.offsets.get_unchecked(t));
+                for _ in first..end {
                     if call.prefetch {
                         // Both strips' values of the next run of `K`, a run ahead.
                         let ahead = a.wrapping_add(mpad * kc);
                         _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
                         _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(a_next).cast());
                     }
-                    let mask = *call.taps.masks.get_unchecked(t);
-                    if mask != 0 {
-                        let b = xc.wrapping_offset(*call.taps.offsets.get_unchecked(t));
-                        step(a, a_next, b, mask);
-                    }
-                    a = a.add(MR);
-                }
-                q += count;
-                tap += count;
-                if tap == n_taps {
-                    tap = 0;
-                    channel += 1;
+                    step(a, a_next, b, mask);
+                    a = a.add(n_taps * MR);
+                    b = b.wrapping_offset(conv.channel_stride);
                 }
             }
             p0 += kc;

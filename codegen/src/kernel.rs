@@ -988,6 +988,15 @@ pub struct Contract {
     /// same matrix, unpacked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub b_packed: Option<PackedOperand>,
+    /// The CPU runs the product transposed, `c^T = b^T a^T` (a convolution over few pixels
+    /// and many output channels: the channels then fill the vector lanes, where the pixels
+    /// of a 7x7 image fill 77% of them): `b` (an implicit column matrix) is packed into `A`
+    /// panels, `b_packed` holds `a`'s transpose packed whole ([`memc_gemm::pack_b_whole`]'s
+    /// layout), and the result goes to scratch after the panels (`pack`), then into `c`
+    /// transposed ([`Contract::scratch_bytes`]). The product is the same; other readers
+    /// ignore the flag.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub transposed: bool,
 }
 
 /// Where a [`Contract`]'s `A` or `B` lies packed whole ([`memc_gemm::pack_a_whole`]'s or
@@ -1007,10 +1016,44 @@ impl Contract {
         self.blocking_with(self.a_packed.is_some(), self.b_packed.is_some())
     }
 
+    /// The CPU's packing scratch (`pack`): the blocking's panels, then, for a `transposed`
+    /// product, its result (`batches x n x m` values, 64-aligned after the panels).
+    pub fn scratch_bytes(&self) -> u64 {
+        Self::scratch_of(self, &self.blocking())
+    }
+
+    /// [`Contract::scratch_bytes`] with the panels of `blocking`.
+    pub fn scratch_of(&self, blocking: &GemmBlocking) -> u64 {
+        let panels = blocking.scratch_bytes();
+        if self.transposed {
+            panels
+                .next_multiple_of(64)
+                .saturating_add(self.transposed_result_bytes())
+        } else {
+            panels
+        }
+    }
+
+    /// Bytes of a `transposed` product's result: `batches x n x m` elements.
+    pub fn transposed_result_bytes(&self) -> u64 {
+        self.batch
+            .iter()
+            .product::<u64>()
+            .saturating_mul(self.m)
+            .saturating_mul(self.n)
+            .saturating_mul(self.elem.size())
+    }
+
     /// [`Contract::blocking`] as if `A` and `B` were (or were not) packed whole: what the
     /// panel sizing predicts before the weights are laid out.
     pub fn blocking_with(&self, a_packed: bool, b_packed: bool) -> GemmBlocking {
         let batches = self.batch.iter().product::<u64>();
+        if self.transposed {
+            // `c^T = b^T a^T`: `n x m`, its `A` (the column matrix) packed into panels, its
+            // `B` (`a^T`) packed whole.
+            return GemmBlocking::new(batches, self.n, self.m, self.k, self.elem.size(), false)
+                .with_one_column_block(batches, self.n, self.m);
+        }
         let pack_b = match &self.b {
             // `B` packed whole is read where it is.
             ContractB::Mat(_) if b_packed => false,
@@ -1773,7 +1816,16 @@ fn validate_contract(
     }
     let packed_operands = [
         ("a", &c.a_packed, memc_gemm::packed_a_len(c.m, c.k)),
-        ("b", &c.b_packed, memc_gemm::packed_b_len(c.k, c.n)),
+        (
+            "b",
+            &c.b_packed,
+            if c.transposed {
+                // `a^T` (`k x m`) packed whole.
+                memc_gemm::packed_b_len(c.k, c.m)
+            } else {
+                memc_gemm::packed_b_len(c.k, c.n)
+            },
+        ),
     ];
     for (name, packed, len) in packed_operands {
         let Some(packed) = packed else {
@@ -1812,14 +1864,26 @@ fn validate_contract(
             });
         }
     }
-    if c.b_packed.is_some() && !matches!(c.b, ContractB::Mat(_)) {
+    if c.b_packed.is_some() && !c.transposed && !matches!(c.b, ContractB::Mat(_)) {
         return Err(bad("a packed operand b of an implicit column matrix".into()));
+    }
+    if c.transposed
+        && !(matches!(&c.b, ContractB::Im2col(view) if !view.transposed)
+            && c.b_packed.is_some()
+            && c.pack.is_some()
+            && c.elem == Scalar::F32)
+    {
+        return Err(bad(
+            "a transposed product needs an f32 implicit column matrix b, a^T packed whole and \
+             its scratch"
+                .into(),
+        ));
     }
     if let Some(offset) = c.pack {
         if offset % 64 != 0 {
             return Err(bad("the packing scratch is not 64-byte aligned".into()));
         }
-        let bytes = c.blocking().scratch_bytes();
+        let bytes = c.scratch_bytes();
         if offset as i128 + bytes as i128 > sizes.arena as i128 {
             return Err(KernelError::OutOfBounds {
                 kernel: kernel.name.clone(),

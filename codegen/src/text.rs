@@ -411,7 +411,11 @@ fn write_contract(out: &mut dyn Write, pad: &str, c: &Contract) -> fmt::Result {
         "{pad}c: {}",
         mat_view(&c.c, c.elem, &c.batch, c.m, c.n)
     )?;
-    for (name, packed) in [("a", &c.a_packed), ("b", &c.b_packed)] {
+    let b_name = if c.transposed { "a^T" } else { "b" };
+    if c.transposed {
+        writeln!(out, "{pad}run transposed: c^T = b^T a^T")?;
+    }
+    for (name, packed) in [("a", &c.a_packed), (b_name, &c.b_packed)] {
         if let Some(packed) = packed {
             writeln!(
                 out,
@@ -422,7 +426,7 @@ fn write_contract(out: &mut dyn Write, pad: &str, c: &Contract) -> fmt::Result {
         }
     }
     if let Some(offset) = c.pack {
-        let bytes = c.blocking().scratch_bytes();
+        let bytes = c.scratch_bytes();
         writeln!(
             out,
             "{pad}pack: {bytes} bytes = {}",

@@ -384,10 +384,15 @@ fn direct_when_expected(case: &Case, compiled: &Compiled) {
         };
         if c.b.as_mat().is_none() {
             assert!(
-                c.a_packed.is_some(),
+                c.a_packed.is_some() || (c.transposed && c.b_packed.is_some()),
                 "{case:?}: an unpacked convolution weight"
             );
-            if eligible {
+            assert_eq!(
+                c.transposed,
+                transposed_expected(case, out),
+                "{case:?}: run transposed or not against the rule"
+            );
+            if eligible && !c.transposed {
                 assert_eq!(
                     c.pack, None,
                     "{case:?}: GEMM panels for a direct convolution"
@@ -404,6 +409,18 @@ fn direct_when_expected(case: &Case, compiled: &Compiled) {
             "{case:?}: a depthwise convolution not run direct"
         );
     }
+}
+
+/// Whether a convolution with a constant weight runs transposed (`Contract::transposed`,
+/// codegen's `transposed_pays`): one group, at least 32 output channels, at most 256 output
+/// pixels per image, and a result of at most 256 KiB.
+fn transposed_expected(case: &Case, out: &[u64]) -> bool {
+    let pixels: u64 = out[2..].iter().product();
+    !case.transpose
+        && case.group == 1
+        && case.w[0] >= 32
+        && pixels <= 256
+        && out[0] * case.w[0] * pixels * 4 <= 256 * 1024
 }
 
 fn conv(x: &[u64], w: &[u64], taps: bool) -> Case {
@@ -439,6 +456,37 @@ fn conv_strided_dilated_asymmetric_pads_with_bias() {
         dilations: vec![2, 1],
         bias: true,
         ..conv(&[1, 8, 9, 7], &[12, 8, 3, 2], true)
+    });
+}
+
+/// Few output pixels and many output channels: with a constant weight the CPU runs the
+/// product transposed (the channels in the vector lanes, the column matrix packed into the
+/// GEMM's row panels, the result transposed into the output), padded, strided, dilated,
+/// with a bias, a channel count that is no multiple of the vectors, 1-d and 2-d, over
+/// batches; `direct_when_expected` checks that these run transposed.
+#[test]
+fn conv_few_pixels_many_channels_run_transposed() {
+    check(&Case {
+        pads: vec![1, 1, 1, 1],
+        bias: true,
+        ..conv(&[1, 16, 7, 7], &[64, 16, 3, 3], true)
+    });
+    check(&Case {
+        pads: vec![1, 1, 0, 1],
+        strides: vec![2, 2],
+        dilations: vec![1, 2],
+        bias: true,
+        ..conv(&[2, 8, 9, 8], &[40, 8, 3, 3], true)
+    });
+    check(&Case {
+        pads: vec![0, 1, 1, 0],
+        ..conv(&[1, 12, 6, 5], &[33, 12, 2, 3], true)
+    });
+    check(&Case {
+        pads: vec![2, 2],
+        strides: vec![2],
+        bias: true,
+        ..conv(&[2, 8, 20], &[48, 8, 5], true)
     });
 }
 

@@ -84,6 +84,7 @@ fn batched_transposed_accumulating_contraction() {
             pack: None,
             a_packed: None,
             b_packed: None,
+            transposed: false,
         };
         let kernel = Kernel {
             name: "bmm".into(),
@@ -159,6 +160,7 @@ fn batched_large_contraction_on_two_threads() {
         pack: None,
         a_packed: None,
         b_packed: None,
+        transposed: false,
     };
     let kernel = Kernel {
         name: "bmm".into(),
@@ -236,6 +238,7 @@ fn large_contraction_on_two_threads() {
         pack: None,
         a_packed: None,
         b_packed: None,
+        transposed: false,
     };
     let mut want = vec![0.0; (m * n) as usize];
     // The reference writes into its own buffer with c's strides.

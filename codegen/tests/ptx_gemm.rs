@@ -156,6 +156,7 @@ fn contract(case: &GemmCase) -> (Kernel, u64) {
             pack: None,
             a_packed: None,
             b_packed: None,
+            transposed: false,
         }),
     };
     let sizes = RegionSizes {

@@ -139,6 +139,28 @@ impl GemmBlocking {
         }
     }
 
+    /// The blocking of a product of `batches` x (`m` x `n`) whose `B` comes packed whole and
+    /// whose `A` panels come from a packer that costs far more per value than a copy (a
+    /// column matrix, [`run_packing_a`]): all `n` columns in one block, so each `A` panel is
+    /// packed once (with 128-column blocks a 512-channel convolution packed its column
+    /// matrix four times, and ran at half the speed), and a slot per thread that splitting
+    /// the rows into strips of `MR` could keep busy.
+    pub fn with_one_column_block(self, batches: u64, m: u64, n: u64) -> GemmBlocking {
+        let slots = if self.slots == 0 {
+            0
+        } else {
+            batches
+                .saturating_mul(m.div_ceil(GEMM_MR))
+                .min(GEMM_THREADS)
+        };
+        GemmBlocking {
+            nc: n.div_ceil(GEMM_NR_MAX).saturating_mul(GEMM_NR_MAX),
+            units: batches.saturating_mul(m.div_ceil(GEMM_MC)),
+            slots,
+            ..self
+        }
+    }
+
     /// Bytes of one slot's packed `A` panel (a multiple of 64; 0 when `A` comes packed whole).
     pub fn a_bytes(&self) -> u64 {
         if self.pack_a {
@@ -301,6 +323,42 @@ impl<T> Epilogue<T> {
     pub fn is_none(&self) -> bool {
         self.bias.is_none() && self.add.is_none() && self.clamp.is_none()
     }
+}
+
+/// `c = alpha * d^T (+ c)`, then `epilogue` ([`finish_block`]): the result of a product run
+/// transposed ([`run_packing_a`]) into `d` (`cols x rows`, row-major, contiguous), stored as
+/// the `rows x cols` block of `c` the untransposed product would have written.
+///
+/// # Safety
+/// `d` is valid for `cols x rows` values and does not overlap `c`; `c` and the epilogue as
+/// [`finish_block`] needs for the block.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn transpose_into<T: Elem>(
+    d: *const T,
+    c: Mat<T>,
+    rows: usize,
+    cols: usize,
+    alpha: T,
+    accumulate: bool,
+    epilogue: Epilogue<T>,
+) {
+    // Rows of `c` in blocks of 16 (a cache line of `d`'s row, for f32), each block's
+    // columns inner: a block reads `cols` lines of `d` and writes 16 rows of `c`.
+    const BLOCK: usize = 16;
+    let mut r0 = 0;
+    while r0 < rows {
+        let r1 = (r0 + BLOCK).min(rows);
+        for j in 0..cols {
+            let from = d.add(j * rows);
+            for i in r0..r1 {
+                let to = c.at(i, j);
+                let v = (*from.add(i)).mul(alpha);
+                *to = if accumulate { v.add(*to) } else { v };
+            }
+        }
+        r0 = r1;
+    }
+    finish_block(c, 0, rows, cols, epilogue);
 }
 
 /// Applies `epilogue` to the `rows x cols` block of `c` whose first row is row `row0` of the
@@ -1346,14 +1404,17 @@ impl<T: Kernels> Plan<T> {
 /// place).
 unsafe fn run_units<T: Kernels>(
     p: &Product<T>,
-    packer: Option<(&dyn PackB<T>, usize)>,
+    packer: Option<(&dyn PackB<T>, usize, Side)>,
     plan: &Plan<T>,
     begin: usize,
     end: usize,
     a_buf: *mut T,
     b_buf: *mut T,
 ) {
-    // A packer's `B` is never packed whole.
+    // The packer of `A`'s panels (it packs `A^T`'s strips of `MR` columns), or of `B`'s,
+    // whose `B` is never packed whole.
+    let packer_a = packer.filter(|&(_, _, side)| side == Side::A);
+    let packer = packer.filter(|&(_, _, side)| side == Side::B);
     let b_packed = p.b_packed.filter(|_| packer.is_none());
     let mut unit = begin;
     while unit < end {
@@ -1365,6 +1426,7 @@ unsafe fn run_units<T: Kernels>(
         let cols = (p.n - j0).min(plan.nc);
         if let Some(row) = plan.row_kernel.filter(|_| {
             p.m == 1
+                && packer_a.is_none()
                 && p.a_packed.is_none()
                 && b_packed.is_none()
                 && packer.is_none()
@@ -1409,7 +1471,7 @@ unsafe fn run_units<T: Kernels>(
                 // Rows `p0..` of the strips from column `j0` (a multiple of the strip width).
                 let strip = PACKED_B_STRIP as usize;
                 (packed.add(j0 * p.k + p0 * strip), strip as isize)
-            } else if let Some((packer, batch)) = packer {
+            } else if let Some((packer, batch, _)) = packer {
                 packer.pack(batch, b_buf, p0, kc, j0, cols, plan.nr);
                 (b_buf as *const T, plan.nr as isize)
             } else if plan.pack_b {
@@ -1431,6 +1493,14 @@ unsafe fn run_units<T: Kernels>(
                         1,
                         MR as isize,
                     ),
+                    // `A^T`'s strips of `MR` columns are `A`'s strips of `MR` rows, laid out
+                    // as `pack_a` lays them.
+                    None if packer_a.is_some() => {
+                        if let Some((packer, batch, _)) = packer_a {
+                            packer.pack(batch, a_buf, p0, kc, i0, rows, MR);
+                        }
+                        (a_buf as *const T, kc as isize, 1, MR as isize)
+                    }
                     // Contiguous rows are read where they are: the microkernel broadcasts one
                     // value of each row per step, so a packed copy would only cost its writes.
                     None if p.a.cs == 1 => (p.a.at(i0, p0) as *const T, p.a.rs, p.a.rs, 1),
@@ -1576,8 +1646,44 @@ pub unsafe fn run_packing_b<T: Kernels>(
     run_with(
         batches,
         at,
-        Some(packer),
+        Some((packer, Side::B)),
         &blocking,
+        slots,
+        threads,
+        broadcast,
+    );
+}
+
+/// Which operand a caller's packer fills.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Side {
+    A,
+    B,
+}
+
+/// [`run`] with `A`'s panels packed by `packer`, which packs `A^T` (`k x m`: its strips of
+/// `MR` columns are `A`'s strips of `MR` rows; each product's `a` is not read), and `B`
+/// packed whole (`b_packed`): a convolution run transposed, `C^T = col(X)^T W^T`, its column
+/// matrix packed into `A` panels and its output channels in the vector lanes.
+/// `blocking` must pack `A` (not [`GemmBlocking::without_a_panel`]).
+///
+/// # Safety
+/// As [`run`]; `packer` packs any panel of each batch index's `k x m` `A^T`; every product
+/// has `b_packed`.
+pub unsafe fn run_packing_a<T: Kernels>(
+    batches: usize,
+    at: &(dyn Fn(usize) -> Product<T> + Sync),
+    packer: &dyn PackB<T>,
+    blocking: &GemmBlocking,
+    slots: Option<*mut u8>,
+    threads: usize,
+    broadcast: Broadcast<'_>,
+) {
+    run_with(
+        batches,
+        at,
+        Some((packer, Side::A)),
+        blocking,
         slots,
         threads,
         broadcast,
@@ -1587,7 +1693,7 @@ pub unsafe fn run_packing_b<T: Kernels>(
 unsafe fn run_with<T: Kernels>(
     batches: usize,
     at: &(dyn Fn(usize) -> Product<T> + Sync),
-    packer: Option<&dyn PackB<T>>,
+    packer: Option<(&dyn PackB<T>, Side)>,
     blocking: &GemmBlocking,
     slots: Option<*mut u8>,
     threads: usize,
@@ -1599,25 +1705,37 @@ unsafe fn run_with<T: Kernels>(
     // (an implicit im2col matrix) that costs about `1 / m` of the product: below
     // `SHARED_PANEL_MIN_ROWS` rows, one thread does it all.
     let column_blocks = first.n.div_ceil(blocking.nc.max(1) as usize);
-    if packer.is_some()
-        && batches * column_blocks < threads
-        && (first.m as u64) < SHARED_PANEL_MIN_ROWS
-    {
+    let packs_b = packer.is_some_and(|(_, side)| side == Side::B);
+    if packs_b && batches * column_blocks < threads && (first.m as u64) < SHARED_PANEL_MIN_ROWS {
         threads = 1;
     }
     // `B` packed whole has no panel to pack (a packer's `B` never comes packed whole).
     let unpacked_b = GemmBlocking {
-        pack_b: blocking.pack_b && (first.b_packed.is_none() || packer.is_some()),
+        pack_b: blocking.pack_b && (first.b_packed.is_none() || packs_b),
         ..*blocking
     };
-    let balanced = balanced_rows(&unpacked_b, batches, first.m, first.n, threads);
+    // A product whose `A` panels come from a packer and whose `B` comes packed whole (a
+    // convolution run transposed, `B` its weight) splits its columns over the threads when
+    // it has at least as many columns as rows: each thread then streams its share of the
+    // weight (ResNet-18's 9 MiB 512-channel 7x7 weights from memory) and packs every `A`
+    // panel itself, where split rows would each stream all of it.
+    let packs_a = packer.is_some_and(|(_, side)| side == Side::A);
+    let balanced = if packs_a && threads > 1 && first.n >= first.m {
+        GemmBlocking {
+            nc: (first.n.div_ceil(threads) as u64).div_ceil(GEMM_NR_MAX) * GEMM_NR_MAX,
+            ..unpacked_b
+        }
+    } else {
+        balanced_rows(&unpacked_b, batches, first.m, first.n, threads)
+    };
     let blocking = &balanced;
     let plan = Plan::<T>::new(blocking, first.m, first.n);
     let per_batch = plan.n_ic * plan.n_jc;
     let units = batches * per_batch;
     let threads = threads.min(units).max(1);
     // Slots planned without an `A` panel serve only a product that never packs `A`.
-    let never_packs_a = first.a_packed.is_some() || first.a.cs == 1;
+    let never_packs_a = packer.is_none_or(|(_, side)| side == Side::B)
+        && (first.a_packed.is_some() || first.a.cs == 1);
     let slots = slots.filter(|_| blocking.slots > 0 && (blocking.pack_a || never_packs_a));
     let slot_bytes = blocking.slot_bytes() as usize;
     let a_bytes = blocking.a_bytes() as usize;
@@ -1661,7 +1779,7 @@ unsafe fn run_with<T: Kernels>(
             let p = at(batch);
             run_units(
                 &p,
-                packer.map(|packer| (packer, batch)),
+                packer.map(|(packer, side)| (packer, batch, side)),
                 plan,
                 unit - batch * per_batch,
                 batch_end - batch * per_batch,

@@ -280,3 +280,144 @@ fn products_match_a_naive_loop() {
         }
     }
 }
+
+/// A packer of the panels of a plain row-major `k x m` matrix (`A^T`), as a caller's
+/// column matrix would be packed.
+struct PlainPacker {
+    at: Vec<f32>,
+    m: usize,
+}
+
+impl memc_gemm::PackB<f32> for PlainPacker {
+    unsafe fn pack(
+        &self,
+        _batch: usize,
+        dst: *mut f32,
+        p0: usize,
+        kc: usize,
+        j0: usize,
+        cols: usize,
+        nr: usize,
+    ) {
+        for s in 0..cols.div_ceil(nr) {
+            for p in 0..kc {
+                for j in 0..nr {
+                    let col = j0 + s * nr + j;
+                    let v = if s * nr + j < cols {
+                        self.at[(p0 + p) * self.m + col]
+                    } else {
+                        0.0
+                    };
+                    *dst.add(s * nr * kc + p * nr + j) = v;
+                }
+            }
+        }
+    }
+}
+
+/// `run_packing_a`: `A`'s panels from a packer of `A^T`, `B` packed whole, the columns split
+/// over the threads where there are at least as many columns as rows (each thread packing
+/// every `A` panel), rows otherwise; planned slots (one column block) and stack panels,
+/// against a naive loop, and `transpose_into` storing the transposed result with `alpha`,
+/// the accumulation and a bias per output row.
+#[test]
+fn products_packing_a_match_a_naive_loop() {
+    for &(m, n, k) in &[(49, 512, 300), (7, 40, 9), (100, 33, 600), (196, 256, 40)] {
+        for threads in 1..=3 {
+            for planned in [false, true] {
+                let a: Vec<f32> = (0..m * k).map(|i| value(i, 1) as f32).collect();
+                let b: Vec<f32> = (0..k * n).map(|i| value(i, 2) as f32).collect();
+                let at: Vec<f32> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
+                let mut b_whole = vec![0f32; memc_gemm::packed_b_len(k as u64, n as u64) as usize];
+                let b_mat = Mat {
+                    ptr: b.as_ptr().cast_mut(),
+                    rs: n as isize,
+                    cs: 1,
+                };
+                // SAFETY: `b` is `k x n`; `b_whole` holds its packed length.
+                unsafe { memc_gemm::pack_b_whole(b_whole.as_mut_ptr(), b_mat, k, n) };
+                let mut c = vec![f32::NAN; m * n];
+                let blocking = GemmBlocking::new(1, m as u64, n as u64, k as u64, 4, false)
+                    .with_one_column_block(1, m as u64, n as u64);
+                let mut slots = vec![0u8; blocking.scratch_bytes() as usize + 64];
+                let base = slots.as_mut_ptr() as usize;
+                let slots_ptr = (base.next_multiple_of(64)) as *mut u8;
+                let packer = PlainPacker { at, m };
+                let (c_ptr, b_ptr) = (c.as_mut_ptr() as usize, b_whole.as_ptr() as usize);
+                let at = |_: usize| Product {
+                    m,
+                    n,
+                    k,
+                    a: Mat {
+                        ptr: std::ptr::null_mut(),
+                        rs: 0,
+                        cs: 0,
+                    },
+                    b: Mat {
+                        ptr: std::ptr::null_mut(),
+                        rs: 0,
+                        cs: 0,
+                    },
+                    c: Mat {
+                        ptr: c_ptr as *mut f32,
+                        rs: n as isize,
+                        cs: 1,
+                    },
+                    alpha: 1.0,
+                    accumulate: false,
+                    a_packed: None,
+                    b_packed: Some(b_ptr as *const f32),
+                    epilogue: Epilogue::NONE,
+                };
+                let broadcast = |t: usize, f: &(dyn Fn(usize) + Sync)| {
+                    std::thread::scope(|s| {
+                        for i in 0..t {
+                            s.spawn(move || f(i));
+                        }
+                    })
+                };
+                let slots = (planned && blocking.slots > 0).then_some(slots_ptr);
+                // SAFETY: the operands hold what the dims address; the slots are planned.
+                unsafe {
+                    memc_gemm::run_packing_a(1, &at, &packer, &blocking, slots, threads, &broadcast)
+                };
+                for i in 0..m {
+                    for j in 0..n {
+                        let want: f64 = (0..k)
+                            .map(|p| a[i * k + p] as f64 * b[p * n + j] as f64)
+                            .sum();
+                        let got = c[i * n + j] as f64;
+                        assert!(
+                            (got - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                            "{m}x{n}x{k} threads {threads} planned {planned}: [{i}, {j}] {got} != {want}"
+                        );
+                    }
+                }
+                // The result transposed into an `n x m` block: `-2 c^T + start + bias`.
+                let start: Vec<f32> = (0..n * m).map(|i| value(i, 3) as f32).collect();
+                let bias: Vec<f32> = (0..n).map(|i| value(i, 4) as f32).collect();
+                let mut out = start.clone();
+                let epilogue = Epilogue {
+                    bias: Some((bias.as_ptr(), 1)),
+                    add: None,
+                    clamp: None,
+                };
+                let out_mat = Mat {
+                    ptr: out.as_mut_ptr(),
+                    rs: m as isize,
+                    cs: 1,
+                };
+                // SAFETY: `c` is `m x n`, `out` `n x m`, the bias has `n` rows.
+                unsafe {
+                    memc_gemm::transpose_into(c.as_ptr(), out_mat, n, m, -2.0, true, epilogue)
+                };
+                for j in 0..n {
+                    for i in 0..m {
+                        let want = (-2.0f32 * c[i * n + j] + start[j * m + i]) + bias[j];
+                        assert_eq!(out[j * m + i].to_bits(), want.to_bits(), "[{j}, {i}]");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -151,6 +151,7 @@ fn zero_element_tensors_and_kernels_run() {
             pack: None,
             a_packed: None,
             b_packed: None,
+            transposed: false,
         }),
     };
     let io = |name: &str| IoTensor {

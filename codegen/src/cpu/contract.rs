@@ -55,7 +55,9 @@ pub(crate) unsafe fn run_contract(
         Scalar::F32 => {
             let alpha = f64::from_bits(c.alpha) as f32;
             let epilogue = epilogue_of(fusion, regions, |v| v as f32);
-            if !run_direct_conv(c, epilogue, fusion, regions, pool, alpha) {
+            if !run_transposed(c, epilogue, fusion, regions, pool, alpha)
+                && !run_direct_conv(c, epilogue, fusion, regions, pool, alpha)
+            {
                 run_typed::<f32>(c, epilogue, fusion, regions, pool, alpha)
             }
         }
@@ -323,6 +325,112 @@ unsafe fn run_direct_conv(
     true
 }
 
+/// Runs `c` transposed when it is planned so (`Contract::transposed`): per batch index the
+/// product `c^T = col^T a^T` (`n x m`), its `A` panels packed from the column matrix by
+/// [`Im2colPacker`] (a panel of `B` columns is a strip of `A^T` rows), its `B` the weight's
+/// transpose packed whole, its result in the scratch after the panels; then each result is
+/// transposed into `c` with `alpha`, the accumulation and the epilogue. Returns whether it
+/// ran.
+///
+/// # Safety
+/// As [`run_contract`].
+unsafe fn run_transposed(
+    c: &Contract,
+    epilogue: Epilogue<f32>,
+    fusion: &Fusion,
+    regions: RegionPtrs,
+    pool: &WorkerPool,
+    alpha: f32,
+) -> bool {
+    let (ContractB::Im2col(view), Some(packed), Some(pack)) = (&c.b, &c.b_packed, c.pack) else {
+        return false;
+    };
+    if !c.transposed || view.transposed || c.m == 0 || c.n == 0 || c.k == 0 || c.batch.contains(&0)
+    {
+        return false;
+    }
+    let n_batches: u64 = c.batch.iter().product();
+    let blocking = c.blocking();
+    let (m, n) = (c.m as usize, c.n as usize);
+    let slots = regions.arena.wrapping_add(pack as usize);
+    let results = slots
+        .wrapping_add(blocking.scratch_bytes().next_multiple_of(64) as usize)
+        .cast::<f32>();
+    // An address, so that the closure below is shared between threads.
+    let results_at = results as usize;
+    let packer = PixelStrips(Im2colPacker::<f32> {
+        view,
+        base: regions
+            .base(view.region)
+            .wrapping_offset(view.byte_offset as isize)
+            .cast::<f32>(),
+        batch_offset: &|linear| batch_offset(&c.batch, &view.batch_strides, linear as u64),
+    });
+    let at = |batch: usize| {
+        let none = Mat {
+            ptr: std::ptr::null_mut(),
+            rs: 0,
+            cs: 0,
+        };
+        let offset = batch_offset(&c.batch, &packed.batch_strides, batch as u64);
+        Product {
+            m: n,
+            n: m,
+            k: c.k as usize,
+            // Not read: the packer packs every `A` panel, `b_packed` is `B`.
+            a: none,
+            b: none,
+            c: Mat {
+                ptr: (results_at as *mut f32).wrapping_add(batch * n * m),
+                rs: m as isize,
+                cs: 1,
+            },
+            alpha: 1.0,
+            accumulate: false,
+            a_packed: None,
+            b_packed: Some(
+                regions
+                    .base(Region::Weights)
+                    .wrapping_add(packed.byte_offset as usize)
+                    .cast::<f32>()
+                    .wrapping_offset(offset as isize)
+                    .cast_const(),
+            ),
+            epilogue: Epilogue::NONE,
+        }
+    };
+    let macs = c.m.saturating_mul(c.n).saturating_mul(c.k);
+    let parallel = pool.threads() > 1 && macs.saturating_mul(n_batches) >= PARALLEL_MNK;
+    let threads = if parallel { pool.threads() } else { 1 };
+    let broadcast = |t: usize, f: &(dyn Fn(usize) + Sync)| pool.broadcast(t, f);
+    gemm::run_packing_a::<f32>(
+        n_batches as usize,
+        &at,
+        &packer,
+        &blocking,
+        Some(slots),
+        threads,
+        &broadcast,
+    );
+    for linear in 0..n_batches {
+        let out = Mat {
+            ptr: regions.origin::<f32>(&c.c, batch_offset(&c.batch, &c.c.batch_strides, linear)),
+            rs: c.c.row_stride as isize,
+            cs: c.c.col_stride as isize,
+        };
+        gemm::transpose_into(
+            results.wrapping_add(linear as usize * n * m),
+            out,
+            m,
+            n,
+            alpha,
+            c.accumulate,
+            epilogue_at(epilogue, fusion, linear),
+        );
+    }
+    true
+}
+
 /// Packs the `B` panels of an implicit im2col operand straight from the convolution's input
 /// (see [`Im2colView`]): per panel row (non-transposed) or column (transposed) the channel
 /// and taps are decoded once, then the output positions are walked along the last axis in
@@ -529,6 +637,184 @@ impl<T: Kernels> gemm::PackB<T> for Im2colPacker<'_, T> {
                 }
             }
             self.next_row(&mut base, &mut taps);
+        }
+    }
+}
+
+/// The `A` panels of a product run transposed ([`run_transposed`]): strips of `nr` output
+/// positions (`A`'s rows), each value of `K` (a channel and taps) the `nr` positions' input
+/// elements. Per panel, a table gives every tap's offset for every position (or that it
+/// reads padding); per value of `K` each position is then one load from the channel's
+/// elements, or a zero. (The column packer's runs along output rows, `nr` values each, cost
+/// as much as the product on a 256-channel 3x3 layer at 14x14; checking each position's
+/// window per value, 40% of it.)
+struct PixelStrips<'v, T>(Im2colPacker<'v, T>);
+
+/// Positions of one [`PixelStrips`] panel at most (the GEMM's `MC`).
+const STRIP_POSITIONS: usize = memc_gemm::GEMM_MC as usize;
+/// Taps of the largest window [`PixelStrips`] tables (64 x 96 offsets, 24 KiB of stack).
+const STRIP_TAPS: usize = 64;
+/// A table entry for a position whose tap reads padding.
+const PADDING: i32 = i32::MIN;
+
+impl<T: Kernels> gemm::PackB<T> for PixelStrips<'_, T> {
+    unsafe fn pack(
+        &self,
+        batch: usize,
+        dst: *mut T,
+        p0: usize,
+        kc: usize,
+        j0: usize,
+        cols: usize,
+        nr: usize,
+    ) {
+        let view = self.0.view;
+        let axes = &view.axes;
+        let taps = view.taps() as usize;
+        let image = self
+            .0
+            .base
+            .wrapping_offset((self.0.batch_offset)(batch) as isize);
+        // The table: per tap, per position, the element offset it reads from its channel's
+        // first element. Offsets must fit an `i32` (they do below 8 GiB images).
+        let small = |x: i64| x.unsigned_abs() < (i32::MAX / 2) as u64;
+        let fits = cols <= STRIP_POSITIONS
+            && taps <= STRIP_TAPS
+            && !axes.is_empty()
+            && axes.len() <= MAX_IM2COL_AXES
+            && axes
+                .iter()
+                .all(|a| small(a.size as i64 * a.stride) && small(a.kernel as i64 * a.dilation));
+        if !fits {
+            // Not a panel the GEMM makes for a window it takes: the column packer's way.
+            return gemm::PackB::pack(&self.0, batch, dst, p0, kc, j0, cols, nr);
+        }
+        // Each row 8 entries longer than the positions: the last strip's vector of offsets
+        // reads past them (masked off).
+        let mut table = [[PADDING; STRIP_POSITIONS + 8]; STRIP_TAPS];
+        let mut tap_coords = [[0i64; MAX_IM2COL_AXES]; STRIP_TAPS];
+        for (t, coords) in tap_coords.iter_mut().enumerate().take(taps) {
+            *coords = self.0.decode(t as u64, |i| axes[i].kernel);
+        }
+        let mut at = self.0.decode(j0 as u64, |i| axes[i].out);
+        for j in 0..cols {
+            for (row, tap) in table.iter_mut().zip(&tap_coords).take(taps) {
+                let mut offset = 0i64;
+                let mut inside = true;
+                for (i, axis) in axes.iter().enumerate() {
+                    let pos = at[i] * axis.step - axis.pad + tap[i] * axis.dilation;
+                    inside &= (0..axis.size as i64).contains(&pos);
+                    offset += pos * axis.stride;
+                }
+                if inside {
+                    row[j] = offset as i32;
+                }
+            }
+            let mut i = axes.len() - 1;
+            at[i] += 1;
+            while i > 0 && at[i] == axes[i].out as i64 {
+                at[i] = 0;
+                at[i - 1] += 1;
+                i -= 1;
+            }
+        }
+        let (mut channel, mut tap) = ((p0 / taps) as isize, p0 % taps);
+        #[cfg(target_arch = "x86_64")]
+        if T::SIZE == 4 && nr == 6 && gemm::isa() != gemm::Isa::Scalar {
+            // SAFETY: f32 values; the table's rows hold `cols + 8` entries.
+            x86::gather_strips(
+                image.cast::<f32>(),
+                view.channel_stride as isize,
+                &table,
+                taps,
+                (channel, tap),
+                dst.cast::<f32>(),
+                kc,
+                cols,
+            );
+            return;
+        }
+        for p in 0..kc {
+            let src = image.wrapping_offset(channel * view.channel_stride as isize);
+            let row = dst.add(p * nr);
+            for (s, offsets) in table[tap][..cols].chunks(nr).enumerate() {
+                let out = row.add(s * nr * kc);
+                for (j, &offset) in offsets.iter().enumerate() {
+                    // SAFETY: every offset but `PADDING` is an element inside the validated
+                    // input.
+                    *out.add(j) = if offset == PADDING {
+                        T::ZERO
+                    } else {
+                        *src.offset(offset as isize)
+                    };
+                }
+            }
+            tap += 1;
+            if tap == taps {
+                tap = 0;
+                channel += 1;
+            }
+        }
+        // Rows of the last strip past the positions.
+        for j in cols..cols.div_ceil(nr) * nr {
+            for p in 0..kc {
+                *dst.add(j / nr * nr * kc + p * nr + j % nr) = T::ZERO;
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{PADDING, STRIP_POSITIONS, STRIP_TAPS};
+    use std::arch::x86_64::*;
+
+    /// [`super::PixelStrips`]' values of `K` for strips of 6 f32 positions: per value and
+    /// strip, one gather of the strip's 6 offsets (padding and positions past `cols` masked
+    /// off, so 0) and one masked store; the strips past `cols` are zeros too.
+    ///
+    /// # Safety
+    /// As `PixelStrips::pack`: `dst` holds `cols.div_ceil(6)` strips of `6 x kc` values,
+    /// every offset but `PADDING` reads an element of the channel.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn gather_strips(
+        image: *const f32,
+        channel_stride: isize,
+        table: &[[i32; STRIP_POSITIONS + 8]; STRIP_TAPS],
+        taps: usize,
+        (mut channel, mut tap): (isize, usize),
+        dst: *mut f32,
+        kc: usize,
+        cols: usize,
+    ) {
+        let strips = cols.div_ceil(6);
+        let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        let padding = _mm256_set1_epi32(PADDING);
+        for p in 0..kc {
+            let src = image.wrapping_offset(channel * channel_stride);
+            let offsets = table[tap].as_ptr();
+            for s in 0..strips {
+                let live = _mm256_set1_epi32((cols - 6 * s).min(6) as i32);
+                let index = _mm256_loadu_si256(offsets.add(6 * s).cast());
+                let take = _mm256_andnot_si256(
+                    _mm256_cmpeq_epi32(index, padding),
+                    _mm256_cmpgt_epi32(live, lanes),
+                );
+                let v = _mm256_mask_i32gather_ps::<4>(
+                    _mm256_setzero_ps(),
+                    src,
+                    index,
+                    _mm256_castsi256_ps(take),
+                );
+                let six = _mm256_cmpgt_epi32(_mm256_set1_epi32(6), lanes);
+                _mm256_maskstore_ps(dst.add(s * 6 * kc + p * 6), six, v);
+            }
+            tap += 1;
+            if tap == taps {
+                tap = 0;
+                channel += 1;
+            }
         }
     }
 }

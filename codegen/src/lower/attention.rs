@@ -179,6 +179,7 @@ fn contract(
             pack: None,
             a_packed: None,
             b_packed: None,
+            transposed: false,
         }),
     }
 }

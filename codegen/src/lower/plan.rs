@@ -287,6 +287,23 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
                     return Some(0);
                 }
                 a_packed = weight_constant && conv.implicit();
+                if conv.transposed() {
+                    // `c^T = b^T a^T` per image and group (`Contract::scratch_bytes`): `A`
+                    // panels of the column matrix, then the result.
+                    let w = static_type(*data.operands.get(1)?)?;
+                    let y = static_type(*data.results.first()?)?;
+                    let group = conv_groups();
+                    let taps = w.get(2..)?.iter().product::<u64>();
+                    let pixels = y.get(2..)?.iter().product::<u64>();
+                    let (m, k, batches) = (w[0] / group, w[1] * taps, y[0] * group);
+                    let panels = crate::cpu::target::GemmBlocking::new(
+                        batches, pixels, m, k, elem_size, false,
+                    )
+                    .with_one_column_block(batches, pixels, m)
+                    .scratch_bytes();
+                    let result = batches * pixels * m * elem_size;
+                    return Some(panels.next_multiple_of(64) + result);
+                }
             }
             // Through im2col (implicit or explicit) or as products per tap: `M / group` rows, at
             // most `(C / group) x taps` values of K and every output pixel of every image as
@@ -676,9 +693,9 @@ fn give_gemm_panels(
             // Constant weights will be packed whole (`prepack`, at the end of lowering, which
             // takes the panels back from a product whose weight it cannot pack).
             let need = if ctx.target.prepack_weights {
-                super::prepack::predicted_blocking(c).scratch_bytes()
+                c.scratch_of(&super::prepack::predicted_blocking(c))
             } else {
-                c.blocking().scratch_bytes()
+                c.scratch_bytes()
             };
             if c.pack.is_none() && need > 0 && need <= reserved {
                 c.pack = Some(start);

@@ -44,7 +44,30 @@ pub(crate) fn prepack_weights(program: &mut Program) {
                 continue;
             }
             // The packing scratch lowering planned for what this pass was expected to do.
-            let planned = c.pack.map(|_| predicted_blocking(c).scratch_bytes());
+            if c.transposed && c.pack.is_none() {
+                // Planned without its scratch (the result has nowhere to go): as written.
+                c.transposed = false;
+            }
+            let planned = c.pack.map(|_| c.scratch_of(&predicted_blocking(c)));
+            if c.transposed {
+                // The product run transposed reads `a^T` packed whole as its `B`.
+                let a_t = MatView {
+                    row_stride: c.a.col_stride,
+                    col_stride: c.a.row_stride,
+                    ..c.a.clone()
+                };
+                match layout(c, &a_t, c.k, c.m, OperandLayout::PackedB, plain) {
+                    Some((spec, batch_strides)) => {
+                        c.b_packed = Some(PackedOperand {
+                            byte_offset: slots.offset(spec),
+                            batch_strides,
+                        });
+                        continue;
+                    }
+                    // Not a plain weight: the product runs as written.
+                    None => c.transposed = false,
+                }
+            }
             if packs_a(c) {
                 if let Some((spec, batch_strides)) =
                     layout(c, &c.a, c.m, c.k, OperandLayout::PackedA, plain)
@@ -65,7 +88,7 @@ pub(crate) fn prepack_weights(program: &mut Program) {
                     });
                 }
             }
-            if planned.is_some_and(|planned| c.blocking().scratch_bytes() > planned) {
+            if planned.is_some_and(|planned| c.scratch_bytes() > planned) {
                 // Its panels were sized for a weight packed whole, which this one could not
                 // be: the product packs on its threads' stacks instead.
                 c.pack = None;

@@ -121,6 +121,7 @@ pub fn add_matmul_program() -> (Program, WeightStore) {
             pack: None,
             a_packed: None,
             b_packed: None,
+            transposed: false,
         }),
     };
     let program = Program {

@@ -195,6 +195,38 @@ pub struct ConvPlan {
     /// The window over the weight's spatial dims.
     window: Result<Window, LowerError>,
     im2col: Option<Im2col>,
+    /// Whether the CPU runs the implicit product transposed ([`transposed_pays`]).
+    transposed: bool,
+}
+
+/// Output pixels per image (and group) up to which a convolution runs transposed.
+const TRANSPOSED_MAX_PIXELS: u64 = 256;
+/// Output channels per group from which a convolution runs transposed (two vectors of 16).
+const TRANSPOSED_MIN_CHANNELS: u64 = 32;
+/// The most bytes of a transposed product's result (scratch, before it is transposed into
+/// the output): ResNet-18's 512-channel 7x7 layers need 98 KiB.
+const TRANSPOSED_MAX_RESULT_BYTES: u64 = 256 * 1024;
+
+/// Whether a convolution of `s` in f32 pays run transposed (`Contract::transposed`: its
+/// output channels in the GEMM's vector lanes, its pixels broadcast): one group (8 groups
+/// of 64 channels at 7x7 ran 0.27 -> 0.39 ms, each group's column matrix packed for few
+/// products), few pixels, which fill the direct kernel's lanes poorly (a 7x7 image 77% of
+/// two vectors; strided windows read every other element), many output channels, and a
+/// result that fits [`TRANSPOSED_MAX_RESULT_BYTES`] of scratch. One thread, against the
+/// direct kernel: 512->512 3x3 at 7x7 2.01 -> 1.71 ms, 256->256 at 14x14 1.76 -> 1.62,
+/// 256->512 3x3/2 at 14 1.15 -> 0.88, 128->256 3x3/2 at 28 1.21 -> 0.86.
+fn transposed_pays(s: &ConvShape, elem: Scalar) -> bool {
+    let pixels = s.out_spatial.iter().product::<u64>();
+    let result =
+        s.n.saturating_mul(s.groups)
+            .saturating_mul(s.m_g)
+            .saturating_mul(pixels)
+            .saturating_mul(elem.size());
+    elem == Scalar::F32
+        && s.groups == 1
+        && pixels <= TRANSPOSED_MAX_PIXELS
+        && s.m_g >= TRANSPOSED_MIN_CHANNELS
+        && result <= TRANSPOSED_MAX_RESULT_BYTES
 }
 
 impl ConvPlan {
@@ -202,6 +234,11 @@ impl ConvPlan {
     /// [`Im2colView`] of the input).
     pub(crate) fn implicit(&self) -> bool {
         matches!(self.im2col, Some(Im2col::Implicit))
+    }
+
+    /// Whether the CPU runs the implicit product transposed (`Contract::transposed`).
+    pub(crate) fn transposed(&self) -> bool {
+        self.transposed
     }
 
     /// Whether the CPU runs this convolution as a direct convolution (memc-gemm's
@@ -237,7 +274,8 @@ impl ConvPlan {
             stride = stride.saturating_mul(shape.in_spatial[i] as i64);
         }
         axes.reverse();
-        weight_constant
+        !self.transposed
+            && weight_constant
             && elem == Scalar::F32
             && matches!(self.im2col, Some(Im2col::Implicit))
             && n <= memc_gemm::DIRECT_MAX_AXES
@@ -294,6 +332,17 @@ pub fn plan(func: &Function, target: &TargetInfo, op: OpId, scratch_cap: u64) ->
             plan = direct;
         }
     }
+    // A constant weight, packed whole as the transposed product's `B` when the plan is
+    // written (`prepack`).
+    plan.transposed = target.prepack_weights
+        && weight_constant
+        && plan.implicit()
+        && plan.window.is_ok()
+        && elem.is_some_and(|elem| {
+            plan.shape
+                .as_ref()
+                .is_some_and(|s| transposed_pays(s, elem))
+        });
     OpPlan::with_scratch(Form::Conv(Box::new(plan)), bytes, "im2col matrix")
 }
 
@@ -318,6 +367,7 @@ impl ConvPlan {
             shape,
             window,
             im2col,
+            transposed: false,
         };
         (plan, bytes)
     }
@@ -342,7 +392,8 @@ pub fn conv(ctx: &LowerCtx, op: OpId, plan: &ConvPlan) -> LowerResult {
     let win = plan.window.clone()?;
     match &plan.im2col {
         Some(Im2col::Implicit) => {
-            if let Some(contract) = implicit_product(&x, &w, &out, &s, &win, bias.is_some()) {
+            if let Some(mut contract) = implicit_product(&x, &w, &out, &s, &win, bias.is_some()) {
+                contract.transposed = plan.transposed;
                 let mut kernels = Vec::new();
                 if let Some(b) = &bias {
                     kernels.push(init_output(ctx.kernel_name(op, 0), &out, Some(b)));
@@ -478,6 +529,7 @@ fn kernel_row_products(
         pack: None,
         a_packed: None,
         b_packed: None,
+        transposed: false,
     };
     let mut contracts = Vec::new();
     for c_in in 0..s.c_g as i64 {
@@ -718,6 +770,7 @@ fn implicit_product(
         pack: None,
         a_packed: None,
         b_packed: None,
+        transposed: false,
     })
 }
 
@@ -808,6 +861,7 @@ fn im2col_kernels(
             pack: None,
             a_packed: None,
             b_packed: None,
+            transposed: false,
         };
         kernels.push(Kernel {
             name: ctx.kernel_name(op, kernels.len()),
@@ -1065,6 +1119,7 @@ fn conv_tap(
         pack: None,
         a_packed: None,
         b_packed: None,
+        transposed: false,
     });
     Some(Tap {
         contract,
@@ -1510,6 +1565,7 @@ fn transpose_tap(
         pack: None,
         a_packed: None,
         b_packed: None,
+        transposed: false,
     });
     Some(Tap {
         contract,

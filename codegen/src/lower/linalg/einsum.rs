@@ -222,6 +222,7 @@ fn as_contract(
             pack: None,
             a_packed: None,
             b_packed: None,
+            transposed: false,
         }),
     })
 }

@@ -234,6 +234,7 @@ fn contract(
             pack: None,
             a_packed: None,
             b_packed: None,
+            transposed: false,
         }),
     }
 }

@@ -273,6 +273,7 @@ fn products_per_image(
                 pack: None,
                 a_packed: None,
                 b_packed: None,
+                transposed: false,
             })
         })
         .collect()

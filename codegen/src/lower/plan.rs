@@ -148,11 +148,33 @@ pub fn plan_ops<'t>(func: &Function, weights: &WeightStore, target: &'t TargetIn
     } else {
         0
     };
+    let headroom = if has_conv {
+        peak_headroom(func, weights)
+    } else {
+        HashMap::new()
+    };
     let plans = ops
         .iter()
-        .map(|&op| (op, plan_op_within(func, weights, target, op, cap)))
+        .map(|&op| {
+            let room = headroom.get(&op).copied().unwrap_or(0);
+            (op, plan_op_within(func, weights, target, op, cap, room))
+        })
         .collect();
     OpPlans { target, plans }
+}
+
+/// Per op, the bytes its scratch may take without raising the model's activation peak in
+/// its own order: the bound less the activations live at its step (empty when the bound is
+/// not known). A form whose extra scratch is worth its speed only below the peak (a
+/// convolution run transposed) takes it within this.
+fn peak_headroom(func: &Function, weights: &WeightStore) -> HashMap<OpId, u64> {
+    memc_passes::memory::model_order_live(func, weights)
+        .map(|(bound, live)| {
+            live.into_iter()
+                .map(|(op, at)| (op, bound.saturating_sub(at)))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The most scratch bytes a convolution of `func` may plan on `target`: the target's conv
@@ -170,11 +192,14 @@ pub fn conv_scratch_cap(func: &Function, weights: &WeightStore, target: &TargetI
 /// op's types and attributes only (the memory plan does not exist yet). The weights are for
 /// forms that depend on constant operands (none yet).
 pub fn plan_op(func: &Function, weights: &WeightStore, target: &TargetInfo, op: OpId) -> OpPlan {
-    let cap = match func.op(op).opcode {
-        Opcode::Conv | Opcode::ConvGrad => conv_scratch_cap(func, weights, target),
-        _ => 0,
+    let (cap, room) = match func.op(op).opcode {
+        Opcode::Conv | Opcode::ConvGrad => (
+            conv_scratch_cap(func, weights, target),
+            peak_headroom(func, weights).get(&op).copied().unwrap_or(0),
+        ),
+        _ => (0, 0),
     };
-    plan_op_within(func, weights, target, op, cap)
+    plan_op_within(func, weights, target, op, cap, room)
 }
 
 /// [`plan_op`] with a convolution's scratch cap computed once for the function.
@@ -184,8 +209,9 @@ fn plan_op_within(
     target: &TargetInfo,
     op: OpId,
     conv_cap: u64,
+    headroom: u64,
 ) -> OpPlan {
-    let plan = plan_form(func, weights, target, op, conv_cap);
+    let plan = plan_form(func, weights, target, op, conv_cap, headroom);
     with_gemm_panels(func, target, op, plan)
 }
 
@@ -288,21 +314,9 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
                 }
                 a_packed = weight_constant && conv.implicit();
                 if conv.transposed() {
-                    // `c^T = b^T a^T` per image and group (`Contract::scratch_bytes`): `A`
-                    // panels of the column matrix, then the result.
-                    let w = static_type(*data.operands.get(1)?)?;
-                    let y = static_type(*data.results.first()?)?;
-                    let group = conv_groups();
-                    let taps = w.get(2..)?.iter().product::<u64>();
-                    let pixels = y.get(2..)?.iter().product::<u64>();
-                    let (m, k, batches) = (w[0] / group, w[1] * taps, y[0] * group);
-                    let panels = crate::cpu::target::GemmBlocking::new(
-                        batches, pixels, m, k, elem_size, false,
-                    )
-                    .with_one_column_block(batches, pixels, m)
-                    .scratch_bytes();
-                    let result = batches * pixels * m * elem_size;
-                    return Some(panels.next_multiple_of(64) + result);
+                    // `c^T = b^T a^T` (`Contract::scratch_bytes`): `A` panels of the column
+                    // matrix, then the result.
+                    return Some(conv.transposed_scratch(elem_size));
                 }
             }
             // Through im2col (implicit or explicit) or as products per tap: `M / group` rows, at
@@ -401,6 +415,7 @@ fn plan_form(
     target: &TargetInfo,
     op: OpId,
     conv_cap: u64,
+    headroom: u64,
 ) -> OpPlan {
     use elementwise as ew;
     use linalg::{conv, einsum, matmul, nbits, pool, quant};
@@ -465,7 +480,7 @@ fn plan_form(
         O::MatMul => OpPlan::kernels(matmul::matmul),
         O::Gemm => OpPlan::kernels(matmul::gemm),
         O::Einsum => OpPlan::kernels(einsum::einsum),
-        O::Conv => conv::plan(func, target, op, conv_cap),
+        O::Conv => conv::plan(func, target, op, conv_cap, headroom),
         O::ConvTranspose => OpPlan::kernels(conv::conv_transpose),
         O::Col2Im => OpPlan::kernels(conv::col2im),
         O::MaxPool => OpPlan::kernels(pool::max_pool),

@@ -69,6 +69,20 @@ pub(super) fn activation_bound(
     root: &HashMap<ValueId, ValueId>,
     steps: &Steps,
 ) -> Result<u64, Diagnostic> {
+    let live = activation_live(func, weights, graph, order, root, steps)?;
+    Ok(live.iter().copied().max().unwrap_or(0))
+}
+
+/// The activation bytes live at each step of `order` (as [`activation_bound`] counts them;
+/// its maximum is the bound).
+pub(super) fn activation_live(
+    func: &Function,
+    weights: &WeightStore,
+    graph: &Graph,
+    order: &[usize],
+    root: &HashMap<ValueId, ValueId>,
+    steps: &Steps,
+) -> Result<Vec<u64>, Diagnostic> {
     let outputs = &func.op(graph.ret).operands;
     let n = steps.last_step as usize + 2;
     let mut delta = vec![0i128; n + 1];
@@ -103,12 +117,13 @@ pub(super) fn activation_bound(
         }
     }
     let mut running = 0i128;
-    let mut most = 0i128;
-    for d in &delta[..n] {
-        running += d;
-        most = most.max(running);
-    }
-    Ok(u64::try_from(most).unwrap_or(0))
+    Ok(delta[..n]
+        .iter()
+        .map(|d| {
+            running += d;
+            u64::try_from(running).unwrap_or(0)
+        })
+        .collect())
 }
 
 /// The values computed from weights alone: weights, and the results of every op (in model

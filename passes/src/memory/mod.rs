@@ -284,6 +284,31 @@ pub fn model_order_bound(func: &Function, weights: &WeightStore) -> Result<u64, 
     liveness::activation_bound(func, weights, &graph, &order, &root, &steps)
 }
 
+/// [`model_order_bound`] and, for every op it schedules, the activation bytes live at its
+/// step in the model's order: what a form's scratch adds to at that op. A scratch within
+/// `bound - live` does not raise the model's peak.
+pub fn model_order_live(
+    func: &Function,
+    weights: &WeightStore,
+) -> Result<(u64, std::collections::HashMap<OpId, u64>), Diagnostic> {
+    let (ops, ret) = schedulable_ops(func)?;
+    let root = bufferize::root_values(func, weights, &ops);
+    let graph = schedule::Graph::new(func, ops, ret, &root, &|_, _| 0);
+    let order: Vec<usize> = (0..graph.ops.len()).collect();
+    let steps = liveness::Steps::new(func, &graph, &order);
+    let live = liveness::activation_live(func, weights, &graph, &order, &root, &steps)?;
+    let bound = live.iter().copied().max().unwrap_or(0);
+    let at = graph
+        .ops
+        .iter()
+        .filter_map(|op| {
+            let step = *steps.step_of.get(op)? as usize;
+            Some((*op, live.get(step).copied().unwrap_or(bound)))
+        })
+        .collect();
+    Ok((bound, at))
+}
+
 /// The ops to schedule (in model order: every op of the entry block but weights, `memc.none`
 /// and the terminator) and the terminator, after checking that the function can be planned:
 /// no regions, and a static size for every arena value.

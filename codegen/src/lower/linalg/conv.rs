@@ -201,32 +201,57 @@ pub struct ConvPlan {
 
 /// Output pixels per image (and group) up to which a convolution runs transposed.
 const TRANSPOSED_MAX_PIXELS: u64 = 256;
-/// Output channels per group from which a convolution runs transposed (two vectors of 16).
-const TRANSPOSED_MIN_CHANNELS: u64 = 32;
+/// Output channels per group from which a strided convolution runs transposed.
+const TRANSPOSED_MIN_CHANNELS_STRIDED: u64 = 128;
+/// Output channels per group from which a stride-1 convolution whose pixels fill the direct
+/// kernel's lanes poorly runs transposed.
+const TRANSPOSED_MIN_CHANNELS: u64 = 256;
 /// The most bytes of a transposed product's result (scratch, before it is transposed into
 /// the output): ResNet-18's 512-channel 7x7 layers need 98 KiB.
 const TRANSPOSED_MAX_RESULT_BYTES: u64 = 256 * 1024;
 
-/// Whether a convolution of `s` in f32 pays run transposed (`Contract::transposed`: its
-/// output channels in the GEMM's vector lanes, its pixels broadcast): one group (8 groups
-/// of 64 channels at 7x7 ran 0.27 -> 0.39 ms, each group's column matrix packed for few
-/// products), few pixels, which fill the direct kernel's lanes poorly (a 7x7 image 77% of
-/// two vectors; strided windows read every other element), many output channels, and a
-/// result that fits [`TRANSPOSED_MAX_RESULT_BYTES`] of scratch. One thread, against the
-/// direct kernel: 512->512 3x3 at 7x7 2.01 -> 1.71 ms, 256->256 at 14x14 1.76 -> 1.62,
-/// 256->512 3x3/2 at 14 1.15 -> 0.88, 128->256 3x3/2 at 28 1.21 -> 0.86.
-fn transposed_pays(s: &ConvShape, elem: Scalar) -> bool {
+/// Whether a convolution of `s` (strided along some axis or not) in f32 pays run
+/// transposed (`Contract::transposed`): its output channels in the GEMM's vector lanes, its
+/// pixels broadcast, the column matrix packed into the GEMM's row panels (a load per value,
+/// which the product repays over many output channels). One group, at most
+/// [`TRANSPOSED_MAX_PIXELS`] pixels, a result within [`TRANSPOSED_MAX_RESULT_BYTES`], and
+/// - strided, at least [`TRANSPOSED_MIN_CHANNELS_STRIDED`] output channels (the direct
+///   kernel reads every other element, or gathers narrow rows): one thread, 128->256 3x3/2
+///   at 28 1.28 -> 0.94 ms, 128->256 1x1/2 at 28 0.22 -> 0.15;
+/// - else at least [`TRANSPOSED_MIN_CHANNELS`] of them and pixels that fill less than 80%
+///   of the direct kernel's 32-lane tiles (a 7x7 image 77%): 512->512 3x3 at 7x7 2.07 ->
+///   1.74 ms.
+///
+/// Measured and left out: 64 or 128 channels at 8x8 or 16x16 (tiles full; 0.15 -> 0.22 and
+/// 0.15 -> 0.18 ms), 256 channels at 4x4 (0.19 -> 0.20), 8 groups of 64 channels at 7x7
+/// (0.27 -> 0.39: each group's column matrix packed for few products), 192-256 channels at
+/// 14x14 (87.5% fill: 5% faster at one thread, 6-9% slower at two).
+fn transposed_pays(s: &ConvShape, elem: Scalar, strided: bool) -> bool {
     let pixels = s.out_spatial.iter().product::<u64>();
     let result =
         s.n.saturating_mul(s.groups)
             .saturating_mul(s.m_g)
             .saturating_mul(pixels)
             .saturating_mul(elem.size());
+    // The direct kernel's tiles: runs of at most 32 lanes (one vector of 16 for 16 pixels or
+    // fewer), the run split into equal tiles.
+    let lanes = if pixels <= 16 {
+        16
+    } else {
+        pixels.div_ceil(32) * 32
+    };
+    let fills_lanes = pixels * 5 >= lanes * 4;
+    let channels = if strided {
+        TRANSPOSED_MIN_CHANNELS_STRIDED
+    } else {
+        TRANSPOSED_MIN_CHANNELS
+    };
     elem == Scalar::F32
         && s.groups == 1
         && pixels <= TRANSPOSED_MAX_PIXELS
-        && s.m_g >= TRANSPOSED_MIN_CHANNELS
         && result <= TRANSPOSED_MAX_RESULT_BYTES
+        && s.m_g >= channels
+        && (strided || !fills_lanes)
 }
 
 impl ConvPlan {
@@ -239,6 +264,29 @@ impl ConvPlan {
     /// Whether the CPU runs the implicit product transposed (`Contract::transposed`).
     pub(crate) fn transposed(&self) -> bool {
         self.transposed
+    }
+
+    /// The scratch of the implicit product run transposed with `elem_size`-byte elements
+    /// (`Contract::scratch_bytes`): per image and group `c^T = col^T w^T`, the column
+    /// matrix's `A` panels, then (64-aligned) the results. 0 without a static shape.
+    pub(crate) fn transposed_scratch(&self, elem_size: u64) -> u64 {
+        let (Some(s), Ok(win)) = (&self.shape, &self.window) else {
+            return 0;
+        };
+        let taps = win.kernel.iter().map(|&k| k.max(0) as u64).product::<u64>();
+        let pixels = s.out_spatial.iter().product::<u64>();
+        let batches = s.n.saturating_mul(s.groups);
+        let k = s.c_g.saturating_mul(taps);
+        let panels =
+            crate::cpu::target::GemmBlocking::new(batches, pixels, s.m_g, k, elem_size, false)
+                .with_one_column_block(batches, pixels, s.m_g)
+                .scratch_bytes();
+        panels.next_multiple_of(64).saturating_add(
+            batches
+                .saturating_mul(pixels)
+                .saturating_mul(s.m_g)
+                .saturating_mul(elem_size),
+        )
     }
 
     /// Whether the CPU runs this convolution as a direct convolution (memc-gemm's
@@ -289,7 +337,13 @@ impl ConvPlan {
 /// Plans a Conv on `target`: the im2col form when [`im2col_form`] chooses it (an explicit
 /// column matrix, within `scratch_cap` bytes, is the op's scratch); else a form without
 /// scratch.
-pub fn plan(func: &Function, target: &TargetInfo, op: OpId, scratch_cap: u64) -> OpPlan {
+pub fn plan(
+    func: &Function,
+    target: &TargetInfo,
+    op: OpId,
+    scratch_cap: u64,
+    headroom: u64,
+) -> OpPlan {
     let data = func.op(op);
     let shape_of = |value: Option<&memc_ir::ValueId>| {
         func.value_type(*value?)
@@ -334,15 +388,26 @@ pub fn plan(func: &Function, target: &TargetInfo, op: OpId, scratch_cap: u64) ->
     }
     // A constant weight, packed whole as the transposed product's `B` when the plan is
     // written (`prepack`).
+    // Its scratch (the column matrix's panels and the result) within the conv scratch rule
+    // and below the model's peak (`headroom`): where the scratch would raise the arena, the
+    // direct kernel (no scratch) runs instead, as the report's forms show.
     plan.transposed = target.prepack_weights
         && weight_constant
         && plan.implicit()
         && plan.window.is_ok()
         && elem.is_some_and(|elem| {
+            let strided = plan
+                .window
+                .as_ref()
+                .is_ok_and(|w| w.strides.iter().any(|&st| st > 1));
             plan.shape
                 .as_ref()
-                .is_some_and(|s| transposed_pays(s, elem))
+                .is_some_and(|s| transposed_pays(s, elem, strided))
         });
+    if plan.transposed {
+        let bytes = plan.transposed_scratch(4);
+        plan.transposed = bytes <= scratch_cap && bytes <= headroom;
+    }
     OpPlan::with_scratch(Form::Conv(Box::new(plan)), bytes, "im2col matrix")
 }
 

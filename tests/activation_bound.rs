@@ -140,10 +140,14 @@ fn zoo_bound_matches_the_independent_script() {
             let cap = memc_codegen::cpu::target::target()
                 .conv
                 .scratch_cap(memc_codegen::cpu::target::GEMM_THREADS, expected);
+            // A convolution over few pixels and many output channels whose scratch fits
+            // under the peak may run transposed (its column matrix's panels and its result).
             for b in conv_scratch {
-                assert_eq!(
-                    b["scratch_use"].as_str(),
-                    Some("GEMM panels"),
+                assert!(
+                    matches!(
+                        b["scratch_use"].as_str(),
+                        Some("GEMM panels" | "transposed product")
+                    ),
                     "{model}: {b}"
                 );
                 let size = b["size"].as_u64().expect("size");

@@ -398,7 +398,9 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
     let own = plan.scratch_bytes;
     plan.pack_bytes = bytes;
     plan.scratch_bytes = own.next_multiple_of(64) + bytes + 64;
+    let transposed = matches!(&plan.form, Form::Conv(conv) if conv.transposed());
     plan.scratch_use = match plan.scratch_use {
+        _ if transposed => "transposed product",
         _ if own == 0 => "GEMM panels",
         "im2col matrix" => "im2col matrix, GEMM panels",
         "attention scores" => "attention scores, GEMM panels",

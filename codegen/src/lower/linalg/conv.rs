@@ -405,7 +405,8 @@ pub fn plan(
                 .is_some_and(|s| transposed_pays(s, elem, strided))
         });
     if plan.transposed {
-        let bytes = plan.transposed_scratch(4);
+        // As planned: the panels and result, and room to align them (`with_gemm_panels`).
+        let bytes = plan.transposed_scratch(4) + 64;
         plan.transposed = bytes <= scratch_cap && bytes <= headroom;
     }
     OpPlan::with_scratch(Form::Conv(Box::new(plan)), bytes, "im2col matrix")

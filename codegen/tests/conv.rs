@@ -526,6 +526,20 @@ fn conv_few_pixels_many_channels_run_transposed() {
         room: true,
         ..conv(&[2, 8, 20], &[144, 8, 5], true)
     });
+    // 5x5 and 7x7 windows (the packer's tables of 25 and 64 taps).
+    check(&Case {
+        pads: vec![2, 2, 2, 2],
+        strides: vec![2, 2],
+        room: true,
+        ..conv(&[1, 4, 13, 13], &[128, 4, 5, 5], true)
+    });
+    check(&Case {
+        pads: vec![3, 3, 3, 3],
+        strides: vec![2, 2],
+        bias: true,
+        room: true,
+        ..conv(&[1, 3, 16, 16], &[128, 3, 7, 7], true)
+    });
     // Tiles the direct kernel fills (8x8: two of 32 lanes), and too few channels for a
     // strided window: direct.
     check(&Case {

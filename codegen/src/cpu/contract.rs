@@ -652,7 +652,7 @@ struct PixelStrips<'v, T>(Im2colPacker<'v, T>);
 
 /// Positions of one [`PixelStrips`] panel at most (the GEMM's `MC`).
 const STRIP_POSITIONS: usize = memc_gemm::GEMM_MC as usize;
-/// Taps of the largest window [`PixelStrips`] tables (64 x 96 offsets, 24 KiB of stack).
+/// Taps of the largest window [`PixelStrips`] tables (64 x 104 offsets, 26 KiB of stack).
 const STRIP_TAPS: usize = 64;
 /// A table entry for a position whose tap reads padding.
 const PADDING: i32 = i32::MIN;
@@ -689,10 +689,36 @@ impl<T: Kernels> gemm::PackB<T> for PixelStrips<'_, T> {
             // Not a panel the GEMM makes for a window it takes: the column packer's way.
             return gemm::PackB::pack(&self.0, batch, dst, p0, kc, j0, cols, nr);
         }
+        // The table on the stack, sized for the window (a 3x3 one's 3.7 KiB, not 26).
+        match taps {
+            0..=9 => self.pack_with::<9>(image, dst, p0, kc, j0, cols, nr),
+            10..=25 => self.pack_with::<25>(image, dst, p0, kc, j0, cols, nr),
+            _ => self.pack_with::<STRIP_TAPS>(image, dst, p0, kc, j0, cols, nr),
+        }
+    }
+}
+
+impl<T: Kernels> PixelStrips<'_, T> {
+    /// [`gemm::PackB::pack`] for a window of at most `TAPS` taps, from the batch index's
+    /// input at `image`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn pack_with<const TAPS: usize>(
+        &self,
+        image: *const T,
+        dst: *mut T,
+        p0: usize,
+        kc: usize,
+        j0: usize,
+        cols: usize,
+        nr: usize,
+    ) {
+        let view = self.0.view;
+        let axes = &view.axes;
+        let taps = view.taps() as usize;
         // Each row 8 entries longer than the positions: the last strip's vector of offsets
         // reads past them (masked off).
-        let mut table = [[PADDING; STRIP_POSITIONS + 8]; STRIP_TAPS];
-        let mut tap_coords = [[0i64; MAX_IM2COL_AXES]; STRIP_TAPS];
+        let mut table = [[PADDING; STRIP_POSITIONS + 8]; TAPS];
+        let mut tap_coords = [[0i64; MAX_IM2COL_AXES]; TAPS];
         for (t, coords) in tap_coords.iter_mut().enumerate().take(taps) {
             *coords = self.0.decode(t as u64, |i| axes[i].kernel);
         }
@@ -766,7 +792,7 @@ impl<T: Kernels> gemm::PackB<T> for PixelStrips<'_, T> {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{PADDING, STRIP_POSITIONS, STRIP_TAPS};
+    use super::{PADDING, STRIP_POSITIONS};
     use std::arch::x86_64::*;
 
     /// [`super::PixelStrips`]' values of `K` for strips of 6 f32 positions: per value and
@@ -781,7 +807,7 @@ mod x86 {
     pub(super) unsafe fn gather_strips(
         image: *const f32,
         channel_stride: isize,
-        table: &[[i32; STRIP_POSITIONS + 8]; STRIP_TAPS],
+        table: &[[i32; STRIP_POSITIONS + 8]],
         taps: usize,
         (mut channel, mut tap): (isize, usize),
         dst: *mut f32,

@@ -519,6 +519,8 @@ struct Call<'a> {
     k: usize,
     /// Whether to fetch `A`'s next run of `K` ahead ([`PREFETCH_WEIGHT_BYTES`]).
     prefetch: bool,
+    /// Whether to walk `K` tap by tap (`x86::walk`).
+    taps_first: bool,
 }
 
 /// Bytes of packed weights from which the direct kernel fetches each run of `K` of its
@@ -577,6 +579,13 @@ pub unsafe fn run_direct(
     // block runs over every tile instead (block-major), its weights staying in cache.
     let input_elems = conv.channels * conv.axes.iter().map(|a| a.size as usize).product::<usize>();
     let block_major = blocks > 1 && conv.m * k > input_elems;
+    // `K` tap by tap where the lanes are masked and a tap has enough channels, unless the
+    // weights stream past the tiles (block-major: a tap's channels then sit `taps x MR`
+    // values apart in `A`, a new line of each strip per value; the zoo resnet's 128-channel
+    // 3x3 layers at 4x4 took 0.042 -> 0.050 ms so).
+    let taps_first = matches!(read, Read::EveryOther | Read::Gathered)
+        && conv.channels >= TAP_MAJOR_CHANNELS
+        && !block_major;
     // A small layer runs on one thread: a second one gains nothing under a few million
     // multiply-adds (the input and the outputs then move between the cores' caches each run,
     // and each thread's share slows by about half; the zoo resnet's 32->32 3x3 at 16x16, 2.4
@@ -666,6 +675,7 @@ pub unsafe fn run_direct(
                             rows: (conv.m - row).min(block_rows),
                             k,
                             prefetch,
+                            taps_first,
                         };
                         match isa {
                             #[cfg(target_arch = "x86_64")]
@@ -686,6 +696,10 @@ pub unsafe fn run_direct(
         work(0);
     }
 }
+
+/// Input channels from which the direct kernel walks `K` tap by tap (`x86::walk`; a grouped
+/// convolution's 4 channels per group ran 12% slower so, 8 ran 20% faster).
+const TAP_MAJOR_CHANNELS: usize = 8;
 
 /// Values of the padded input rows one output row of a [`Padded`] convolution reads, at
 /// most (a buffer of 64 KiB on each thread's stack, as the GEMM's stack panels of 56 KiB:
@@ -858,6 +872,7 @@ impl Padded {
                         rows: (conv.m - first).min(block_rows),
                         k,
                         prefetch,
+                        taps_first: false,
                     };
                     match isa() {
                         #[cfg(target_arch = "x86_64")]
@@ -951,21 +966,25 @@ mod x86 {
     /// Values of `K` per run of the packed `A` ([`crate::pack_a_whole`]'s `KC` for f32).
     const KC: usize = GEMM_KC_BYTES as usize / 4;
 
-    /// Input channels from which [`walk`] goes tap by tap (a grouped convolution's 4 channels
-    /// per group ran 12% slower so, 8 ran 20% faster).
-    const TAP_MAJOR_CHANNELS: usize = 8;
-
-    /// Walks `K` for one call: `step(a, a_next, b, mask)` per value of `K`, with `a` the
-    /// call's first strip's `MR` values of `A` (the next strip's are `a_next` further on),
-    /// `b` the input element lane 0 reads and `mask` the tap's. Tap by tap ([`walk_taps`])
-    /// when the lanes are masked and a tap has [`TAP_MAJOR_CHANNELS`] channels or more: the
-    /// channel-major walk reloads the mask into the mask registers at every value of `K`, two
-    /// moves on the port the FMAs share. Channel by channel ([`walk_channels`]) otherwise: the
-    /// loop over a few channels per tap costs more than the masks (ResNet-18's stem, 3
-    /// channels read from the padded copy without masks, took 18% longer tap by tap).
+    /// Walks `K` for one call of a tile read at stride `S`: `step(a, a_next, b, mask)` per
+    /// value of `K`, with `a` the call's first strip's `MR` values of `A` (the next strip's
+    /// are `a_next` further on), `b` the input element lane 0 reads and `mask` the tap's. Tap
+    /// by tap ([`walk_taps`]) for strided or gathered lanes when the call says
+    /// (`Call::taps_first`: a tap of `TAP_MAJOR_CHANNELS` channels or more, the weights not
+    /// streaming): the channel-major walk reloads the tap's masks at every value of `K` (two
+    /// masks, or a gather's). Channel by channel ([`walk_channels`]) otherwise: at stride 1
+    /// the gain was within the runs' spread (2-3% on 64-channel 3x3 layers at 56x56), the zoo
+    /// U-Net's 16- and 32-channel layers lost 9-11%, and ResNet-18's stem (3 channels from the
+    /// padded copy) 18%.
     #[inline(always)]
-    unsafe fn walk(call: &Call, step: impl FnMut(*const f32, usize, *const f32, u64)) {
-        if call.read != Read::Whole && call.conv.channels >= TAP_MAJOR_CHANNELS {
+    unsafe fn walk<const S: usize>(
+        call: &Call,
+        step: impl FnMut(*const f32, usize, *const f32, u64),
+    ) {
+        // Only strided and gathered reads walk tap by tap: the tiles of the other reads keep
+        // one walk (with both, the code around the channel-major loop of a stride-1 tile ran
+        // about 3% slower on the zoo U-Net's 16- and 32-channel layers).
+        if (S == 0 || S == 2) && call.taps_first {
             walk_taps(call, step)
         } else {
             walk_channels(call, step)
@@ -1564,7 +1583,7 @@ mod x86 {
     unsafe fn tile<X: Vector, const R: usize, const V: usize, const S: usize>(call: &Call) {
         let mut acc = [[X::zero(); V]; R];
         let lanes = call.taps.lanes.as_ptr();
-        walk(
+        walk::<S>(
             call,
             #[inline(always)]
             |a, a_next, b, mask| {

@@ -999,6 +999,14 @@ pub struct Contract {
     pub transposed: bool,
 }
 
+/// Bytes of the table of input offsets a `transposed` product's column matrix is packed
+/// through (the CPU's `PixelStrips`): `taps x (pixels + 8)` `i32`s, 64-aligned.
+pub fn transposed_table_bytes(taps: u64, pixels: u64) -> u64 {
+    taps.saturating_mul(pixels.saturating_add(8))
+        .saturating_mul(4)
+        .next_multiple_of(64)
+}
+
 /// Where a [`Contract`]'s `A` or `B` lies packed whole ([`memc_gemm::pack_a_whole`]'s or
 /// [`memc_gemm::pack_b_whole`]'s layout) in the weights section: batch index `(i_0, ..)`'s matrix at
 /// `byte_offset + sum_d i_d * batch_strides[d]` elements.
@@ -1017,7 +1025,8 @@ impl Contract {
     }
 
     /// The CPU's packing scratch (`pack`): the blocking's panels, then, for a `transposed`
-    /// product, its result (`batches x n x m` values, 64-aligned after the panels).
+    /// product, its result (`batches x n x m` values) and the table of its column matrix's
+    /// input offsets ([`transposed_table_bytes`]), each 64-aligned.
     pub fn scratch_bytes(&self) -> u64 {
         Self::scratch_of(self, &self.blocking())
     }
@@ -1025,12 +1034,12 @@ impl Contract {
     /// [`Contract::scratch_bytes`] with the panels of `blocking`.
     pub fn scratch_of(&self, blocking: &GemmBlocking) -> u64 {
         let panels = blocking.scratch_bytes();
-        if self.transposed {
-            panels
+        match &self.b {
+            ContractB::Im2col(view) if self.transposed => panels
                 .next_multiple_of(64)
-                .saturating_add(self.transposed_result_bytes())
-        } else {
-            panels
+                .saturating_add(self.transposed_result_bytes().next_multiple_of(64))
+                .saturating_add(transposed_table_bytes(view.taps(), view.pixels())),
+            _ => panels,
         }
     }
 

@@ -358,14 +358,24 @@ unsafe fn run_transposed(
         .cast::<f32>();
     // An address, so that the closure below is shared between threads.
     let results_at = results as usize;
-    let packer = PixelStrips(Im2colPacker::<f32> {
-        view,
-        base: regions
-            .base(view.region)
-            .wrapping_offset(view.byte_offset as isize)
-            .cast::<f32>(),
-        batch_offset: &|linear| batch_offset(&c.batch, &view.batch_strides, linear as u64),
-    });
+    // The offset table after the result (`Contract::scratch_bytes`), written once per run.
+    let table = results
+        .cast::<u8>()
+        .wrapping_add(c.transposed_result_bytes().next_multiple_of(64) as usize)
+        .cast::<i32>();
+    let table =
+        offset_table(view, table).then_some((table.cast_const(), view.pixels() as usize + 8));
+    let packer = PixelStrips {
+        packer: Im2colPacker::<f32> {
+            view,
+            base: regions
+                .base(view.region)
+                .wrapping_offset(view.byte_offset as isize)
+                .cast::<f32>(),
+            batch_offset: &|linear| batch_offset(&c.batch, &view.batch_strides, linear as u64),
+        },
+        table,
+    };
     let at = |batch: usize| {
         let none = Mat {
             ptr: std::ptr::null_mut(),
@@ -643,19 +653,83 @@ impl<T: Kernels> gemm::PackB<T> for Im2colPacker<'_, T> {
 
 /// The `A` panels of a product run transposed ([`run_transposed`]): strips of `nr` output
 /// positions (`A`'s rows), each value of `K` (a channel and taps) the `nr` positions' input
-/// elements. Per panel, a table gives every tap's offset for every position (or that it
-/// reads padding); per value of `K` each position is then one load from the channel's
-/// elements, or a zero. (The column packer's runs along output rows, `nr` values each, cost
-/// as much as the product on a 256-channel 3x3 layer at 14x14; checking each position's
-/// window per value, 40% of it.)
-struct PixelStrips<'v, T>(Im2colPacker<'v, T>);
+/// elements, read through a table of every tap's input offset for every output position
+/// (or [`PADDING`]) that [`offset_table`] writes once per run into planned scratch: per value
+/// of `K` each position is then one load from the channel's elements (on AVX2, one gather per
+/// strip of 6), or a zero. (The column packer's runs along output rows, `nr` values each,
+/// cost as much as the product on a 256-channel 3x3 layer at 14x14; checking each position's
+/// window per value, 40% of it; a table per panel, 7%.)
+struct PixelStrips<'v, T> {
+    packer: Im2colPacker<'v, T>,
+    /// The table: tap `t`'s offsets from `table + t * stride`, `stride` the positions plus 8
+    /// (a strip's vector of 8 offsets reads past the last position's, masked off); `None`
+    /// where the offsets do not fit (the column packer's way then).
+    table: Option<(*const i32, usize)>,
+}
 
-/// Positions of one [`PixelStrips`] panel at most (the GEMM's `MC`).
-const STRIP_POSITIONS: usize = memc_gemm::GEMM_MC as usize;
-/// Taps of the largest window [`PixelStrips`] tables (64 x 104 offsets, 26 KiB of stack).
-const STRIP_TAPS: usize = 64;
+// SAFETY: the table is only read while the product runs.
+unsafe impl<T> Sync for PixelStrips<'_, T> {}
+
 /// A table entry for a position whose tap reads padding.
 const PADDING: i32 = i32::MIN;
+
+/// Writes [`PixelStrips`]' table for `view` at `table` (`kernel::transposed_table_bytes` of
+/// its taps and positions), unless an offset would not fit an `i32` (then `false`): entry
+/// `(t, j)` the element offset, from its channel's first element, that output position `j`
+/// reads for tap `t`, or [`PADDING`].
+///
+/// # Safety
+/// `table` holds `taps x (positions + 8)` values.
+unsafe fn offset_table(view: &Im2colView, table: *mut i32) -> bool {
+    let axes = &view.axes;
+    let small = |x: i64| x.unsigned_abs() < (i32::MAX / 2) as u64;
+    if axes.is_empty()
+        || axes.len() > MAX_IM2COL_AXES
+        || !axes
+            .iter()
+            .all(|a| small(a.size as i64 * a.stride) && small(a.kernel as i64 * a.dilation))
+    {
+        return false;
+    }
+    let (taps, positions) = (view.taps() as usize, view.pixels() as usize);
+    let stride = positions + 8;
+    let mut tap = [0i64; MAX_IM2COL_AXES];
+    for t in 0..taps {
+        let row = table.add(t * stride);
+        let mut at = [0i64; MAX_IM2COL_AXES];
+        for j in 0..stride {
+            if j >= positions {
+                *row.add(j) = PADDING;
+                continue;
+            }
+            let mut offset = 0i64;
+            let mut inside = true;
+            for (i, axis) in axes.iter().enumerate() {
+                let pos = at[i] * axis.step - axis.pad + tap[i] * axis.dilation;
+                inside &= (0..axis.size as i64).contains(&pos);
+                offset += pos * axis.stride;
+            }
+            *row.add(j) = if inside { offset as i32 } else { PADDING };
+            // The next output position.
+            let mut i = axes.len() - 1;
+            at[i] += 1;
+            while i > 0 && at[i] == axes[i].out as i64 {
+                at[i] = 0;
+                at[i - 1] += 1;
+                i -= 1;
+            }
+        }
+        // The next tap.
+        let mut i = axes.len() - 1;
+        tap[i] += 1;
+        while i > 0 && tap[i] == axes[i].kernel as i64 {
+            tap[i] = 0;
+            tap[i - 1] += 1;
+            i -= 1;
+        }
+    }
+    true
+}
 
 impl<T: Kernels> gemm::PackB<T> for PixelStrips<'_, T> {
     unsafe fn pack(
@@ -668,90 +742,23 @@ impl<T: Kernels> gemm::PackB<T> for PixelStrips<'_, T> {
         cols: usize,
         nr: usize,
     ) {
-        let view = self.0.view;
-        let axes = &view.axes;
+        let Some((table, stride)) = self.table else {
+            return gemm::PackB::pack(&self.packer, batch, dst, p0, kc, j0, cols, nr);
+        };
+        let view = self.packer.view;
         let taps = view.taps() as usize;
         let image = self
-            .0
+            .packer
             .base
-            .wrapping_offset((self.0.batch_offset)(batch) as isize);
-        // The table: per tap, per position, the element offset it reads from its channel's
-        // first element. Offsets must fit an `i32` (they do below 8 GiB images).
-        let small = |x: i64| x.unsigned_abs() < (i32::MAX / 2) as u64;
-        let fits = cols <= STRIP_POSITIONS
-            && taps <= STRIP_TAPS
-            && !axes.is_empty()
-            && axes.len() <= MAX_IM2COL_AXES
-            && axes
-                .iter()
-                .all(|a| small(a.size as i64 * a.stride) && small(a.kernel as i64 * a.dilation));
-        if !fits {
-            // Not a panel the GEMM makes for a window it takes: the column packer's way.
-            return gemm::PackB::pack(&self.0, batch, dst, p0, kc, j0, cols, nr);
-        }
-        // The table on the stack, sized for the window (a 3x3 one's 3.7 KiB, not 26).
-        match taps {
-            0..=9 => self.pack_with::<9>(image, dst, p0, kc, j0, cols, nr),
-            10..=25 => self.pack_with::<25>(image, dst, p0, kc, j0, cols, nr),
-            _ => self.pack_with::<STRIP_TAPS>(image, dst, p0, kc, j0, cols, nr),
-        }
-    }
-}
-
-impl<T: Kernels> PixelStrips<'_, T> {
-    /// [`gemm::PackB::pack`] for a window of at most `TAPS` taps, from the batch index's
-    /// input at `image`.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn pack_with<const TAPS: usize>(
-        &self,
-        image: *const T,
-        dst: *mut T,
-        p0: usize,
-        kc: usize,
-        j0: usize,
-        cols: usize,
-        nr: usize,
-    ) {
-        let view = self.0.view;
-        let axes = &view.axes;
-        let taps = view.taps() as usize;
-        // Each row 8 entries longer than the positions: the last strip's vector of offsets
-        // reads past them (masked off).
-        let mut table = [[PADDING; STRIP_POSITIONS + 8]; TAPS];
-        let mut tap_coords = [[0i64; MAX_IM2COL_AXES]; TAPS];
-        for (t, coords) in tap_coords.iter_mut().enumerate().take(taps) {
-            *coords = self.0.decode(t as u64, |i| axes[i].kernel);
-        }
-        let mut at = self.0.decode(j0 as u64, |i| axes[i].out);
-        for j in 0..cols {
-            for (row, tap) in table.iter_mut().zip(&tap_coords).take(taps) {
-                let mut offset = 0i64;
-                let mut inside = true;
-                for (i, axis) in axes.iter().enumerate() {
-                    let pos = at[i] * axis.step - axis.pad + tap[i] * axis.dilation;
-                    inside &= (0..axis.size as i64).contains(&pos);
-                    offset += pos * axis.stride;
-                }
-                if inside {
-                    row[j] = offset as i32;
-                }
-            }
-            let mut i = axes.len() - 1;
-            at[i] += 1;
-            while i > 0 && at[i] == axes[i].out as i64 {
-                at[i] = 0;
-                at[i - 1] += 1;
-                i -= 1;
-            }
-        }
+            .wrapping_offset((self.packer.batch_offset)(batch) as isize);
         let (mut channel, mut tap) = ((p0 / taps) as isize, p0 % taps);
         #[cfg(target_arch = "x86_64")]
         if T::SIZE == 4 && nr == 6 && gemm::isa() != gemm::Isa::Scalar {
-            // SAFETY: f32 values; the table's rows hold `cols + 8` entries.
+            // SAFETY: f32 values; the table's rows hold `j0 + cols + 8` entries.
             x86::gather_strips(
                 image.cast::<f32>(),
                 view.channel_stride as isize,
-                &table,
+                (table.add(j0), stride),
                 taps,
                 (channel, tap),
                 dst.cast::<f32>(),
@@ -762,8 +769,9 @@ impl<T: Kernels> PixelStrips<'_, T> {
         }
         for p in 0..kc {
             let src = image.wrapping_offset(channel * view.channel_stride as isize);
+            let offsets = std::slice::from_raw_parts(table.add(tap * stride + j0), cols);
             let row = dst.add(p * nr);
-            for (s, offsets) in table[tap][..cols].chunks(nr).enumerate() {
+            for (s, offsets) in offsets.chunks(nr).enumerate() {
                 let out = row.add(s * nr * kc);
                 for (j, &offset) in offsets.iter().enumerate() {
                     // SAFETY: every offset but `PADDING` is an element inside the validated
@@ -792,7 +800,7 @@ impl<T: Kernels> PixelStrips<'_, T> {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{PADDING, STRIP_POSITIONS};
+    use super::PADDING;
     use std::arch::x86_64::*;
 
     /// [`super::PixelStrips`]' values of `K` for strips of 6 f32 positions: per value and
@@ -800,14 +808,15 @@ mod x86 {
     /// off, so 0) and one masked store; the strips past `cols` are zeros too.
     ///
     /// # Safety
-    /// As `PixelStrips::pack`: `dst` holds `cols.div_ceil(6)` strips of `6 x kc` values,
-    /// every offset but `PADDING` reads an element of the channel.
+    /// As `PixelStrips::pack`: `dst` holds `cols.div_ceil(6)` strips of `6 x kc` values; the
+    /// table's rows (`stride` apart from `table`, the panel's first position's entry) hold
+    /// `cols + 8` entries, every one but `PADDING` an element of the channel.
     #[target_feature(enable = "avx2,fma")]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn gather_strips(
         image: *const f32,
         channel_stride: isize,
-        table: &[[i32; STRIP_POSITIONS + 8]],
+        (table, stride): (*const i32, usize),
         taps: usize,
         (mut channel, mut tap): (isize, usize),
         dst: *mut f32,
@@ -817,9 +826,10 @@ mod x86 {
         let strips = cols.div_ceil(6);
         let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         let padding = _mm256_set1_epi32(PADDING);
+        let six = _mm256_cmpgt_epi32(_mm256_set1_epi32(6), lanes);
         for p in 0..kc {
             let src = image.wrapping_offset(channel * channel_stride);
-            let offsets = table[tap].as_ptr();
+            let offsets = table.add(tap * stride);
             for s in 0..strips {
                 let live = _mm256_set1_epi32((cols - 6 * s).min(6) as i32);
                 let index = _mm256_loadu_si256(offsets.add(6 * s).cast());
@@ -833,7 +843,6 @@ mod x86 {
                     index,
                     _mm256_castsi256_ps(take),
                 );
-                let six = _mm256_cmpgt_epi32(_mm256_set1_epi32(6), lanes);
                 _mm256_maskstore_ps(dst.add(s * 6 * kc + p * 6), six, v);
             }
             tap += 1;

@@ -268,7 +268,8 @@ impl ConvPlan {
 
     /// The scratch of the implicit product run transposed with `elem_size`-byte elements
     /// (`Contract::scratch_bytes`): per image and group `c^T = col^T w^T`, the column
-    /// matrix's `A` panels, then (64-aligned) the results. 0 without a static shape.
+    /// matrix's `A` panels, then (64-aligned) the results and the table of input offsets. 0
+    /// without a static shape.
     pub(crate) fn transposed_scratch(&self, elem_size: u64) -> u64 {
         let (Some(s), Ok(win)) = (&self.shape, &self.window) else {
             return 0;
@@ -281,12 +282,14 @@ impl ConvPlan {
             crate::cpu::target::GemmBlocking::new(batches, pixels, s.m_g, k, elem_size, false)
                 .with_one_column_block(batches, pixels, s.m_g)
                 .scratch_bytes();
-        panels.next_multiple_of(64).saturating_add(
-            batches
-                .saturating_mul(pixels)
-                .saturating_mul(s.m_g)
-                .saturating_mul(elem_size),
-        )
+        let result = batches
+            .saturating_mul(pixels)
+            .saturating_mul(s.m_g)
+            .saturating_mul(elem_size);
+        panels
+            .next_multiple_of(64)
+            .saturating_add(result.next_multiple_of(64))
+            .saturating_add(crate::kernel::transposed_table_bytes(taps, pixels))
     }
 
     /// Whether the CPU runs this convolution as a direct convolution (memc-gemm's

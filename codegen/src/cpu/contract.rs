@@ -570,14 +570,21 @@ impl<T: Kernels> Im2colPacker<'_, T> {
             }
             done += run;
             // Advance the output position by `run`, carrying into the outer axes.
-            at[last] += run as i64;
-            let mut i = last;
-            while i > 0 && at[i] == axes[i].out as i64 {
-                at[i] = 0;
-                at[i - 1] += 1;
-                i -= 1;
-            }
+            advance(&mut at, axes.len(), run as i64, |i| axes[i].out);
         }
+    }
+}
+
+/// Advances `coords` (the first `n` of them, row-major over `extent(i)`) by `by` along the
+/// last axis (where `by` keeps it within its extent, or reaches it exactly), carrying into
+/// the outer axes.
+fn advance(coords: &mut Coords, n: usize, by: i64, extent: impl Fn(usize) -> u64) {
+    let mut i = n - 1;
+    coords[i] += by;
+    while i > 0 && coords[i] == extent(i) as i64 {
+        coords[i] = 0;
+        coords[i - 1] += 1;
+        i -= 1;
     }
 }
 
@@ -693,10 +700,10 @@ unsafe fn offset_table(view: &Im2colView, table: *mut i32) -> bool {
     }
     let (taps, positions) = (view.taps() as usize, view.pixels() as usize);
     let stride = positions + 8;
-    let mut tap = [0i64; MAX_IM2COL_AXES];
+    let mut tap: Coords = [0; MAX_IM2COL_AXES];
     for t in 0..taps {
         let row = table.add(t * stride);
-        let mut at = [0i64; MAX_IM2COL_AXES];
+        let mut at: Coords = [0; MAX_IM2COL_AXES];
         for j in 0..stride {
             if j >= positions {
                 *row.add(j) = PADDING;
@@ -710,23 +717,9 @@ unsafe fn offset_table(view: &Im2colView, table: *mut i32) -> bool {
                 offset += pos * axis.stride;
             }
             *row.add(j) = if inside { offset as i32 } else { PADDING };
-            // The next output position.
-            let mut i = axes.len() - 1;
-            at[i] += 1;
-            while i > 0 && at[i] == axes[i].out as i64 {
-                at[i] = 0;
-                at[i - 1] += 1;
-                i -= 1;
-            }
+            advance(&mut at, axes.len(), 1, |i| axes[i].out);
         }
-        // The next tap.
-        let mut i = axes.len() - 1;
-        tap[i] += 1;
-        while i > 0 && tap[i] == axes[i].kernel as i64 {
-            tap[i] = 0;
-            tap[i - 1] += 1;
-            i -= 1;
-        }
+        advance(&mut tap, axes.len(), 1, |i| axes[i].kernel);
     }
     true
 }

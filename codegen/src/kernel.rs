@@ -999,12 +999,32 @@ pub struct Contract {
     pub transposed: bool,
 }
 
-/// Bytes of the table of input offsets a `transposed` product's column matrix is packed
-/// through (the CPU's `PixelStrips`): `taps x (pixels + 8)` `i32`s, 64-aligned.
-pub fn transposed_table_bytes(taps: u64, pixels: u64) -> u64 {
-    taps.saturating_mul(pixels.saturating_add(8))
-        .saturating_mul(4)
-        .next_multiple_of(64)
+/// Where a `transposed` product's scratch (`Contract::pack`) holds what, each part
+/// 64-aligned: the GEMM's panels from its start, the result (`batches x n x m` values) at
+/// `result`, and at `table` the table of input offsets its column matrix is packed through
+/// (the CPU's `PixelStrips`: `taps x (pixels + 8)` `i32`s); `bytes` in all. The one layout
+/// the plan (`ConvPlan::transposed_scratch`), the validator and the CPU read.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct TransposedScratch {
+    pub result: u64,
+    pub table: u64,
+    pub bytes: u64,
+}
+
+impl TransposedScratch {
+    pub fn new(panel_bytes: u64, result_bytes: u64, taps: u64, pixels: u64) -> TransposedScratch {
+        let result = panel_bytes.next_multiple_of(64);
+        let table = result.saturating_add(result_bytes.next_multiple_of(64));
+        let table_bytes = taps
+            .saturating_mul(pixels.saturating_add(8))
+            .saturating_mul(4)
+            .next_multiple_of(64);
+        TransposedScratch {
+            result,
+            table,
+            bytes: table.saturating_add(table_bytes),
+        }
+    }
 }
 
 /// Where a [`Contract`]'s `A` or `B` lies packed whole ([`memc_gemm::pack_a_whole`]'s or
@@ -1024,33 +1044,34 @@ impl Contract {
         self.blocking_with(self.a_packed.is_some(), self.b_packed.is_some())
     }
 
-    /// The CPU's packing scratch (`pack`): the blocking's panels, then, for a `transposed`
-    /// product, its result (`batches x n x m` values) and the table of its column matrix's
-    /// input offsets ([`transposed_table_bytes`]), each 64-aligned.
+    /// The CPU's packing scratch (`pack`): the blocking's panels, and for a `transposed`
+    /// product its result and offset table ([`TransposedScratch`]).
     pub fn scratch_bytes(&self) -> u64 {
         Self::scratch_of(self, &self.blocking())
     }
 
     /// [`Contract::scratch_bytes`] with the panels of `blocking`.
     pub fn scratch_of(&self, blocking: &GemmBlocking) -> u64 {
-        let panels = blocking.scratch_bytes();
-        match &self.b {
-            ContractB::Im2col(view) if self.transposed => panels
-                .next_multiple_of(64)
-                .saturating_add(self.transposed_result_bytes().next_multiple_of(64))
-                .saturating_add(transposed_table_bytes(view.taps(), view.pixels())),
-            _ => panels,
-        }
+        self.transposed_scratch(blocking)
+            .map_or(blocking.scratch_bytes(), |t| t.bytes)
     }
 
-    /// Bytes of a `transposed` product's result: `batches x n x m` elements.
-    pub fn transposed_result_bytes(&self) -> u64 {
-        self.batch
+    /// The layout of a `transposed` product's scratch with the panels of `blocking` (`None`
+    /// for other products).
+    pub fn transposed_scratch(&self, blocking: &GemmBlocking) -> Option<TransposedScratch> {
+        let ContractB::Im2col(view) = &self.b else {
+            return None;
+        };
+        let result = self
+            .batch
             .iter()
             .product::<u64>()
             .saturating_mul(self.m)
             .saturating_mul(self.n)
-            .saturating_mul(self.elem.size())
+            .saturating_mul(self.elem.size());
+        self.transposed.then(|| {
+            TransposedScratch::new(blocking.scratch_bytes(), result, view.taps(), view.pixels())
+        })
     }
 
     /// [`Contract::blocking`] as if `A` and `B` were (or were not) packed whole: what the

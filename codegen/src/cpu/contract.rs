@@ -327,10 +327,10 @@ unsafe fn run_direct_conv(
 
 /// Runs `c` transposed when it is planned so (`Contract::transposed`): per batch index the
 /// product `c^T = col^T a^T` (`n x m`), its `A` panels packed from the column matrix by
-/// [`Im2colPacker`] (a panel of `B` columns is a strip of `A^T` rows), its `B` the weight's
-/// transpose packed whole, its result in the scratch after the panels; then each result is
-/// transposed into `c` with `alpha`, the accumulation and the epilogue. Returns whether it
-/// ran.
+/// [`PixelStrips`] (a panel of `B` columns is a strip of `A^T` rows), its `B` the weight's
+/// transpose packed whole, its result and offset table in the scratch after the panels
+/// (`TransposedScratch`); then each result is transposed into `c` with `alpha`, the
+/// accumulation and the epilogue. Returns whether it ran.
 ///
 /// # Safety
 /// As [`run_contract`].
@@ -351,18 +351,16 @@ unsafe fn run_transposed(
     }
     let n_batches: u64 = c.batch.iter().product();
     let blocking = c.blocking();
+    let Some(layout) = c.transposed_scratch(&blocking) else {
+        return false;
+    };
     let (m, n) = (c.m as usize, c.n as usize);
     let slots = regions.arena.wrapping_add(pack as usize);
-    let results = slots
-        .wrapping_add(blocking.scratch_bytes().next_multiple_of(64) as usize)
-        .cast::<f32>();
+    let results = slots.wrapping_add(layout.result as usize).cast::<f32>();
     // An address, so that the closure below is shared between threads.
     let results_at = results as usize;
-    // The offset table after the result (`Contract::scratch_bytes`), written once per run.
-    let table = results
-        .cast::<u8>()
-        .wrapping_add(c.transposed_result_bytes().next_multiple_of(64) as usize)
-        .cast::<i32>();
+    // The offset table, written once per run.
+    let table = slots.wrapping_add(layout.table as usize).cast::<i32>();
     let table =
         offset_table(view, table).then_some((table.cast_const(), view.pixels() as usize + 8));
     let packer = PixelStrips {
@@ -680,7 +678,7 @@ unsafe impl<T> Sync for PixelStrips<'_, T> {}
 /// A table entry for a position whose tap reads padding.
 const PADDING: i32 = i32::MIN;
 
-/// Writes [`PixelStrips`]' table for `view` at `table` (`kernel::transposed_table_bytes` of
+/// Writes [`PixelStrips`]' table for `view` at `table` (`kernel::TransposedScratch`'s, for
 /// its taps and positions), unless an offset would not fit an `i32` (then `false`): entry
 /// `(t, j)` the element offset, from its channel's first element, that output position `j`
 /// reads for tap `t`, or [`PADDING`].

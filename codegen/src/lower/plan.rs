@@ -143,15 +143,10 @@ pub fn plan_ops<'t>(func: &Function, weights: &WeightStore, target: &'t TargetIn
     let has_conv = ops
         .iter()
         .any(|&op| matches!(func.op(op).opcode, Opcode::Conv | Opcode::ConvGrad));
-    let cap = if has_conv {
-        conv_scratch_cap(func, weights, target)
+    let (cap, headroom) = if has_conv {
+        conv_caps(func, weights, target)
     } else {
-        0
-    };
-    let headroom = if has_conv {
-        peak_headroom(func, weights)
-    } else {
-        HashMap::new()
+        (0, HashMap::new())
     };
     let plans = ops
         .iter()
@@ -163,18 +158,27 @@ pub fn plan_ops<'t>(func: &Function, weights: &WeightStore, target: &'t TargetIn
     OpPlans { target, plans }
 }
 
-/// Per op, the bytes its scratch may take without raising the model's activation peak in
-/// its own order: the bound less the activations live at its step (empty when the bound is
-/// not known). A form whose extra scratch is worth its speed only below the peak (a
-/// convolution run transposed) takes it within this.
-fn peak_headroom(func: &Function, weights: &WeightStore) -> HashMap<OpId, u64> {
-    memc_passes::memory::model_order_live(func, weights)
-        .map(|(bound, live)| {
-            live.into_iter()
-                .map(|(op, at)| (op, bound.saturating_sub(at)))
-                .collect()
-        })
-        .unwrap_or_default()
+/// [`conv_scratch_cap`] and, per op, the bytes its scratch may take without raising the
+/// model's activation peak in its own order: the bound less the activations live at its step
+/// (none when the bound is not known). A form whose extra scratch is worth its speed only
+/// below the peak (a convolution run transposed) takes it within this. One liveness pass
+/// gives both.
+fn conv_caps(
+    func: &Function,
+    weights: &WeightStore,
+    target: &TargetInfo,
+) -> (u64, HashMap<OpId, u64>) {
+    let (bound, live) = memc_passes::memory::model_order_live(func, weights).unwrap_or_default();
+    let headroom = live
+        .into_iter()
+        .map(|(op, at)| (op, bound.saturating_sub(at)))
+        .collect();
+    (
+        target
+            .conv
+            .scratch_cap(crate::cpu::target::GEMM_THREADS, bound),
+        headroom,
+    )
 }
 
 /// The most scratch bytes a convolution of `func` may plan on `target`: the target's conv
@@ -182,10 +186,7 @@ fn peak_headroom(func: &Function, weights: &WeightStore) -> HashMap<OpId, u64> {
 /// `GEMM_THREADS` threads and the model's activation lower bound (0 when the bound is not
 /// known, leaving the per-thread part).
 pub fn conv_scratch_cap(func: &Function, weights: &WeightStore, target: &TargetInfo) -> u64 {
-    let bound = memc_passes::memory::model_order_bound(func, weights).unwrap_or(0);
-    target
-        .conv
-        .scratch_cap(crate::cpu::target::GEMM_THREADS, bound)
+    conv_caps(func, weights, target).0
 }
 
 /// The form `op` of `func` lowers to on `target` and the scratch bytes it needs. It reads the
@@ -193,10 +194,10 @@ pub fn conv_scratch_cap(func: &Function, weights: &WeightStore, target: &TargetI
 /// forms that depend on constant operands (none yet).
 pub fn plan_op(func: &Function, weights: &WeightStore, target: &TargetInfo, op: OpId) -> OpPlan {
     let (cap, room) = match func.op(op).opcode {
-        Opcode::Conv | Opcode::ConvGrad => (
-            conv_scratch_cap(func, weights, target),
-            peak_headroom(func, weights).get(&op).copied().unwrap_or(0),
-        ),
+        Opcode::Conv | Opcode::ConvGrad => {
+            let (cap, headroom) = conv_caps(func, weights, target);
+            (cap, headroom.get(&op).copied().unwrap_or(0))
+        }
         _ => (0, 0),
     };
     plan_op_within(func, weights, target, op, cap, room)

@@ -276,12 +276,7 @@ pub fn plan_function_with_scratch(
 /// doc), without planning it: memc's pipeline measures the model this way before its
 /// fusions, so the bound is the model's, not memc's rewrite of it. Every dim must be static.
 pub fn model_order_bound(func: &Function, weights: &WeightStore) -> Result<u64, Diagnostic> {
-    let (ops, ret) = schedulable_ops(func)?;
-    let root = bufferize::root_values(func, weights, &ops);
-    let graph = schedule::Graph::new(func, ops, ret, &root, &|_, _| 0);
-    let order: Vec<usize> = (0..graph.ops.len()).collect();
-    let steps = liveness::Steps::new(func, &graph, &order);
-    liveness::activation_bound(func, weights, &graph, &order, &root, &steps)
+    model_order_live(func, weights).map(|(bound, _)| bound)
 }
 
 /// [`model_order_bound`] and, for every op it schedules, the activation bytes live at its

@@ -286,10 +286,7 @@ impl ConvPlan {
             .saturating_mul(pixels)
             .saturating_mul(s.m_g)
             .saturating_mul(elem_size);
-        panels
-            .next_multiple_of(64)
-            .saturating_add(result.next_multiple_of(64))
-            .saturating_add(crate::kernel::transposed_table_bytes(taps, pixels))
+        crate::kernel::TransposedScratch::new(panels, result, taps, pixels).bytes
     }
 
     /// Whether the CPU runs this convolution as a direct convolution (memc-gemm's
@@ -389,11 +386,11 @@ pub fn plan(
             plan = direct;
         }
     }
-    // A constant weight, packed whole as the transposed product's `B` when the plan is
-    // written (`prepack`).
-    // Its scratch (the column matrix's panels and the result) within the conv scratch rule
-    // and below the model's peak (`headroom`): where the scratch would raise the arena, the
-    // direct kernel (no scratch) runs instead, as the report's forms show.
+    // Run transposed where it pays, with a constant weight (packed whole as the transposed
+    // product's `B` when the plan is written, `prepack`), and its scratch (the column
+    // matrix's panels, the result, the offset table) within the conv scratch rule and below
+    // the model's peak (`headroom`): where the scratch would raise the arena, the direct
+    // kernel (no scratch) runs instead, as the report's scratch uses show.
     plan.transposed = target.prepack_weights
         && weight_constant
         && plan.implicit()

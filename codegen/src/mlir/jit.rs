@@ -10,10 +10,14 @@ use melior::ExecutionEngine;
 
 /// MLIR's upstream lowering of the emitted dialects to LLVM, in order: linalg to loops,
 /// strided metadata to plain address arithmetic, scf to branches, math to LLVM intrinsics
-/// (and to libm calls for what LLVM has no intrinsic for), then everything to the LLVM dialect.
+/// (and to libm calls for what LLVM has no intrinsic for), bf16 conversions to integer
+/// arithmetic (`arith-expand`: on a CPU without AVX512-BF16 LLVM lowers `fptrunc` to bf16 to
+/// a call of compiler-rt's `__truncsfbf2`, which the ExecutionEngine does not link; seen on an
+/// AVX2 machine, where every f32 -> bf16 cast failed to JIT), then everything to the LLVM
+/// dialect.
 pub const PIPELINE: &str = "builtin.module(convert-linalg-to-loops,expand-strided-metadata,\
 lower-affine,convert-scf-to-cf,convert-math-to-llvm,convert-math-to-libm,\
-finalize-memref-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,convert-cf-to-llvm,\
+arith-expand{include-bf16=true},finalize-memref-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,convert-cf-to-llvm,\
 convert-func-to-llvm,reconcile-unrealized-casts)";
 
 /// A program compiled by MLIR's ExecutionEngine. Fields drop in order: the engine before the

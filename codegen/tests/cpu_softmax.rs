@@ -1,7 +1,7 @@
 //! The CPU backend's native softmax (`cpu/softmax.rs`): the loop kernel ONNX Softmax lowers to
 //! (a maximum, `exp(x - max)` stored, its sum, the scale by `1 / sum`), built here by hand,
-//! runs natively on AVX-512 and gives what the kernel means within rounding: rows of 1 to 130
-//! elements (masked ends, the 64-element loop), two outer axes with padded rows, in place and
+//! runs natively on AVX-512 or AVX2 and gives what the kernel means within rounding: rows of
+//! 1 to 130 elements (masked ends, the 64-element loop), two outer axes with padded rows, in place and
 //! into another buffer, one and two threads, rows with a NaN, an infinity and only -inf (NaN
 //! rows, as the loop gives). A kernel whose output overlaps its input shifted is left to the
 //! loop code.
@@ -126,11 +126,13 @@ fn check(outer: &[u64], len: u64, pitch: u64, in_place: bool, threads: usize, sp
     }
 }
 
-/// Whether this host runs the native softmax (AVX-512F).
+/// Whether this host runs the native softmax (AVX-512F, or AVX2 with FMA).
 fn native() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx512f")
+        (std::arch::is_x86_feature_detected!("avx512f")
+            || (std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")))
             && std::env::var_os("MEMC_NO_SOFTMAX").is_none()
     }
     #[cfg(not(target_arch = "x86_64"))]

@@ -150,6 +150,20 @@ fn gathers(axes: &[DirectAxis], channels: u64) -> bool {
         && span.is_some_and(|s| s <= i64::from(i32::MAX))
 }
 
+/// Whether this CPU gathers the lanes of a convolution that [`gathers`] says may: AVX-512
+/// does; on AVX2 (16 lanes a tile, in 8-lane vectors) `vgatherdps` is slow on some CPUs (an
+/// AMD EPYC's 32->64 3x3/2 at 16x16, gathered: 0.143 ms, onnxruntime 0.043), and rows of
+/// at least 4 positions fill half a vector or more, so lanes are gathered there only where
+/// rows cannot be read (a stride above 2) or fill less.
+fn gathers_here(axes: &[DirectAxis], channels: u64) -> bool {
+    gathers(axes, channels)
+        && (isa() == Isa::Avx512
+            || axes.last().is_some_and(|a| {
+                let tile = tile_len(a.out.max(1) as usize).min(16);
+                a.step > 2 || 2 * tile < tile.div_ceil(8) * 8
+            }))
+}
+
 /// The length of the equal tiles of at most 32 positions a run of `run` positions is cut
 /// into.
 fn tile_len(run: usize) -> usize {
@@ -161,9 +175,9 @@ fn tile_len(run: usize) -> usize {
 const GATHER_MAX_INPUT: u64 = 12 * 1024;
 
 /// Output positions per run that tiles are cut from: the whole output when [`flat`] or when
-/// the lanes are [`gathers`]ed, else a row of the last axis.
-fn run_len(axes: &[DirectAxis], channels: u64) -> usize {
-    if flat(axes) || gathers(axes, channels) {
+/// the lanes are gathered (`gathered`), else a row of the last axis.
+fn run_len(axes: &[DirectAxis], gathered: bool) -> usize {
+    if flat(axes) || gathered {
         axes.iter().map(|a| a.out.max(0) as usize).product()
     } else {
         axes.last().map_or(1, |a| a.out.max(1) as usize)
@@ -177,7 +191,7 @@ fn run_len(axes: &[DirectAxis], channels: u64) -> usize {
 /// Independent of the CPU, so the plan, which reserves no GEMM panels for a direct
 /// convolution, asks it too (`memc-codegen`'s `ConvPlan::runs_direct`).
 pub fn direct_conv_fills_lanes(axes: &[DirectAxis], channels: u64) -> bool {
-    let tile = tile_len(run_len(axes, channels));
+    let tile = tile_len(run_len(axes, gathers(axes, channels)));
     2 * tile >= tile.div_ceil(16) * 16
 }
 
@@ -234,7 +248,7 @@ struct Tiling {
 impl Tiling {
     fn new(conv: &DirectConv, lanes: usize) -> Tiling {
         let pixels = conv.pixels();
-        let run_len = run_len(conv.axes, conv.channels as u64);
+        let run_len = run_len(conv.axes, gathers_here(conv.axes, conv.channels as u64));
         let per_run = run_len.div_ceil(lanes);
         let tile_len = run_len.div_ceil(per_run);
         Tiling {
@@ -346,7 +360,7 @@ enum Read {
 
 impl Read {
     fn of(conv: &DirectConv) -> Read {
-        if gathers(conv.axes, conv.channels as u64) {
+        if gathers_here(conv.axes, conv.channels as u64) {
             Read::Gathered
         } else if conv.axes.last().is_some_and(|a| a.step == 2) {
             Read::EveryOther
@@ -583,7 +597,8 @@ pub unsafe fn run_direct(
     // weights stream past the tiles (block-major: a tap's channels then sit `taps x MR`
     // values apart in `A`, a new line of each strip per value; the zoo resnet's 128-channel
     // 3x3 layers at 4x4 took 0.042 -> 0.050 ms so).
-    let taps_first = matches!(read, Read::EveryOther | Read::Gathered)
+    let taps_first = (matches!(read, Read::EveryOther | Read::Gathered)
+        || (read == Read::Row && isa == Isa::Avx2))
         && conv.channels >= TAP_MAJOR_CHANNELS
         && !block_major;
     // A small layer runs on one thread: a second one gains nothing under a few million
@@ -984,7 +999,7 @@ mod x86 {
         // Only strided and gathered reads walk tap by tap: the tiles of the other reads keep
         // one walk (with both, the code around the channel-major loop of a stride-1 tile ran
         // about 3% slower on the zoo U-Net's 16- and 32-channel layers).
-        if (S == 0 || S == 2) && call.taps_first {
+        if S != 3 && call.taps_first {
             walk_taps(call, step)
         } else {
             walk_channels(call, step)

@@ -1,4 +1,4 @@
-//! Softmax rows in native AVX-512 code: the loop kernel ONNX Softmax lowers to (per row, a
+//! Softmax rows in native AVX-512 or AVX2 code: the loop kernel ONNX Softmax lowers to (per row, a
 //! maximum over `x`, `y = exp(x - max)` stored, the sum of `y`, then `y * (1 / sum)`) runs 16
 //! lanes at a time. Cranelift's loops are 4 lanes wide, and its IEEE `fmax` is a long
 //! sequence: BERT's [4, 128, 128] softmax took 0.086-0.111 ms against onnxruntime's 0.032.
@@ -14,7 +14,9 @@
 //!   scratch.
 //! - **When.** [`recognize`] takes a kernel with one inner axis and exactly those four stages
 //!   (as `lower` emits Softmax), both views f32, unguarded and contiguous along the row. AVX-512F
-//!   only; elsewhere, or with `MEMC_NO_SOFTMAX` set, the kernel compiles as loop code.
+//!   (16 lanes), or AVX2 with FMA (8 lanes, the same polynomial's 8-lane form: an AMD EPYC
+//!   without AVX-512 ran the zoo BERT's softmax as loop code); elsewhere, or with
+//!   `MEMC_NO_SOFTMAX` set, the kernel compiles as loop code.
 
 use super::pool::WorkerPool;
 use super::regions::RegionPtrs;
@@ -71,7 +73,9 @@ pub(crate) fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::env::var_os("MEMC_NO_SOFTMAX").is_none()
-            && std::arch::is_x86_feature_detected!("avx512f")
+            && (std::arch::is_x86_feature_detected!("avx512f")
+                || (std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")))
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -239,6 +243,8 @@ pub(crate) unsafe fn run_softmax(s: &Softmax, regions: RegionPtrs, pool: &Worker
     if rows == 0 {
         return;
     }
+    #[cfg(target_arch = "x86_64")]
+    let wide = std::arch::is_x86_feature_detected!("avx512f");
     let run_rows = |begin: u64, end: u64| {
         let regions = regions.get();
         let (x_base, y_base) = (
@@ -248,10 +254,15 @@ pub(crate) unsafe fn run_softmax(s: &Softmax, regions: RegionPtrs, pool: &Worker
         for row in begin..end {
             let x = x_base.wrapping_offset(s.x.row_offset(&s.outer, row) as isize);
             let y = y_base.wrapping_offset(s.y.row_offset(&s.outer, row) as isize);
-            // SAFETY: the row lies inside the validated views; AVX-512F is there.
+            // SAFETY: the row lies inside the validated views; AVX-512F is there, or AVX2
+            // and FMA (`available`).
             #[cfg(target_arch = "x86_64")]
             unsafe {
-                x86::row(x, y, s.len as usize)
+                if wide {
+                    x86::row(x, y, s.len as usize)
+                } else {
+                    x86::row_avx2(x, y, s.len as usize)
+                }
             };
             #[cfg(not(target_arch = "x86_64"))]
             let _ = (x, y);
@@ -262,7 +273,7 @@ pub(crate) unsafe fn run_softmax(s: &Softmax, regions: RegionPtrs, pool: &Worker
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use crate::cpu::vmath::native::exp_avx512;
+    use crate::cpu::vmath::native::{exp_avx2, exp_avx512};
     use std::arch::x86_64::*;
 
     /// The first `n` of 16 lanes (all from 16 on).
@@ -313,6 +324,76 @@ mod x86 {
             let v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y.add(j)), inv);
             _mm512_mask_storeu_ps(y.add(j), k, v);
             j += 16;
+        }
+    }
+
+    /// The first `n` of 8 lanes (all from 8 on), as a vector mask.
+    #[inline(always)]
+    unsafe fn mask8(n: usize) -> __m256i {
+        let n = n.min(8) as i32;
+        _mm256_cmpgt_epi32(
+            _mm256_set1_epi32(n),
+            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+        )
+    }
+
+    /// The maximum of the 8 lanes of `v`.
+    #[inline(always)]
+    unsafe fn reduce_max8(v: __m256) -> f32 {
+        let q = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let q = _mm_max_ps(q, _mm_movehl_ps(q, q));
+        _mm_cvtss_f32(_mm_max_ss(q, _mm_shuffle_ps::<0b01>(q, q)))
+    }
+
+    /// The sum of the 8 lanes of `v`.
+    #[inline(always)]
+    unsafe fn reduce_add8(v: __m256) -> f32 {
+        let q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+        _mm_cvtss_f32(_mm_add_ss(q, _mm_shuffle_ps::<0b01>(q, q)))
+    }
+
+    /// [`row`] on AVX2 with FMA: 8 lanes, `exp` the 8-lane form of the same polynomial.
+    ///
+    /// # Safety
+    /// As [`row`]; AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn row_avx2(x: *const f32, y: *mut f32, n: usize) {
+        let low = _mm256_set1_ps(f32::NEG_INFINITY);
+        let mut m = [low; 4];
+        let mut j = 0;
+        while j + 32 <= n {
+            for (u, m) in m.iter_mut().enumerate() {
+                *m = _mm256_max_ps(*m, _mm256_loadu_ps(x.add(j + 8 * u)));
+            }
+            j += 32;
+        }
+        while j < n {
+            let k = mask8(n - j);
+            let v = _mm256_blendv_ps(low, _mm256_maskload_ps(x.add(j), k), _mm256_castsi256_ps(k));
+            m[0] = _mm256_max_ps(m[0], v);
+            j += 8;
+        }
+        let top = _mm256_max_ps(_mm256_max_ps(m[0], m[1]), _mm256_max_ps(m[2], m[3]));
+        let top = _mm256_set1_ps(reduce_max8(top));
+        let mut s = [_mm256_setzero_ps(); 2];
+        j = 0;
+        while j < n {
+            let k = mask8(n - j);
+            let e = exp_avx2(_mm256_sub_ps(_mm256_maskload_ps(x.add(j), k), top));
+            _mm256_maskstore_ps(y.add(j), k, e);
+            let p = (j / 8) % 2;
+            s[p] = _mm256_add_ps(s[p], _mm256_and_ps(e, _mm256_castsi256_ps(k)));
+            j += 8;
+        }
+        let total = reduce_add8(_mm256_add_ps(s[0], s[1]));
+        let inv = _mm256_set1_ps(1.0 / total);
+        j = 0;
+        while j < n {
+            let k = mask8(n - j);
+            let v = _mm256_mul_ps(_mm256_maskload_ps(y.add(j), k), inv);
+            _mm256_maskstore_ps(y.add(j), k, v);
+            j += 8;
         }
     }
 }

@@ -748,12 +748,21 @@ pub(crate) mod native {
         pub(crate) fn exp16(x: __m512) -> __m512 {
             exp_lanes(&mut Avx512, x)
         }
+        /// `e^x` of 8 lanes, the same bits as the 8-lane helper's halves (for native kernels:
+        /// `softmax.rs` on AVX2).
+        #[target_feature(enable = "avx2,fma")]
+        #[inline]
+        pub(crate) fn exp8(x: __m256) -> __m256 {
+            exp_lanes(&mut Avx2, x)
+        }
         x86_helpers!(tanh_avx512, tanh_avx2, tanh_lanes);
         x86_helpers!(erf_avx512, erf_avx2, erf_lanes);
     }
 
     #[cfg(target_arch = "x86_64")]
     pub(crate) use x86::exp16 as exp_avx512;
+    #[cfg(target_arch = "x86_64")]
+    pub(crate) use x86::exp8 as exp_avx2;
 
     /// The widest form this host runs: AVX-512F, AVX2 with FMA, or none (plain f32).
     #[derive(Copy, Clone, PartialEq, Eq)]

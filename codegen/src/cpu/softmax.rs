@@ -376,24 +376,35 @@ mod x86 {
         }
         let top = _mm256_max_ps(_mm256_max_ps(m[0], m[1]), _mm256_max_ps(m[2], m[3]));
         let top = _mm256_set1_ps(reduce_max8(top));
+        // Whole vectors unmasked, the ragged end masked: a masked store is microcoded on
+        // AMD's CPUs (with every vector masked the rows ran slower than the loop code).
         let mut s = [_mm256_setzero_ps(); 2];
         j = 0;
-        while j < n {
+        while j + 8 <= n {
+            let e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x.add(j)), top));
+            _mm256_storeu_ps(y.add(j), e);
+            let p = (j / 8) % 2;
+            s[p] = _mm256_add_ps(s[p], e);
+            j += 8;
+        }
+        if j < n {
             let k = mask8(n - j);
             let e = exp_avx2(_mm256_sub_ps(_mm256_maskload_ps(x.add(j), k), top));
             _mm256_maskstore_ps(y.add(j), k, e);
             let p = (j / 8) % 2;
             s[p] = _mm256_add_ps(s[p], _mm256_and_ps(e, _mm256_castsi256_ps(k)));
-            j += 8;
         }
         let total = reduce_add8(_mm256_add_ps(s[0], s[1]));
         let inv = _mm256_set1_ps(1.0 / total);
         j = 0;
-        while j < n {
+        while j + 8 <= n {
+            _mm256_storeu_ps(y.add(j), _mm256_mul_ps(_mm256_loadu_ps(y.add(j)), inv));
+            j += 8;
+        }
+        if j < n {
             let k = mask8(n - j);
             let v = _mm256_mul_ps(_mm256_maskload_ps(y.add(j), k), inv);
             _mm256_maskstore_ps(y.add(j), k, v);
-            j += 8;
         }
     }
 }

@@ -27,7 +27,7 @@
 //!   they share: a grouped convolution (each group a batch index) works out each tile's masks
 //!   once and walks each group's input in order.
 //! - **Depthwise planes.** A depthwise 2-d convolution (one input and one output channel per
-//!   batch index) runs plane by plane on AVX-512 ([`planes`], `x86::plane`): two output rows
+//!   batch index) runs plane by plane on AVX-512 or AVX2 ([`planes`], `x86::plane`): two output rows
 //!   at a time, up to four vectors each, their accumulators over every tap, the row loads
 //!   masked by one table per convolution ([`PlaneMasks`]); the batch indices split evenly
 //!   over the threads.
@@ -292,11 +292,12 @@ const PLANE_MAX_VECTORS: usize = 64;
 /// Taps along the row of a window that [`planes`] takes at most.
 const PLANE_MAX_ROW_TAPS: usize = 16;
 
-/// Whether [`run_direct`] runs `conv` plane by plane ([`x86::plane`]): a depthwise 2-d
+/// Whether [`run_direct`] runs `conv` plane by plane (`x86::plane`): a depthwise 2-d
 /// convolution (one input and one output channel per batch index) whose rows are read whole
-/// or every other element, on AVX-512. The tiles of the general kernel would each hold one
-/// row of accumulators over the few taps, and work out their tables per span of tiles: a
-/// 144-channel 3x3 layer at 56x56 spent 0.58 ms there inside MobileNetV2, onnxruntime 0.23.
+/// or every other element, on AVX-512 or AVX2. The tiles of the general kernel would each hold
+/// one row of accumulators over the few taps, and work out their tables per span of tiles: a
+/// 144-channel 3x3 layer at 56x56 spent 0.58 ms there inside MobileNetV2, onnxruntime 0.23
+/// (on an AMD EPYC with AVX2 only, 2.09 ms against 0.xx).
 fn planes(conv: &DirectConv, read: Read) -> bool {
     let [_, row] = conv.axes else {
         return false;
@@ -304,13 +305,23 @@ fn planes(conv: &DirectConv, read: Read) -> bool {
     conv.m == 1
         && conv.channels == 1
         && read != Read::Gathered
-        && (row.out as usize).div_ceil(16) <= PLANE_MAX_VECTORS
+        && (row.out as usize).div_ceil(plane_lanes()) <= PLANE_MAX_VECTORS
         && row.kernel as usize <= PLANE_MAX_ROW_TAPS
-        && isa() == Isa::Avx512
+        && matches!(isa(), Isa::Avx512 | Isa::Avx2)
+}
+
+/// Lanes of a [`planes`] vector on this CPU: 16 (AVX-512) or 8 (AVX2).
+fn plane_lanes() -> usize {
+    if isa() == Isa::Avx512 {
+        16
+    } else {
+        8
+    }
 }
 
 /// The lane masks of a [`planes`] convolution's output rows, the same for every row and
-/// plane: entry `v * kw + dx` holds the lanes of output vector `v` (16 positions from `16 v`)
+/// plane: entry `v * kw + dx` holds the lanes of output vector `v` ([`plane_lanes`] positions
+/// from `lanes * v`)
 /// whose input element at row tap `dx` is inside the row (bit `j`, or bit `2 j` when the row
 /// is read every other element).
 struct PlaneMasks([u32; PLANE_MAX_VECTORS * PLANE_MAX_ROW_TAPS]);
@@ -329,9 +340,10 @@ impl PlaneMasks {
             let lo = (-shift.div_euclid(row.step)).clamp(0, width as i64) as usize;
             let hi = ((row.size - 1 - shift).div_euclid(row.step) + 1)
                 .clamp(lo as i64, width as i64) as usize;
-            for v in 0..width.div_ceil(16) {
-                let (a, b) = (lo.clamp(16 * v, 16 * v + 16), hi.clamp(16 * v, 16 * v + 16));
-                let bits = ((1u64 << (b - 16 * v)) - (1u64 << (a - 16 * v))) as u32;
+            let n = plane_lanes();
+            for v in 0..width.div_ceil(n) {
+                let (a, b) = (lo.clamp(n * v, n * v + n), hi.clamp(n * v, n * v + n));
+                let bits = ((1u64 << (b - n * v)) - (1u64 << (a - n * v))) as u32;
                 masks[v * kw + dx] = if read == Read::EveryOther {
                     spread(bits) as u32
                 } else {
@@ -632,7 +644,11 @@ pub unsafe fn run_direct(
         let work = |t: usize| {
             for batch in batches * t / threads..batches * (t + 1) / threads {
                 #[cfg(target_arch = "x86_64")]
-                x86::plane(conv, read, &masks, &at(batch));
+                if isa == Isa::Avx512 {
+                    x86::plane_avx512(conv, read, &masks, &at(batch));
+                } else {
+                    x86::plane_avx2(conv, read, &masks, &at(batch));
+                }
             }
         };
         if threads > 1 {
@@ -1108,12 +1124,34 @@ mod x86 {
         }
     }
 
-    /// One batch index of a depthwise convolution ([`super::planes`]): its plane of output
-    /// rows, two at a time, each in groups of up to four 16-lane vectors whose accumulators
-    /// take every tap (lanes masked by `masks`, the taps' weights broadcast from `A`), then
-    /// stored once with the epilogue.
+    /// [`plane`] on AVX-512.
     #[target_feature(enable = "avx512f,avx2,fma")]
-    pub(super) unsafe fn plane(
+    pub(super) unsafe fn plane_avx512(
+        conv: &DirectConv,
+        read: Read,
+        masks: &PlaneMasks,
+        ops: &DirectOperands,
+    ) {
+        plane::<Zmm>(conv, read, masks, ops)
+    }
+
+    /// [`plane`] on AVX2.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn plane_avx2(
+        conv: &DirectConv,
+        read: Read,
+        masks: &PlaneMasks,
+        ops: &DirectOperands,
+    ) {
+        plane::<Ymm>(conv, read, masks, ops)
+    }
+
+    /// One batch index of a depthwise convolution ([`super::planes`]): its plane of output
+    /// rows, two at a time, each in groups of up to four vectors whose accumulators take
+    /// every tap (lanes masked by `masks`, the taps' weights broadcast from `A`), then
+    /// stored once with the epilogue.
+    #[inline(always)]
+    unsafe fn plane<X: Vector>(
         conv: &DirectConv,
         read: Read,
         masks: &PlaneMasks,
@@ -1124,8 +1162,8 @@ mod x86 {
         };
         let (kh, kw) = (outer.kernel as usize, row.kernel as usize);
         let width = row.out as usize;
-        let vectors = width.div_ceil(16);
-        let conv_row = |v: usize| (16 * v) as i64 * row.step - row.pad;
+        let vectors = width.div_ceil(X::LANES);
+        let conv_row = |v: usize| (X::LANES * v) as i64 * row.step - row.pad;
         let finish = Finish {
             bias: conv.epilogue.bias,
             add: conv.epilogue.add,
@@ -1134,13 +1172,13 @@ mod x86 {
                     .epilogue
                     .clamp
                     .unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
-                (Zmm::splat(lo), Zmm::splat(hi))
+                (X::splat(lo), X::splat(hi))
             },
         };
         let bias = finish
             .bias
-            .map(|(ptr, _)| Zmm::splat(*ptr.offset(ops.bias_shift)));
-        let alpha = Zmm::splat(conv.alpha);
+            .map(|(ptr, _)| X::splat(*ptr.offset(ops.bias_shift)));
+        let alpha = X::splat(conv.alpha);
         // Two output rows at a time: twice the independent sums per tap (each vector's sum is
         // a chain of dependent multiply-adds, as long as the window).
         let mut y = 0;
@@ -1160,16 +1198,16 @@ mod x86 {
                 };
                 // A 3-wide window (most depthwise layers) with its row taps unrolled.
                 let acc = if kw == 3 {
-                    group.dispatch::<3>(rows, count, read)
+                    group.dispatch::<X, 3>(rows, count, read)
                 } else {
-                    group.dispatch::<0>(rows, count, read)
+                    group.dispatch::<X, 0>(rows, count, read)
                 };
                 for (r, acc) in acc.iter().enumerate().take(rows) {
                     let out = ops.c.ptr.add((y + r) * width);
                     for (i, acc) in acc.iter().enumerate().take(count) {
-                        let x0 = 16 * (v + i);
-                        let lanes = (1u64 << (width - x0).min(16)) - 1;
-                        Zmm(*acc).store(alpha, bias, &finish, out.add(x0), lanes, conv.accumulate);
+                        let x0 = X::LANES * (v + i);
+                        let lanes = (1u64 << (width - x0).min(X::LANES)) - 1;
+                        acc.store(alpha, bias, &finish, out.add(x0), lanes, conv.accumulate);
                     }
                 }
                 v += count;
@@ -1179,8 +1217,8 @@ mod x86 {
     }
 
     /// Up to four output vectors of one or two rows of a [`plane`]: from output position
-    /// `16 v` of rows `y..`, whose lane 0 reads input position `first + dx * dilation` along
-    /// the row.
+    /// `lanes * v` of rows `y..`, whose lane 0 reads input position `first + dx * dilation`
+    /// along the row.
     struct Group<'a> {
         conv: &'a DirectConv<'a>,
         ops: &'a DirectOperands,
@@ -1196,40 +1234,46 @@ mod x86 {
         /// [`Group::run`] for `rows` rows of `count` vectors read as `read`, with `KW` row
         /// taps (0: `kw`).
         #[inline(always)]
-        unsafe fn dispatch<const KW: usize>(
+        unsafe fn dispatch<X: Vector, const KW: usize>(
             &self,
             rows: usize,
             count: usize,
             read: Read,
-        ) -> [[__m512; 4]; 2] {
+        ) -> [[X; 4]; 2] {
             match (rows, count, read) {
-                (2, 4, Read::EveryOther) => self.run::<2, 4, 2, KW>(),
-                (2, 3, Read::EveryOther) => self.run::<2, 3, 2, KW>(),
-                (2, 2, Read::EveryOther) => self.run::<2, 2, 2, KW>(),
-                (2, _, Read::EveryOther) => self.run::<2, 1, 2, KW>(),
-                (2, 4, _) => self.run::<2, 4, 1, KW>(),
-                (2, 3, _) => self.run::<2, 3, 1, KW>(),
-                (2, 2, _) => self.run::<2, 2, 1, KW>(),
-                (2, _, _) => self.run::<2, 1, 1, KW>(),
-                (_, 4, Read::EveryOther) => self.run::<1, 4, 2, KW>(),
-                (_, 3, Read::EveryOther) => self.run::<1, 3, 2, KW>(),
-                (_, 2, Read::EveryOther) => self.run::<1, 2, 2, KW>(),
-                (_, _, Read::EveryOther) => self.run::<1, 1, 2, KW>(),
-                (_, 4, _) => self.run::<1, 4, 1, KW>(),
-                (_, 3, _) => self.run::<1, 3, 1, KW>(),
-                (_, 2, _) => self.run::<1, 2, 1, KW>(),
-                _ => self.run::<1, 1, 1, KW>(),
+                (2, 4, Read::EveryOther) => self.run::<X, 2, 4, 2, KW>(),
+                (2, 3, Read::EveryOther) => self.run::<X, 2, 3, 2, KW>(),
+                (2, 2, Read::EveryOther) => self.run::<X, 2, 2, 2, KW>(),
+                (2, _, Read::EveryOther) => self.run::<X, 2, 1, 2, KW>(),
+                (2, 4, _) => self.run::<X, 2, 4, 1, KW>(),
+                (2, 3, _) => self.run::<X, 2, 3, 1, KW>(),
+                (2, 2, _) => self.run::<X, 2, 2, 1, KW>(),
+                (2, _, _) => self.run::<X, 2, 1, 1, KW>(),
+                (_, 4, Read::EveryOther) => self.run::<X, 1, 4, 2, KW>(),
+                (_, 3, Read::EveryOther) => self.run::<X, 1, 3, 2, KW>(),
+                (_, 2, Read::EveryOther) => self.run::<X, 1, 2, 2, KW>(),
+                (_, _, Read::EveryOther) => self.run::<X, 1, 1, 2, KW>(),
+                (_, 4, _) => self.run::<X, 1, 4, 1, KW>(),
+                (_, 3, _) => self.run::<X, 1, 3, 1, KW>(),
+                (_, 2, _) => self.run::<X, 1, 2, 1, KW>(),
+                _ => self.run::<X, 1, 1, 1, KW>(),
             }
         }
 
         /// The `R` rows' `G` accumulators over every tap (`S`: 1 a row read whole, 2 every
         /// other element).
         #[inline(always)]
-        unsafe fn run<const R: usize, const G: usize, const S: usize, const KW: usize>(
+        unsafe fn run<
+            X: Vector,
+            const R: usize,
+            const G: usize,
+            const S: usize,
+            const KW: usize,
+        >(
             &self,
-        ) -> [[__m512; 4]; 2] {
+        ) -> [[X; 4]; 2] {
             let kw = if KW == 0 { self.kw } else { KW };
-            let mut acc = [[_mm512_setzero_ps(); 4]; 2];
+            let mut acc = [[X::zero(); 4]; 2];
             let [outer, row] = self.conv.axes else {
                 return acc;
             };
@@ -1250,7 +1294,7 @@ mod x86 {
                 }
                 for dx in 0..kw {
                     // `A` packed whole: tap `t` of the one row at `t * MR` (`K` <= `KC`).
-                    let w = _mm512_set1_ps(*self.ops.a_packed.add((dy * kw + dx) * MR));
+                    let w = X::splat(*self.ops.a_packed.add((dy * kw + dx) * MR));
                     let shift = (self.first + dx as i64 * row.dilation) as isize;
                     for (line, acc) in lines.iter().zip(acc.iter_mut()).take(R) {
                         if line.is_null() {
@@ -1258,12 +1302,19 @@ mod x86 {
                         }
                         let at = line.wrapping_offset(shift);
                         for (i, acc) in acc.iter_mut().enumerate().take(G) {
-                            // Vector `i` of the row from `at`: `load16`'s forms with the
-                            // vector's own mask (no lane table: never gathered).
+                            // Vector `i` of the row from `at`: `load_row`'s forms with the
+                            // vector's own mask (no lane table: never gathered); a whole
+                            // 8-lane row vector unmasked (AVX2 builds a vector mask per load).
                             let mask = u64::from(*self.masks.add(i * kw + dx));
-                            let x =
-                                load16::<S>(at.wrapping_add(16 * S * i), mask, 0, std::ptr::null());
-                            *acc = _mm512_fmadd_ps(w, x, *acc);
+                            let b = at.wrapping_add(X::LANES * S * i);
+                            let x = if X::LANES == 8 && S == 1 && mask & 0xff == 0xff {
+                                X::loadu(b)
+                            } else if X::LANES == 8 && S == 2 && mask & 0xffff == 0x5555 {
+                                X::load_even(b)
+                            } else {
+                                X::load_row::<S>(b, mask, 0, std::ptr::null())
+                            };
+                            *acc = w.fma(x, *acc);
                         }
                     }
                 }
@@ -1445,6 +1496,9 @@ mod x86 {
         unsafe fn fma(self, x: Self, acc: Self) -> Self;
         /// The lanes at `p`, and stored at `p` (unaligned).
         unsafe fn loadu(p: *const f32) -> Self;
+        /// The even elements of the `2 * LANES` at `p`, every lane's inside (the last, odd,
+        /// element is not read).
+        unsafe fn load_even(p: *const f32) -> Self;
         unsafe fn storeu(self, p: *mut f32);
         /// Stores `alpha * self (+ p)`, plus the row's `bias`, plus the lanes `add` elements
         /// on when there is a residual, clamped to `[lo, hi]` (NaN stays NaN), into the lanes
@@ -1493,6 +1547,10 @@ mod x86 {
         #[inline(always)]
         unsafe fn fma(self, x: Zmm, acc: Zmm) -> Zmm {
             Zmm(_mm512_fmadd_ps(self.0, x.0, acc.0))
+        }
+        #[inline(always)]
+        unsafe fn load_even(p: *const f32) -> Zmm {
+            Zmm(load16::<2>(p, 0x5555_5555, 0, std::ptr::null()))
         }
         #[inline(always)]
         unsafe fn loadu(p: *const f32) -> Zmm {
@@ -1555,6 +1613,16 @@ mod x86 {
         #[inline(always)]
         unsafe fn fma(self, x: Ymm, acc: Ymm) -> Ymm {
             Ymm(_mm256_fmadd_ps(self.0, x.0, acc.0))
+        }
+        #[inline(always)]
+        unsafe fn load_even(p: *const f32) -> Ymm {
+            // A constant mask for the second half's 7 elements (no mask built per load).
+            let lo = _mm256_loadu_ps(p);
+            let hi = _mm256_maskload_ps(p.add(8), _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, -1, 0));
+            let mixed = _mm256_shuffle_ps::<0b10_00_10_00>(lo, hi);
+            Ymm(_mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(
+                _mm256_castps_pd(mixed),
+            )))
         }
         #[inline(always)]
         unsafe fn loadu(p: *const f32) -> Ymm {

@@ -15,7 +15,7 @@ same deterministic inputs (bench/models/reference.py) and the same thread counts
   (weights made resident, clear_refs, first run, VmHWM - VmRSS; then timed runs) and prints one
   JSON line.
 
-Prints a Markdown table: median latency of each, the ratio, and RSS growth next to memc's
+Prints a Markdown table: median (or `--stat min`) latency of each, the ratio, and RSS growth next to memc's
 planned arena plus input and output bytes. Also checks memc's outputs against onnxruntime's.
 """
 
@@ -89,7 +89,11 @@ def ort_bench(model: Path, inputs: dict, threads: int, repeat: int):
         times.append(time.perf_counter() - t)
     names = [o.name for o in sess.get_outputs()]
     del sess
-    return float(np.median(times)), max(growth, 0), dict(zip(names, outputs))
+    return float(STAT[0](times)), max(growth, 0), dict(zip(names, outputs))
+
+
+# The latency statistic (`--stat`), set by main.
+STAT = [np.median]
 
 
 def memc_bench(memc: str, plan: Path, ref_dir: Path, meta: dict, threads: int, repeat: int, out_dir: Path):
@@ -111,7 +115,10 @@ def main() -> int:
     ap.add_argument("--memc", default=str(ROOT / "target/release/memc"))
     ap.add_argument("--zoo", default="/tmp/memc-bench-zoo")
     ap.add_argument("--dim", action="append", default=[])
+    ap.add_argument("--stat", choices=["median", "min"], default="median",
+                    help="latency statistic of both sides: min suits a machine whose speed drifts between runs")
     args = ap.parse_args()
+    STAT[0] = np.min if args.stat == "min" else np.median
     dims = dict(DIMS)
     for d in args.dim:
         k, v = d.split("=")
@@ -164,12 +171,12 @@ def main() -> int:
                 break
             exact = {o["name"]: np.load(exact_dir / o["file"]) for o in exact_meta["outputs"]}
             worst, worst_exact = relative_error(out_dir, ref_out), relative_error(out_dir, exact)
-            rows.append((m, dict(threads=threads, ort_ms=t_ort * 1e3, memc_ms=r["median_ms"], ort_rss=rss_ort,
+            rows.append((m, dict(threads=threads, ort_ms=t_ort * 1e3, memc_ms=r[f"{args.stat}_ms"], ort_rss=rss_ort,
                                  memc_rss=r["rss_growth_bytes"], arena=r["arena_bytes"], io=r["io_bytes"],
                                  err=worst, err_exact=worst_exact), None))
-            print(f"{m} t={threads}: memc {r['median_ms']:.3f} ms, ort {t_ort*1e3:.3f} ms", file=sys.stderr)
+            print(f"{m} t={threads}: memc {r[f'{args.stat}_ms']:.3f} ms, ort {t_ort*1e3:.3f} ms", file=sys.stderr)
     mib = lambda b: f"{b / 1048576:.2f}"
-    print(f"dims: {base_dims} (rows named name@dim=value override); repeat {args.repeat}; median latency")
+    print(f"dims: {base_dims} (rows named name@dim=value override); repeat {args.repeat}; {args.stat} latency")
     print()
     print("| model | threads | memc ms | onnxruntime ms | memc / ort | memc run RSS growth MiB | arena + I/O MiB | growth / (arena + I/O) | onnxruntime RSS growth MiB | max err vs ort | max err vs ort unoptimized |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")

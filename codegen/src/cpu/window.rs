@@ -541,6 +541,34 @@ mod x86 {
     const RANGE_MAX: i32 = 0b0101;
     const RANGE_MIN: i32 = 0b0100;
 
+    /// `value(tap)` of every tap folded with `fold`, from `first`: in four accumulators (taps
+    /// in turn), so the folds are four independent chains rather than one as long as the
+    /// window (IEEE maximum and minimum are associative and commutative, so the order changes
+    /// nothing), then folded together. (Named, not an array: an array indexed by the tap's
+    /// number would live in memory.) Inlined into each instruction set's row, whose target
+    /// features its closures carry.
+    #[inline(always)]
+    fn fold_taps<V: Copy>(
+        taps: &[RowTap],
+        first: V,
+        identity: V,
+        fold: impl Fn(V, V) -> V,
+        mut value: impl FnMut(&RowTap) -> V,
+    ) -> V {
+        let (mut a0, mut a1, mut a2, mut a3) = (first, identity, identity, identity);
+        let mut quads = taps.chunks_exact(4);
+        for quad in &mut quads {
+            a0 = fold(a0, value(&quad[0]));
+            a1 = fold(a1, value(&quad[1]));
+            a2 = fold(a2, value(&quad[2]));
+            a3 = fold(a3, value(&quad[3]));
+        }
+        for tap in quads.remainder() {
+            a0 = fold(a0, value(tap));
+        }
+        fold(fold(a0, a1), fold(a2, a3))
+    }
+
     /// The lanes `0..16` of points `j0 + lane` inside `lo..hi`.
     #[inline(always)]
     fn lanes(j0: i64, lo: i64, hi: i64) -> u32 {
@@ -621,12 +649,7 @@ mod x86 {
         let mut j0 = 0;
         while j0 < n {
             let live = lanes(j0, 0, n) as __mmask16;
-            // Four accumulators (taps in turn), so the folds are four independent chains
-            // rather than one as long as the window (IEEE maximum and minimum are associative
-            // and commutative, so the order changes nothing).
-            // (Named, not an array: an array indexed by the tap's number would live in
-            // memory.)
-            let (mut a0, mut a1, mut a2, mut a3) = (identity, identity, identity, identity);
+            let mut a0 = identity;
             // The lanes that met a NaN: `vrangeps` returns its first operand when only the
             // second is a quiet NaN, so NaNs are tracked apart and put back at the end.
             let mut nan: __mmask16 = 0;
@@ -634,7 +657,7 @@ mod x86 {
                 a0 = _mm512_maskz_loadu_ps(live, out.wrapping_offset(j0 as isize));
                 nan |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(a0, a0);
             }
-            let mut value = |tap: &RowTap| {
+            let value = |tap: &RowTap| {
                 let v = if tap.lo <= j0 && j0 + 16 <= tap.hi {
                     load_all(tap, j0)
                 } else {
@@ -643,17 +666,7 @@ mod x86 {
                 nan |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
                 v
             };
-            let mut quads = taps.chunks_exact(4);
-            for quad in &mut quads {
-                a0 = fold(a0, value(&quad[0]));
-                a1 = fold(a1, value(&quad[1]));
-                a2 = fold(a2, value(&quad[2]));
-                a3 = fold(a3, value(&quad[3]));
-            }
-            for tap in quads.remainder() {
-                a0 = fold(a0, value(tap));
-            }
-            let r = fold(fold(a0, a1), fold(a2, a3));
+            let r = fold_taps(taps, a0, identity, fold, value);
             let r = _mm512_mask_mov_ps(r, nan, _mm512_set1_ps(f32::NAN));
             _mm512_mask_storeu_ps(out.wrapping_offset(j0 as isize), live, r);
             j0 += 16;
@@ -780,13 +793,13 @@ mod x86 {
         let mut j0 = 0;
         while j0 < n {
             let live = lanes8(j0, 0, n);
-            let (mut a0, mut a1, mut a2, mut a3) = (identity, identity, identity, identity);
+            let mut a0 = identity;
             let mut nan = _mm256_setzero_ps();
             if accumulate {
                 a0 = _mm256_maskload_ps(out.wrapping_offset(j0 as isize), mask8(live));
                 nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(a0, a0);
             }
-            let mut value = |tap: &RowTap| {
+            let value = |tap: &RowTap| {
                 let bits = if tap.lo <= j0 && j0 + 8 <= tap.hi {
                     live
                 } else {
@@ -796,17 +809,7 @@ mod x86 {
                 nan = _mm256_or_ps(nan, _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
                 v
             };
-            let mut quads = taps.chunks_exact(4);
-            for quad in &mut quads {
-                a0 = fold(a0, value(&quad[0]));
-                a1 = fold(a1, value(&quad[1]));
-                a2 = fold(a2, value(&quad[2]));
-                a3 = fold(a3, value(&quad[3]));
-            }
-            for tap in quads.remainder() {
-                a0 = fold(a0, value(tap));
-            }
-            let r = fold(fold(a0, a1), fold(a2, a3));
+            let r = fold_taps(taps, a0, identity, fold, value);
             let r = _mm256_blendv_ps(r, _mm256_set1_ps(f32::NAN), nan);
             let at = out.wrapping_offset(j0 as isize);
             if live == 0xff {

@@ -297,7 +297,8 @@ const PLANE_MAX_ROW_TAPS: usize = 16;
 /// or every other element, on AVX-512 or AVX2. The tiles of the general kernel would each hold
 /// one row of accumulators over the few taps, and work out their tables per span of tiles: a
 /// 144-channel 3x3 layer at 56x56 spent 0.58 ms there inside MobileNetV2, onnxruntime 0.23
-/// (on an AMD EPYC with AVX2 only, 2.09 ms against 0.xx).
+/// (on an AMD EPYC with AVX2 only: 2.09 ms inside MobileNetV2; plane by plane 0.46 alone,
+/// onnxruntime 0.29 alone).
 fn planes(conv: &DirectConv, read: Read) -> bool {
     let [_, row] = conv.axes else {
         return false;
@@ -608,7 +609,10 @@ pub unsafe fn run_direct(
     // `K` tap by tap where the lanes are masked and a tap has enough channels, unless the
     // weights stream past the tiles (block-major: a tap's channels then sit `taps x MR`
     // values apart in `A`, a new line of each strip per value; the zoo resnet's 128-channel
-    // 3x3 layers at 4x4 took 0.042 -> 0.050 ms so).
+    // 3x3 layers at 4x4 took 0.042 -> 0.050 ms so on AVX-512). On AVX2 every masked read
+    // walks tap by tap, block-major too: its loads' vector masks are built from bits, per
+    // value of `K` in the channel-major walk (an AMD EPYC's 128-channel 3x3 at 28x28, block-
+    // major: 4.14 -> 3.06 ms; 64 channels at 56x56 4.3-4.8 -> 3.3-3.4).
     let taps_first = (matches!(read, Read::EveryOther | Read::Gathered)
         || (read == Read::Row && isa == Isa::Avx2))
         && conv.channels >= TAP_MAJOR_CHANNELS
@@ -1002,20 +1006,23 @@ mod x86 {
     /// are `a_next` further on), `b` the input element lane 0 reads and `mask` the tap's. Tap
     /// by tap ([`walk_taps`]) for strided or gathered lanes when the call says
     /// (`Call::taps_first`: a tap of `TAP_MAJOR_CHANNELS` channels or more, the weights not
-    /// streaming): the channel-major walk reloads the tap's masks at every value of `K` (two
-    /// masks, or a gather's). Channel by channel ([`walk_channels`]) otherwise: at stride 1
-    /// the gain was within the runs' spread (2-3% on 64-channel 3x3 layers at 56x56), the zoo
-    /// U-Net's 16- and 32-channel layers lost 9-11%, and ResNet-18's stem (3 channels from the
-    /// padded copy) 18%.
+    /// streaming; on AVX2, 8-lane tiles of `lanes`, stride-1 reads too): the channel-major
+    /// walk reloads the tap's masks at every value of `K` (two masks, or a gather's; on AVX2
+    /// builds each vector mask). Channel by channel ([`walk_channels`]) otherwise: on AVX-512
+    /// at stride 1 the gain was within the runs' spread (2-3% on 64-channel 3x3 layers at
+    /// 56x56), the zoo U-Net's 16- and 32-channel layers lost 9-11%, and ResNet-18's stem (3
+    /// channels from the padded copy) 18%.
     #[inline(always)]
     unsafe fn walk<const S: usize>(
         call: &Call,
+        lanes: usize,
         step: impl FnMut(*const f32, usize, *const f32, u64),
     ) {
-        // Only strided and gathered reads walk tap by tap: the tiles of the other reads keep
-        // one walk (with both, the code around the channel-major loop of a stride-1 tile ran
-        // about 3% slower on the zoo U-Net's 16- and 32-channel layers).
-        if S != 3 && call.taps_first {
+        // Only strided and gathered reads (and AVX2's stride-1 reads) walk tap by tap: the
+        // AVX-512 tiles of the other reads keep one walk (with both, the code around the
+        // channel-major loop of a stride-1 tile ran about 3% slower on the zoo U-Net's 16-
+        // and 32-channel layers). `lanes` is a constant of each tile's instance.
+        if (S == 0 || S == 2 || (S == 1 && lanes == 8)) && call.taps_first {
             walk_taps(call, step)
         } else {
             walk_channels(call, step)
@@ -1682,6 +1689,7 @@ mod x86 {
         let lanes = call.taps.lanes.as_ptr();
         walk::<S>(
             call,
+            X::LANES,
             #[inline(always)]
             |a, a_next, b, mask| {
                 let mut bv = [X::zero(); V];

@@ -27,6 +27,15 @@ impl RegionPtrs {
             .cast::<T>()
             .wrapping_offset(batch_offset as isize)
     }
+
+    /// The address of `view`'s input element `byte_offset` names (batch index 0, channel 0,
+    /// position 0), as a `T` pointer.
+    fn im2col_origin<T>(self, view: &Im2colView) -> *const T {
+        self.base(view.region)
+            .wrapping_offset(view.byte_offset as isize)
+            .cast::<T>()
+            .cast_const()
+    }
 }
 
 /// Elements from batch index 0 to batch index `linear` (row-major over `batch`) of a view
@@ -204,10 +213,7 @@ unsafe fn run_typed<T: Kernels>(
         ContractB::Im2col(view) => {
             let packer = Im2colPacker::<T> {
                 view,
-                base: regions
-                    .base(view.region)
-                    .wrapping_offset(view.byte_offset as isize)
-                    .cast::<T>(),
+                base: regions.im2col_origin::<T>(view),
                 batch_offset: &|linear| batch_offset(&c.batch, &view.batch_strides, linear as u64),
             };
             gemm::run_packing_b::<T>(
@@ -294,18 +300,13 @@ unsafe fn run_direct_conv(
         let weights = regions
             .base(Region::Weights)
             .wrapping_add(packed.byte_offset as usize);
-        let input = regions
-            .base(view.region)
-            .wrapping_offset(view.byte_offset as isize)
-            .cast::<f32>();
+        let input = regions.im2col_origin::<f32>(view);
         gemm::DirectOperands {
             a_packed: weights
                 .cast::<f32>()
                 .wrapping_offset(offset(&packed.batch_strides))
                 .cast_const(),
-            x: input
-                .wrapping_offset(offset(&view.batch_strides))
-                .cast_const(),
+            x: input.wrapping_offset(offset(&view.batch_strides)),
             c: Mat {
                 ptr: regions.origin::<f32>(&c.c, offset(&c.c.batch_strides) as i64),
                 rs: c.c.row_stride as isize,
@@ -366,10 +367,7 @@ unsafe fn run_transposed(
     let packer = PixelStrips {
         packer: Im2colPacker::<f32> {
             view,
-            base: regions
-                .base(view.region)
-                .wrapping_offset(view.byte_offset as isize)
-                .cast::<f32>(),
+            base: regions.im2col_origin::<f32>(view),
             batch_offset: &|linear| batch_offset(&c.batch, &view.batch_strides, linear as u64),
         },
         table,

@@ -105,11 +105,17 @@ pub(crate) fn available() -> bool {
 }
 
 /// Whether the AVX-512 form runs here (F, DQ and BMI2).
-#[cfg(target_arch = "x86_64")]
 fn avx512() -> bool {
-    std::arch::is_x86_feature_detected!("avx512f")
-        && std::arch::is_x86_feature_detected!("avx512dq")
-        && std::arch::is_x86_feature_detected!("bmi2")
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512dq")
+            && std::arch::is_x86_feature_detected!("bmi2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
 }
 
 /// Whether the AVX2 form runs here (AVX2 and FMA).
@@ -360,6 +366,8 @@ pub(crate) unsafe fn run_window(w: &Window, regions: RegionPtrs, pool: &WorkerPo
         return;
     }
     let work = rows.saturating_mul(n).saturating_mul(w.taps.len() as u64);
+    // The instruction set, asked once per run (the AVX2 form where AVX-512 is not).
+    let wide = avx512();
     let run_rows = |begin: u64, end: u64| {
         if begin >= end {
             return;
@@ -371,7 +379,7 @@ pub(crate) unsafe fn run_window(w: &Window, regions: RegionPtrs, pool: &WorkerPo
             // Whether the taps' ranges are the last row's: only the shared axis moved.
             let same_ranges = row > begin && at.advance(w) + 2 == n_axes && w.shared;
             // SAFETY: the caller's contract.
-            unsafe { row_of(w, regions, &at, &mut table, same_ranges) };
+            unsafe { row_of(w, regions, &at, &mut table, same_ranges, wide) };
         }
     };
     pool.for_row_runs(rows, work >= PARALLEL_WORK, &run_rows);
@@ -445,7 +453,8 @@ impl RowAt {
 }
 
 /// One row (`at`) of `w`, its taps worked out in `table` (their ranges kept from the last
-/// row when `same_ranges`: [`Window::shared`], and only the shared axis moved).
+/// row when `same_ranges`: [`Window::shared`], and only the shared axis moved), by the
+/// AVX-512 form when `wide`, else the AVX2 one.
 ///
 /// # Safety
 /// As [`run_window`].
@@ -455,6 +464,7 @@ unsafe fn row_of(
     at: &RowAt,
     table: &mut [RowTap; MAX_ROW_TAPS],
     same_ranges: bool,
+    wide: bool,
 ) {
     let n_axes = w.outer.len();
     let n = w.outer[n_axes - 1] as i64;
@@ -499,7 +509,7 @@ unsafe fn row_of(
         // SAFETY: `available` (the caller's contract); every tap reads only points of its
         // range, which its guards allow.
         unsafe {
-            if avx512() {
+            if wide {
                 x86::row(&table[..group.len()], out, n, w.max, !first)
             } else {
                 x86::row_avx2(&table[..group.len()], out, n, w.max, !first)

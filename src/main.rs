@@ -195,6 +195,9 @@ enum Command {
         /// slowest kernels with their sizes (adds a clock read per kernel).
         #[arg(long)]
         profile: bool,
+        /// Kernels `--profile` lists one by one, slowest first (the rest are summed by op).
+        #[arg(long, default_value = "20", value_name = "N", requires = "profile")]
+        profile_top: usize,
         /// A training step's persistent state to start from: DIR/<name>.npy for each parameter
         /// (required) and gradient buffer (optional; zero when absent). `--input NAME=FILE`
         /// sets one state tensor too.
@@ -383,6 +386,7 @@ fn run(cli: Cli) -> ExitCode {
             repeat,
             time,
             profile,
+            profile_top,
             state_dir,
             save_state,
             verify,
@@ -400,6 +404,7 @@ fn run(cli: Cli) -> ExitCode {
                 measure_rss: rss,
                 time_backend: time,
                 profile,
+                profile_top,
                 engine: match engine {
                     EngineArg::Backend => memc::run::Engine::Backend,
                     EngineArg::Mlir => memc::run::Engine::Mlir,

@@ -59,6 +59,8 @@ pub struct RunOptions {
     pub engine: Engine,
     /// `--profile`: time each kernel over the runs and print where the time goes.
     pub profile: bool,
+    /// `--profile-top`: kernels the profile lists one by one.
+    pub profile_top: usize,
 }
 
 /// A field of `/proc/self/status` in bytes (`VmRSS`, `VmHWM`), where Linux provides it.
@@ -247,7 +249,12 @@ pub fn run(plan: &Path, options: &RunOptions) -> Result<String, RuntimeError> {
     // The last run's outputs borrow the session (until their last use above), so its backend
     // time and kernel times are read after them.
     if options.profile {
-        write_profile(&mut report, session.program(), session.kernel_times(), runs);
+        let times = KernelTimes {
+            sums: session.kernel_times(),
+            minima: session.kernel_min_times(),
+            runs,
+        };
+        write_profile(&mut report, session.program(), &times, options.profile_top);
     }
     if options.time_backend {
         backend_times.push(session.backend_run_time());
@@ -423,69 +430,87 @@ fn write_outputs(
     Ok(())
 }
 
-/// Kernels `memc run --profile` lists one by one (the rest are summed by op).
-const PROFILE_TOP: usize = 20;
+/// A profile's kernel times: per kernel, its wall time summed over `runs` and its shortest
+/// run (empty when the backend keeps none).
+struct KernelTimes<'a> {
+    sums: &'a [Duration],
+    minima: &'a [Duration],
+    runs: usize,
+}
 
-/// `memc run --profile`: each kernel's mean time per run (`times` summed over `runs`), by op
-/// type and the slowest [`PROFILE_TOP`] one by one, with what each kernel is.
-fn write_profile(report: &mut String, program: &Program, times: &[Duration], runs: usize) {
+/// `memc run --profile`: each kernel's mean time per run, and its shortest, by op type and
+/// the slowest `top` one by one, with what each kernel is. The minima matter on a machine
+/// whose speed drifts between phases (means then mix the phases).
+fn write_profile(report: &mut String, program: &Program, times: &KernelTimes, top: usize) {
     let mut out =
         |text: String| writeln!(report, "{text}").expect("writing to a String cannot fail");
-    if times.is_empty() {
+    let KernelTimes { sums, minima, runs } = *times;
+    if sums.is_empty() {
         out("profile  unavailable: this backend does not time its kernels one by one".into());
         return;
     }
     let per_run = |t: Duration| t.as_secs_f64() * 1e3 / runs as f64;
-    let total: f64 = times.iter().map(|&t| per_run(t)).sum();
+    let min_ms = |index: usize| minima.get(index).map(|t| t.as_secs_f64() * 1e3);
+    let total: f64 = sums.iter().map(|&t| per_run(t)).sum();
     let share = |ms: f64| if total > 0.0 { 100.0 * ms / total } else { 0.0 };
     let kernels: Vec<(&str, &Kernel)> = program
         .steps
         .iter()
         .flat_map(|step| step.kernels.iter().map(move |k| (step.op.as_str(), k)))
         .collect();
+    let n = kernels.len().min(sums.len());
+    let min_total: Option<f64> = (0..n).map(min_ms).sum();
+    let min_column = |ms: Option<f64>| ms.map_or(String::new(), |ms| format!("  min {ms:>8.3} ms"));
     out(format!(
-        "profile  kernels {:.3} ms per run (mean over {runs} run{}, {} kernels)",
+        "profile  kernels {:.3} ms per run (mean over {runs} run{}, {} kernels){}",
         total,
         if runs == 1 { "" } else { "s" },
-        kernels.len()
+        kernels.len(),
+        min_total.map_or(String::new(), |ms| format!(
+            ", {ms:.3} ms summing each kernel's fastest run"
+        )),
     ));
     // By op type (the step's op up to its node name), slowest first.
-    let mut by_op: Vec<(&str, f64, usize)> = Vec::new();
-    for ((op, _), &time) in kernels.iter().zip(times) {
+    let mut by_op: Vec<(&str, f64, Option<f64>, usize)> = Vec::new();
+    for (index, (op, _)) in kernels.iter().enumerate().take(n) {
         let kind = op.split_whitespace().next().unwrap_or(op);
+        let (mean, min) = (per_run(sums[index]), min_ms(index));
         match by_op.iter_mut().find(|(k, ..)| *k == kind) {
             Some(entry) => {
-                entry.1 += per_run(time);
-                entry.2 += 1;
+                entry.1 += mean;
+                entry.2 = entry.2.zip(min).map(|(a, b)| a + b);
+                entry.3 += 1;
             }
-            None => by_op.push((kind, per_run(time), 1)),
+            None => by_op.push((kind, mean, min, 1)),
         }
     }
     by_op.sort_by(|a, b| b.1.total_cmp(&a.1));
     out("  by op".into());
-    for (kind, ms, count) in &by_op {
+    for (kind, ms, min, count) in &by_op {
         out(format!(
-            "    {ms:>9.3} ms {:>5.1}%  {kind} ({count} kernel{})",
+            "    {ms:>9.3} ms {:>5.1}%{}  {kind} ({count} kernel{})",
             share(*ms),
+            min_column(*min),
             if *count == 1 { "" } else { "s" }
         ));
     }
-    let mut order: Vec<usize> = (0..kernels.len().min(times.len())).collect();
-    order.sort_by(|&a, &b| times[b].cmp(&times[a]));
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| sums[b].cmp(&sums[a]));
     out(format!(
         "  slowest kernels{}",
-        if order.len() > PROFILE_TOP {
-            format!(" ({PROFILE_TOP} of {})", order.len())
+        if order.len() > top {
+            format!(" ({top} of {})", order.len())
         } else {
             String::new()
         }
     ));
-    for &index in order.iter().take(PROFILE_TOP) {
+    for &index in order.iter().take(top) {
         let (op, kernel) = kernels[index];
-        let ms = per_run(times[index]);
+        let ms = per_run(sums[index]);
         out(format!(
-            "    {ms:>9.3} ms {:>5.1}%  #{index} {op}: {}",
+            "    {ms:>9.3} ms {:>5.1}%{}  #{index} {op}: {}",
             share(ms),
+            min_column(min_ms(index)),
             kernel_shape(kernel)
         ));
     }

@@ -567,6 +567,45 @@ fn run_profile_shows_where_the_time_goes() {
             .any(|l| l.contains(" #0 ") && l.contains(": loop over ")),
         "{run}"
     );
+    // Each line also gives the kernel's fastest run, which is at most its mean.
+    assert!(
+        run.contains("ms summing each kernel's fastest run"),
+        "{run}"
+    );
+    let listed = kernels.iter().filter(|l| l.contains(" #"));
+    for line in by_op.iter().chain(listed) {
+        let ms: Vec<f64> = line
+            .split(" ms")
+            .filter_map(|p| p.split_whitespace().last()?.parse().ok())
+            .collect();
+        assert!(
+            ms.len() >= 2 && ms[1] <= ms[0] + 1e-3,
+            "mean then min: {line}"
+        );
+    }
+    // `--profile-top` lists that many kernels one by one.
+    let top = memc(
+        &[
+            "run",
+            plan,
+            "--input",
+            &x,
+            "--input",
+            &scale,
+            "--profile",
+            "--profile-top",
+            "1",
+        ],
+        None,
+    );
+    assert!(top.starts_with("exit code: 0\n"), "{top}");
+    let listed = top
+        .lines()
+        .skip_while(|l| !l.trim().starts_with("slowest kernels (1 of "))
+        .skip(1)
+        .filter(|l| l.contains(" #"))
+        .count();
+    assert_eq!(listed, 1, "{top}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

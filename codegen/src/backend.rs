@@ -173,6 +173,14 @@ pub trait CompiledProgram: Send + Sync {
         &[]
     }
 
+    /// Per kernel, in schedule order, its shortest wall time in one run since profiling was
+    /// turned on (`Duration::MAX` before the first run); empty where
+    /// [`CompiledProgram::kernel_times`] is. On a machine whose speed drifts between phases,
+    /// means mix the phases and minima do not.
+    fn kernel_min_times(&self) -> &[Duration] {
+        &[]
+    }
+
     /// The arena as host bytes (`arena_size` of them) after the last run; at least the bytes of
     /// `ranges` hold what the run wrote (a host backend returns the arena itself; a device
     /// backend copies those ranges back first).

@@ -340,6 +340,41 @@ fn depthwise_planes_match_the_naive_loop() {
 }
 
 #[test]
+fn depthwise_flat_planes_match_the_naive_loop() {
+    // Planes read flat on AVX2 (vectors across rows, a mask per vector and tap, the last vector
+    // overlapping the one before): "same" stride-1 planes of 7x7, 14x14 and 28x28 (the mask
+    // table's limit is 1024 vectors x taps), rows shorter than a vector (3x5), 9 values (two
+    // vectors overlapping by 7), a 5x5 window dilated, asymmetric pads; stride 2 on both axes
+    // from four phase copies, even and odd sizes (14, 15, 28 and 56 wide), a 5x5 window;
+    // `accumulate` and the residual store only the last vector's own lanes. 1-3 threads.
+    let same = |h: i64, w: i64, k: i64, d: i64| {
+        let p = (k - 1) * d / 2;
+        vec![axis(h, k, d, p, p), axis(w, k, d, p, p)]
+    };
+    let half = |h: i64, w: i64, k: i64| {
+        let p = (k - 1) / 2;
+        vec![strided(h, k, 2, 1, p, p), strided(w, k, 2, 1, p, p)]
+    };
+    let cases = [
+        (same(7, 7, 3, 1), 1),
+        (same(14, 14, 3, 1), 2),
+        (same(28, 28, 3, 1), 3),
+        (same(5, 3, 3, 1), 1),
+        (same(3, 3, 3, 1), 1),
+        (same(9, 9, 5, 2), 2),
+        (vec![axis(10, 3, 1, 0, 2), axis(6, 3, 1, 2, 0)], 1),
+        (half(14, 14, 3), 1),
+        (half(15, 15, 3), 2),
+        (half(28, 28, 3), 3),
+        (half(56, 56, 3), 1),
+        (half(12, 16, 5), 1),
+    ];
+    for (axes, threads) in cases {
+        check(1, 1, axes, 0, threads);
+    }
+}
+
+#[test]
 fn threads_split_tiles_and_strips() {
     // Few tiles (a 7x7 image is two), many row blocks: the blocks are split (block-major, its
     // weights outweighing its input). Both are large enough for several threads (a layer under

@@ -265,6 +265,11 @@ impl Session {
         self.compiled.kernel_times()
     }
 
+    /// Per kernel, as [`Session::kernel_times`], its shortest wall time in one run.
+    pub fn kernel_min_times(&self) -> &[Duration] {
+        self.compiled.kernel_min_times()
+    }
+
     /// Runs the plan on `inputs` (each graph input exactly once, by name) and returns the
     /// outputs in the plan's order.
     pub fn run(&mut self, inputs: &[(&str, TensorRef<'_>)]) -> Result<Vec<Tensor>> {

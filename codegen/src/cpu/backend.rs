@@ -47,6 +47,8 @@ pub struct CpuRunner {
     /// Per kernel, its wall time summed over the runs since profiling was turned on; empty
     /// while profiling is off (allocated when it is turned on, so a run allocates nothing).
     kernel_times: Vec<Duration>,
+    /// Per kernel, its shortest run since profiling was turned on.
+    kernel_min_times: Vec<Duration>,
 }
 
 impl std::fmt::Debug for CpuRunner {
@@ -79,6 +81,7 @@ impl CpuRunner {
             weights_size: program.weights_size,
             compile_time,
             kernel_times: Vec::new(),
+            kernel_min_times: Vec::new(),
         })
     }
 
@@ -159,22 +162,26 @@ impl CompiledProgram for CpuRunner {
             // the arena and the state meanwhile.
             unsafe { self.program.run_kernel_in(index, regions, &self.pool) };
             if let Some(started) = started {
-                self.kernel_times[index] += started.elapsed();
+                let time = started.elapsed();
+                self.kernel_times[index] += time;
+                self.kernel_min_times[index] = self.kernel_min_times[index].min(time);
             }
         }
         Ok(())
     }
 
     fn set_profiling(&mut self, on: bool) {
-        self.kernel_times = if on && self.program.n_kernels() > 0 {
-            vec![Duration::ZERO; self.program.n_kernels()]
-        } else {
-            Vec::new()
-        };
+        let n = if on { self.program.n_kernels() } else { 0 };
+        self.kernel_times = vec![Duration::ZERO; n];
+        self.kernel_min_times = vec![Duration::MAX; n];
     }
 
     fn kernel_times(&self) -> &[Duration] {
         &self.kernel_times
+    }
+
+    fn kernel_min_times(&self) -> &[Duration] {
+        &self.kernel_min_times
     }
 
     fn read_arena(&mut self, ranges: &[Range<u64>]) -> Result<&[u8], BackendError> {

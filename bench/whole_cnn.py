@@ -19,7 +19,9 @@ For each model and thread count, on the same input: onnxruntime (default optimiz
 intra-op threads N, sequential) median latency over --repeat runs in this process, then
 `memc compile` and `memc run --threads N --repeat R --rss` (median latency, peak-RSS growth of
 the first run); memc's output is checked against onnxruntime's (zoo tolerance 1e-4 + 1e-3
-|ort|, as a fraction: <= 1 passes). Prints a Markdown table.
+|ort|, as a fraction: <= 1 passes). `--rounds K` alternates the two K times (each --repeat
+runs), so a machine whose speed drifts between phases slows both alike. Prints a Markdown
+table.
 """
 
 from __future__ import annotations
@@ -152,6 +154,10 @@ def main() -> int:
     ap.add_argument("--out", default=None, help="where the models and plans go (default: a temp dir)")
     ap.add_argument("--stat", choices=["median", "min"], default="median",
                     help="latency statistic of both sides: min suits a machine whose speed drifts between runs")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="alternate onnxruntime's and memc's runs this many times (--repeat each), "
+                         "so both see the same phases of a machine whose speed drifts; the "
+                         "statistic is taken over every round's")
     args = ap.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="memc-whole-cnn-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -174,18 +180,26 @@ def main() -> int:
             want = sess.run(None, {"x": x})[0]
             for _ in range(5):
                 sess.run(None, {"x": x})
-            times = []
-            for _ in range(args.repeat):
-                t = time.perf_counter()
-                sess.run(None, {"x": x})
-                times.append(time.perf_counter() - t)
-            ort_ms = float(np.min(times) if args.stat == "min" else np.median(times)) * 1e3
+            times, memc_stats = [], []
             out_dir = out / f"{name}_out_{threads}"
-            run = subprocess.run(
-                [args.memc, "run", str(plan), "--threads", str(threads), "--repeat",
-                 str(args.repeat), "--rss", "--input", f"x={x_path}", "--output-dir", str(out_dir)],
-                check=True, capture_output=True, text=True)
-            stats = json.loads([l for l in run.stdout.splitlines() if l.startswith("{")][-1])
+            for _ in range(max(args.rounds, 1)):
+                for _ in range(args.repeat):
+                    t = time.perf_counter()
+                    sess.run(None, {"x": x})
+                    times.append(time.perf_counter() - t)
+                run = subprocess.run(
+                    [args.memc, "run", str(plan), "--threads", str(threads), "--repeat",
+                     str(args.repeat), "--rss", "--input", f"x={x_path}", "--output-dir",
+                     str(out_dir)],
+                    check=True, capture_output=True, text=True)
+                memc_stats.append(
+                    json.loads([l for l in run.stdout.splitlines() if l.startswith("{")][-1]))
+            ort_ms = float(np.min(times) if args.stat == "min" else np.median(times)) * 1e3
+            # Every round's statistic: the least of their minima, the median of their medians.
+            pick = np.min if args.stat == "min" else np.median
+            stats = dict(memc_stats[0])
+            stats[f"{args.stat}_ms"] = float(pick([m[f"{args.stat}_ms"] for m in memc_stats]))
+            stats["rss_growth_bytes"] = max(m["rss_growth_bytes"] for m in memc_stats)
             got = np.load(out_dir / "y.npy")
             err = float(np.max(np.abs(got - want) / (1e-4 + 1e-3 * np.abs(want))))
             rss = stats["rss_growth_bytes"] / 2**20

@@ -45,6 +45,11 @@ pub use direct::{
     direct_conv_fills_lanes, direct_conv_pays, direct_conv_runs, direct_conv_window_fits,
     run_direct, DirectAxis, DirectConv, DirectOperands, DIRECT_MAX_AXES, DIRECT_MAX_TAPS,
 };
+mod winograd;
+pub use winograd::{
+    pack_winograd_weights, run_winograd, winograd_blocking, winograd_scratch_bytes,
+    winograd_weights_len, winograd_window, WinogradConv, WinogradOperands,
+};
 
 /// Rows of `C` one GEMM microkernel call computes (`cpu/gemm.rs`), on every instruction set.
 pub const GEMM_MR: u64 = 6;

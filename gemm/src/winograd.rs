@@ -1,0 +1,707 @@
+//! Winograd F(2x2, 3x3) convolution: a 3x3, stride-1, undilated 2-d convolution computed per
+//! 2x2 output tile from its 4x4 input tile as `Y = A^T [(G g G^T) . (B^T d B)] A` (Lavin and
+//! Gray, 2015): 16 products per tile and channel pair where the direct form takes 36, so 2.25x
+//! fewer multiply-adds, in 16 ordinary products (one per point `xi` of the 4x4 transform):
+//! `M[xi] = U[xi] @ V[xi]`, `U[xi]` the transformed weight (`m x channels`, packed whole at
+//! compile time by [`pack_winograd_weights`]) and `V[xi]` the transformed input (`channels x
+//! tiles`).
+//!
+//! - **Blocks of tiles.** The output's tiles (row-major, `ceil(oh / 2) x ceil(ow / 2)`) are cut
+//!   into blocks of at most [`WinogradConv::block`] tiles. Per block, a thread transforms the
+//!   input into `V` (16 matrices, in the layout of a `B` packed whole, so the GEMM's
+//!   microkernel reads it as it is), runs the 16 products with the GEMM microkernels into `M`,
+//!   and transforms `M` into the block's outputs with the epilogue (alpha, bias, residual,
+//!   clamp) applied as they are stored. A block's `V` and `M` stay in the thread's cache.
+//! - **Memory.** Per thread, [`winograd_scratch_bytes`]: `V` (16 x channels x the block
+//!   rounded up to a packed strip), `M` (16 x m x block) and a staging row of 16 x (block + 8)
+//!   values, in planned scratch. The weight is 16/9 of the direct form's (its transform).
+//! - **Numerics.** The transforms add and subtract (and halve, in `G`), so an output differs
+//!   from the direct sum by rounding only (relative error ~1e-6 for f32 on unit-scale data),
+//!   and is the same whatever the number of threads (a block's outputs are computed by one
+//!   thread, in one order).
+//! - **Threads.** Units of (batch index, block), taken from a shared counter.
+//!
+//! Guarantees: every input element read lies inside the input (tiles over the padding read
+//! zeros from a bounded copy), and every output written is an output of the convolution.
+
+use crate::{isa, Epilogue, Isa, Kernels, Mat, GEMM_KC_BYTES, MR, PACKED_B_STRIP};
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Points of the transformed tile (4 x 4).
+const POINTS: usize = 16;
+/// Lanes of the transforms' vectors.
+const LANES: usize = 8;
+/// Columns of a strip of `V` (a `B` packed whole).
+const STRIP: usize = PACKED_B_STRIP as usize;
+
+/// A Winograd convolution of one image: `m` output channels from `channels` input channels
+/// of `h x w`, padded by `pad_top` and `pad_left` (the other pads are implied by `oh`, `ow`:
+/// `oh = h + pad_top + pad_bottom - 2`).
+#[derive(Copy, Clone, Debug)]
+pub struct WinogradConv {
+    pub m: usize,
+    pub channels: usize,
+    pub h: usize,
+    pub w: usize,
+    /// Elements between consecutive input channels, and rows (columns are contiguous).
+    pub channel_stride: isize,
+    pub row_stride: isize,
+    pub pad_top: usize,
+    pub pad_left: usize,
+    pub oh: usize,
+    pub ow: usize,
+    /// Tiles per block and output channels per chunk ([`winograd_blocking`]).
+    pub block: usize,
+    pub chunk: usize,
+    pub alpha: f32,
+    pub epilogue: Epilogue<f32>,
+}
+
+/// One batch index's operands: the transformed weight packed by [`pack_winograd_weights`], the
+/// input's element (channel 0, row 0, column 0), the output (`m` rows of `oh x ow` contiguous
+/// pixels, `c.cs` 1) and the bias's shift (as [`crate::DirectOperands`]).
+#[derive(Copy, Clone, Debug)]
+pub struct WinogradOperands {
+    pub u: *const f32,
+    pub x: *const f32,
+    pub c: Mat<f32>,
+    pub bias_shift: isize,
+}
+
+// SAFETY: raw addresses; the caller promises the threads write disjoint outputs.
+unsafe impl Send for WinogradOperands {}
+unsafe impl Sync for WinogradOperands {}
+
+/// Values of the transformed weight of `m x channels x 3 x 3`: 16 matrices `m x channels`,
+/// each packed whole.
+pub fn winograd_weights_len(m: u64, channels: u64) -> u64 {
+    crate::packed_a_len(m, channels).saturating_mul(POINTS as u64)
+}
+
+/// Columns of a strip of `V` for blocks of `block` tiles: 16 (the AVX2 microkernel's, and the
+/// narrow one's) for blocks of 16, else a packed `B`'s strip.
+fn strip(block: usize) -> usize {
+    if block <= 16 {
+        16
+    } else {
+        STRIP
+    }
+}
+
+/// `V`'s columns for a block of `block` tiles: whole strips.
+fn v_cols(block: usize) -> usize {
+    block.div_ceil(strip(block)) * strip(block)
+}
+
+/// Values of one thread's scratch, in the order `V`, `M`, staging (each a multiple of 16), for
+/// blocks of `block` tiles and chunks of `chunk` output channels.
+fn scratch_parts(channels: usize, block: usize, chunk: usize) -> [usize; 3] {
+    let round = |x: usize| x.div_ceil(16) * 16;
+    [
+        round(POINTS * channels * v_cols(block)),
+        round(POINTS * chunk * block),
+        round(POINTS * (block + LANES)),
+    ]
+}
+
+/// Bytes of one thread's scratch for blocks of `block` tiles and chunks of `chunk` output
+/// channels (a multiple of 64).
+pub fn winograd_scratch_bytes(channels: u64, block: u64, chunk: u64) -> u64 {
+    let (Ok(c), Ok(b), Ok(o)) = (
+        usize::try_from(channels),
+        usize::try_from(block),
+        usize::try_from(chunk),
+    ) else {
+        return u64::MAX;
+    };
+    scratch_parts(c, b, o)
+        .iter()
+        .fold(0u64, |sum, &part| sum.saturating_add(part as u64 * 4))
+        .next_multiple_of(64)
+}
+
+/// The blocking for `m` output and `channels` input channels within `cap` bytes of scratch per
+/// thread: (tiles per block, output channels per chunk), blocks of 32 tiles before 16 and
+/// every output channel in one chunk before chunks of 96, 48 or 24; `None` when none fits
+/// (then the convolution is not run this way). Blocks under 16 tiles would leave the GEMM
+/// microkernel's vectors half empty, chunks under 24 channels its strips.
+pub fn winograd_blocking(m: u64, channels: u64, cap: u64) -> Option<(u64, u64)> {
+    let whole = m.div_ceil(MR as u64) * MR as u64;
+    for block in [32, 16] {
+        for chunk in [whole, 96, 48, 24] {
+            if chunk <= whole && winograd_scratch_bytes(channels, block, chunk) <= cap {
+                return Some((block, chunk));
+            }
+        }
+    }
+    None
+}
+
+/// Whether a 2-d convolution's window runs as Winograd F(2x2, 3x3): 3x3 taps, stride 1,
+/// dilation 1, pads of at most 2 (so every tile reads at least one input row and column).
+pub fn winograd_window(kernel: [u64; 2], stride: [u64; 2], dilation: [u64; 2]) -> bool {
+    kernel == [3, 3] && stride == [1, 1] && dilation == [1, 1]
+}
+
+/// Packs the weight `a` (`m x (channels * 9)`, value `(o, c * 9 + 3 * ky + kx)`) transformed
+/// (`U = G g G^T` per output and input channel) into 16 matrices `m x channels`, matrix `xi`
+/// at `dst + xi * packed_a_len(m, channels)`, each packed whole ([`crate::pack_a_whole`]).
+/// Allocates one `m x channels` matrix (at compile time, never in a run).
+///
+/// # Safety
+/// `a` is valid for `m x 9 * channels`; `dst` for [`winograd_weights_len`] values.
+pub unsafe fn pack_winograd_weights(dst: *mut f32, a: Mat<f32>, m: usize, channels: usize) {
+    let len = crate::packed_a_len(m as u64, channels as u64) as usize;
+    let mut u = vec![0f32; POINTS * m * channels];
+    for o in 0..m {
+        for c in 0..channels {
+            let g = |ky: usize, kx: usize| *a.at(o, c * 9 + 3 * ky + kx);
+            // G g: 4 x 3, G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]].
+            let mut gg = [[0f32; 3]; 4];
+            for kx in 0..3 {
+                let (g0, g1, g2) = (g(0, kx), g(1, kx), g(2, kx));
+                gg[0][kx] = g0;
+                gg[1][kx] = 0.5 * (g0 + g1 + g2);
+                gg[2][kx] = 0.5 * (g0 - g1 + g2);
+                gg[3][kx] = g2;
+            }
+            // (G g) G^T: 4 x 4.
+            for (i, row) in gg.iter().enumerate() {
+                let [r0, r1, r2] = *row;
+                let t = [r0, 0.5 * (r0 + r1 + r2), 0.5 * (r0 - r1 + r2), r2];
+                for (j, value) in t.into_iter().enumerate() {
+                    u[((i * 4 + j) * m + o) * channels + c] = value;
+                }
+            }
+        }
+    }
+    for xi in 0..POINTS {
+        let src = Mat {
+            ptr: u.as_mut_ptr().add(xi * m * channels),
+            rs: channels as isize,
+            cs: 1,
+        };
+        crate::pack_a_whole(dst.add(xi * len), src, m, channels);
+    }
+}
+
+/// Runs the convolution for batch indices `0..batches` (operands `at(b)`), split over at most
+/// `threads` threads that `broadcast(t, f)` runs `f(0..t)` on, thread `t` using the scratch at
+/// `scratch + t * winograd_scratch_bytes(..)` (64-aligned).
+///
+/// # Safety
+/// The operands are valid for the convolution's extents; the scratch holds `threads` slots;
+/// the output overlaps neither the input nor the weight (a residual `add` may be anything the
+/// epilogue can read before the element is written).
+pub unsafe fn run_winograd(
+    batches: usize,
+    at: &(dyn Fn(usize) -> WinogradOperands + Sync),
+    conv: &WinogradConv,
+    scratch: *mut u8,
+    threads: usize,
+    broadcast: crate::Broadcast<'_>,
+) {
+    let tiles = conv.oh.div_ceil(2) * conv.ow.div_ceil(2);
+    if batches == 0
+        || tiles == 0
+        || conv.m == 0
+        || conv.channels == 0
+        || conv.block == 0
+        || conv.chunk == 0
+    {
+        return;
+    }
+    let blocks = tiles.div_ceil(conv.block);
+    let units = batches * blocks;
+    let threads = threads.clamp(1, units);
+    let slot =
+        winograd_scratch_bytes(conv.channels as u64, conv.block as u64, conv.chunk as u64) as usize;
+    let next = AtomicUsize::new(0);
+    let scratch_at = scratch as usize;
+    let work = |t: usize| {
+        let scratch = (scratch_at as *mut u8).wrapping_add(t * slot).cast::<f32>();
+        loop {
+            let unit = next.fetch_add(1, Ordering::Relaxed);
+            if unit >= units {
+                break;
+            }
+            let (batch, block) = (unit / blocks, unit % blocks);
+            let first = block * conv.block;
+            let count = conv.block.min(tiles - first);
+            run_block(conv, &at(batch), first, count, scratch);
+        }
+    };
+    if threads == 1 {
+        work(0);
+    } else {
+        broadcast(threads, &work);
+    }
+}
+
+/// One block of `count` tiles from tile `first`, in the instruction set's copy.
+unsafe fn run_block(
+    conv: &WinogradConv,
+    ops: &WinogradOperands,
+    first: usize,
+    count: usize,
+    scratch: *mut f32,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2(
+            conv: &WinogradConv,
+            ops: &WinogradOperands,
+            first: usize,
+            count: usize,
+            scratch: *mut f32,
+        ) {
+            block_body::<x86::Ymm>(conv, ops, first, count, scratch)
+        }
+        if matches!(isa(), Isa::Avx2 | Isa::Avx512) {
+            return avx2(conv, ops, first, count, scratch);
+        }
+    }
+    block_body::<[f32; LANES]>(conv, ops, first, count, scratch)
+}
+
+/// Eight lanes of f32: the transforms' operations.
+trait Lanes: Copy {
+    fn zero() -> Self;
+    fn splat(x: f32) -> Self;
+    unsafe fn load(p: *const f32) -> Self;
+    unsafe fn store(self, p: *mut f32);
+    fn add(self, o: Self) -> Self;
+    fn sub(self, o: Self) -> Self;
+    fn mul(self, o: Self) -> Self;
+    /// `[p[2 i + j] for i in 0..8]` for `j` in 0..4 (18 values read).
+    unsafe fn columns(p: *const f32) -> [Self; 4];
+    /// The 16 values `even[0], odd[0], even[1], ...` as two vectors.
+    fn interleave(even: Self, odd: Self) -> [Self; 2];
+    /// `v < lo ? lo : v > hi ? hi : v` (NaN stays NaN), as [`crate::finish_block`].
+    fn clamp(self, lo: Self, hi: Self) -> Self;
+    fn lane(self, i: usize) -> f32;
+}
+
+impl Lanes for [f32; LANES] {
+    #[inline(always)]
+    fn zero() -> Self {
+        [0.0; LANES]
+    }
+    #[inline(always)]
+    fn splat(x: f32) -> Self {
+        [x; LANES]
+    }
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        std::ptr::read_unaligned(p.cast::<Self>())
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        std::ptr::write_unaligned(p.cast::<Self>(), self)
+    }
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        std::array::from_fn(|i| self[i] + o[i])
+    }
+    #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        std::array::from_fn(|i| self[i] - o[i])
+    }
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        std::array::from_fn(|i| self[i] * o[i])
+    }
+    #[inline(always)]
+    unsafe fn columns(p: *const f32) -> [Self; 4] {
+        std::array::from_fn(|j| std::array::from_fn(|i| *p.add(2 * i + j)))
+    }
+    #[inline(always)]
+    fn interleave(even: Self, odd: Self) -> [Self; 2] {
+        let at = |k: usize| if k % 2 == 0 { even[k / 2] } else { odd[k / 2] };
+        [
+            std::array::from_fn(at),
+            std::array::from_fn(|k| at(k + LANES)),
+        ]
+    }
+    #[inline(always)]
+    fn clamp(self, lo: Self, hi: Self) -> Self {
+        std::array::from_fn(|i| {
+            let v = self[i];
+            if v < lo[i] {
+                lo[i]
+            } else if v > hi[i] {
+                hi[i]
+            } else {
+                v
+            }
+        })
+    }
+    #[inline(always)]
+    fn lane(self, i: usize) -> f32 {
+        self[i]
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::Lanes;
+    use std::arch::x86_64::*;
+
+    /// An AVX2 vector (used only inside `avx2, fma` functions).
+    #[derive(Copy, Clone)]
+    pub(super) struct Ymm(__m256);
+
+    impl Lanes for Ymm {
+        #[inline(always)]
+        fn zero() -> Self {
+            // SAFETY: AVX is enabled wherever `Ymm` is used.
+            Ymm(unsafe { _mm256_setzero_ps() })
+        }
+        #[inline(always)]
+        fn splat(x: f32) -> Self {
+            // SAFETY: as `zero`.
+            Ymm(unsafe { _mm256_set1_ps(x) })
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            Ymm(_mm256_loadu_ps(p))
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            _mm256_storeu_ps(p, self.0)
+        }
+        #[inline(always)]
+        fn add(self, o: Self) -> Self {
+            // SAFETY: as `zero`.
+            Ymm(unsafe { _mm256_add_ps(self.0, o.0) })
+        }
+        #[inline(always)]
+        fn sub(self, o: Self) -> Self {
+            // SAFETY: as `zero`.
+            Ymm(unsafe { _mm256_sub_ps(self.0, o.0) })
+        }
+        #[inline(always)]
+        fn mul(self, o: Self) -> Self {
+            // SAFETY: as `zero`.
+            Ymm(unsafe { _mm256_mul_ps(self.0, o.0) })
+        }
+        #[inline(always)]
+        unsafe fn columns(p: *const f32) -> [Self; 4] {
+            // Even and odd elements of 16 values: [a0 a2 b0 b2 | a4 a6 b4 b6], then the
+            // middle 64-bit pairs swapped.
+            let split = |a: __m256, b: __m256| {
+                let even = _mm256_shuffle_ps::<0b10_00_10_00>(a, b);
+                let odd = _mm256_shuffle_ps::<0b11_01_11_01>(a, b);
+                let order = |v: __m256| {
+                    _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(v)))
+                };
+                (order(even), order(odd))
+            };
+            let (d0, d1) = split(_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)));
+            let (d2, d3) = split(_mm256_loadu_ps(p.add(2)), _mm256_loadu_ps(p.add(10)));
+            [Ymm(d0), Ymm(d1), Ymm(d2), Ymm(d3)]
+        }
+        #[inline(always)]
+        fn interleave(even: Self, odd: Self) -> [Self; 2] {
+            // SAFETY: as `zero`.
+            unsafe {
+                let lo = _mm256_unpacklo_ps(even.0, odd.0);
+                let hi = _mm256_unpackhi_ps(even.0, odd.0);
+                [
+                    Ymm(_mm256_permute2f128_ps::<0x20>(lo, hi)),
+                    Ymm(_mm256_permute2f128_ps::<0x31>(lo, hi)),
+                ]
+            }
+        }
+        #[inline(always)]
+        fn clamp(self, lo: Self, hi: Self) -> Self {
+            // SAFETY: as `zero`.
+            unsafe {
+                let above = _mm256_cmp_ps::<_CMP_GT_OQ>(self.0, hi.0);
+                let below = _mm256_cmp_ps::<_CMP_LT_OQ>(self.0, lo.0);
+                Ymm(_mm256_blendv_ps(
+                    _mm256_blendv_ps(self.0, hi.0, above),
+                    lo.0,
+                    below,
+                ))
+            }
+        }
+        #[inline(always)]
+        fn lane(self, i: usize) -> f32 {
+            let mut all = [0f32; 8];
+            // SAFETY: `all` holds 8 values.
+            unsafe { _mm256_storeu_ps(all.as_mut_ptr(), self.0) };
+            all[i]
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn block_body<X: Lanes>(
+    conv: &WinogradConv,
+    ops: &WinogradOperands,
+    first: usize,
+    count: usize,
+    scratch: *mut f32,
+) {
+    let [v_len, m_len, _] = scratch_parts(conv.channels, conv.block, conv.chunk);
+    let v = scratch;
+    let mm = scratch.add(v_len);
+    let staging = mm.add(m_len);
+    transform_input::<X>(conv, ops, first, count, v, staging);
+    let mut row0 = 0;
+    while row0 < conv.m {
+        let rows = (conv.m - row0).min(conv.chunk);
+        products(conv, ops, row0, rows, count, v, mm);
+        transform_output::<X>(conv, ops, row0, rows, first, count, mm);
+        row0 += rows;
+    }
+}
+
+/// `V` for the block: for each input channel, each tile's 4x4 input `d` as `B^T d B`, point
+/// `xi` of tile `j` at `v + xi * channels * v_cols + (j / strip) * strip * channels + c *
+/// strip + j % strip` (each point's matrix a `B` packed whole, in strips of `strip`
+/// columns). Columns past the block up to the next 16 are zero.
+#[inline(always)]
+unsafe fn transform_input<X: Lanes>(
+    conv: &WinogradConv,
+    ops: &WinogradOperands,
+    first: usize,
+    count: usize,
+    v: *mut f32,
+    staging: *mut f32,
+) {
+    let tw = conv.ow.div_ceil(2);
+    let sw = strip(conv.block);
+    let point_stride = conv.channels * v_cols(conv.block);
+    let stage = conv.block + LANES;
+    for c in 0..conv.channels {
+        let xc = ops.x.wrapping_offset(c as isize * conv.channel_stride);
+        // Each input row's horizontal transform `d B` for every tile of the block, row `r`'s
+        // value `j` at `staging + (4 r + j) * stage + tile`.
+        let mut tile = first;
+        while tile < first + count {
+            let (ty, tx) = (tile / tw, tile % tw);
+            let len = (first + count - tile).min(tw - tx);
+            let pos = tile - first;
+            for r in 0..4 {
+                let iy = (2 * ty + r) as isize - conv.pad_top as isize;
+                let row_inside = iy >= 0 && (iy as usize) < conv.h;
+                let row = xc.wrapping_offset(iy * conv.row_stride);
+                let mut q = 0;
+                while q < len {
+                    let u = if row_inside {
+                        let ix = (2 * (tx + q)) as isize - conv.pad_left as isize;
+                        let mut edge = [0f32; 2 * LANES + 2];
+                        let p = if ix >= 0 && ix as usize + edge.len() <= conv.w {
+                            row.offset(ix)
+                        } else {
+                            for (k, e) in edge.iter_mut().enumerate() {
+                                let col = ix + k as isize;
+                                if col >= 0 && (col as usize) < conv.w {
+                                    *e = *row.offset(col);
+                                }
+                            }
+                            edge.as_ptr()
+                        };
+                        let [d0, d1, d2, d3] = X::columns(p);
+                        [d0.sub(d2), d1.add(d2), d2.sub(d1), d1.sub(d3)]
+                    } else {
+                        [X::zero(); 4]
+                    };
+                    for (j, value) in u.into_iter().enumerate() {
+                        value.store(staging.add((4 * r + j) * stage + pos + q));
+                    }
+                    q += LANES;
+                }
+            }
+            tile += len;
+        }
+        // The vertical transform `B^T (d B)` into `V`.
+        let vc = v.add(c * sw);
+        let mut q = 0;
+        while q < count {
+            let at = (q / sw) * sw * conv.channels + q % sw;
+            for j in 0..4 {
+                let s = |r: usize| X::load(staging.add((4 * r + j) * stage + q));
+                let (s0, s1, s2, s3) = (s(0), s(1), s(2), s(3));
+                let col = [s0.sub(s2), s1.add(s2), s2.sub(s1), s1.sub(s3)];
+                for (i, value) in col.into_iter().enumerate() {
+                    value.store(vc.add((4 * i + j) * point_stride + at));
+                }
+            }
+            q += LANES;
+        }
+        // Zero the columns the microkernel may read past the block (a 16-column half strip).
+        let mut q = count.div_ceil(LANES) * LANES;
+        while q < count.div_ceil(16) * 16 {
+            let at = (q / sw) * sw * conv.channels + q % sw;
+            for xi in 0..POINTS {
+                X::zero().store(vc.add(xi * point_stride + at));
+            }
+            q += LANES;
+        }
+    }
+}
+
+/// `M[xi] = U[xi] @ V[xi]` for output channels `row0..row0 + rows` (`row0` a multiple of
+/// [`MR`]) and the block's `count` tiles: row `o` of `M[xi]` at `mm + (xi * chunk + o - row0)
+/// * block`, by the GEMM's microkernel over `A` strips of [`MR`] rows and runs of `KC`.
+#[inline(always)]
+unsafe fn products(
+    conv: &WinogradConv,
+    ops: &WinogradOperands,
+    row0: usize,
+    rows: usize,
+    count: usize,
+    v: *const f32,
+    mm: *mut f32,
+) {
+    let (kernel, nr) = if count <= 16 {
+        <f32 as Kernels>::narrow_kernel(isa())
+    } else {
+        <f32 as Kernels>::kernel(isa())
+    };
+    let (m, k) = (conv.m, conv.channels);
+    let sw = strip(conv.block);
+    let kc_max = GEMM_KC_BYTES as usize / 4;
+    let mpad = m.div_ceil(MR) * MR;
+    let a_len = crate::packed_a_len(m as u64, k as u64) as usize;
+    let cols = v_cols(conv.block);
+    for xi in 0..POINTS {
+        let u = ops.u.add(xi * a_len);
+        let vx = v.add(xi * k * cols);
+        let mx = mm.add(xi * conv.chunk * conv.block);
+        for strip in row0 / MR..(row0 + rows).div_ceil(MR) {
+            let height = (m - strip * MR).min(MR);
+            let mut j0 = 0;
+            while j0 < count {
+                let width = (count - j0).min(nr);
+                let b = vx.add((j0 / sw) * sw * k + j0 % sw);
+                let c = Mat {
+                    ptr: mx.add((strip * MR - row0) * conv.block + j0),
+                    rs: conv.block as isize,
+                    cs: 1,
+                };
+                let mut p0 = 0;
+                while p0 < k {
+                    let kc = (k - p0).min(kc_max);
+                    let a = u.add(p0 * mpad + strip * MR * kc);
+                    kernel(
+                        kc,
+                        a,
+                        1,
+                        MR as isize,
+                        b.add(p0 * sw),
+                        sw as isize,
+                        nr,
+                        height,
+                        width,
+                        c,
+                        1.0,
+                        p0 > 0,
+                        None,
+                    );
+                    p0 += kc;
+                }
+                j0 += nr;
+            }
+        }
+    }
+}
+
+/// The outputs of channels `row0..row0 + rows` for the block: per output channel and 8
+/// tiles, `A^T M A` times alpha, plus the bias and the residual, clamped, stored as 2x2
+/// pixels (16 contiguous values per output row when the 8 tiles lie in one tile row and
+/// inside the output; else pixel by pixel).
+#[inline(always)]
+unsafe fn transform_output<X: Lanes>(
+    conv: &WinogradConv,
+    ops: &WinogradOperands,
+    row0: usize,
+    rows: usize,
+    first: usize,
+    count: usize,
+    mm: *const f32,
+) {
+    let tw = conv.ow.div_ceil(2);
+    let e = conv.epilogue;
+    let (lo, hi) = e.clamp.unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
+    let (lo, hi) = (X::splat(lo), X::splat(hi));
+    let alpha = X::splat(conv.alpha);
+    let point_stride = conv.chunk * conv.block;
+    for o in row0..row0 + rows {
+        let bias = e.bias.map_or(0.0, |(ptr, stride)| {
+            *ptr.wrapping_offset(ops.bias_shift + o as isize * stride)
+        });
+        let bias = X::splat(bias);
+        let out = ops.c.ptr.wrapping_offset(o as isize * ops.c.rs);
+        let mo = mm.add((o - row0) * conv.block);
+        let mut q = 0;
+        while q < count {
+            let m = |xi: usize| X::load(mo.add(xi * point_stride + q));
+            // A^T m: rows s0 = m0 + m1 + m2, s1 = m1 - m2 - m3 (each a row of 4 points).
+            let mut s = [[X::zero(); 4]; 2];
+            for j in 0..4 {
+                let (m0, m1, m2, m3) = (m(j), m(4 + j), m(8 + j), m(12 + j));
+                s[0][j] = m0.add(m1).add(m2);
+                s[1][j] = m1.sub(m2).sub(m3);
+            }
+            let finish = |v: X| {
+                if conv.alpha == 1.0 {
+                    v.add(bias)
+                } else {
+                    v.mul(alpha).add(bias)
+                }
+            };
+            let y = [
+                [
+                    finish(s[0][0].add(s[0][1]).add(s[0][2])),
+                    finish(s[0][1].sub(s[0][2]).sub(s[0][3])),
+                ],
+                [
+                    finish(s[1][0].add(s[1][1]).add(s[1][2])),
+                    finish(s[1][1].sub(s[1][2]).sub(s[1][3])),
+                ],
+            ];
+            let tile = first + q;
+            let (ty, tx) = (tile / tw, tile % tw);
+            if q + LANES <= count
+                && tx + LANES <= tw
+                && 2 * ty + 2 <= conv.oh
+                && 2 * (tx + LANES) <= conv.ow
+            {
+                for (i, [even, odd]) in y.into_iter().enumerate() {
+                    let dst = out.add((2 * ty + i) * conv.ow + 2 * tx);
+                    for (h, mut half) in X::interleave(even, odd).into_iter().enumerate() {
+                        let at = dst.add(h * LANES);
+                        if let Some(add) = e.add {
+                            half = half.add(X::load(at.offset(add)));
+                        }
+                        half.clamp(lo, hi).store(at);
+                    }
+                }
+            } else {
+                for lane in 0..LANES.min(count - q) {
+                    let (ty, tx) = ((tile + lane) / tw, (tile + lane) % tw);
+                    for (i, pair) in y.iter().enumerate() {
+                        for (j, value) in pair.iter().enumerate() {
+                            let (oy, ox) = (2 * ty + i, 2 * tx + j);
+                            if oy < conv.oh && ox < conv.ow {
+                                let dst = out.add(oy * conv.ow + ox);
+                                let mut v = X::splat(value.lane(lane));
+                                if let Some(add) = e.add {
+                                    v = v.add(X::splat(*dst.offset(add)));
+                                }
+                                *dst = v.clamp(lo, hi).lane(0);
+                            }
+                        }
+                    }
+                }
+            }
+            q += LANES;
+        }
+    }
+}

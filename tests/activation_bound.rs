@@ -141,12 +141,13 @@ fn zoo_bound_matches_the_independent_script() {
                 .conv
                 .scratch_cap(memc_codegen::cpu::target::GEMM_THREADS, expected);
             // A convolution over few pixels and many output channels whose scratch fits
-            // under the peak may run transposed (its column matrix's panels and its result).
+            // under the peak may run transposed (its column matrix's panels and its result),
+            // a 3x3 one as Winograd (its transforms' blocks).
             for b in conv_scratch {
                 assert!(
                     matches!(
                         b["scratch_use"].as_str(),
-                        Some("GEMM panels" | "transposed product")
+                        Some("GEMM panels" | "transposed product" | "Winograd transforms")
                     ),
                     "{model}: {b}"
                 );

@@ -5,7 +5,8 @@
 //! the plan holds the layouts, the convolutions read their weights packed, the products' constant
 //! `B`s are packed whole (and plan no `B` panel), and the CPU backend (which reads the packed
 //! copies) agrees with the reference interpreter (which reads the plain `A` and `B`) on every
-//! output.
+//! output. `tests/onnx/fixtures/winograd_convs.onnx`'s 3x3 convolutions run as Winograd F(2x2,
+//! 3x3) with their weights transformed, against the same reference.
 
 mod common;
 
@@ -17,8 +18,9 @@ use std::num::NonZeroUsize;
 use std::process::Command;
 
 /// Compiles `model` (with `dims`), checks its laid-out operands, and compares the CPU run with
-/// the reference interpreter; returns how many slots of each layout the plan has.
-fn check(model: &str, dims: &[&str]) -> (usize, usize) {
+/// the reference interpreter; returns how many slots of each layout the plan has (packed `A`,
+/// packed `B`, Winograd).
+fn check(model: &str, dims: &[&str]) -> (usize, usize, usize) {
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("prepack");
     std::fs::create_dir_all(&dir).expect("the target tmpdir is writable");
     let plan = dir.join(format!("{}.plan", model.replace('/', "_")));
@@ -61,12 +63,19 @@ fn check(model: &str, dims: &[&str]) -> (usize, usize) {
             slot.operand.clone().expect("a laid-out slot")
         };
         if let Some(packed) = &c.a_packed {
-            // A packed copy of a constant `A`, inside a packed slot of its shape.
+            // A packed copy of a constant `A`, inside a packed slot of its shape: transformed
+            // for a product run as Winograd (with its scratch), else packed whole.
             assert_eq!(c.a.region, Region::Weights, "{}", kernel.name);
             let spec = spec_at(packed);
+            let layout = if c.winograd.is_some() {
+                assert!(c.pack.is_some(), "{}: Winograd scratch", kernel.name);
+                OperandLayout::Winograd
+            } else {
+                OperandLayout::PackedA
+            };
             assert_eq!(
                 (spec.layout, spec.rows, spec.cols),
-                (OperandLayout::PackedA, c.m, c.k),
+                (layout, c.m, c.k),
                 "{}",
                 kernel.name
             );
@@ -117,23 +126,87 @@ fn check(model: &str, dims: &[&str]) -> (usize, usize) {
             );
         }
     }
-    (count(OperandLayout::PackedA), count(OperandLayout::PackedB))
+    (
+        count(OperandLayout::PackedA),
+        count(OperandLayout::PackedB),
+        count(OperandLayout::Winograd),
+    )
 }
 
 #[test]
 fn laid_out_weights_run_as_the_reference_reads_them() {
     // The 3x3 convolution's 16x72 weight is packed (the 1x1's 16x16 is too small); `B` of the
     // `Gemm` with `transB` (fc1, 64x128) and of the two MatMuls sharing one 128x128 weight (fc2
-    // and the GEMV) are packed whole: two slots.
-    let (packed_a, packed_b) = check("tests/onnx/no_heap/model.onnx", &[]);
-    assert_eq!((packed_a, packed_b), (1, 2), "the no-heap model");
+    // and the GEMV) are packed whole: two slots. No Winograd: its scratch would raise the
+    // model's peak.
+    let packed = check("tests/onnx/no_heap/model.onnx", &[]);
+    assert_eq!(packed, (1, 2, 0), "the no-heap model");
     // Both convolutions' weights are packed (conv1's 8x27 too: a stride-1 convolution runs
     // direct, reading only a packed weight); fc's 10x16 is too small to matter.
-    let (packed_a, packed_b) = check("examples/classifier.onnx", &["batch=1"]);
-    assert_eq!((packed_a, packed_b), (2, 0), "the classifier");
+    let packed = check("examples/classifier.onnx", &["batch=1"]);
+    assert_eq!(packed, (2, 0, 0), "the classifier");
     // fc1's transposed 48x64 weight is packed whole; fc2's 16x48 is too small.
-    let (packed_a, packed_b) = check("tests/onnx/fixtures/linear_transb.onnx", &[]);
-    assert_eq!((packed_a, packed_b), (0, 1), "PyTorch's Linear");
+    let packed = check("tests/onnx/fixtures/linear_transb.onnx", &[]);
+    assert_eq!(packed, (0, 1, 0), "PyTorch's Linear");
+    // All three 3x3 convolutions run as Winograd (odd extents, a fused residual and ReLU, two
+    // groups, asymmetric and zero pads), their weights transformed, and agree with the
+    // reference interpreter's direct sums.
+    let packed = check("tests/onnx/fixtures/winograd_convs.onnx", &[]);
+    assert_eq!(packed, (0, 0, 3), "the Winograd convolutions");
+}
+
+/// The validator refuses a Winograd product without its scratch or transformed weight, with a
+/// blocking the kernel does not take, or over a window it does not compute.
+#[test]
+fn the_validator_checks_a_winograd_product() {
+    let options = memc::compile::CompileOptions {
+        lower: true,
+        ..Default::default()
+    };
+    let model = root().join("tests/onnx/fixtures/winograd_convs.onnx");
+    let compiled = memc::compile::compile(&model, &options)
+        .unwrap_or_else(|d| panic!("compile: {}", d.message));
+    let program = compiled.program.expect("a program");
+    program.validate().expect("the program validates");
+    let mutants: [(&str, &dyn Fn(&mut Contract)); 7] = [
+        ("no scratch", &|c| c.pack = None),
+        ("no transformed weight", &|c| c.a_packed = None),
+        ("blocks of 8 tiles", &|c| {
+            c.winograd.as_mut().expect("winograd").block = 8
+        }),
+        ("chunks of 7 channels", &|c| {
+            c.winograd.as_mut().expect("winograd").chunk = 7
+        }),
+        ("no slots", &|c| {
+            c.winograd.as_mut().expect("winograd").slots = 0
+        }),
+        ("stride 2", &|c| {
+            if let memc_codegen::kernel::ContractB::Im2col(view) = &mut c.b {
+                view.axes[0].step = 2;
+            }
+        }),
+        ("more slots than the arena holds", &|c| {
+            c.winograd.as_mut().expect("winograd").slots = 64
+        }),
+    ];
+    for (what, mutate) in mutants {
+        let mut mutant = program.clone();
+        let contract = mutant
+            .steps
+            .iter_mut()
+            .flat_map(|s| &mut s.kernels)
+            .find_map(|k| match &mut k.body {
+                KernelBody::Contract(c) if c.winograd.is_some() => Some(c),
+                _ => None,
+            })
+            .expect("a Winograd product");
+        mutate(contract);
+        let error = mutant.validate().expect_err(what).to_string();
+        assert!(
+            error.contains("Winograd") || error.contains("pack"),
+            "{what}: {error}"
+        );
+    }
 }
 
 /// The validator bounds a packed `A` or `B` by the weights section, and refuses a misaligned

@@ -997,6 +997,37 @@ pub struct Contract {
     /// ignore the flag.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub transposed: bool,
+    /// The CPU runs the product, a 3x3 stride-1 convolution's (`b` an implicit column matrix
+    /// of two axes), as Winograd F(2x2, 3x3) ([`memc_gemm::run_winograd`]): `a_packed` holds
+    /// the transformed weight ([`memc_gemm::pack_winograd_weights`]'s layout, not
+    /// [`memc_gemm::pack_a_whole`]'s) and `pack` the transforms' scratch for `slots` threads
+    /// ([`Contract::scratch_bytes`]). The product is the same up to rounding; other readers
+    /// ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub winograd: Option<WinogradForm>,
+}
+
+/// The most threads a Winograd product's scratch may be planned for.
+pub const WINOGRAD_MAX_SLOTS: u64 = 64;
+
+/// How a [`Contract`] run as Winograd F(2x2, 3x3) is blocked: tiles per block, output
+/// channels per chunk, input channels per piece, and the threads it has scratch for
+/// ([`memc_gemm::winograd_blocking`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WinogradForm {
+    pub block: u64,
+    pub chunk: u64,
+    /// Input channels per piece.
+    pub depth: u64,
+    pub slots: u64,
+}
+
+impl WinogradForm {
+    /// The scratch of `slots` threads, each thread's 64-aligned.
+    pub fn scratch_bytes(&self) -> u64 {
+        memc_gemm::winograd_scratch_bytes(self.block, self.chunk, self.depth)
+            .saturating_mul(self.slots)
+    }
 }
 
 /// Where a `transposed` product's scratch (`Contract::pack`) holds what, each part
@@ -1052,6 +1083,9 @@ impl Contract {
 
     /// [`Contract::scratch_bytes`] with the panels of `blocking`.
     pub fn scratch_of(&self, blocking: &GemmBlocking) -> u64 {
+        if let Some(w) = &self.winograd {
+            return w.scratch_bytes();
+        }
         self.transposed_scratch(blocking)
             .map_or(blocking.scratch_bytes(), |t| t.bytes)
     }
@@ -1844,8 +1878,12 @@ fn validate_contract(
             });
         }
     }
+    let a_len = match (&c.winograd, &c.b) {
+        (Some(_), ContractB::Im2col(view)) => memc_gemm::winograd_weights_len(c.m, view.channels),
+        _ => memc_gemm::packed_a_len(c.m, c.k),
+    };
     let packed_operands = [
-        ("a", &c.a_packed, memc_gemm::packed_a_len(c.m, c.k)),
+        ("a", &c.a_packed, a_len),
         (
             "b",
             &c.b_packed,
@@ -1908,6 +1946,54 @@ fn validate_contract(
              its scratch"
                 .into(),
         ));
+    }
+    if let Some(w) = &c.winograd {
+        let window = match &c.b {
+            ContractB::Im2col(view) => {
+                !view.transposed
+                    && view.axes.len() == 2
+                    && view.axes[1].stride == 1
+                    && view
+                        .axes
+                        .iter()
+                        .all(|a| a.kernel == 3 && a.step == 1 && a.dilation == 1 && a.pad >= 0)
+                    && c.k == view.channels * 9
+            }
+            ContractB::Mat(_) => false,
+        };
+        if !window
+            || c.transposed
+            || c.elem != Scalar::F32
+            || c.c.col_stride != 1
+            || c.a_packed.is_none()
+            || c.pack.is_none()
+        {
+            return Err(bad(
+                "a Winograd product needs an f32 implicit column matrix b of a 3x3 stride-1 \
+                 window over two axes with contiguous rows, contiguous result columns, its \
+                 transformed weight and its scratch"
+                    .into(),
+            ));
+        }
+        if !(w.block == 16 || w.block == 32)
+            || w.chunk == 0
+            || w.chunk % 6 != 0
+            || w.chunk > 1 << 20
+            || w.depth == 0
+            || w.depth > 1 << 20
+        {
+            return Err(bad(format!(
+                "a Winograd product's blocks of {} tiles (16 or 32), chunks of {} output \
+                 channels (a positive multiple of 6) and pieces of {} input channels",
+                w.block, w.chunk, w.depth
+            )));
+        }
+        if w.slots == 0 || w.slots > WINOGRAD_MAX_SLOTS {
+            return Err(bad(format!(
+                "a Winograd product's {} scratch slots (1 to {WINOGRAD_MAX_SLOTS})",
+                w.slots
+            )));
+        }
     }
     if let Some(offset) = c.pack {
         if offset % 64 != 0 {

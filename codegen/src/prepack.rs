@@ -19,6 +19,9 @@
 //!   run otherwise, or, with few rows, reads it in place `n` values per row apart; the strips are
 //!   read front to back instead, and the plan reserves no `B` panel. As with `A`, the
 //!   contraction's plain `b` stays for every other reader.
+//! - [`OperandLayout::Winograd`]: a 3x3 convolution's weight transformed for Winograd F(2x2,
+//!   3x3) (16 matrices `out_channels x in_channels`, each packed as `A`), for a product the
+//!   CPU runs that way (`Contract::winograd`); 16/9 of the weight's size.
 //! - [`OperandLayout::RowMajor`]: a row-major copy of a transposed `B`, which plans written
 //!   before `PackedB` may hold; this version no longer writes it.
 //!
@@ -38,6 +41,9 @@ pub enum OperandLayout {
     PackedB,
     /// Each matrix row-major, `rows x cols` contiguous values.
     RowMajor,
+    /// Each matrix (a 3x3 convolution's `A`, `rows x 9 * channels`) transformed for Winograd
+    /// F(2x2, 3x3) as [`memc_gemm::pack_winograd_weights`] packs it (f32 only).
+    Winograd,
 }
 
 /// How to compute one slot from a model weight (an `elem` array in ONNX's little-endian
@@ -67,6 +73,7 @@ impl OperandPack {
             OperandLayout::PackedA => memc_gemm::packed_a_len(self.rows, self.cols),
             OperandLayout::PackedB => memc_gemm::packed_b_len(self.rows, self.cols),
             OperandLayout::RowMajor => self.rows.saturating_mul(self.cols),
+            OperandLayout::Winograd => memc_gemm::winograd_weights_len(self.rows, self.cols / 9),
         }
     }
 
@@ -88,6 +95,7 @@ impl OperandPack {
             OperandLayout::PackedA => format!("{}#packed_a", self.weight),
             OperandLayout::PackedB => format!("{}#packed_b", self.weight),
             OperandLayout::RowMajor => format!("{}#row_major", self.weight),
+            OperandLayout::Winograd => format!("{}#winograd", self.weight),
         }
     }
 
@@ -108,6 +116,11 @@ impl OperandPack {
             .all(|s| s.unsigned_abs() < LIMIT);
         if !dims_ok || !strides_ok || self.offset >= LIMIT || self.matrices.len() > 8 {
             return Err("a packed product operand with extents out of range".into());
+        }
+        if self.layout == OperandLayout::Winograd
+            && (self.elem != Scalar::F32 || self.cols % 9 != 0)
+        {
+            return Err("a Winograd operand that is not f32 with 9 columns per channel".into());
         }
         if self.byte_size() >= LIMIT {
             return Err("a packed product operand that is too large".into());
@@ -149,19 +162,39 @@ pub fn pack(
     }
 }
 
-trait LeBytes<const N: usize> {
+trait LeBytes<const N: usize>: Sized {
     fn le_bytes(self) -> [u8; N];
+    /// `packed` = the Winograd transform of the `m x k` row-major `matrix`
+    /// ([`OperandLayout::Winograd`], f32 only: `check_layout` refuses others).
+    fn pack_winograd(packed: &mut [Self], matrix: &mut [Self], m: usize, k: usize);
 }
 
 impl LeBytes<4> for f32 {
     fn le_bytes(self) -> [u8; 4] {
         self.to_le_bytes()
     }
+
+    fn pack_winograd(packed: &mut [f32], matrix: &mut [f32], m: usize, k: usize) {
+        let a = memc_gemm::Mat {
+            ptr: matrix.as_mut_ptr(),
+            rs: k as isize,
+            cs: 1,
+        };
+        assert!(packed.len() as u64 >= memc_gemm::winograd_weights_len(m as u64, k as u64 / 9));
+        assert!(matrix.len() >= m * (k / 9) * 9);
+        // SAFETY: `matrix` holds `m x k` values (`k` a multiple of 9), `packed` the transformed
+        // length (both asserted).
+        unsafe { memc_gemm::pack_winograd_weights(packed.as_mut_ptr(), a, m, k / 9) }
+    }
 }
 
 impl LeBytes<8> for f64 {
     fn le_bytes(self) -> [u8; 8] {
         self.to_le_bytes()
+    }
+
+    fn pack_winograd(_: &mut [f64], _: &mut [f64], _: usize, _: usize) {
+        // `OperandPack::check_layout` refuses a Winograd operand of f64.
     }
 }
 
@@ -178,7 +211,7 @@ fn pack_typed<T: memc_gemm::Elem + LeBytes<N>, const N: usize>(
     };
     let mut matrix = vec![T::ZERO; m * k];
     let mut packed = match spec.layout {
-        OperandLayout::PackedA | OperandLayout::PackedB => {
+        OperandLayout::PackedA | OperandLayout::PackedB | OperandLayout::Winograd => {
             vec![T::ZERO; spec.matrix_len() as usize]
         }
         OperandLayout::RowMajor => Vec::new(),
@@ -200,6 +233,10 @@ fn pack_typed<T: memc_gemm::Elem + LeBytes<N>, const N: usize>(
         }
         let values = match spec.layout {
             OperandLayout::RowMajor => &matrix,
+            OperandLayout::Winograd => {
+                T::pack_winograd(&mut packed, &mut matrix, m, k);
+                &packed
+            }
             OperandLayout::PackedA | OperandLayout::PackedB => {
                 let matrix = memc_gemm::Mat {
                     ptr: matrix.as_mut_ptr(),

@@ -415,7 +415,19 @@ fn write_contract(out: &mut dyn Write, pad: &str, c: &Contract) -> fmt::Result {
     if c.transposed {
         writeln!(out, "{pad}run transposed: c^T = b^T a^T")?;
     }
-    for (name, packed) in [("a", &c.a_packed), (b_name, &c.b_packed)] {
+    if let Some(w) = &c.winograd {
+        writeln!(
+            out,
+            "{pad}run winograd F(2x2, 3x3): blocks of {} tiles, chunks of {} output channels, pieces of {} input channels, {} scratch slots",
+            w.block, w.chunk, w.depth, w.slots
+        )?;
+    }
+    let a_name = if c.winograd.is_some() {
+        "a (winograd)"
+    } else {
+        "a"
+    };
+    for (name, packed) in [(a_name, &c.a_packed), (b_name, &c.b_packed)] {
         if let Some(packed) = packed {
             writeln!(
                 out,
@@ -667,6 +679,7 @@ impl Display for WeightSlot {
                     crate::prepack::OperandLayout::PackedA => "packed_a",
                     crate::prepack::OperandLayout::PackedB => "packed_b",
                     crate::prepack::OperandLayout::RowMajor => "row_major",
+                    crate::prepack::OperandLayout::Winograd => "winograd",
                 },
                 spec.elem.name(),
                 spec.rows,

@@ -407,12 +407,29 @@ fn direct_when_expected(case: &Case, compiled: &Compiled) {
                 c.a_packed.is_some() || (c.transposed && c.b_packed.is_some()),
                 "{case:?}: an unpacked convolution weight"
             );
-            assert_eq!(
-                c.transposed,
-                transposed_expected(case, out),
-                "{case:?}: run transposed or not against the rule"
-            );
-            if eligible && !c.transposed {
+            // A 3x3 stride-1 window of 8+ channels may run as Winograd instead (before
+            // transposed), with its scratch.
+            if c.winograd.is_some() {
+                let group = case.group;
+                assert!(
+                    !case.transpose
+                        && case.w[2..] == [3, 3]
+                        && case.strides == [1, 1]
+                        && case.dilations == [1, 1]
+                        && case.w[1] >= 8
+                        && case.w[0] / group >= 8
+                        && c.pack.is_some()
+                        && !c.transposed,
+                    "{case:?}: Winograd against the rule"
+                );
+            } else {
+                assert_eq!(
+                    c.transposed,
+                    transposed_expected(case, out),
+                    "{case:?}: run transposed or not against the rule"
+                );
+            }
+            if eligible && !c.transposed && c.winograd.is_none() {
                 assert_eq!(
                     c.pack, None,
                     "{case:?}: GEMM panels for a direct convolution"

@@ -85,6 +85,7 @@ fn batched_transposed_accumulating_contraction() {
             a_packed: None,
             b_packed: None,
             transposed: false,
+            winograd: None,
         };
         let kernel = Kernel {
             name: "bmm".into(),
@@ -161,6 +162,7 @@ fn batched_large_contraction_on_two_threads() {
         a_packed: None,
         b_packed: None,
         transposed: false,
+        winograd: None,
     };
     let kernel = Kernel {
         name: "bmm".into(),
@@ -239,6 +241,7 @@ fn large_contraction_on_two_threads() {
         a_packed: None,
         b_packed: None,
         transposed: false,
+        winograd: None,
     };
     let mut want = vec![0.0; (m * n) as usize];
     // The reference writes into its own buffer with c's strides.

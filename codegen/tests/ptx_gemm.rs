@@ -157,6 +157,7 @@ fn contract(case: &GemmCase) -> (Kernel, u64) {
             a_packed: None,
             b_packed: None,
             transposed: false,
+            winograd: None,
         }),
     };
     let sizes = RegionSizes {

@@ -7,7 +7,7 @@
 use memc_gemm::{
     pack_a_whole, pack_winograd_weights, packed_a_len, run_direct, run_winograd, winograd_blocking,
     winograd_scratch_bytes, winograd_weights_len, DirectAxis, DirectConv, DirectOperands, Epilogue,
-    Mat, WinogradConv, WinogradOperands,
+    Mat, WinogradBlocking, WinogradConv, WinogradOperands,
 };
 
 fn main() {
@@ -42,11 +42,24 @@ fn main() {
         pack_a_whole(packed.as_mut_ptr(), a, m, k);
         pack_winograd_weights(u.as_mut_ptr(), a, m, c);
     }
-    let Some((block, chunk)) = winograd_blocking(m as u64, c as u64, cap) else {
+    let Some(WinogradBlocking {
+        block,
+        chunk,
+        depth,
+    }) = winograd_blocking(m as u64, c as u64, cap)
+    else {
         eprintln!("no block fits {cap} bytes of scratch");
         std::process::exit(1);
     };
-    let slot = winograd_scratch_bytes(c as u64, block, chunk) as usize;
+    // `WINOGRAD_BLOCKING=block,chunk,depth` overrides the choice (to compare blockings).
+    let (block, chunk, depth) = match std::env::var("WINOGRAD_BLOCKING") {
+        Ok(v) => {
+            let v: Vec<u64> = v.split(',').map(|x| x.parse().unwrap_or(0)).collect();
+            (v[0], v[1], v[2])
+        }
+        Err(_) => (block, chunk, depth),
+    };
+    let slot = winograd_scratch_bytes(block, chunk, depth) as usize;
     let mut scratch = vec![0u64; slot.div_ceil(8) + 8];
     let scratch_ptr = (scratch.as_mut_ptr() as usize).next_multiple_of(64) as *mut u8;
     let axis = |stride| DirectAxis {
@@ -81,7 +94,9 @@ fn main() {
         ow: size,
         block: block as usize,
         chunk: chunk as usize,
+        depth: depth as usize,
         alpha: 1.0,
+        accumulate: false,
         epilogue: Epilogue::NONE,
     };
     let mut y1 = vec![0f32; m * pixels];
@@ -133,7 +148,7 @@ fn main() {
     let scale = y1.iter().map(|a| a.abs()).fold(0f32, f32::max);
     let flops = 2.0 * (m * pixels * k) as f64;
     println!(
-        "{c}->{m} {size}x{size} 3x3: direct {:.4} ms ({:.1} GFLOP/s), winograd {:.4} ms (block {block}, chunk {chunk}, scratch {} KiB), {:.2}x; max |diff| {diff:.2e} of {scale:.2e}",
+        "{c}->{m} {size}x{size} 3x3: direct {:.4} ms ({:.1} GFLOP/s), winograd {:.4} ms (block {block}, chunk {chunk}, depth {depth}, scratch {} KiB), {:.2}x; max |diff| {diff:.2e} of {scale:.2e}",
         best_d * 1e3,
         flops / best_d * 1e-9,
         best_w * 1e3,

@@ -12,20 +12,26 @@
 //!   microkernel reads it as it is), runs the 16 products with the GEMM microkernels into `M`,
 //!   and transforms `M` into the block's outputs with the epilogue (alpha, bias, residual,
 //!   clamp) applied as they are stored. A block's `V` and `M` stay in the thread's cache.
-//! - **Memory.** Per thread, [`winograd_scratch_bytes`]: `V` (16 x channels x the block
-//!   rounded up to a packed strip), `M` (16 x m x block) and a staging row of 16 x (block + 8)
-//!   values, in planned scratch. The weight is 16/9 of the direct form's (its transform).
+//! - **Memory.** Per thread, [`winograd_scratch_bytes`]: `V` (16 x input channels of a piece
+//!   x the block rounded up to a strip), `M` (16 x output channels of a chunk x block) and a
+//!   staging row of 16 x (block + 8) values, in planned scratch. Where the cap is too small
+//!   for every channel at once, output channels go in chunks (each chunk's `M`, then its
+//!   outputs) and input channels in pieces (each piece's `V` added into the chunk's `M`: the
+//!   input is then transformed once per chunk). The weight is 16/9 of the direct form's (its transform).
 //! - **Numerics.** The transforms add and subtract (and halve, in `G`), so an output differs
 //!   from the direct sum by rounding only (relative error ~1e-6 for f32 on unit-scale data),
 //!   and is the same whatever the number of threads (a block's outputs are computed by one
 //!   thread, in one order).
-//! - **Threads.** Units of (batch index, block), taken from a shared counter.
+//! - **Threads.** Units of (batch index, block), taken from a shared counter; with fewer
+//!   blocks than threads (a 7x7 image is one block), units of (batch index, block, chunk of
+//!   output channels), each transforming its block's input itself.
 //!
 //! Guarantees: every input element read lies inside the input (tiles over the padding read
 //! zeros from a bounded copy), and every output written is an output of the convolution.
 
 use crate::{isa, Epilogue, Isa, Kernels, Mat, GEMM_KC_BYTES, MR, PACKED_B_STRIP};
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Points of the transformed tile (4 x 4).
@@ -51,10 +57,14 @@ pub struct WinogradConv {
     pub pad_left: usize,
     pub oh: usize,
     pub ow: usize,
-    /// Tiles per block and output channels per chunk ([`winograd_blocking`]).
+    /// Tiles per block, output channels per chunk and input channels per piece
+    /// ([`winograd_blocking`]).
     pub block: usize,
     pub chunk: usize,
+    pub depth: usize,
     pub alpha: f32,
+    /// Whether the result is added to what the output holds (before the epilogue).
+    pub accumulate: bool,
     pub epilogue: Epilogue<f32>,
 }
 
@@ -95,43 +105,68 @@ fn v_cols(block: usize) -> usize {
 }
 
 /// Values of one thread's scratch, in the order `V`, `M`, staging (each a multiple of 16), for
-/// blocks of `block` tiles and chunks of `chunk` output channels.
-fn scratch_parts(channels: usize, block: usize, chunk: usize) -> [usize; 3] {
+/// blocks of `block` tiles, chunks of `chunk` output channels and pieces of `depth` input
+/// channels.
+fn scratch_parts(block: usize, chunk: usize, depth: usize) -> [usize; 3] {
     let round = |x: usize| x.div_ceil(16) * 16;
     [
-        round(POINTS * channels * v_cols(block)),
+        round(POINTS * depth * v_cols(block)),
         round(POINTS * chunk * block),
         round(POINTS * (block + LANES)),
     ]
 }
 
-/// Bytes of one thread's scratch for blocks of `block` tiles and chunks of `chunk` output
-/// channels (a multiple of 64).
-pub fn winograd_scratch_bytes(channels: u64, block: u64, chunk: u64) -> u64 {
-    let (Ok(c), Ok(b), Ok(o)) = (
-        usize::try_from(channels),
+/// Bytes of one thread's scratch for blocks of `block` tiles, chunks of `chunk` output
+/// channels and pieces of `depth` input channels (a multiple of 64).
+pub fn winograd_scratch_bytes(block: u64, chunk: u64, depth: u64) -> u64 {
+    let (Ok(b), Ok(o), Ok(d)) = (
         usize::try_from(block),
         usize::try_from(chunk),
+        usize::try_from(depth),
     ) else {
         return u64::MAX;
     };
-    scratch_parts(c, b, o)
+    if [b, o, d].iter().any(|&x| x > 1 << 24) {
+        return u64::MAX;
+    }
+    scratch_parts(b, o, d)
         .iter()
         .fold(0u64, |sum, &part| sum.saturating_add(part as u64 * 4))
         .next_multiple_of(64)
 }
 
+/// A Winograd convolution's blocking: tiles per block, output channels per chunk, input
+/// channels per piece.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct WinogradBlocking {
+    pub block: u64,
+    pub chunk: u64,
+    pub depth: u64,
+}
+
 /// The blocking for `m` output and `channels` input channels within `cap` bytes of scratch per
-/// thread: (tiles per block, output channels per chunk), blocks of 32 tiles before 16 and
-/// every output channel in one chunk before chunks of 96, 48 or 24; `None` when none fits
-/// (then the convolution is not run this way). Blocks under 16 tiles would leave the GEMM
-/// microkernel's vectors half empty, chunks under 24 channels its strips.
-pub fn winograd_blocking(m: u64, channels: u64, cap: u64) -> Option<(u64, u64)> {
+/// thread, in this order of preference: every input channel in one piece (the input is then
+/// transformed once per block; in pieces, once per chunk of output channels), blocks of 32
+/// tiles before 16, every output channel in one chunk before chunks of 96, 48 or 24 (then
+/// pieces of 128 or 64 input channels); `None` when none fits (then the convolution is not run
+/// this way). Blocks under 16 tiles would leave the GEMM microkernel's vectors half empty,
+/// chunks under 24 channels its strips.
+pub fn winograd_blocking(m: u64, channels: u64, cap: u64) -> Option<WinogradBlocking> {
     let whole = m.div_ceil(MR as u64) * MR as u64;
-    for block in [32, 16] {
-        for chunk in [whole, 96, 48, 24] {
-            if chunk <= whole && winograd_scratch_bytes(channels, block, chunk) <= cap {
-                return Some((block, chunk));
+    let depths = [channels, 128, 64];
+    for (i, depth) in depths.into_iter().enumerate() {
+        if i > 0 && depth >= channels {
+            continue;
+        }
+        for block in [32, 16] {
+            for chunk in [whole, 96, 48, 24] {
+                if chunk <= whole && winograd_scratch_bytes(block, chunk, depth) <= cap {
+                    return Some(WinogradBlocking {
+                        block,
+                        chunk,
+                        depth,
+                    });
+                }
             }
         }
     }
@@ -209,14 +244,20 @@ pub unsafe fn run_winograd(
         || conv.channels == 0
         || conv.block == 0
         || conv.chunk == 0
+        || conv.depth == 0
     {
         return;
     }
     let blocks = tiles.div_ceil(conv.block);
-    let units = batches * blocks;
+    // Fewer blocks than threads (a small image): units of one chunk of output channels each,
+    // every unit transforming its block's input itself.
+    let chunks = conv.m.div_ceil(conv.chunk);
+    let split = batches * blocks < threads && chunks > 1;
+    let per_block = if split { chunks } else { 1 };
+    let units = batches * blocks * per_block;
     let threads = threads.clamp(1, units);
     let slot =
-        winograd_scratch_bytes(conv.channels as u64, conv.block as u64, conv.chunk as u64) as usize;
+        winograd_scratch_bytes(conv.block as u64, conv.chunk as u64, conv.depth as u64) as usize;
     let next = AtomicUsize::new(0);
     let scratch_at = scratch as usize;
     let work = |t: usize| {
@@ -226,10 +267,19 @@ pub unsafe fn run_winograd(
             if unit >= units {
                 break;
             }
-            let (batch, block) = (unit / blocks, unit % blocks);
+            let (batch, block, part) = (
+                unit / (blocks * per_block),
+                unit / per_block % blocks,
+                unit % per_block,
+            );
             let first = block * conv.block;
             let count = conv.block.min(tiles - first);
-            run_block(conv, &at(batch), first, count, scratch);
+            let rows = if split {
+                part * conv.chunk..((part + 1) * conv.chunk).min(conv.m)
+            } else {
+                0..conv.m
+            };
+            run_block(conv, &at(batch), first, count, rows, scratch);
         }
     };
     if threads == 1 {
@@ -239,12 +289,14 @@ pub unsafe fn run_winograd(
     }
 }
 
-/// One block of `count` tiles from tile `first`, in the instruction set's copy.
+/// Output channels `rows` (whole chunks) of one block of `count` tiles from tile `first`, in
+/// the instruction set's copy.
 unsafe fn run_block(
     conv: &WinogradConv,
     ops: &WinogradOperands,
     first: usize,
     count: usize,
+    rows: Range<usize>,
     scratch: *mut f32,
 ) {
     #[cfg(target_arch = "x86_64")]
@@ -255,15 +307,16 @@ unsafe fn run_block(
             ops: &WinogradOperands,
             first: usize,
             count: usize,
+            rows: Range<usize>,
             scratch: *mut f32,
         ) {
-            block_body::<x86::Ymm>(conv, ops, first, count, scratch)
+            block_body::<x86::Ymm>(conv, ops, first, count, rows, scratch)
         }
         if matches!(isa(), Isa::Avx2 | Isa::Avx512) {
-            return avx2(conv, ops, first, count, scratch);
+            return avx2(conv, ops, first, count, rows, scratch);
         }
     }
-    block_body::<[f32; LANES]>(conv, ops, first, count, scratch)
+    block_body::<[f32; LANES]>(conv, ops, first, count, rows, scratch)
 }
 
 /// Eight lanes of f32: the transforms' operations.
@@ -276,12 +329,26 @@ trait Lanes: Copy {
     fn sub(self, o: Self) -> Self;
     fn mul(self, o: Self) -> Self;
     /// `[p[2 i + j] for i in 0..8]` for `j` in 0..4 (18 values read).
-    unsafe fn columns(p: *const f32) -> [Self; 4];
+    #[inline(always)]
+    unsafe fn columns(p: *const f32) -> [Self; 4] {
+        Self::columns_of([
+            Self::load(p),
+            Self::load(p.add(8)),
+            Self::load(p.add(2)),
+            Self::load(p.add(10)),
+        ])
+    }
+    /// [`Lanes::columns`] of the 18 values whose vectors at 0, 8, 2 and 10 are `v`.
+    fn columns_of(v: [Self; 4]) -> [Self; 4];
+    /// Lane `l` from `p + l` where `lo <= l < hi`, else 0 (those lanes' addresses are not
+    /// read: `p` may point outside the data).
+    unsafe fn load_masked(p: *const f32, lo: isize, hi: isize) -> Self;
+    /// Stores lanes `lo <= l < hi` at `p + l` (the others' addresses are not written).
+    unsafe fn store_masked(self, p: *mut f32, lo: isize, hi: isize);
     /// The 16 values `even[0], odd[0], even[1], ...` as two vectors.
     fn interleave(even: Self, odd: Self) -> [Self; 2];
     /// `v < lo ? lo : v > hi ? hi : v` (NaN stays NaN), as [`crate::finish_block`].
     fn clamp(self, lo: Self, hi: Self) -> Self;
-    fn lane(self, i: usize) -> f32;
 }
 
 impl Lanes for [f32; LANES] {
@@ -314,8 +381,34 @@ impl Lanes for [f32; LANES] {
         std::array::from_fn(|i| self[i] * o[i])
     }
     #[inline(always)]
-    unsafe fn columns(p: *const f32) -> [Self; 4] {
-        std::array::from_fn(|j| std::array::from_fn(|i| *p.add(2 * i + j)))
+    fn columns_of(v: [Self; 4]) -> [Self; 4] {
+        // Value `k` of the 18 is in `v[0]` (0..8), `v[1]` (8..16) or `v[3]` (16..18).
+        let at = |k: usize| match k {
+            0..=7 => v[0][k],
+            8..=15 => v[1][k - 8],
+            _ => v[3][k - 10],
+        };
+        std::array::from_fn(|j| std::array::from_fn(|i| at(2 * i + j)))
+    }
+    #[inline(always)]
+    unsafe fn load_masked(p: *const f32, lo: isize, hi: isize) -> Self {
+        std::array::from_fn(|l| {
+            let l = l as isize;
+            if lo <= l && l < hi {
+                *p.wrapping_offset(l)
+            } else {
+                0.0
+            }
+        })
+    }
+    #[inline(always)]
+    unsafe fn store_masked(self, p: *mut f32, lo: isize, hi: isize) {
+        for (l, v) in self.into_iter().enumerate() {
+            let l = l as isize;
+            if lo <= l && l < hi {
+                *p.wrapping_offset(l) = v;
+            }
+        }
     }
     #[inline(always)]
     fn interleave(even: Self, odd: Self) -> [Self; 2] {
@@ -338,10 +431,6 @@ impl Lanes for [f32; LANES] {
             }
         })
     }
-    #[inline(always)]
-    fn lane(self, i: usize) -> f32 {
-        self[i]
-    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -352,6 +441,28 @@ mod x86 {
     /// An AVX2 vector (used only inside `avx2, fma` functions).
     #[derive(Copy, Clone)]
     pub(super) struct Ymm(__m256);
+
+    /// The even and odd elements of the 16 in `a` then `b`: [a0 a2 b0 b2 | a4 a6 b4 b6] (and
+    /// the odd ones likewise), then the middle 64-bit pairs swapped.
+    #[inline(always)]
+    unsafe fn split(a: __m256, b: __m256) -> (__m256, __m256) {
+        let even = _mm256_shuffle_ps::<0b10_00_10_00>(a, b);
+        let odd = _mm256_shuffle_ps::<0b11_01_11_01>(a, b);
+        let order = _mm256_permute4x64_pd::<0b11_01_10_00>;
+        (
+            _mm256_castpd_ps(order(_mm256_castps_pd(even))),
+            _mm256_castpd_ps(order(_mm256_castps_pd(odd))),
+        )
+    }
+
+    /// The mask of lanes `lo <= l < hi`.
+    #[inline(always)]
+    unsafe fn mask(lo: isize, hi: isize) -> __m256i {
+        let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        let lo = _mm256_set1_epi32(lo.clamp(-1, 9) as i32 - 1);
+        let hi = _mm256_set1_epi32(hi.clamp(-1, 9) as i32);
+        _mm256_and_si256(_mm256_cmpgt_epi32(lanes, lo), _mm256_cmpgt_epi32(hi, lanes))
+    }
 
     impl Lanes for Ymm {
         #[inline(always)]
@@ -388,20 +499,31 @@ mod x86 {
             Ymm(unsafe { _mm256_mul_ps(self.0, o.0) })
         }
         #[inline(always)]
-        unsafe fn columns(p: *const f32) -> [Self; 4] {
-            // Even and odd elements of 16 values: [a0 a2 b0 b2 | a4 a6 b4 b6], then the
-            // middle 64-bit pairs swapped.
-            let split = |a: __m256, b: __m256| {
-                let even = _mm256_shuffle_ps::<0b10_00_10_00>(a, b);
-                let odd = _mm256_shuffle_ps::<0b11_01_11_01>(a, b);
-                let order = |v: __m256| {
-                    _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(v)))
-                };
-                (order(even), order(odd))
-            };
-            let (d0, d1) = split(_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)));
-            let (d2, d3) = split(_mm256_loadu_ps(p.add(2)), _mm256_loadu_ps(p.add(10)));
-            [Ymm(d0), Ymm(d1), Ymm(d2), Ymm(d3)]
+        fn columns_of(v: [Self; 4]) -> [Self; 4] {
+            // SAFETY: as `zero`.
+            unsafe {
+                let (d0, d1) = split(v[0].0, v[1].0);
+                let (d2, d3) = split(v[2].0, v[3].0);
+                [Ymm(d0), Ymm(d1), Ymm(d2), Ymm(d3)]
+            }
+        }
+        #[inline(always)]
+        unsafe fn load_masked(p: *const f32, lo: isize, hi: isize) -> Self {
+            Ymm(_mm256_maskload_ps(p, mask(lo, hi)))
+        }
+        #[inline(always)]
+        unsafe fn store_masked(self, p: *mut f32, lo: isize, hi: isize) {
+            // Through the stack, value by value: `vmaskmovps` stores are slow on AMD (the
+            // 64-channel 56x56 layers, whose tile rows end mid-vector, ran 1.3x slower).
+            let (lo, hi) = (lo.max(0) as usize, hi.min(8) as usize);
+            if lo == 0 && hi == 8 {
+                return self.store(p);
+            }
+            let mut all = [0f32; 8];
+            _mm256_storeu_ps(all.as_mut_ptr(), self.0);
+            for (l, &v) in all.iter().enumerate().take(hi).skip(lo) {
+                *p.add(l) = v;
+            }
         }
         #[inline(always)]
         fn interleave(even: Self, odd: Self) -> [Self; 2] {
@@ -428,13 +550,6 @@ mod x86 {
                 ))
             }
         }
-        #[inline(always)]
-        fn lane(self, i: usize) -> f32 {
-            let mut all = [0f32; 8];
-            // SAFETY: `all` holds 8 values.
-            unsafe { _mm256_storeu_ps(all.as_mut_ptr(), self.0) };
-            all[i]
-        }
     }
 }
 
@@ -444,41 +559,66 @@ unsafe fn block_body<X: Lanes>(
     ops: &WinogradOperands,
     first: usize,
     count: usize,
+    rows: Range<usize>,
     scratch: *mut f32,
 ) {
-    let [v_len, m_len, _] = scratch_parts(conv.channels, conv.block, conv.chunk);
+    let [v_len, m_len, _] = scratch_parts(conv.block, conv.chunk, conv.depth);
     let v = scratch;
     let mm = scratch.add(v_len);
     let staging = mm.add(m_len);
-    transform_input::<X>(conv, ops, first, count, v, staging);
-    let mut row0 = 0;
-    while row0 < conv.m {
-        let rows = (conv.m - row0).min(conv.chunk);
-        products(conv, ops, row0, rows, count, v, mm);
+    // Pieces of input channels: at most `depth`, never across a packed run of `KC` (so a
+    // piece's strip of `U` is one stretch of its run).
+    let kc_max = GEMM_KC_BYTES as usize / 4;
+    let next_piece = |k0: usize| {
+        let run_end = (k0 / kc_max * kc_max + kc_max).min(conv.channels);
+        (k0 + conv.depth).min(run_end)
+    };
+    let whole = next_piece(0) == conv.channels;
+    if whole {
+        transform_input::<X>(conv, ops, first, count, 0, conv.channels, v, staging);
+    }
+    let mut row0 = rows.start;
+    while row0 < rows.end {
+        let rows = (rows.end - row0).min(conv.chunk);
+        let mut k0 = 0;
+        while k0 < conv.channels {
+            let k1 = next_piece(k0);
+            if !whole {
+                transform_input::<X>(conv, ops, first, count, k0, k1, v, staging);
+            }
+            products(conv, ops, row0, rows, count, k0, k1, v, mm);
+            k0 = k1;
+        }
         transform_output::<X>(conv, ops, row0, rows, first, count, mm);
         row0 += rows;
     }
 }
 
-/// `V` for the block: for each input channel, each tile's 4x4 input `d` as `B^T d B`, point
-/// `xi` of tile `j` at `v + xi * channels * v_cols + (j / strip) * strip * channels + c *
-/// strip + j % strip` (each point's matrix a `B` packed whole, in strips of `strip`
-/// columns). Columns past the block up to the next 16 are zero.
+/// `V` for the block and input channels `k0..k1`: for each, each tile's 4x4 input `d` as
+/// `B^T d B`, point `xi` of tile `j` of channel `k0 + c` at `v + xi * depth * v_cols + (j /
+/// strip) * strip * depth + c * strip + j % strip` (each point's matrix a `B` packed whole,
+/// in strips of `strip` columns, `depth = k1 - k0`). Columns past the block up to the next 16
+/// are zero.
 #[inline(always)]
 unsafe fn transform_input<X: Lanes>(
     conv: &WinogradConv,
     ops: &WinogradOperands,
     first: usize,
     count: usize,
+    k0: usize,
+    k1: usize,
     v: *mut f32,
     staging: *mut f32,
 ) {
     let tw = conv.ow.div_ceil(2);
     let sw = strip(conv.block);
-    let point_stride = conv.channels * v_cols(conv.block);
+    let depth = k1 - k0;
+    let point_stride = depth * v_cols(conv.block);
     let stage = conv.block + LANES;
-    for c in 0..conv.channels {
-        let xc = ops.x.wrapping_offset(c as isize * conv.channel_stride);
+    for c in 0..depth {
+        let xc = ops
+            .x
+            .wrapping_offset((k0 + c) as isize * conv.channel_stride);
         // Each input row's horizontal transform `d B` for every tile of the block, row `r`'s
         // value `j` at `staging + (4 r + j) * stage + tile`.
         let mut tile = first;
@@ -494,19 +634,18 @@ unsafe fn transform_input<X: Lanes>(
                 while q < len {
                     let u = if row_inside {
                         let ix = (2 * (tx + q)) as isize - conv.pad_left as isize;
-                        let mut edge = [0f32; 2 * LANES + 2];
-                        let p = if ix >= 0 && ix as usize + edge.len() <= conv.w {
-                            row.offset(ix)
+                        let columns = if ix >= 0 && ix as usize + 2 * LANES + 2 <= conv.w {
+                            X::columns(row.offset(ix))
                         } else {
-                            for (k, e) in edge.iter_mut().enumerate() {
-                                let col = ix + k as isize;
-                                if col >= 0 && (col as usize) < conv.w {
-                                    *e = *row.offset(col);
-                                }
-                            }
-                            edge.as_ptr()
+                            // Masked loads of the 18 values at `ix`: those outside the row
+                            // read as 0 (padding) and are not touched.
+                            let part = |o: isize| {
+                                let at = ix + o;
+                                X::load_masked(row.wrapping_offset(at), -at, conv.w as isize - at)
+                            };
+                            X::columns_of([part(0), part(8), part(2), part(10)])
                         };
-                        let [d0, d1, d2, d3] = X::columns(p);
+                        let [d0, d1, d2, d3] = columns;
                         [d0.sub(d2), d1.add(d2), d2.sub(d1), d1.sub(d3)]
                     } else {
                         [X::zero(); 4]
@@ -523,7 +662,7 @@ unsafe fn transform_input<X: Lanes>(
         let vc = v.add(c * sw);
         let mut q = 0;
         while q < count {
-            let at = (q / sw) * sw * conv.channels + q % sw;
+            let at = (q / sw) * sw * depth + q % sw;
             for j in 0..4 {
                 let s = |r: usize| X::load(staging.add((4 * r + j) * stage + q));
                 let (s0, s1, s2, s3) = (s(0), s(1), s(2), s(3));
@@ -537,7 +676,7 @@ unsafe fn transform_input<X: Lanes>(
         // Zero the columns the microkernel may read past the block (a 16-column half strip).
         let mut q = count.div_ceil(LANES) * LANES;
         while q < count.div_ceil(16) * 16 {
-            let at = (q / sw) * sw * conv.channels + q % sw;
+            let at = (q / sw) * sw * depth + q % sw;
             for xi in 0..POINTS {
                 X::zero().store(vc.add(xi * point_stride + at));
             }
@@ -546,9 +685,10 @@ unsafe fn transform_input<X: Lanes>(
     }
 }
 
-/// `M[xi] = U[xi] @ V[xi]` for output channels `row0..row0 + rows` (`row0` a multiple of
-/// [`MR`]) and the block's `count` tiles: row `o` of `M[xi]` at `mm + (xi * chunk + o - row0)
-/// * block`, by the GEMM's microkernel over `A` strips of [`MR`] rows and runs of `KC`.
+/// `M[xi] (+)= U[xi] @ V[xi]` for output channels `row0..row0 + rows` (`row0` a multiple of
+/// [`MR`]), input channels `k0..k1` (within one packed run of `KC`; the sum starts at `k0 =
+/// 0`) and the block's `count` tiles: row `o` of `M[xi]` at `mm + (xi * chunk + o - row0) *
+/// block`, by the GEMM's microkernel over `A` strips of [`MR`] rows.
 #[inline(always)]
 unsafe fn products(
     conv: &WinogradConv,
@@ -556,6 +696,8 @@ unsafe fn products(
     row0: usize,
     rows: usize,
     count: usize,
+    k0: usize,
+    k1: usize,
     v: *const f32,
     mm: *mut f32,
 ) {
@@ -565,47 +707,46 @@ unsafe fn products(
         <f32 as Kernels>::kernel(isa())
     };
     let (m, k) = (conv.m, conv.channels);
+    let depth = k1 - k0;
     let sw = strip(conv.block);
     let kc_max = GEMM_KC_BYTES as usize / 4;
+    // The packed run holding `k0..k1`.
+    let run = k0 / kc_max * kc_max;
+    let kc = (k - run).min(kc_max);
     let mpad = m.div_ceil(MR) * MR;
     let a_len = crate::packed_a_len(m as u64, k as u64) as usize;
     let cols = v_cols(conv.block);
     for xi in 0..POINTS {
         let u = ops.u.add(xi * a_len);
-        let vx = v.add(xi * k * cols);
+        let vx = v.add(xi * depth * cols);
         let mx = mm.add(xi * conv.chunk * conv.block);
         for strip in row0 / MR..(row0 + rows).div_ceil(MR) {
             let height = (m - strip * MR).min(MR);
+            let a = u.add(run * mpad + strip * MR * kc + (k0 - run) * MR);
             let mut j0 = 0;
             while j0 < count {
                 let width = (count - j0).min(nr);
-                let b = vx.add((j0 / sw) * sw * k + j0 % sw);
+                let b = vx.add((j0 / sw) * sw * depth + j0 % sw);
                 let c = Mat {
                     ptr: mx.add((strip * MR - row0) * conv.block + j0),
                     rs: conv.block as isize,
                     cs: 1,
                 };
-                let mut p0 = 0;
-                while p0 < k {
-                    let kc = (k - p0).min(kc_max);
-                    let a = u.add(p0 * mpad + strip * MR * kc);
-                    kernel(
-                        kc,
-                        a,
-                        1,
-                        MR as isize,
-                        b.add(p0 * sw),
-                        sw as isize,
-                        nr,
-                        height,
-                        width,
-                        c,
-                        1.0,
-                        p0 > 0,
-                        None,
-                    );
-                    p0 += kc;
-                }
+                kernel(
+                    depth,
+                    a,
+                    1,
+                    MR as isize,
+                    b,
+                    sw as isize,
+                    nr,
+                    height,
+                    width,
+                    c,
+                    1.0,
+                    k0 > 0,
+                    None,
+                );
                 j0 += nr;
             }
         }
@@ -613,7 +754,7 @@ unsafe fn products(
 }
 
 /// The outputs of channels `row0..row0 + rows` for the block: per output channel and 8
-/// tiles, `A^T M A` times alpha, plus the bias and the residual, clamped, stored as 2x2
+/// tiles, `A^T M A` times alpha, plus the output (`accumulate`), plus the bias and the residual, clamped, stored as 2x2
 /// pixels (16 contiguous values per output row when the 8 tiles lie in one tile row and
 /// inside the output; else pixel by pixel).
 #[inline(always)]
@@ -629,7 +770,7 @@ unsafe fn transform_output<X: Lanes>(
     let tw = conv.ow.div_ceil(2);
     let e = conv.epilogue;
     let (lo, hi) = e.clamp.unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
-    let (lo, hi) = (X::splat(lo), X::splat(hi));
+    let (lo_bound, hi_bound) = (X::splat(lo), X::splat(hi));
     let alpha = X::splat(conv.alpha);
     let point_stride = conv.chunk * conv.block;
     for o in row0..row0 + rows {
@@ -651,9 +792,9 @@ unsafe fn transform_output<X: Lanes>(
             }
             let finish = |v: X| {
                 if conv.alpha == 1.0 {
-                    v.add(bias)
+                    v
                 } else {
-                    v.mul(alpha).add(bias)
+                    v.mul(alpha)
                 }
             };
             let y = [
@@ -677,28 +818,51 @@ unsafe fn transform_output<X: Lanes>(
                     let dst = out.add((2 * ty + i) * conv.ow + 2 * tx);
                     for (h, mut half) in X::interleave(even, odd).into_iter().enumerate() {
                         let at = dst.add(h * LANES);
+                        if conv.accumulate {
+                            half = half.add(X::load(at));
+                        }
+                        half = half.add(bias);
                         if let Some(add) = e.add {
                             half = half.add(X::load(at.offset(add)));
                         }
-                        half.clamp(lo, hi).store(at);
+                        half.clamp(lo_bound, hi_bound).store(at);
                     }
                 }
             } else {
-                for lane in 0..LANES.min(count - q) {
-                    let (ty, tx) = ((tile + lane) / tw, (tile + lane) % tw);
-                    for (i, pair) in y.iter().enumerate() {
-                        for (j, value) in pair.iter().enumerate() {
-                            let (oy, ox) = (2 * ty + i, 2 * tx + j);
-                            if oy < conv.oh && ox < conv.ow {
-                                let dst = out.add(oy * conv.ow + ox);
-                                let mut v = X::splat(value.lane(lane));
-                                if let Some(add) = e.add {
-                                    v = v.add(X::splat(*dst.offset(add)));
-                                }
-                                *dst = v.clamp(lo, hi).lane(0);
+                // Per run of lanes within one tile row, masked: the lanes' outputs inside the
+                // output, at 16 interleaved values per output row as above.
+                let lanes = LANES.min(count - q);
+                let mut l0 = 0;
+                while l0 < lanes {
+                    let (ty, tx) = ((tile + l0) / tw, (tile + l0) % tw);
+                    let l1 = lanes.min(l0 + tw - tx);
+                    // Interleaved value `k` is output column `shift + k` of the row.
+                    let shift = 2 * tx as isize - 2 * l0 as isize;
+                    let end = (2 * l1 as isize).min(conv.ow as isize - shift);
+                    for (i, [even, odd]) in y.into_iter().enumerate() {
+                        let oy = 2 * ty + i;
+                        if oy >= conv.oh {
+                            continue;
+                        }
+                        let row = out.add(oy * conv.ow).wrapping_offset(shift);
+                        for (h, mut half) in X::interleave(even, odd).into_iter().enumerate() {
+                            let base = (h * LANES) as isize;
+                            let (lo, hi) = (2 * l0 as isize - base, end - base);
+                            if hi <= 0 || lo >= LANES as isize {
+                                continue;
                             }
+                            let at = row.wrapping_offset(base);
+                            if conv.accumulate {
+                                half = half.add(X::load_masked(at, lo, hi));
+                            }
+                            half = half.add(bias);
+                            if let Some(add) = e.add {
+                                half = half.add(X::load_masked(at.wrapping_offset(add), lo, hi));
+                            }
+                            half.clamp(lo_bound, hi_bound).store_masked(at, lo, hi);
                         }
                     }
+                    l0 = l1;
                 }
             }
             q += LANES;

@@ -1,12 +1,13 @@
 //! Winograd F(2x2, 3x3) against a naive loop in f64: "same" and valid pads, asymmetric pads,
 //! odd extents (a last tile half outside), a padded input row, channels past one packed run of
 //! `K` (256) and around the strip height, blocks of 16 and 32 tiles, output channels in one
-//! chunk or several, alpha, the epilogue (bias, residual, clamp), several batch indices, one
+//! chunk or several, alpha, accumulation, the epilogue (bias, residual, clamp), several batch indices, one
 //! and several threads. `MEMC_GEMM_ISA=scalar` runs the portable copy.
 
 use memc_gemm::{
     pack_winograd_weights, run_winograd, winograd_blocking, winograd_scratch_bytes,
-    winograd_weights_len, winograd_window, Epilogue, Mat, WinogradConv, WinogradOperands,
+    winograd_weights_len, winograd_window, Epilogue, Mat, WinogradBlocking, WinogradConv,
+    WinogradOperands,
 };
 
 /// A deterministic value in [-0.5, 0.5).
@@ -27,7 +28,7 @@ struct Case {
     cap: u64,
 }
 
-fn check(case: &Case, threads: usize, alpha: f32, epilogue: bool) {
+fn check(case: &Case, threads: usize, alpha: f32, accumulate: bool, epilogue: bool) {
     let Case {
         m,
         c,
@@ -49,7 +50,11 @@ fn check(case: &Case, threads: usize, alpha: f32, epilogue: bool) {
     let pixels = oh * ow;
     // Output then residual, per batch index: the residual `add` elements after the output.
     let residual: Vec<f32> = (0..BATCHES * m * pixels).map(|i| value(i, 5)).collect();
+    let start: Vec<f32> = (0..BATCHES * m * pixels)
+        .map(|i| if accumulate { value(i, 3) } else { f32::NAN })
+        .collect();
     let mut out = vec![f32::NAN; 2 * BATCHES * m * pixels];
+    out[..BATCHES * m * pixels].copy_from_slice(&start);
     out[BATCHES * m * pixels..].copy_from_slice(&residual);
     let add = (BATCHES * m * pixels) as isize;
     let mut u = vec![0f32; winograd_weights_len(m as u64, c as u64) as usize];
@@ -60,9 +65,14 @@ fn check(case: &Case, threads: usize, alpha: f32, epilogue: bool) {
     };
     // SAFETY: `wt` is `m x 9c`; `u` holds the transformed length.
     unsafe { pack_winograd_weights(u.as_mut_ptr(), a, m, c) };
-    let (block, chunk) = winograd_blocking(m as u64, c as u64, cap).expect("a blocking fits");
-    let slot = winograd_scratch_bytes(c as u64, block, chunk) as usize;
-    let mut scratch = vec![0u8; slot * threads + 64];
+    let WinogradBlocking {
+        block,
+        chunk,
+        depth,
+    } = winograd_blocking(m as u64, c as u64, cap).expect("a blocking fits");
+    let slot = winograd_scratch_bytes(block, chunk, depth) as usize;
+    // A canary after the slots: the run writes none of it.
+    let mut scratch = vec![0xABu8; slot * threads + 64 + 4096];
     let base = (scratch.as_mut_ptr() as usize).next_multiple_of(64) as *mut u8;
     let conv = WinogradConv {
         m,
@@ -77,7 +87,9 @@ fn check(case: &Case, threads: usize, alpha: f32, epilogue: bool) {
         ow,
         block: block as usize,
         chunk: chunk as usize,
+        depth: depth as usize,
         alpha,
+        accumulate,
         epilogue: if epilogue {
             Epilogue {
                 bias: Some((bias.as_ptr(), 1)),
@@ -112,6 +124,11 @@ fn check(case: &Case, threads: usize, alpha: f32, epilogue: bool) {
     };
     // SAFETY: the operands hold what the extents address; `scratch` holds `threads` slots.
     unsafe { run_winograd(BATCHES, &at, &conv, base, threads, &broadcast) };
+    let off = base as usize - scratch.as_ptr() as usize;
+    assert!(
+        scratch[off + slot * threads..].iter().all(|&b| b == 0xAB),
+        "the run wrote past its {threads} scratch slots of {slot} bytes"
+    );
     let mut worst = 0f64;
     for b in 0..BATCHES {
         for o in 0..m {
@@ -135,6 +152,9 @@ fn check(case: &Case, threads: usize, alpha: f32, epilogue: bool) {
                     }
                     let at = (b * m + o) * pixels + oy * ow + ox;
                     let mut want = alpha as f64 * sum;
+                    if accumulate {
+                        want += start[at] as f64;
+                    }
                     if epilogue {
                         want = (want + bias[o] as f64 + residual[at] as f64).clamp(-0.6, 0.7);
                     }
@@ -142,7 +162,7 @@ fn check(case: &Case, threads: usize, alpha: f32, epilogue: bool) {
                     let err = (got - want).abs() / (scale * alpha.abs() as f64 + 1.0);
                     assert!(
                         err < 2e-6,
-                        "m {m} c {c} {h}x{w} pads {pads:?} batch {b} channel {o} at ({oy}, {ox}): {got} vs {want}"
+                        "m {m} c {c} {h}x{w} pads {pads:?} threads {threads} alpha {alpha} accumulate {accumulate} batch {b} channel {o} at ({oy}, {ox}): {got} vs {want}"
                     );
                     worst = worst.max(err);
                 }
@@ -151,7 +171,9 @@ fn check(case: &Case, threads: usize, alpha: f32, epilogue: bool) {
     }
     // The residual is untouched.
     assert_eq!(&out[BATCHES * m * pixels..], &residual[..]);
-    eprintln!("m {m} c {c} {h}x{w} pads {pads:?} block {block} chunk {chunk}: worst {worst:.1e}");
+    eprintln!(
+        "m {m} c {c} {h}x{w} pads {pads:?} block {block} chunk {chunk} depth {depth}: worst {worst:.1e}"
+    );
 }
 
 const CAP: u64 = 256 * 1024;
@@ -234,6 +256,26 @@ fn winograd_matches_the_naive_loop() {
             row_pad: 0,
             cap: 1 << 20,
         },
+        // Input channels in pieces (of 64 within runs of 256: 0..64, .., 192..256, 256..300)
+        // and output channels in chunks.
+        Case {
+            m: 100,
+            c: 300,
+            h: 6,
+            w: 9,
+            pads: [1; 4],
+            row_pad: 0,
+            cap: 120 * 1024,
+        },
+        Case {
+            m: 40,
+            c: 160,
+            h: 8,
+            w: 8,
+            pads: [1; 4],
+            row_pad: 0,
+            cap: 140 * 1024,
+        },
         // Wide rows: tiles of one block across two tile rows, blocks of 16.
         Case {
             m: 30,
@@ -247,9 +289,10 @@ fn winograd_matches_the_naive_loop() {
     ];
     for case in &cases {
         for threads in [1, 3] {
-            check(case, threads, 1.0, true);
+            check(case, threads, 1.0, false, true);
         }
-        check(case, 2, -0.5, false);
+        check(case, 2, -0.5, false, false);
+        check(case, 1, 0.75, true, true);
     }
 }
 
@@ -257,13 +300,17 @@ fn winograd_matches_the_naive_loop() {
 fn the_blocking_fits_its_cap() {
     for (m, c) in [(64, 64), (128, 128), (256, 256), (16, 3), (512, 512)] {
         for cap in [64 << 10, 256 << 10, 1 << 20] {
-            if let Some((block, chunk)) = winograd_blocking(m, c, cap) {
-                assert!(winograd_scratch_bytes(c, block, chunk) <= cap);
-                assert!(block >= 16 && chunk >= 6 && chunk % 6 == 0);
+            if let Some(b) = winograd_blocking(m, c, cap) {
+                assert!(winograd_scratch_bytes(b.block, b.chunk, b.depth) <= cap);
+                assert!(b.block >= 16 && b.chunk >= 6 && b.chunk % 6 == 0);
+                assert!(b.depth >= 64.min(c) && b.depth <= c);
             }
         }
     }
-    assert!(winograd_blocking(512, 512, 256 << 10).is_none());
+    assert!(winograd_blocking(512, 512, 64 << 10).is_none());
+    // 512 channels in 256 KiB: pieces of 128 input channels.
+    let b = winograd_blocking(512, 512, 256 << 10).expect("a blocking fits");
+    assert!(b.depth < 512);
     assert!(winograd_window([3, 3], [1, 1], [1, 1]));
     assert!(!winograd_window([3, 3], [2, 2], [1, 1]));
     assert!(!winograd_window([5, 5], [1, 1], [1, 1]));

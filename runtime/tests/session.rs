@@ -152,6 +152,7 @@ fn zero_element_tensors_and_kernels_run() {
             a_packed: None,
             b_packed: None,
             transposed: false,
+            winograd: None,
         }),
     };
     let io = |name: &str| IoTensor {

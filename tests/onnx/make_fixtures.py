@@ -787,6 +787,32 @@ def write_bad_loops():
          os.path.join(BAD, "scan_unknown_length.onnx"))
 
 
+def winograd_convs():
+    """3x3 stride-1 convolutions the CPU runs as Winograd F(2x2, 3x3) (tests/prepack.rs): odd
+    extents (a last tile half outside), a residual and a ReLU fused, two groups, asymmetric and
+    zero pads, a batch of 2."""
+    w1, b1 = rnd(81, [16, 16, 3, 3]), rnd(82, [16])
+    w2, b2 = rnd(83, [24, 8, 3, 3]), rnd(84, [24])
+    w3 = rnd(85, [12, 24, 3, 3])
+    inits = [numpy_helper.from_array(a, n) for a, n in [(w1, "w1"), (b1, "b1"), (w2, "w2"), (b2, "b2"), (w3, "w3")]]
+    reps = numpy_helper.from_array(np.array([1, 4, 4, 4], dtype=np.int64), "reps")
+    inits.append(reps)
+    nodes = [
+        # A peak before the convolutions (x tiled to 2x64x36x44, 792 KiB, then its maximum):
+        # the Winograd scratch fits below it, which memc requires.
+        helper.make_node("Tile", ["x", "reps"], ["tiled"], name="tile"),
+        helper.make_node("ReduceMax", ["tiled"], ["peak"], name="peak", keepdims=1),
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="same", pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c1", "x"], ["r1"], name="residual"),
+        helper.make_node("Relu", ["r1"], ["a1"], name="relu"),
+        helper.make_node("Conv", ["a1", "w2", "b2"], ["c2"], name="grouped", group=2, pads=[0, 1, 2, 1]),
+        helper.make_node("Conv", ["c2", "w3"], ["c3"], name="valid"),
+        helper.make_node("Add", ["c3", "peak"], ["y"], name="plus_peak"),
+    ]
+    return model(nodes, [vi("x", TensorProto.FLOAT, [2, 16, 9, 11])], [vi("y", TensorProto.FLOAT, [2, 12, 7, 9])],
+                 inits, name="winograd_convs")
+
+
 def write_valid():
     os.makedirs(FIX, exist_ok=True)
     for name, fn in [
@@ -805,6 +831,7 @@ def write_valid():
         ("legacy_opset9", legacy_opset9),
         ("loop_unrolled", loop_unrolled),
         ("scan_unrolled", scan_unrolled),
+        ("winograd_convs", winograd_convs),
     ]:
         save(fn(), os.path.join(FIX, f"{name}.onnx"))
     save(external(os.path.join(FIX, "external")), os.path.join(FIX, "external", "model.onnx"))

@@ -64,7 +64,8 @@ pub(crate) unsafe fn run_contract(
         Scalar::F32 => {
             let alpha = f64::from_bits(c.alpha) as f32;
             let epilogue = epilogue_of(fusion, regions, |v| v as f32);
-            if !run_transposed(c, epilogue, fusion, regions, pool, alpha)
+            if !run_winograd(c, epilogue, fusion, regions, pool, alpha)
+                && !run_transposed(c, epilogue, fusion, regions, pool, alpha)
                 && !run_direct_conv(c, epilogue, fusion, regions, pool, alpha)
             {
                 run_typed::<f32>(c, epilogue, fusion, regions, pool, alpha)
@@ -323,6 +324,89 @@ unsafe fn run_direct_conv(
     let threads = if parallel { pool.threads() } else { 1 };
     let broadcast = |t: usize, f: &(dyn Fn(usize) + Sync)| pool.broadcast(t, f);
     gemm::run_direct(n_batches as usize, &at, &conv, threads, &broadcast);
+    true
+}
+
+/// Runs `c` as Winograd F(2x2, 3x3) when it is planned so (`Contract::winograd`, whose
+/// form the validator checked: an f32 implicit column matrix of a 3x3 stride-1 window over
+/// two axes with contiguous rows, the transformed weight in `a_packed`, the scratch at
+/// `pack`), on at most its planned slots' threads. Returns whether it ran (always, for such a
+/// product: its `a_packed` is in no other form's layout).
+///
+/// # Safety
+/// As [`run_contract`].
+unsafe fn run_winograd(
+    c: &Contract,
+    epilogue: Epilogue<f32>,
+    fusion: &Fusion,
+    regions: RegionPtrs,
+    pool: &WorkerPool,
+    alpha: f32,
+) -> bool {
+    let (Some(form), ContractB::Im2col(view), Some(packed), Some(pack)) =
+        (&c.winograd, &c.b, &c.a_packed, c.pack)
+    else {
+        return false;
+    };
+    let [rows, cols] = view.axes.as_slice() else {
+        return false;
+    };
+    if c.m == 0 || c.n == 0 || c.k == 0 || c.batch.contains(&0) {
+        return true;
+    }
+    let conv = gemm::WinogradConv {
+        m: c.m as usize,
+        channels: view.channels as usize,
+        h: rows.size as usize,
+        w: cols.size as usize,
+        channel_stride: view.channel_stride as isize,
+        row_stride: rows.stride as isize,
+        pad_top: rows.pad as usize,
+        pad_left: cols.pad as usize,
+        oh: rows.out as usize,
+        ow: cols.out as usize,
+        block: form.block as usize,
+        chunk: form.chunk as usize,
+        depth: form.depth as usize,
+        alpha,
+        accumulate: c.accumulate,
+        epilogue,
+    };
+    let n_batches: u64 = c.batch.iter().product();
+    let at = |batch: usize| {
+        let offset = |strides: &[i64]| batch_offset(&c.batch, strides, batch as u64) as isize;
+        let weights = regions
+            .base(Region::Weights)
+            .wrapping_add(packed.byte_offset as usize);
+        gemm::WinogradOperands {
+            u: weights
+                .cast::<f32>()
+                .wrapping_offset(offset(&packed.batch_strides))
+                .cast_const(),
+            x: regions
+                .im2col_origin::<f32>(view)
+                .wrapping_offset(offset(&view.batch_strides)),
+            c: Mat {
+                ptr: regions.origin::<f32>(&c.c, offset(&c.c.batch_strides) as i64),
+                rs: c.c.row_stride as isize,
+                cs: 1,
+            },
+            bias_shift: bias_shift(fusion, batch as u64),
+        }
+    };
+    let macs =
+        c.m.saturating_mul(c.n)
+            .saturating_mul(c.k)
+            .saturating_mul(n_batches);
+    let parallel = pool.threads() > 1 && macs >= PARALLEL_MNK && results_disjoint(c);
+    let threads = if parallel {
+        pool.threads().min(form.slots as usize)
+    } else {
+        1
+    };
+    let scratch = regions.arena.wrapping_add(pack as usize);
+    let broadcast = |t: usize, f: &(dyn Fn(usize) + Sync)| pool.broadcast(t, f);
+    gemm::run_winograd(n_batches as usize, &at, &conv, scratch, threads, &broadcast);
     true
 }
 

@@ -180,6 +180,7 @@ fn contract(
             a_packed: None,
             b_packed: None,
             transposed: false,
+            winograd: None,
         }),
     }
 }

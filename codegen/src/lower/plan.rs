@@ -310,6 +310,10 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
                 } else {
                     Scalar::F32
                 };
+                if let Some(bytes) = conv.winograd_scratch() {
+                    // The transforms' blocks for each thread (`Contract::winograd`).
+                    return Some(bytes);
+                }
                 if conv.runs_direct(elem, weight_constant) {
                     return Some(0);
                 }
@@ -400,8 +404,10 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
     plan.pack_bytes = bytes;
     plan.scratch_bytes = own.next_multiple_of(64) + bytes + 64;
     let transposed = matches!(&plan.form, Form::Conv(conv) if conv.transposed());
+    let winograd = matches!(&plan.form, Form::Conv(conv) if conv.winograd_scratch().is_some());
     plan.scratch_use = match plan.scratch_use {
         _ if transposed => "transposed product",
+        _ if winograd => "Winograd transforms",
         _ if own == 0 => "GEMM panels",
         "im2col matrix" => "im2col matrix, GEMM panels",
         "attention scores" => "attention scores, GEMM panels",

@@ -48,7 +48,26 @@ pub(crate) fn prepack_weights(program: &mut Program) {
                 // Planned without its scratch (the result has nowhere to go): as written.
                 c.transposed = false;
             }
+            if c.winograd.is_some() && c.pack.is_none() {
+                // Planned without its scratch: the direct form, as written.
+                c.winograd = None;
+            }
             let planned = c.pack.map(|_| c.scratch_of(&predicted_blocking(c)));
+            if c.winograd.is_some() {
+                // The product run as Winograd reads its weight transformed.
+                match layout(c, &c.a, c.m, c.k, OperandLayout::Winograd, plain) {
+                    Some((spec, batch_strides)) => {
+                        c.a_packed = Some(PackedOperand {
+                            byte_offset: slots.offset(spec),
+                            batch_strides,
+                        });
+                        continue;
+                    }
+                    // Not a plain weight: the product runs as written, in the panels the
+                    // Winograd scratch leaves (`planned` below).
+                    None => c.winograd = None,
+                }
+            }
             if c.transposed {
                 // The product run transposed reads `a^T` packed whole as its `B`.
                 let a_t = MatView {

@@ -136,6 +136,7 @@ fn contract(name: String, [m, n, k]: [u64; 3], [a, b, c]: [MatView; 3]) -> Kerne
             a_packed: None,
             b_packed: None,
             transposed: false,
+            winograd: None,
         }),
     }
 }

@@ -122,6 +122,7 @@ pub fn add_matmul_program() -> (Program, WeightStore) {
             a_packed: None,
             b_packed: None,
             transposed: false,
+            winograd: None,
         }),
     };
     let program = Program {

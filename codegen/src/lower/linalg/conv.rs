@@ -39,7 +39,7 @@ use super::super::{elem_type, unsupported, LowerCtx, LowerError, LowerResult};
 use super::matmul::check_arith;
 use crate::kernel::{
     BinaryOp, Contract, ContractB, Im2colAxis, Im2colView, IndirectIndex, InstId, Kernel,
-    KernelBody, MatView, ReduceOp, Scalar, Stage, View,
+    KernelBody, MatView, ReduceOp, Scalar, Stage, View, WinogradForm,
 };
 use memc_ir::ops::{AutoPad, OpCtx, WindowAttrs};
 use memc_ir::target::{Im2colForm, TargetInfo};
@@ -197,6 +197,69 @@ pub struct ConvPlan {
     im2col: Option<Im2col>,
     /// Whether the CPU runs the implicit product transposed ([`transposed_pays`]).
     transposed: bool,
+    /// Whether (and how) the CPU runs the implicit product as Winograd F(2x2, 3x3)
+    /// ([`winograd_form`]).
+    winograd: Option<WinogradForm>,
+}
+
+/// Input and output channels per group from which a 3x3 convolution runs as Winograd: with
+/// 3 input channels (a stem) the transforms cost more than the products save (3->16 at 31x31
+/// 0.047 -> 0.054 ms), with 16 it pays (16->16 at 64x64 0.378 -> 0.247).
+const WINOGRAD_MIN_CHANNELS: u64 = 8;
+
+/// How the CPU runs a convolution of `s` over `win` in f32 as Winograd F(2x2, 3x3)
+/// (`Contract::winograd`, memc-gemm's `run_winograd`), or `None`: a 2-d 3x3 window at
+/// stride 1, undilated, with at least [`WINOGRAD_MIN_CHANNELS`] input and output channels
+/// per group, and the transforms' scratch within the conv scratch rule per thread
+/// (`slot_cap(threads)`: what `scratch_cap` allows each of that many threads) and below the
+/// model's peak (`headroom`). The most threads up to `GEMM_THREADS` (and the blocks there
+/// are) whose blocking fits; blocks of 32 tiles and whole output channels first
+/// (`memc_gemm::winograd_blocking`).
+///
+/// One thread, against the direct kernel (`winograd_bench`, this AVX2 machine): 64->64 at
+/// 56x56 3.08 -> 1.83 ms, 128->128 at 28x28 3.43 -> 1.88, 256->256 at 14x14 4.27 -> 1.98,
+/// 32->32 at 32x32 0.334 -> 0.233.
+fn winograd_form(
+    s: &ConvShape,
+    win: &Window,
+    elem: Scalar,
+    slot_cap: impl Fn(u64) -> u64,
+    headroom: u64,
+) -> Option<WinogradForm> {
+    let window = s.in_spatial.len() == 2
+        && win.kernel == [3, 3]
+        && win.strides == [1, 1]
+        && win.dilations == [1, 1]
+        && win.begin.iter().all(|&p| p >= 0);
+    if elem != Scalar::F32
+        || !window
+        || s.c_g < WINOGRAD_MIN_CHANNELS
+        || s.m_g < WINOGRAD_MIN_CHANNELS
+    {
+        return None;
+    }
+    let tiles = s.out_spatial[0].div_ceil(2) * s.out_spatial[1].div_ceil(2);
+    let images = s.n.saturating_mul(s.groups);
+    let max_slots = crate::cpu::target::GEMM_THREADS;
+    (1..=max_slots).rev().find_map(|slots| {
+        let b = memc_gemm::winograd_blocking(s.m_g, s.c_g, slot_cap(slots))?;
+        // As `run_winograd` splits the work: blocks, or chunks of output channels of each
+        // block where the blocks are fewer than the threads.
+        let blocks = images.saturating_mul(tiles.div_ceil(b.block));
+        let units = if blocks < max_slots {
+            blocks.saturating_mul(s.m_g.div_ceil(b.chunk))
+        } else {
+            blocks
+        };
+        let form = WinogradForm {
+            block: b.block,
+            chunk: b.chunk,
+            depth: b.depth,
+            slots: slots.min(units).max(1),
+        };
+        // As planned: the slots and room to align them (`with_gemm_panels`).
+        (form.scratch_bytes().saturating_add(64) <= headroom).then_some(form)
+    })
 }
 
 /// Output pixels per image (and group) up to which a convolution runs transposed.
@@ -266,6 +329,12 @@ impl ConvPlan {
         self.transposed
     }
 
+    /// The scratch of the implicit product run as Winograd (`Contract::winograd`), if it is.
+    pub(crate) fn winograd_scratch(&self) -> Option<u64> {
+        let w = self.winograd.as_ref()?;
+        Some(w.scratch_bytes())
+    }
+
     /// The scratch of the implicit product run transposed with `elem_size`-byte elements
     /// (`Contract::scratch_bytes`): per image and group `c^T = col^T w^T`, the column
     /// matrix's `A` panels, then (64-aligned) the results and the table of input offsets. 0
@@ -323,6 +392,7 @@ impl ConvPlan {
         }
         axes.reverse();
         !self.transposed
+            && self.winograd.is_none()
             && weight_constant
             && elem == Scalar::F32
             && matches!(self.im2col, Some(Im2col::Implicit))
@@ -409,6 +479,27 @@ pub fn plan(
         let bytes = plan.transposed_scratch(4) + 64;
         plan.transposed = bytes <= scratch_cap && bytes <= headroom;
     }
+    // Winograd F(2x2, 3x3) where it runs (before the transposed form: 256->256 at 14x14 runs
+    // 2.2x the direct kernel's speed that way, transposed ~1.1x).
+    if target.prepack_weights && weight_constant && plan.implicit() {
+        let per_thread = target.conv.scratch_per_thread;
+        // What the rule gives each of `threads` threads: the per-thread part, or an even
+        // share of the model's (a cap above the threads' parts comes from its bound).
+        let full = crate::cpu::target::GEMM_THREADS.saturating_mul(per_thread);
+        let slot_cap = |threads: u64| {
+            if scratch_cap > full {
+                scratch_cap / threads.max(1)
+            } else {
+                per_thread
+            }
+        };
+        if let (Some(s), Ok(win), Some(elem)) = (&plan.shape, &plan.window, elem) {
+            plan.winograd = winograd_form(s, win, elem, slot_cap, headroom);
+        }
+        if plan.winograd.is_some() {
+            plan.transposed = false;
+        }
+    }
     OpPlan::with_scratch(Form::Conv(Box::new(plan)), bytes, "im2col matrix")
 }
 
@@ -434,6 +525,7 @@ impl ConvPlan {
             window,
             im2col,
             transposed: false,
+            winograd: None,
         };
         (plan, bytes)
     }
@@ -460,6 +552,7 @@ pub fn conv(ctx: &LowerCtx, op: OpId, plan: &ConvPlan) -> LowerResult {
         Some(Im2col::Implicit) => {
             if let Some(mut contract) = implicit_product(&x, &w, &out, &s, &win, bias.is_some()) {
                 contract.transposed = plan.transposed;
+                contract.winograd = plan.winograd;
                 let mut kernels = Vec::new();
                 if let Some(b) = &bias {
                     kernels.push(init_output(ctx.kernel_name(op, 0), &out, Some(b)));
@@ -596,6 +689,7 @@ fn kernel_row_products(
         a_packed: None,
         b_packed: None,
         transposed: false,
+        winograd: None,
     };
     let mut contracts = Vec::new();
     for c_in in 0..s.c_g as i64 {
@@ -837,6 +931,7 @@ fn implicit_product(
         a_packed: None,
         b_packed: None,
         transposed: false,
+        winograd: None,
     })
 }
 
@@ -928,6 +1023,7 @@ fn im2col_kernels(
             a_packed: None,
             b_packed: None,
             transposed: false,
+            winograd: None,
         };
         kernels.push(Kernel {
             name: ctx.kernel_name(op, kernels.len()),
@@ -1186,6 +1282,7 @@ fn conv_tap(
         a_packed: None,
         b_packed: None,
         transposed: false,
+        winograd: None,
     });
     Some(Tap {
         contract,
@@ -1632,6 +1729,7 @@ fn transpose_tap(
         a_packed: None,
         b_packed: None,
         transposed: false,
+        winograd: None,
     });
     Some(Tap {
         contract,

@@ -223,6 +223,7 @@ fn as_contract(
             a_packed: None,
             b_packed: None,
             transposed: false,
+            winograd: None,
         }),
     })
 }

@@ -274,6 +274,7 @@ fn products_per_image(
                 a_packed: None,
                 b_packed: None,
                 transposed: false,
+                winograd: None,
             })
         })
         .collect()

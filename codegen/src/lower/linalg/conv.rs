@@ -207,14 +207,18 @@ pub struct ConvPlan {
 /// 0.047 -> 0.054 ms), with 16 it pays (16->16 at 64x64 0.378 -> 0.247).
 const WINOGRAD_MIN_CHANNELS: u64 = 8;
 
+/// Output tiles (2x2) per image from which a convolution runs as Winograd: a 7x7 output is 16
+/// (one block of the GEMM microkernel's 16 columns); a 4x4 one, 4, would fill a quarter of
+/// them.
+const WINOGRAD_MIN_TILES: u64 = 16;
+
 /// How the CPU runs a convolution of `s` over `win` in f32 as Winograd F(2x2, 3x3)
 /// (`Contract::winograd`, memc-gemm's `run_winograd`), or `None`: a 2-d 3x3 window at
 /// stride 1, undilated, with at least [`WINOGRAD_MIN_CHANNELS`] input and output channels
-/// per group, and the transforms' scratch within the conv scratch rule per thread
-/// (`slot_cap(threads)`: what `scratch_cap` allows each of that many threads) and below the
-/// model's peak (`headroom`). The most threads up to `GEMM_THREADS` (and the blocks there
-/// are) whose blocking fits; blocks of 32 tiles and whole output channels first
-/// (`memc_gemm::winograd_blocking`).
+/// per group, at least [`WINOGRAD_MIN_TILES`] tiles per image, and the transforms' scratch
+/// for `GEMM_THREADS` threads (or the units of work, if fewer) within the conv scratch rule
+/// per thread (`slot_cap(threads)`: what `scratch_cap` allows each of that many threads) and
+/// below the model's peak (`headroom`).
 ///
 /// One thread, against the direct kernel (`winograd_bench`, this AVX2 machine): 64->64 at
 /// 56x56 3.08 -> 1.83 ms, 128->128 at 28x28 3.43 -> 1.88, 256->256 at 14x14 4.27 -> 1.98,
@@ -240,26 +244,32 @@ fn winograd_form(
     }
     let tiles = s.out_spatial[0].div_ceil(2) * s.out_spatial[1].div_ceil(2);
     let images = s.n.saturating_mul(s.groups);
+    if tiles < WINOGRAD_MIN_TILES {
+        return None;
+    }
+    // Scratch for as many threads as the GEMM plans for (or as there are units of work):
+    // with fewer, a convolution the direct kernel would run on every thread ran on one (the
+    // zoo U-Net at two threads, 2.55 -> 3.00 ms). Each slot within the rule and an even share
+    // of the headroom; the largest blocking that fits (`memc_gemm::winograd_blocking`).
     let max_slots = crate::cpu::target::GEMM_THREADS;
-    (1..=max_slots).rev().find_map(|slots| {
-        let b = memc_gemm::winograd_blocking(s.m_g, s.c_g, slot_cap(slots))?;
-        // As `run_winograd` splits the work: blocks, or chunks of output channels of each
-        // block where the blocks are fewer than the threads.
-        let blocks = images.saturating_mul(tiles.div_ceil(b.block));
-        let units = if blocks < max_slots {
-            blocks.saturating_mul(s.m_g.div_ceil(b.chunk))
-        } else {
-            blocks
-        };
-        let form = WinogradForm {
-            block: b.block,
-            chunk: b.chunk,
-            depth: b.depth,
-            slots: slots.min(units).max(1),
-        };
-        // As planned: the slots and room to align them (`with_gemm_panels`).
-        (form.scratch_bytes().saturating_add(64) <= headroom).then_some(form)
-    })
+    let share = headroom.saturating_sub(64) / max_slots;
+    let b = memc_gemm::winograd_blocking(s.m_g, s.c_g, slot_cap(max_slots).min(share))?;
+    // As `run_winograd` splits the work: blocks, or chunks of output channels of each block
+    // where the blocks are fewer than the threads.
+    let blocks = images.saturating_mul(tiles.div_ceil(b.block));
+    let units = if blocks < max_slots {
+        blocks.saturating_mul(s.m_g.div_ceil(b.chunk))
+    } else {
+        blocks
+    };
+    let form = WinogradForm {
+        block: b.block,
+        chunk: b.chunk,
+        depth: b.depth,
+        slots: max_slots.min(units).max(1),
+    };
+    // As planned: the slots and room to align them (`with_gemm_panels`).
+    (form.scratch_bytes().saturating_add(64) <= headroom).then_some(form)
 }
 
 /// Output pixels per image (and group) up to which a convolution runs transposed.

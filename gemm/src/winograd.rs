@@ -754,9 +754,10 @@ unsafe fn products(
 }
 
 /// The outputs of channels `row0..row0 + rows` for the block: per output channel and 8
-/// tiles, `A^T M A` times alpha, plus the output (`accumulate`), plus the bias and the residual, clamped, stored as 2x2
-/// pixels (16 contiguous values per output row when the 8 tiles lie in one tile row and
-/// inside the output; else pixel by pixel).
+/// tiles, `A^T M A` times alpha, plus the output (`accumulate`), plus the bias and the
+/// residual, clamped, stored as 2x2 pixels (16 contiguous values per output row when the 8
+/// tiles lie in one tile row and inside the output; else per run of lanes within a tile row,
+/// the outputs inside the output only).
 #[inline(always)]
 unsafe fn transform_output<X: Lanes>(
     conv: &WinogradConv,

@@ -65,11 +65,14 @@ pub use tensor::{Element, Tensor, TensorRef};
 /// the arena offset of the i64 the run writes its extent to; NonZero, Compress, Unique).
 /// Version 7: a contraction's `b` may be an implicit im2col operand (`Im2colView`: a
 /// convolution's column matrix read straight from its input); a strided `b` is spelled as
-/// before.
-/// Versions 4 to 6 plans are still read (version 4 lacks only `memory_report`; versions 4 and
-/// 5 have no output with an extent, which is what a missing `extent` field reads as; none has
-/// an implicit im2col operand); older ones are refused with a request to recompile.
-pub const PLAN_FORMAT_VERSION: u32 = 7;
+/// before. Version 8: a contraction may run as Winograd F(2x2, 3x3) (`Contract::winograd`)
+/// over a weight slot in the `winograd` layout (`OperandLayout::Winograd`), which an older
+/// build would have read as a plain packed weight.
+/// Versions 4 to 7 plans are still read (version 4 lacks only `memory_report`; versions 4 and
+/// 5 have no output with an extent, which is what a missing `extent` field reads as; 4 to 6
+/// have no implicit im2col operand, and none a Winograd contraction, which a missing
+/// `winograd` field reads as); older ones are refused with a request to recompile.
+pub const PLAN_FORMAT_VERSION: u32 = 8;
 
 /// The oldest plan format version this build reads.
 pub const OLDEST_PLAN_FORMAT_VERSION: u32 = 4;

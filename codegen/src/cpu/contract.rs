@@ -230,6 +230,49 @@ unsafe fn run_typed<T: Kernels>(
     }
 }
 
+/// Batch index `batch`'s operands of a convolution run from its input (the direct and the
+/// Winograd forms): its packed (or transformed) weight, its input's first element, its result
+/// (contiguous columns) and its bias's shift.
+fn conv_operands(
+    c: &Contract,
+    view: &Im2colView,
+    packed: &crate::kernel::PackedOperand,
+    fusion: &Fusion,
+    regions: RegionPtrs,
+    batch: usize,
+) -> (*const f32, *const f32, Mat<f32>, isize) {
+    let offset = |strides: &[i64]| batch_offset(&c.batch, strides, batch as u64) as isize;
+    let weights = regions
+        .base(Region::Weights)
+        .wrapping_add(packed.byte_offset as usize)
+        .cast::<f32>()
+        .wrapping_offset(offset(&packed.batch_strides))
+        .cast_const();
+    let input = regions
+        .im2col_origin::<f32>(view)
+        .wrapping_offset(offset(&view.batch_strides));
+    let result = Mat {
+        ptr: regions.origin::<f32>(&c.c, offset(&c.c.batch_strides) as i64),
+        rs: c.c.row_stride as isize,
+        cs: 1,
+    };
+    (weights, input, result, bias_shift(fusion, batch as u64))
+}
+
+/// The threads a convolution run from its input uses: the pool's, for a product of at least
+/// `PARALLEL_MNK` multiply-adds whose results are distinct per thread; else one.
+fn conv_threads(c: &Contract, pool: &WorkerPool) -> usize {
+    let macs =
+        c.m.saturating_mul(c.n)
+            .saturating_mul(c.k)
+            .saturating_mul(c.batch.iter().product());
+    if pool.threads() > 1 && macs >= PARALLEL_MNK && results_disjoint(c) {
+        pool.threads()
+    } else {
+        1
+    }
+}
+
 /// Runs `c` as a direct convolution (memc-gemm's `run_direct`: `B` read from the input as it
 /// is, no packing, no scratch) when it is one: an f32 convolution's implicit column matrix
 /// (not transposed) whose `A` is packed whole, with contiguous result columns, on a CPU and
@@ -297,31 +340,15 @@ unsafe fn run_direct_conv(
     };
     let n_batches: u64 = c.batch.iter().product();
     let at = |batch: usize| {
-        let offset = |strides: &[i64]| batch_offset(&c.batch, strides, batch as u64) as isize;
-        let weights = regions
-            .base(Region::Weights)
-            .wrapping_add(packed.byte_offset as usize);
-        let input = regions.im2col_origin::<f32>(view);
+        let (a_packed, x, c, bias_shift) = conv_operands(c, view, packed, fusion, regions, batch);
         gemm::DirectOperands {
-            a_packed: weights
-                .cast::<f32>()
-                .wrapping_offset(offset(&packed.batch_strides))
-                .cast_const(),
-            x: input.wrapping_offset(offset(&view.batch_strides)),
-            c: Mat {
-                ptr: regions.origin::<f32>(&c.c, offset(&c.c.batch_strides) as i64),
-                rs: c.c.row_stride as isize,
-                cs: 1,
-            },
-            bias_shift: bias_shift(fusion, batch as u64),
+            a_packed,
+            x,
+            c,
+            bias_shift,
         }
     };
-    let macs =
-        c.m.saturating_mul(c.n)
-            .saturating_mul(c.k)
-            .saturating_mul(n_batches);
-    let parallel = pool.threads() > 1 && macs >= PARALLEL_MNK && results_disjoint(c);
-    let threads = if parallel { pool.threads() } else { 1 };
+    let threads = conv_threads(c, pool);
     let broadcast = |t: usize, f: &(dyn Fn(usize) + Sync)| pool.broadcast(t, f);
     gemm::run_direct(n_batches as usize, &at, &conv, threads, &broadcast);
     true
@@ -374,36 +401,15 @@ unsafe fn run_winograd(
     };
     let n_batches: u64 = c.batch.iter().product();
     let at = |batch: usize| {
-        let offset = |strides: &[i64]| batch_offset(&c.batch, strides, batch as u64) as isize;
-        let weights = regions
-            .base(Region::Weights)
-            .wrapping_add(packed.byte_offset as usize);
+        let (u, x, c, bias_shift) = conv_operands(c, view, packed, fusion, regions, batch);
         gemm::WinogradOperands {
-            u: weights
-                .cast::<f32>()
-                .wrapping_offset(offset(&packed.batch_strides))
-                .cast_const(),
-            x: regions
-                .im2col_origin::<f32>(view)
-                .wrapping_offset(offset(&view.batch_strides)),
-            c: Mat {
-                ptr: regions.origin::<f32>(&c.c, offset(&c.c.batch_strides) as i64),
-                rs: c.c.row_stride as isize,
-                cs: 1,
-            },
-            bias_shift: bias_shift(fusion, batch as u64),
+            u,
+            x,
+            c,
+            bias_shift,
         }
     };
-    let macs =
-        c.m.saturating_mul(c.n)
-            .saturating_mul(c.k)
-            .saturating_mul(n_batches);
-    let parallel = pool.threads() > 1 && macs >= PARALLEL_MNK && results_disjoint(c);
-    let threads = if parallel {
-        pool.threads().min(form.slots as usize)
-    } else {
-        1
-    };
+    let threads = conv_threads(c, pool).min(form.slots as usize);
     let scratch = regions.arena.wrapping_add(pack as usize);
     let broadcast = |t: usize, f: &(dyn Fn(usize) + Sync)| pool.broadcast(t, f);
     gemm::run_winograd(n_batches as usize, &at, &conv, scratch, threads, &broadcast);

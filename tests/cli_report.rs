@@ -430,3 +430,27 @@ fn honest_figures_and_plans_without_them() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A plan with a Winograd convolution rewritten as format version 7 (which had none): refused
+/// with the kernel's name, not run with its transformed weight read as a plain packed one.
+#[test]
+fn a_winograd_plan_of_an_older_version_is_refused() {
+    let dir = scratch("winograd_version");
+    let plan = dir.join("winograd.plan");
+    let model = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/onnx/fixtures/winograd_convs.onnx");
+    let out = memc(&["compile", path_str(&model), "-o", path_str(&plan)]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let bytes = std::fs::read(&plan).expect("the plan reads");
+    let older = dir.join("winograd_v7.plan");
+    std::fs::write(&older, rewritten(&bytes, 7, |_| {})).expect("scratch is writable");
+    let out = memc(&["inspect", path_str(&older)]);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr
+            .contains("runs as Winograd, which format version 7 plans cannot have"),
+        "{}",
+        out.stderr
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

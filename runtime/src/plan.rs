@@ -47,7 +47,8 @@
 //! [`OLDEST_PLAN_FORMAT_VERSION`](crate::OLDEST_PLAN_FORMAT_VERSION) on are read: version 4 has
 //! the same layout and lacks only `memory_report`, read as `None`; versions 4 and 5 have no
 //! output with a run-time extent, `IoTensor::extent`, and one that claims one is refused;
-//! versions 4 to 6 have no implicit im2col operand, and one that claims one is refused), the
+//! versions 4 to 6 have no implicit im2col operand, and versions 4 to 7 no Winograd
+//! contraction; one that claims one is refused), the
 //! header length, the
 //! header checksum, the section bounds (and that the file ends where the weights do), the
 //! metadata checksum, the JSON, [`Program::validate`], that the weights section is as long as
@@ -94,6 +95,8 @@ pub const FIRST_VERSION_WITH_EXTENTS: u32 = 6;
 /// The first format version whose contractions may read an implicit im2col operand
 /// (`ContractB::Im2col`).
 pub const FIRST_VERSION_WITH_IMPLICIT_IM2COL: u32 = 7;
+/// The first format version whose contractions may run as Winograd (`Contract::winograd`).
+pub const FIRST_VERSION_WITH_WINOGRAD: u32 = 8;
 /// Alignment of the weights section's file offset (a page on every common system).
 pub const WEIGHTS_ALIGN: u64 = 4096;
 
@@ -913,6 +916,19 @@ impl PlanFile {
             if let Some(kernel) = implicit {
                 return Err(layout(format!(
                     "kernel `{}` reads an implicit im2col operand, which format version {} plans cannot have",
+                    kernel.name, header.version
+                )));
+            }
+        }
+        if header.version < FIRST_VERSION_WITH_WINOGRAD {
+            let winograd = program
+                .steps
+                .iter()
+                .flat_map(|s| &s.kernels)
+                .find(|k| matches!(&k.body, KernelBody::Contract(c) if c.winograd.is_some()));
+            if let Some(kernel) = winograd {
+                return Err(layout(format!(
+                    "kernel `{}` runs as Winograd, which format version {} plans cannot have",
                     kernel.name, header.version
                 )));
             }

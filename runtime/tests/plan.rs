@@ -232,16 +232,16 @@ fn trailing_bytes_are_an_error() {
 #[test]
 fn another_format_version_is_an_error() {
     let (_, mut bytes) = written("version");
-    bytes[8..12].copy_from_slice(&8u32.to_le_bytes());
+    bytes[8..12].copy_from_slice(&9u32.to_le_bytes());
     assert_eq!(
         open_err("version", &bytes),
-        "`PLAN`: plan format version 8, this memc reads versions 4 to 7; recompile the model"
+        "`PLAN`: plan format version 9, this memc reads versions 4 to 8; recompile the model"
     );
     // The version is read before the header's length and checksum: a future format may
     // change both.
     assert_eq!(
         open_err("version", &bytes[..12]),
-        "`PLAN`: plan format version 8, this memc reads versions 4 to 7; recompile the model"
+        "`PLAN`: plan format version 9, this memc reads versions 4 to 8; recompile the model"
     );
 }
 
@@ -252,7 +252,7 @@ fn a_plan_of_format_version_1_is_an_error() {
     bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
     assert_eq!(
         open_err("version_1", &bytes),
-        "`PLAN`: plan format version 1, this memc reads versions 4 to 7; recompile the model"
+        "`PLAN`: plan format version 1, this memc reads versions 4 to 8; recompile the model"
     );
 }
 
@@ -283,7 +283,7 @@ fn a_plan_of_format_version_4_reads_without_a_memory_report() {
     fix_header_crc(&mut older);
     assert_eq!(
         open_err("version_4", &older),
-        "`PLAN`: plan format version 3, this memc reads versions 4 to 7; recompile the model"
+        "`PLAN`: plan format version 3, this memc reads versions 4 to 8; recompile the model"
     );
 }
 
@@ -337,7 +337,7 @@ fn inconsistent_sections_are_errors() {
     fix_header_crc(&mut long_header);
     assert_eq!(
         open_err("sections", &long_header),
-        "`PLAN`: the plan file is corrupted: the header says it is 128 bytes long; version 7 headers are 64"
+        "`PLAN`: the plan file is corrupted: the header says it is 128 bytes long; version 8 headers are 64"
     );
 }
 

@@ -7,7 +7,7 @@
 use memc_gemm::{
     pack_a_whole, pack_winograd_weights, packed_a_len, run_direct, run_winograd, winograd_blocking,
     winograd_scratch_bytes, winograd_weights_len, DirectAxis, DirectConv, DirectOperands, Epilogue,
-    Mat, WinogradBlocking, WinogradConv, WinogradOperands,
+    Mat, WinogradBlocking, WinogradConv,
 };
 
 fn main() {
@@ -119,8 +119,8 @@ fn main() {
         },
         bias_shift: 0,
     };
-    let w_at = |_| WinogradOperands {
-        u: up as *const f32,
+    let w_at = |_| DirectOperands {
+        a_packed: up as *const f32,
         x: xp as *const f32,
         c: Mat {
             ptr: y2p as *mut f32,

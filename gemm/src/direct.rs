@@ -87,9 +87,10 @@ pub struct DirectConv<'a> {
     pub epilogue: crate::Epilogue<f32>,
 }
 
-/// One batch index's operands: `A` packed whole, the input's element (channel 0, position
-/// 0...), and `C` (`m x pixels`, contiguous columns); and where its rows' bias starts, in
-/// elements after the epilogue's (a grouped convolution's group's channels; 0 otherwise).
+/// One batch index's operands: `A` packed whole (for [`crate::run_winograd`], transformed by
+/// [`crate::pack_winograd_weights`]), the input's element (channel 0, position 0...), and `C`
+/// (`m x pixels`, contiguous columns); and where its rows' bias starts, in elements after the
+/// epilogue's (a grouped convolution's group's channels; 0 otherwise).
 #[derive(Copy, Clone, Debug)]
 pub struct DirectOperands {
     pub a_packed: *const f32,

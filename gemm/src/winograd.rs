@@ -29,7 +29,7 @@
 //! Guarantees: every input element read lies inside the input (tiles over the padding read
 //! zeros from a bounded copy), and every output written is an output of the convolution.
 
-use crate::{isa, Epilogue, Isa, Kernels, Mat, GEMM_KC_BYTES, MR, PACKED_B_STRIP};
+use crate::{isa, DirectOperands, Epilogue, Isa, Kernels, Mat, GEMM_KC_BYTES, MR, PACKED_B_STRIP};
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -67,21 +67,6 @@ pub struct WinogradConv {
     pub accumulate: bool,
     pub epilogue: Epilogue<f32>,
 }
-
-/// One batch index's operands: the transformed weight packed by [`pack_winograd_weights`], the
-/// input's element (channel 0, row 0, column 0), the output (`m` rows of `oh x ow` contiguous
-/// pixels, `c.cs` 1) and the bias's shift (as [`crate::DirectOperands`]).
-#[derive(Copy, Clone, Debug)]
-pub struct WinogradOperands {
-    pub u: *const f32,
-    pub x: *const f32,
-    pub c: Mat<f32>,
-    pub bias_shift: isize,
-}
-
-// SAFETY: raw addresses; the caller promises the threads write disjoint outputs.
-unsafe impl Send for WinogradOperands {}
-unsafe impl Sync for WinogradOperands {}
 
 /// Values of the transformed weight of `m x channels x 3 x 3`: 16 matrices `m x channels`,
 /// each packed whole.
@@ -174,9 +159,9 @@ pub fn winograd_blocking(m: u64, channels: u64, cap: u64) -> Option<WinogradBloc
 }
 
 /// Whether a 2-d convolution's window runs as Winograd F(2x2, 3x3): 3x3 taps, stride 1,
-/// dilation 1, pads of at most 2 (so every tile reads at least one input row and column).
-pub fn winograd_window(kernel: [u64; 2], stride: [u64; 2], dilation: [u64; 2]) -> bool {
-    kernel == [3, 3] && stride == [1, 1] && dilation == [1, 1]
+/// dilation 1 (any pads: tiles over the padding read zeros).
+pub fn winograd_window(kernel: &[i64], strides: &[i64], dilations: &[i64]) -> bool {
+    kernel == [3, 3] && strides == [1, 1] && dilations == [1, 1]
 }
 
 /// Packs the weight `a` (`m x (channels * 9)`, value `(o, c * 9 + 3 * ky + kx)`) transformed
@@ -221,7 +206,9 @@ pub unsafe fn pack_winograd_weights(dst: *mut f32, a: Mat<f32>, m: usize, channe
     }
 }
 
-/// Runs the convolution for batch indices `0..batches` (operands `at(b)`), split over at most
+/// Runs the convolution for batch indices `0..batches` (operands `at(b)`: `a_packed` the
+/// weight transformed by [`pack_winograd_weights`], `x` the input's element (channel 0, row 0,
+/// column 0), `c` the output, `m` rows of `oh x ow` contiguous pixels), split over at most
 /// `threads` threads that `broadcast(t, f)` runs `f(0..t)` on, thread `t` using the scratch at
 /// `scratch + t * winograd_scratch_bytes(..)` (64-aligned).
 ///
@@ -231,7 +218,7 @@ pub unsafe fn pack_winograd_weights(dst: *mut f32, a: Mat<f32>, m: usize, channe
 /// epilogue can read before the element is written).
 pub unsafe fn run_winograd(
     batches: usize,
-    at: &(dyn Fn(usize) -> WinogradOperands + Sync),
+    at: &(dyn Fn(usize) -> DirectOperands + Sync),
     conv: &WinogradConv,
     scratch: *mut u8,
     threads: usize,
@@ -293,7 +280,7 @@ pub unsafe fn run_winograd(
 /// the instruction set's copy.
 unsafe fn run_block(
     conv: &WinogradConv,
-    ops: &WinogradOperands,
+    ops: &DirectOperands,
     first: usize,
     count: usize,
     rows: Range<usize>,
@@ -304,7 +291,7 @@ unsafe fn run_block(
         #[target_feature(enable = "avx2,fma")]
         unsafe fn avx2(
             conv: &WinogradConv,
-            ops: &WinogradOperands,
+            ops: &DirectOperands,
             first: usize,
             count: usize,
             rows: Range<usize>,
@@ -556,7 +543,7 @@ mod x86 {
 #[inline(always)]
 unsafe fn block_body<X: Lanes>(
     conv: &WinogradConv,
-    ops: &WinogradOperands,
+    ops: &DirectOperands,
     first: usize,
     count: usize,
     rows: Range<usize>,
@@ -602,7 +589,7 @@ unsafe fn block_body<X: Lanes>(
 #[inline(always)]
 unsafe fn transform_input<X: Lanes>(
     conv: &WinogradConv,
-    ops: &WinogradOperands,
+    ops: &DirectOperands,
     first: usize,
     count: usize,
     k0: usize,
@@ -692,7 +679,7 @@ unsafe fn transform_input<X: Lanes>(
 #[inline(always)]
 unsafe fn products(
     conv: &WinogradConv,
-    ops: &WinogradOperands,
+    ops: &DirectOperands,
     row0: usize,
     rows: usize,
     count: usize,
@@ -717,7 +704,7 @@ unsafe fn products(
     let a_len = crate::packed_a_len(m as u64, k as u64) as usize;
     let cols = v_cols(conv.block);
     for xi in 0..POINTS {
-        let u = ops.u.add(xi * a_len);
+        let u = ops.a_packed.add(xi * a_len);
         let vx = v.add(xi * depth * cols);
         let mx = mm.add(xi * conv.chunk * conv.block);
         for strip in row0 / MR..(row0 + rows).div_ceil(MR) {
@@ -761,7 +748,7 @@ unsafe fn products(
 #[inline(always)]
 unsafe fn transform_output<X: Lanes>(
     conv: &WinogradConv,
-    ops: &WinogradOperands,
+    ops: &DirectOperands,
     row0: usize,
     rows: usize,
     first: usize,

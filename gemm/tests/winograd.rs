@@ -6,8 +6,8 @@
 
 use memc_gemm::{
     pack_winograd_weights, run_winograd, winograd_blocking, winograd_scratch_bytes,
-    winograd_weights_len, winograd_window, Epilogue, Mat, WinogradBlocking, WinogradConv,
-    WinogradOperands,
+    winograd_weights_len, winograd_window, DirectOperands, Epilogue, Mat, WinogradBlocking,
+    WinogradConv,
 };
 
 /// A deterministic value in [-0.5, 0.5).
@@ -105,8 +105,8 @@ fn check(case: &Case, threads: usize, alpha: f32, accumulate: bool, epilogue: bo
         out.as_mut_ptr() as usize,
         u.as_ptr() as usize,
     );
-    let at = |b: usize| WinogradOperands {
-        u: up as *const f32,
+    let at = |b: usize| DirectOperands {
+        a_packed: up as *const f32,
         x: (xp as *const f32).wrapping_add(b * image),
         c: Mat {
             ptr: (op as *mut f32).wrapping_add(b * m * pixels),
@@ -311,7 +311,7 @@ fn the_blocking_fits_its_cap() {
     // 512 channels in 256 KiB: pieces of 128 input channels.
     let b = winograd_blocking(512, 512, 256 << 10).expect("a blocking fits");
     assert!(b.depth < 512);
-    assert!(winograd_window([3, 3], [1, 1], [1, 1]));
-    assert!(!winograd_window([3, 3], [2, 2], [1, 1]));
-    assert!(!winograd_window([5, 5], [1, 1], [1, 1]));
+    assert!(winograd_window(&[3, 3], &[1, 1], &[1, 1]));
+    assert!(!winograd_window(&[3, 3], &[2, 2], &[1, 1]));
+    assert!(!winograd_window(&[5, 5], &[1, 1], &[1, 1]));
 }

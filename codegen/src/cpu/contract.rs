@@ -240,7 +240,7 @@ fn conv_operands(
     fusion: &Fusion,
     regions: RegionPtrs,
     batch: usize,
-) -> (*const f32, *const f32, Mat<f32>, isize) {
+) -> gemm::DirectOperands {
     let offset = |strides: &[i64]| batch_offset(&c.batch, strides, batch as u64) as isize;
     let weights = regions
         .base(Region::Weights)
@@ -256,7 +256,12 @@ fn conv_operands(
         rs: c.c.row_stride as isize,
         cs: 1,
     };
-    (weights, input, result, bias_shift(fusion, batch as u64))
+    gemm::DirectOperands {
+        a_packed: weights,
+        x: input,
+        c: result,
+        bias_shift: bias_shift(fusion, batch as u64),
+    }
 }
 
 /// The threads a convolution run from its input uses: the pool's, for a product of at least
@@ -339,15 +344,7 @@ unsafe fn run_direct_conv(
         epilogue,
     };
     let n_batches: u64 = c.batch.iter().product();
-    let at = |batch: usize| {
-        let (a_packed, x, c, bias_shift) = conv_operands(c, view, packed, fusion, regions, batch);
-        gemm::DirectOperands {
-            a_packed,
-            x,
-            c,
-            bias_shift,
-        }
-    };
+    let at = |batch: usize| conv_operands(c, view, packed, fusion, regions, batch);
     let threads = conv_threads(c, pool);
     let broadcast = |t: usize, f: &(dyn Fn(usize) + Sync)| pool.broadcast(t, f);
     gemm::run_direct(n_batches as usize, &at, &conv, threads, &broadcast);
@@ -400,15 +397,7 @@ unsafe fn run_winograd(
         epilogue,
     };
     let n_batches: u64 = c.batch.iter().product();
-    let at = |batch: usize| {
-        let (u, x, c, bias_shift) = conv_operands(c, view, packed, fusion, regions, batch);
-        gemm::WinogradOperands {
-            u,
-            x,
-            c,
-            bias_shift,
-        }
-    };
+    let at = |batch: usize| conv_operands(c, view, packed, fusion, regions, batch);
     let threads = conv_threads(c, pool).min(form.slots as usize);
     let scratch = regions.arena.wrapping_add(pack as usize);
     let broadcast = |t: usize, f: &(dyn Fn(usize) + Sync)| pool.broadcast(t, f);

@@ -216,9 +216,9 @@ const WINOGRAD_MIN_TILES: u64 = 16;
 /// (`Contract::winograd`, memc-gemm's `run_winograd`), or `None`: a 2-d 3x3 window at
 /// stride 1, undilated, with at least [`WINOGRAD_MIN_CHANNELS`] input and output channels
 /// per group, at least [`WINOGRAD_MIN_TILES`] tiles per image, and the transforms' scratch
-/// for `GEMM_THREADS` threads (or the units of work, if fewer) within the conv scratch rule
-/// per thread (`slot_cap(threads)`: what `scratch_cap` allows each of that many threads) and
-/// below the model's peak (`headroom`).
+/// for `GEMM_THREADS` threads (or the units of work, if fewer), each within `slot_cap` (the
+/// conv scratch rule's share per thread) and an even share of the model's headroom at this
+/// step (`headroom`).
 ///
 /// One thread, against the direct kernel (`winograd_bench`, this AVX2 machine): 64->64 at
 /// 56x56 3.08 -> 1.83 ms, 128->128 at 28x28 3.43 -> 1.88, 256->256 at 14x14 4.27 -> 1.98,
@@ -227,13 +227,11 @@ fn winograd_form(
     s: &ConvShape,
     win: &Window,
     elem: Scalar,
-    slot_cap: impl Fn(u64) -> u64,
+    slot_cap: u64,
     headroom: u64,
 ) -> Option<WinogradForm> {
     let window = s.in_spatial.len() == 2
-        && win.kernel == [3, 3]
-        && win.strides == [1, 1]
-        && win.dilations == [1, 1]
+        && memc_gemm::winograd_window(&win.kernel, &win.strides, &win.dilations)
         && win.begin.iter().all(|&p| p >= 0);
     if elem != Scalar::F32
         || !window
@@ -253,7 +251,7 @@ fn winograd_form(
     // of the headroom; the largest blocking that fits (`memc_gemm::winograd_blocking`).
     let max_slots = crate::cpu::target::GEMM_THREADS;
     let share = headroom.saturating_sub(64) / max_slots;
-    let b = memc_gemm::winograd_blocking(s.m_g, s.c_g, slot_cap(max_slots).min(share))?;
+    let b = memc_gemm::winograd_blocking(s.m_g, s.c_g, slot_cap.min(share))?;
     // As `run_winograd` splits the work: blocks, or chunks of output channels of each block
     // where the blocks are fewer than the threads.
     let blocks = images.saturating_mul(tiles.div_ceil(b.block));
@@ -492,17 +490,9 @@ pub fn plan(
     // Winograd F(2x2, 3x3) where it runs (before the transposed form: 256->256 at 14x14 runs
     // 2.2x the direct kernel's speed that way, transposed ~1.1x).
     if target.prepack_weights && weight_constant && plan.implicit() {
-        let per_thread = target.conv.scratch_per_thread;
-        // What the rule gives each of `threads` threads: the per-thread part, or an even
-        // share of the model's (a cap above the threads' parts comes from its bound).
-        let full = crate::cpu::target::GEMM_THREADS.saturating_mul(per_thread);
-        let slot_cap = |threads: u64| {
-            if scratch_cap > full {
-                scratch_cap / threads.max(1)
-            } else {
-                per_thread
-            }
-        };
+        // What the rule gives each GEMM thread (`scratch_cap` is for all of them: their
+        // per-thread parts, or more where 2% of the bound is more).
+        let slot_cap = scratch_cap / crate::cpu::target::GEMM_THREADS;
         if let (Some(s), Ok(win), Some(elem)) = (&plan.shape, &plan.window, elem) {
             plan.winograd = winograd_form(s, win, elem, slot_cap, headroom);
         }

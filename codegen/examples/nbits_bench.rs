@@ -9,7 +9,8 @@
 //!   4096`, cycling through enough distinct matrices (>= 256 MiB of packed weight, scale and
 //!   zero-point bytes) that every call reads from DRAM; it prints those bytes per second
 //!   (GB/s, 10^9) and their ratio to the measured bandwidth at the same thread count;
-//! - M = 4, 16 and 128 on the same weights, in GFLOP/s (`2 M N K` per product);
+//! - M = 4, 16 and 128 on the same weights (or the row counts `NBITS_BENCH_ROWS=4,8,...`
+//!   names), in GFLOP/s (`2 M N K` per product);
 //! - on one thread, the GEMV over the first 128 columns of one matrix again and again (its
 //!   weight stays in L2): the kernel's compute ceiling, to tell how far DRAM holds it back.
 //!
@@ -19,6 +20,7 @@
 #[allow(dead_code)]
 mod bandwidth;
 
+use memc_codegen::cpu::target::NBITS_SCRATCH_BYTES;
 use memc_codegen::cpu::CpuProgram;
 use memc_codegen::kernel::NBitsMatMul;
 use memc_codegen::kernel::{Kernel, KernelBody, MatView, Region, RegionSizes};
@@ -96,7 +98,9 @@ fn kernel(m: u64, n: u64, bits: u32, l: &Layout) -> (Kernel, u64) {
     let a_bytes = m * K * 4;
     let c_off = a_bytes.div_ceil(64) * 64;
     let scratch_off = (c_off + m * n * 4).div_ceil(64) * 64;
-    let arena = scratch_off + scratch_bytes(m);
+    // The scratch the plan gives a product of `m` rows.
+    let scratch = scratch_bytes(m) > 0;
+    let arena = scratch_off + if scratch { NBITS_SCRATCH_BYTES } else { 0 };
     let q = NBitsMatMul {
         batch: vec![],
         m,
@@ -123,7 +127,7 @@ fn kernel(m: u64, n: u64, bits: u32, l: &Layout) -> (Kernel, u64) {
         scales: l.scales,
         zero_points: Some(l.zero_points),
         bias: None,
-        scratch: (scratch_bytes(m) > 0).then_some(scratch_off),
+        scratch: scratch.then_some(scratch_off),
     };
     let kernel = Kernel {
         name: format!("nbits{bits}_m{m}"),
@@ -216,7 +220,16 @@ fn main() {
                     read / seconds / 1e9
                 );
             }
-            for m in [1u64, 4, 16, 128] {
+            let rows: Vec<u64> =
+                std::env::var("NBITS_BENCH_ROWS").map_or(vec![1, 4, 16, 128], |v| {
+                    v.split(',')
+                        .map(|x| {
+                            x.parse()
+                                .expect("NBITS_BENCH_ROWS: comma-separated row counts")
+                        })
+                        .collect()
+                });
+            for m in rows {
                 let (kernel, arena_bytes) = kernel(m, N, bits, &l);
                 let mut arena = Buf::new(arena_bytes);
                 // A small non-zero activation.

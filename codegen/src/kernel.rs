@@ -1160,8 +1160,10 @@ pub struct NBitsMatMul {
     pub zero_points: Option<u64>,
     /// `f32 [n]`, added to every row.
     pub bias: Option<(Region, u64)>,
-    /// Arena byte offset of [`nbits::scratch_bytes`]`(rows)` bytes of scratch, for more than
-    /// [`crate::cpu::target::SMALL_ROWS`] rows.
+    /// Arena byte offset of the GEMM form's scratch
+    /// ([`crate::cpu::target::NBITS_SCRATCH_BYTES`]), planned for more than
+    /// [`crate::cpu::target::SMALL_ROWS`] rows and required for more than
+    /// [`crate::cpu::target::STREAM_ROWS_MAX`].
     pub scratch: Option<u64>,
 }
 
@@ -1303,11 +1305,14 @@ impl NBitsMatMul {
                 )?;
             }
         }
-        let scratch = nbits::scratch_bytes(rows);
-        match (self.scratch, scratch) {
-            (_, 0) => {}
-            (None, _) => return Err(bad(format!("{rows} rows need scratch memory"))),
-            (Some(offset), bytes) => {
+        // More rows than the scratch-free kernels take need the GEMM form's scratch; any
+        // product may have it (the kernels pick their form by the CPU that runs them).
+        match self.scratch {
+            None if rows > crate::cpu::target::STREAM_ROWS_MAX => {
+                return Err(bad(format!("{rows} rows need scratch memory")))
+            }
+            None => {}
+            Some(offset) => {
                 if offset % 64 != 0 {
                     return Err(bad("the scratch is not 64-byte aligned".into()));
                 }
@@ -1315,7 +1320,7 @@ impl NBitsMatMul {
                     "scratch",
                     Region::Arena,
                     offset as i128,
-                    offset as i128 + bytes as i128,
+                    offset as i128 + crate::cpu::target::NBITS_SCRATCH_BYTES as i128,
                 )?;
             }
         }

@@ -13,6 +13,7 @@
 mod common;
 
 use common::rng::Rng;
+use memc_codegen::cpu::target::{NBITS_SCRATCH_BYTES, SMALL_ROWS, STREAM_ROWS_MAX};
 use memc_codegen::cpu::CpuProgram;
 use memc_codegen::kernel::NBitsMatMul;
 use memc_codegen::kernel::{Kernel, KernelBody, MatView, Region, RegionSizes};
@@ -102,6 +103,9 @@ struct Case {
     bias: Bias,
     /// Bytes the zero points lie past a 64-byte boundary (they need no alignment).
     zp_shift: u64,
+    /// Whether the kernel has the GEMM form's scratch where the plan would give it (else
+    /// none: a plan of format 8 or older gave it only past 128 rows).
+    scratch: bool,
 }
 
 impl Case {
@@ -119,6 +123,7 @@ impl Case {
             batch_gap: 0,
             bias: Bias::None,
             zp_shift: 0,
+            scratch: true,
         }
     }
 
@@ -198,7 +203,8 @@ fn build(case: &Case, seed: u64) -> Built {
     let c_off = align64(4 * a_len);
     let abias_off = align64(c_off + 4 * c_len);
     let scratch_off = align64(abias_off + 4 * n);
-    let mut arena = Buf::new(scratch_off + scratch_bytes(rows) + 64);
+    let scratch = case.scratch && scratch_bytes(rows) > 0;
+    let mut arena = Buf::new(scratch_off + if scratch { NBITS_SCRATCH_BYTES } else { 0 } + 64);
     let a: Vec<f32> = (0..a_len).map(|_| rng.float()).collect();
     arena.put_f32(a_off, &a);
     // Junk in C, to see that it is overwritten rather than added to.
@@ -235,7 +241,7 @@ fn build(case: &Case, seed: u64) -> Built {
             Bias::Arena => Some((Region::Arena, abias_off)),
             Bias::Weights => Some((Region::Weights, wbias_off)),
         },
-        scratch: (scratch_bytes(rows) > 0).then_some(scratch_off),
+        scratch: scratch.then_some(scratch_off),
     };
 
     let mut expected = vec![];
@@ -381,8 +387,8 @@ fn every_kind_and_block_through_the_tiled_gemm() {
 
 #[test]
 fn every_row_count_with_batches_and_strides() {
-    // Rows are decoded once per pass of a few rows, or (past 128 rows) dequantized into
-    // scratch tiles for a GEMM. Batches either continue the rows evenly (one GEMM) or leave
+    // Rows are decoded once per pass of a few rows, or (past `SMALL_ROWS`, AVX-512 past 128)
+    // multiplied by the GEMM from panels dequantized into scratch. Batches either continue the rows evenly (one GEMM) or leave
     // gaps (one GEMM per batch); A's rows are longer than K.
     for rows in [1u64, 2, 3, 4, 5, 6, 7, 8, 9, 17, 64, GEMM_ROWS[1]] {
         for (batch, m) in [(vec![], rows), (vec![rows], 1), (vec![1, rows], 1)] {
@@ -413,6 +419,31 @@ fn every_row_count_with_batches_and_strides() {
         case.bias = Bias::Weights;
         check(&case);
     }
+}
+
+#[test]
+fn products_without_scratch_run_up_to_128_rows_and_are_refused_past() {
+    // A plan of format 8 or older planned the GEMM form's scratch only past 128 rows: its
+    // products of 8 to 128 rows still run (decoded per pass of rows).
+    for m in [SMALL_ROWS + 1, 64, STREAM_ROWS_MAX] {
+        for (bits, signed) in KINDS {
+            let mut case = Case::new(bits, signed, 32, 300, 70, m);
+            case.scratch = false;
+            case.bias = Bias::Arena;
+            check(&case);
+        }
+    }
+    let mut case = Case::new(4, false, 32, 64, 8, STREAM_ROWS_MAX + 1);
+    case.scratch = false;
+    let result = std::panic::catch_unwind(|| build(&case, 1));
+    let message = result
+        .err()
+        .and_then(|e| e.downcast::<String>().ok())
+        .expect("a kernel of 129 rows without scratch is refused");
+    assert!(
+        message.contains("129 rows need scratch memory"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -470,8 +501,8 @@ fn k_zero_writes_the_bias_or_zero() {
 
 #[test]
 fn one_and_two_threads_give_identical_bits() {
-    // Large enough to run in parallel: fused rows split columns in groups of 4, GEMM rows in
-    // whole tiles.
+    // Large enough to run in parallel: fused rows split columns in groups of 4, the GEMM its
+    // blocks.
     let mut cases = vec![];
     for (bits, signed) in KINDS {
         for m in [1u64, 2, 3, 5, 8, 17] {

@@ -8,8 +8,9 @@
 //!   is also the one for every other architecture. The environment variable
 //!   `MEMC_NBITS_ISA=scalar|avx2|avx512` (read once, a test hook) forces a path; the choice it
 //!   makes is printed once to stderr, and a path the CPU lacks falls back to the detected one.
-//! - **Up to [`FUSED_ROWS`] rows** (128, [`SMALL_ROWS`]; measured at least as fast as the GEMM
-//!   below up to there): blocks of 4 columns are decoded once per pass of up
+//! - **Few rows** (up to [`Isa::fused_rows`]: 7 on AVX2 and the portable path, 128 on
+//!   AVX-512; up to [`FUSED_ROWS`] whenever the plan gave no scratch): blocks of 4 columns are
+//!   decoded once per pass of up
 //!   to 4 rows (AVX2: 2) and multiplied into those rows; the passes over a block follow each
 //!   other, so only the first reads the block from memory. One row is a GEMV bound by reading
 //!   the weight: each block's bytes are read in order and the next block's are prefetched
@@ -20,14 +21,16 @@
 //!   convert and scale each value; AVX-512 subtracts the 8-bit zero point as an integer.
 //!   Every path reads a zero point (one byte, i8 or u8 as the weight is signed or not) and
 //!   converts it once per block, as it starts.
-//! - **More rows**: tiles of `B` ([`TILE_K`] x [`TILE_N`]) are dequantized into the planned
-//!   scratch (one [`SCRATCH_SLOTS`] slot per worker) and multiplied into `C` with memc's GEMM (`memc-gemm`, its panels on the thread's stack),
-//!   accumulating over the `K` tiles.
+//! - **More rows**: memc's GEMM (`memc-gemm`'s blocking loop, `A` read where it is) with its
+//!   `B` panels dequantized from the packed weight ([`Dequantizer`]: each strip of columns
+//!   decoded column by column, then transposed 8 x 8 into the panel's rows) into the planned
+//!   scratch, one panel per GEMM thread; each panel is decoded once and multiplied into every
+//!   row. `C` starts as the bias.
 //! - **Blocks.** A scale block that is a multiple of 16 values, or covers all of `K`, takes
 //!   the fast decoders above; any other block size dequantizes runs of each column into a
 //!   buffer value by value and multiplies from there.
-//! - **Threads.** Columns are split over the pool: in multiples of 4 for few rows, in whole
-//!   `TILE_N` tiles for many; tiny products run on the calling thread. Which code sums an
+//! - **Threads.** Columns are split over the pool in multiples of 4 for few rows; many rows
+//!   split as the GEMM splits its blocks; tiny products run on the calling thread. Which code sums an
 //!   output element depends only on the shape, never on the split.
 //!
 //! Guarantees: for a validated kernel every byte read or written lies inside the bounds
@@ -38,10 +41,10 @@
 //! heap memory is allocated.
 
 use super::pool::WorkerPool;
-use super::target::{SCRATCH_SLOTS, SMALL_ROWS, TILE_K, TILE_N};
+use super::target::{NBITS_SCRATCH_BYTES, SMALL_ROWS, STREAM_ROWS_MAX, TILE_K};
 use crate::kernel::{NBitsMatMul, Region};
 use crate::nbits::{row_bytes, GROUP};
-use memc_gemm::{product_on_stack, Mat, Product};
+use memc_gemm::{GemmBlocking, Mat, PackB, Product, GEMM_NR_MAX};
 use std::sync::OnceLock;
 
 /// Products with fewer multiply-adds (`rows * n * k`) than this run on the calling thread.
@@ -53,12 +56,9 @@ const RUN: usize = 256;
 /// Halves per block standing for "one block covers all of `K`": even, and more halves than
 /// any `K` in memory has.
 const WHOLE_K: usize = 1 << 60;
-/// Products with at most this many rows decode each weight once per pass of a few rows and
-/// multiply it into them (no scratch needed); more rows take the tiled GEMM: [`SMALL_ROWS`],
-/// the rows below which the plan provides no scratch. Measured (4-bit, K = N = 4096, one
-/// thread): the passes run at ~87 GFLOP/s from 8 to 128 rows, the tiled GEMM at 42 (16 rows),
-/// 58 (32), 77 (64), 88 (128).
-const FUSED_ROWS: usize = SMALL_ROWS as usize;
+/// The most rows the few-rows kernels take (the rows of a product planned without scratch:
+/// [`STREAM_ROWS_MAX`]).
+const FUSED_ROWS: usize = STREAM_ROWS_MAX as usize;
 
 /// The instruction set the kernels use.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -74,6 +74,20 @@ impl Isa {
             Isa::Scalar => "scalar",
             Isa::Avx2 => "avx2",
             Isa::Avx512 => "avx512",
+        }
+    }
+
+    /// Rows up to which this path decodes each weight once per pass of a few rows, when the
+    /// plan also gave the product scratch for the GEMM form. AVX-512 decodes 4-bit values by
+    /// table lookups (the passes ran at ~87 GFLOP/s from 8 to 128 rows, before the GEMM form
+    /// packed its panels itself); AVX2 converts each value, once per pass of 2 rows, and the
+    /// GEMM form, which decodes each once, is faster from 8 rows (`nbits_bench`, 4-bit, `K = N
+    /// = 4096`, one thread: 7 rows 9.7-10.6 ms against 11.3-12.6, 8 rows 11.7-12.1 against
+    /// 9.7-12.2, 16 rows 26.7 against 11.5-14.0, 128 rows 60 ms, 71-74 GFLOP/s).
+    fn fused_rows(self) -> usize {
+        match self {
+            Isa::Avx512 => FUSED_ROWS,
+            Isa::Avx2 | Isa::Scalar => SMALL_ROWS as usize,
         }
     }
 
@@ -393,7 +407,8 @@ pub(crate) unsafe fn run_nbits(
     } else {
         pool.current_num_threads().max(1)
     };
-    if rows <= FUSED_ROWS as u64 {
+    // Validation requires scratch for more than `FUSED_ROWS` rows.
+    if rows <= job.isa.fused_rows() as u64 || q.scratch.is_none() {
         let mut fused = FusedRows {
             a: [std::ptr::null(); FUSED_ROWS],
             c: [std::ptr::null_mut(); FUSED_ROWS],
@@ -421,29 +436,9 @@ pub(crate) unsafe fn run_nbits(
     }
     let scratch = arena.add(
         q.scratch
-            .expect("validation requires scratch for more than SMALL_ROWS (<= FUSED_ROWS) rows")
-            as usize,
+            .expect("validation requires scratch for more than FUSED_ROWS rows") as usize,
     );
-    let layout = row_layout(q, &row_ptr);
-    let tiles = n.div_ceil(TILE_N as usize);
-    let workers = threads.min(SCRATCH_SLOTS as usize).min(tiles);
-    let per = tiles.div_ceil(workers);
-    let scratch = ScratchBase(scratch.cast());
-    let chunk = |w: usize| {
-        let slot = scratch.slot(w);
-        for tile in w * per..((w + 1) * per).min(tiles) {
-            let n0 = tile * TILE_N as usize;
-            let n1 = (n0 + TILE_N as usize).min(n);
-            // SAFETY: columns n0..n1 are inside the validated product; each worker owns its
-            // columns and its scratch slot.
-            unsafe { many_rows_tile(q, &job, layout, &row_ptr, slot, n0, n1) };
-        }
-    };
-    if workers == 1 {
-        chunk(0);
-    } else {
-        pool.broadcast(workers, &chunk);
-    }
+    many_rows(q, &job, &row_ptr, scratch, threads, pool);
 }
 
 /// The addresses of the rows of `A` and `C`.
@@ -465,20 +460,6 @@ impl RowPtrs<'_> {
         let a = self.a.offset(self.q.row_offset(&self.q.a, r) as isize);
         let c = self.c.offset(self.q.row_offset(&self.q.c, r) as isize);
         (a.cast(), c.cast())
-    }
-}
-
-/// The scratch of the many-rows path: [`SCRATCH_SLOTS`] tiles of `TILE_K x TILE_N` f32.
-#[derive(Copy, Clone)]
-struct ScratchBase(*mut f32);
-
-// SAFETY: as for `Job`; each worker uses only its own slot.
-unsafe impl Send for ScratchBase {}
-unsafe impl Sync for ScratchBase {}
-
-impl ScratchBase {
-    fn slot(self, worker: usize) -> *mut f32 {
-        self.0.wrapping_add(worker * (TILE_K * TILE_N) as usize)
     }
 }
 
@@ -607,76 +588,152 @@ unsafe fn dequantize_tile(job: &Job, tile: *mut f32, n0: usize, n1: usize, k0: u
     }
 }
 
-/// Columns `n0..n1` (at most [`TILE_N`]) of a product with many rows: for each `K` tile,
-/// dequantize it into `tile` and multiply-add it into `C` with memc's GEMM; then add the bias.
-unsafe fn many_rows_tile(
+/// A product with many rows: memc's GEMM (`memc-gemm`'s blocking loop), its `B` panels
+/// dequantized from the packed weight ([`Dequantizer`]) into the planned scratch, one slot per
+/// thread; `C` starts as the bias (or zero) and the product accumulates onto it.
+unsafe fn many_rows(
     q: &NBitsMatMul,
     job: &Job,
-    layout: RowLayout,
     row_ptr: &RowPtrs,
-    tile: *mut f32,
-    n0: usize,
-    n1: usize,
+    scratch: *mut u8,
+    threads: usize,
+    pool: &WorkerPool,
 ) {
-    let k = job.w.k;
-    let mut k0 = 0;
-    while k0 < k {
-        let k1 = (k0 + TILE_K as usize).min(k);
-        dequantize_tile(job, tile, n0, n1, k0, k1);
-        let product = |m: usize, a: *const f32, a_step: isize, c: *mut f32, c_step: isize| {
-            // SAFETY: rows `0..m` of `a` (values k0..k1) and of `c` (columns n0..n1) are inside
-            // the validated views; the tile holds `k1 - k0` values of each of its columns.
-            unsafe {
-                product_on_stack(&Product {
-                    m,
-                    n: n1 - n0,
-                    k: k1 - k0,
-                    a: Mat {
-                        ptr: a.add(k0).cast_mut(),
-                        rs: a_step,
-                        cs: 1,
-                    },
-                    b: Mat {
-                        ptr: tile,
-                        rs: 1,
-                        cs: TILE_K as isize,
-                    },
-                    c: Mat {
-                        ptr: c.add(n0),
-                        rs: c_step,
-                        cs: 1,
-                    },
-                    alpha: 1.0f32,
-                    accumulate: k0 > 0,
-                    a_packed: None,
-                    b_packed: None,
-                    epilogue: memc_gemm::Epilogue::NONE,
-                })
-            }
-        };
-        match layout {
+    let (n, k) = (q.n as usize, q.k as usize);
+    let layout = row_layout(q, row_ptr);
+    let (batches, m, threads) = match layout {
+        RowLayout::Uniform { .. } => (1, q.rows() as usize, threads),
+        // Batch indices whose rows of `C` may overlap run one after another.
+        RowLayout::PerBatch => ((q.rows() / q.m) as usize, q.m as usize, 1),
+    };
+    if !job.bias.is_null() {
+        for r in 0..q.rows() {
+            let (_, c) = row_ptr.get(r);
+            std::ptr::copy_nonoverlapping(job.bias, c, n);
+        }
+    }
+    let blocking =
+        GemmBlocking::new(batches as u64, m as u64, n as u64, k as u64, 4, true).without_a_panel();
+    // The plan reserves the slots of the largest blocking (`NBITS_SCRATCH_BYTES`); a blocking
+    // that needed more (none does) packs on the stack instead.
+    let slots = (blocking.scratch_bytes() <= NBITS_SCRATCH_BYTES).then_some(scratch);
+    let at = |batch: usize| {
+        let (a, a_step, c, c_step) = match layout {
             RowLayout::Uniform {
                 a,
                 a_step,
                 c,
                 c_step,
-            } => product(q.rows() as usize, a, a_step, c, c_step),
+            } => (a, a_step, c, c_step),
             RowLayout::PerBatch => {
-                let m = q.m as usize;
-                for batch in 0..q.rows() / q.m {
-                    let (a, c) = row_ptr.get(batch * q.m);
-                    product(m, a, q.a.row_stride as isize, c, q.c.row_stride as isize);
+                // SAFETY: row `batch * m` is inside the validated product.
+                let (a, c) = unsafe { row_ptr.get(batch as u64 * q.m) };
+                (a, q.a.row_stride as isize, c, q.c.row_stride as isize)
+            }
+        };
+        Product {
+            m,
+            n,
+            k,
+            a: Mat {
+                ptr: a.cast_mut(),
+                rs: a_step,
+                cs: 1,
+            },
+            // Not read: the dequantizer packs every panel of `B`.
+            b: Mat {
+                ptr: std::ptr::null_mut(),
+                rs: 0,
+                cs: 0,
+            },
+            c: Mat {
+                ptr: c,
+                rs: c_step,
+                cs: 1,
+            },
+            alpha: 1.0f32,
+            accumulate: !job.bias.is_null(),
+            a_packed: None,
+            b_packed: None,
+            epilogue: memc_gemm::Epilogue::NONE,
+        }
+    };
+    let broadcast = |t: usize, f: &(dyn Fn(usize) + Sync)| pool.broadcast(t, f);
+    memc_gemm::run_packing_b::<f32>(
+        batches,
+        &at,
+        &Dequantizer { job },
+        &blocking,
+        slots,
+        threads,
+        &broadcast,
+    );
+}
+
+/// Packs `B`'s panels for the GEMM by dequantizing the packed weight: each strip of columns
+/// into a column-major tile on the stack (the decoders of the few-rows path, one column at a
+/// time), then transposed into the strip's rows.
+struct Dequantizer<'a> {
+    job: &'a Job,
+}
+
+impl PackB<f32> for Dequantizer<'_> {
+    unsafe fn pack(
+        &self,
+        _batch: usize,
+        dst: *mut f32,
+        p0: usize,
+        kc: usize,
+        j0: usize,
+        cols: usize,
+        nr: usize,
+    ) {
+        assert!(kc <= TILE_K as usize && nr <= GEMM_NR_MAX as usize);
+        let mut tile = std::mem::MaybeUninit::<[f32; (TILE_K * GEMM_NR_MAX) as usize]>::uninit();
+        let tile = tile.as_mut_ptr().cast::<f32>();
+        for s in 0..cols.div_ceil(nr) {
+            let (n0, live) = (j0 + s * nr, (cols - s * nr).min(nr));
+            if p0 % GROUP as usize == 0 {
+                dequantize_tile(self.job, tile, n0, n0 + live, p0, p0 + kc);
+            } else {
+                for n in n0..n0 + live {
+                    self.job
+                        .w
+                        .dequantize_run(n, p0, p0 + kc, tile.add((n - n0) * TILE_K as usize));
                 }
             }
+            to_strip(tile, dst.add(s * nr * kc), kc, live, nr);
         }
-        k0 = k1;
     }
-    if !job.bias.is_null() {
-        for r in 0..q.rows() {
-            let (_, c) = row_ptr.get(r);
-            for col in n0..n1 {
-                *c.add(col) += *job.bias.add(col);
-            }
+}
+
+/// Writes `live` columns of `kc` values (column `j` at `tile + j * TILE_K`) as a strip of
+/// `nr` columns (value `(p, j)` at `strip + p * nr + j`), zero past `live`.
+unsafe fn to_strip(tile: *const f32, strip: *mut f32, kc: usize, live: usize, nr: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if nr % 8 == 0 && is_x86_feature_detected!("avx2") {
+        return avx2::to_strip(tile, strip, kc, live, nr);
+    }
+    to_strip_rows(tile, strip, 0, kc, live, nr);
+}
+
+/// Rows `p0..kc` of [`to_strip`], value by value.
+#[inline(always)]
+unsafe fn to_strip_rows(
+    tile: *const f32,
+    strip: *mut f32,
+    p0: usize,
+    kc: usize,
+    live: usize,
+    nr: usize,
+) {
+    for p in p0..kc {
+        let row = strip.add(p * nr);
+        for j in 0..live {
+            *row.add(j) = *tile.add(j * TILE_K as usize + p);
+        }
+        for j in live..nr {
+            *row.add(j) = 0.0;
         }
     }
 }
@@ -1326,6 +1383,60 @@ mod avx2 {
                 g += groups;
             }
         }
+    }
+
+    /// [`super::to_strip`] by 8 x 8 blocks transposed in registers (`nr` a multiple of 8).
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn to_strip(
+        tile: *const f32,
+        strip: *mut f32,
+        kc: usize,
+        live: usize,
+        nr: usize,
+    ) {
+        let full = kc / 8 * 8;
+        for j0 in (0..nr).step_by(8) {
+            let cols = live.saturating_sub(j0).min(8);
+            let mut p = 0;
+            while p < full {
+                let mut r = [_mm256_setzero_ps(); 8];
+                for (j, r) in r.iter_mut().enumerate().take(cols) {
+                    *r = _mm256_loadu_ps(tile.add((j0 + j) * TILE_K as usize + p));
+                }
+                // Rows of the block: columns j0..j0 + 8 of values p..p + 8.
+                let t0 = _mm256_unpacklo_ps(r[0], r[1]);
+                let t1 = _mm256_unpackhi_ps(r[0], r[1]);
+                let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+                let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+                let t4 = _mm256_unpacklo_ps(r[4], r[5]);
+                let t5 = _mm256_unpackhi_ps(r[4], r[5]);
+                let t6 = _mm256_unpacklo_ps(r[6], r[7]);
+                let t7 = _mm256_unpackhi_ps(r[6], r[7]);
+                let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+                let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+                let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+                let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+                let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+                let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+                let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+                let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+                let rows = [
+                    _mm256_permute2f128_ps::<0x20>(u0, u4),
+                    _mm256_permute2f128_ps::<0x20>(u1, u5),
+                    _mm256_permute2f128_ps::<0x20>(u2, u6),
+                    _mm256_permute2f128_ps::<0x20>(u3, u7),
+                    _mm256_permute2f128_ps::<0x31>(u0, u4),
+                    _mm256_permute2f128_ps::<0x31>(u1, u5),
+                    _mm256_permute2f128_ps::<0x31>(u2, u6),
+                    _mm256_permute2f128_ps::<0x31>(u3, u7),
+                ];
+                for (i, row) in rows.iter().enumerate() {
+                    _mm256_storeu_ps(strip.add((p + i) * nr + j0), *row);
+                }
+                p += 8;
+            }
+        }
+        super::to_strip_rows(tile, strip, full, kc, live, nr);
     }
 }
 

@@ -10,16 +10,20 @@ use memc_ir::target::{
 };
 use memc_ir::ElemType;
 
-/// Products with more rows than this dequantize tiles of `B` into scratch and multiply them
-/// with a GEMM; up to this many rows decode each weight once and multiply it into every row
-/// (as fast as the GEMM up to here: `cpu/nbits.rs`).
-pub const SMALL_ROWS: u64 = 128;
-/// The dequantized tile of the many-rows path: `TILE_K` values of `K` by `TILE_N` columns, f32.
-pub const TILE_K: u64 = 256;
-pub const TILE_N: u64 = 64;
-/// Tiles that may be in use at once (one per worker thread); a run with more threads uses
-/// only this many for the many-rows path.
-pub const SCRATCH_SLOTS: u64 = 8;
+/// Products with more rows than this get planned scratch for the GEMM form of
+/// `memc.matmul_nbits` (`cpu/nbits.rs`): memc's GEMM with its `B` panels dequantized from the
+/// packed weight. Up to [`STREAM_ROWS_MAX`] rows a kernel may instead decode each weight once
+/// per pass of a few rows and multiply it into them (no scratch), where that is faster on the
+/// CPU that runs the plan: AVX-512 up to 128 rows, AVX2 up to 7 (measured: `cpu/nbits.rs`).
+pub const SMALL_ROWS: u64 = 7;
+/// The most rows the scratch-free form of `memc.matmul_nbits` runs: a product of more rows
+/// needs its scratch (and plans of format 8 and older planned it only above this many).
+pub const STREAM_ROWS_MAX: u64 = 128;
+/// Values of `K` one dequantized panel holds: the GEMM's `KC` for f32.
+pub const TILE_K: u64 = memc_gemm::GEMM_KC_BYTES / 4;
+/// The GEMM form's scratch: one f32 `B` panel (`KC x NC`) per GEMM thread (`A` is read where it
+/// is); 512 KiB.
+pub const NBITS_SCRATCH_BYTES: u64 = memc_gemm::GEMM_THREADS * TILE_K * memc_gemm::GEMM_NC * 4;
 /// The id of the packed low-bit weight layout the CPU's nbits kernels read (`crate::nbits`).
 pub const NBITS_LAYOUT: &str = "nbits v2";
 
@@ -57,7 +61,7 @@ pub static CPU: TargetInfo = TargetInfo {
         activation_types: &[ElemType::F32],
         layout: NBITS_LAYOUT,
         stream_rows: SMALL_ROWS,
-        tile_scratch_bytes: SCRATCH_SLOTS * TILE_K * TILE_N * 4,
+        tile_scratch_bytes: NBITS_SCRATCH_BYTES,
     },
     max_fused_ops: MAX_FUSED_OPS,
     prepack_weights: true,

@@ -20,7 +20,6 @@
 #[allow(dead_code)]
 mod bandwidth;
 
-use memc_codegen::cpu::target::NBITS_SCRATCH_BYTES;
 use memc_codegen::cpu::CpuProgram;
 use memc_codegen::kernel::NBitsMatMul;
 use memc_codegen::kernel::{Kernel, KernelBody, MatView, Region, RegionSizes};
@@ -99,8 +98,8 @@ fn kernel(m: u64, n: u64, bits: u32, l: &Layout) -> (Kernel, u64) {
     let c_off = a_bytes.div_ceil(64) * 64;
     let scratch_off = (c_off + m * n * 4).div_ceil(64) * 64;
     // The scratch the plan gives a product of `m` rows.
-    let scratch = scratch_bytes(m) > 0;
-    let arena = scratch_off + if scratch { NBITS_SCRATCH_BYTES } else { 0 };
+    let scratch = scratch_bytes(m, n, K);
+    let arena = scratch_off + scratch;
     let q = NBitsMatMul {
         batch: vec![],
         m,
@@ -127,7 +126,7 @@ fn kernel(m: u64, n: u64, bits: u32, l: &Layout) -> (Kernel, u64) {
         scales: l.scales,
         zero_points: Some(l.zero_points),
         bias: None,
-        scratch: scratch.then_some(scratch_off),
+        scratch: (scratch > 0).then_some(scratch_off),
     };
     let kernel = Kernel {
         name: format!("nbits{bits}_m{m}"),

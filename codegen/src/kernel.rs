@@ -1160,10 +1160,9 @@ pub struct NBitsMatMul {
     pub zero_points: Option<u64>,
     /// `f32 [n]`, added to every row.
     pub bias: Option<(Region, u64)>,
-    /// Arena byte offset of the GEMM form's scratch
-    /// ([`crate::cpu::target::NBITS_SCRATCH_BYTES`]), planned for more than
-    /// [`crate::cpu::target::SMALL_ROWS`] rows and required for more than
-    /// [`crate::cpu::target::STREAM_ROWS_MAX`].
+    /// Arena byte offset of the GEMM form's packing slots ([`nbits::scratch_bytes`] bytes),
+    /// planned for more than [`crate::cpu::target::SMALL_ROWS`] rows; without it that form
+    /// packs its panels on the threads' stacks.
     pub scratch: Option<u64>,
 }
 
@@ -1305,14 +1304,10 @@ impl NBitsMatMul {
                 )?;
             }
         }
-        // More rows than the scratch-free kernels take need the GEMM form's scratch; any
-        // product may have it (the kernels pick their form by the CPU that runs them).
+        // The GEMM form's panels, when planned (without them it packs on the stack).
+        let scratch = nbits::scratch_bytes(rows, self.n, self.k);
         match self.scratch {
-            None if rows > crate::cpu::target::STREAM_ROWS_MAX => {
-                return Err(bad(format!("{rows} rows need scratch memory")))
-            }
-            None => {}
-            Some(offset) => {
+            Some(offset) if scratch > 0 => {
                 if offset % 64 != 0 {
                     return Err(bad("the scratch is not 64-byte aligned".into()));
                 }
@@ -1320,9 +1315,10 @@ impl NBitsMatMul {
                     "scratch",
                     Region::Arena,
                     offset as i128,
-                    offset as i128 + crate::cpu::target::NBITS_SCRATCH_BYTES as i128,
+                    offset as i128 + scratch as i128,
                 )?;
             }
+            _ => {}
         }
         Ok(())
     }

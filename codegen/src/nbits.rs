@@ -52,10 +52,26 @@ pub fn row_bytes(k: u64, bits: u32) -> u64 {
     k.div_ceil(GROUP) * GROUP * u64::from(bits) / 8
 }
 
-/// Scratch bytes a low-bit product (`kernel::NBitsMatMul`) with `rows` rows needs (the CPU
-/// target's policy).
-pub fn scratch_bytes(rows: u64) -> u64 {
-    crate::cpu::target::target().nbits_scratch_bytes(rows)
+/// Scratch bytes a low-bit product (`kernel::NBitsMatMul`) of `rows x n x k` has on the CPU:
+/// past [`crate::cpu::target::SMALL_ROWS`] rows, the packing slots of memc-gemm's blocking of
+/// the product (one `B` panel per GEMM thread, `A` read where it is; none for products too
+/// small for threads, which pack on the stack).
+pub fn scratch_bytes(rows: u64, n: u64, k: u64) -> u64 {
+    scratch_bytes_on(crate::cpu::target::target(), rows, n, k)
+}
+
+/// [`scratch_bytes`] on `target`: none for products of at most its `stream_rows` rows.
+pub fn scratch_bytes_on(target: &memc_ir::target::TargetInfo, rows: u64, n: u64, k: u64) -> u64 {
+    if rows <= target.nbits.stream_rows {
+        return 0;
+    }
+    gemm_blocking(1, rows, n, k).scratch_bytes()
+}
+
+/// memc-gemm's blocking of a low-bit product's GEMM form: `batches` products of `m x n x k`,
+/// f32, `B` panels packed (dequantized), `A` read where it is.
+pub fn gemm_blocking(batches: u64, m: u64, n: u64, k: u64) -> memc_gemm::GemmBlocking {
+    memc_gemm::GemmBlocking::new(batches, m, n, k, 4, true).without_a_panel()
 }
 
 /// Which slot of the packed layout a [`PackSpec`] writes.

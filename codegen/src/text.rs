@@ -514,9 +514,14 @@ fn write_nbits(out: &mut dyn Write, pad: &str, q: &NBitsMatMul) -> fmt::Result {
     match q.scratch {
         Some(offset) => writeln!(
             out,
-            "{pad}scratch: {} bytes = {}  // {} rows: dequantized tiles of b for a gemm",
-            nbits::scratch_bytes(q.rows()),
+            "{pad}scratch: {} bytes = {}  // {} rows: a gemm, b's panels dequantized here",
+            nbits::scratch_bytes(q.rows(), q.n, q.k),
             address(Region::Arena, offset as i64),
+            q.rows()
+        )?,
+        None if q.rows() > crate::cpu::target::SMALL_ROWS => writeln!(
+            out,
+            "{pad}// {} rows: a gemm, b's panels dequantized on the stack (no scratch planned)",
             q.rows()
         )?,
         None => writeln!(

@@ -13,7 +13,7 @@
 mod common;
 
 use common::rng::Rng;
-use memc_codegen::cpu::target::{NBITS_SCRATCH_BYTES, SMALL_ROWS, STREAM_ROWS_MAX};
+use memc_codegen::cpu::target::SMALL_ROWS;
 use memc_codegen::cpu::CpuProgram;
 use memc_codegen::kernel::NBitsMatMul;
 use memc_codegen::kernel::{Kernel, KernelBody, MatView, Region, RegionSizes};
@@ -104,7 +104,7 @@ struct Case {
     /// Bytes the zero points lie past a 64-byte boundary (they need no alignment).
     zp_shift: u64,
     /// Whether the kernel has the GEMM form's scratch where the plan would give it (else
-    /// none: a plan of format 8 or older gave it only past 128 rows).
+    /// none).
     scratch: bool,
 }
 
@@ -203,8 +203,12 @@ fn build(case: &Case, seed: u64) -> Built {
     let c_off = align64(4 * a_len);
     let abias_off = align64(c_off + 4 * c_len);
     let scratch_off = align64(abias_off + 4 * n);
-    let scratch = case.scratch && scratch_bytes(rows) > 0;
-    let mut arena = Buf::new(scratch_off + if scratch { NBITS_SCRATCH_BYTES } else { 0 } + 64);
+    let scratch_len = if case.scratch {
+        scratch_bytes(rows, n, k)
+    } else {
+        0
+    };
+    let mut arena = Buf::new(scratch_off + scratch_len + 64);
     let a: Vec<f32> = (0..a_len).map(|_| rng.float()).collect();
     arena.put_f32(a_off, &a);
     // Junk in C, to see that it is overwritten rather than added to.
@@ -241,7 +245,7 @@ fn build(case: &Case, seed: u64) -> Built {
             Bias::Arena => Some((Region::Arena, abias_off)),
             Bias::Weights => Some((Region::Weights, wbias_off)),
         },
-        scratch: scratch.then_some(scratch_off),
+        scratch: (scratch_len > 0).then_some(scratch_off),
     };
 
     let mut expected = vec![];
@@ -422,28 +426,18 @@ fn every_row_count_with_batches_and_strides() {
 }
 
 #[test]
-fn products_without_scratch_run_up_to_128_rows_and_are_refused_past() {
-    // A plan of format 8 or older planned the GEMM form's scratch only past 128 rows: its
-    // products of 8 to 128 rows still run (decoded per pass of rows).
-    for m in [SMALL_ROWS + 1, 64, STREAM_ROWS_MAX] {
+fn products_without_scratch_pack_on_the_stack() {
+    // A kernel without the GEMM form's scratch (a plan of format 8 or older gave it only past
+    // 128 rows): up to 128 rows it takes the few-rows form, past them the GEMM packs its
+    // panels on the threads' stacks.
+    for m in [SMALL_ROWS + 1, 64, 128, 129, 300] {
         for (bits, signed) in KINDS {
             let mut case = Case::new(bits, signed, 32, 300, 70, m);
             case.scratch = false;
             case.bias = Bias::Arena;
-            check(&case);
+            check_threads(&case, 2);
         }
     }
-    let mut case = Case::new(4, false, 32, 64, 8, STREAM_ROWS_MAX + 1);
-    case.scratch = false;
-    let result = std::panic::catch_unwind(|| build(&case, 1));
-    let message = result
-        .err()
-        .and_then(|e| e.downcast::<String>().ok())
-        .expect("a kernel of 129 rows without scratch is refused");
-    assert!(
-        message.contains("129 rows need scratch memory"),
-        "{message}"
-    );
 }
 
 #[test]

@@ -332,7 +332,7 @@ fn nbits_layout(case: &NbitsCase) -> NbitsLayout {
     let c_off = align64(4 * rows * k);
     let abias_off = align64(c_off + 4 * rows * n);
     let scratch_off = align64(abias_off + 4 * n);
-    let arena_len = scratch_off + scratch_bytes(rows) + 64;
+    let arena_len = scratch_off + scratch_bytes(rows, n, k) + 64;
     let q = NBitsMatMul {
         batch: case.batch.clone(),
         m: case.m,
@@ -366,7 +366,7 @@ fn nbits_layout(case: &NbitsCase) -> NbitsLayout {
             };
             (region, at)
         }),
-        scratch: (scratch_bytes(rows) > 0).then_some(scratch_off),
+        scratch: (scratch_bytes(rows, n, k) > 0).then_some(scratch_off),
     };
     let kernel = Kernel {
         name: "matmul_nbits".into(),

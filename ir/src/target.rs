@@ -91,10 +91,10 @@ pub struct NBitsPolicy {
     pub activation_types: &'static [ElemType],
     /// The id of the packed weight layout its kernels read (`nbits v2`).
     pub layout: &'static str,
-    /// Products of up to this many rows stream the weight with no scratch memory.
+    /// Products of up to this many rows stream the weight with no scratch memory; products of
+    /// more run a GEMM whose panels of the dequantized weight are planned scratch (the CPU's:
+    /// `memc_codegen::nbits::scratch_bytes` sizes them).
     pub stream_rows: u64,
-    /// The scratch bytes of a product with more rows (its dequantized weight tiles).
-    pub tile_scratch_bytes: u64,
 }
 
 /// The element types a processor computes in natively: every type a kernel can address but the
@@ -151,7 +151,6 @@ impl TargetInfo {
             activation_types: &[ElemType::F32],
             layout: "nbits v2",
             stream_rows: u64::MAX,
-            tile_scratch_bytes: 0,
         },
         max_fused_ops: 1,
         prepack_weights: false,
@@ -170,14 +169,5 @@ impl TargetInfo {
     /// Whether the backend's matrix products are contractions in `elem`.
     pub fn contracts(&self, elem: ElemType) -> bool {
         self.contraction_types.contains(&elem)
-    }
-
-    /// The scratch bytes a fused low-bit product of `rows` rows needs.
-    pub fn nbits_scratch_bytes(&self, rows: u64) -> u64 {
-        if rows > self.nbits.stream_rows {
-            self.nbits.tile_scratch_bytes
-        } else {
-            0
-        }
     }
 }

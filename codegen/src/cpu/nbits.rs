@@ -41,10 +41,10 @@
 //! heap memory is allocated.
 
 use super::pool::WorkerPool;
-use super::target::{NBITS_SCRATCH_BYTES, SMALL_ROWS, STREAM_ROWS_MAX, TILE_K};
+use super::target::{SMALL_ROWS, TILE_K};
 use crate::kernel::{NBitsMatMul, Region};
-use crate::nbits::{row_bytes, GROUP};
-use memc_gemm::{GemmBlocking, Mat, PackB, Product, GEMM_NR_MAX};
+use crate::nbits::{self, row_bytes, GROUP};
+use memc_gemm::{Mat, PackB, Product, GEMM_NR_MAX};
 use std::sync::OnceLock;
 
 /// Products with fewer multiply-adds (`rows * n * k`) than this run on the calling thread.
@@ -56,9 +56,8 @@ const RUN: usize = 256;
 /// Halves per block standing for "one block covers all of `K`": even, and more halves than
 /// any `K` in memory has.
 const WHOLE_K: usize = 1 << 60;
-/// The most rows the few-rows kernels take (the rows of a product planned without scratch:
-/// [`STREAM_ROWS_MAX`]).
-const FUSED_ROWS: usize = STREAM_ROWS_MAX as usize;
+/// The most rows the few-rows kernels take.
+const FUSED_ROWS: usize = 128;
 
 /// The instruction set the kernels use.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -407,8 +406,9 @@ pub(crate) unsafe fn run_nbits(
     } else {
         pool.current_num_threads().max(1)
     };
-    // Validation requires scratch for more than `FUSED_ROWS` rows.
-    if rows <= job.isa.fused_rows() as u64 || q.scratch.is_none() {
+    // Without planned scratch a product of up to `FUSED_ROWS` rows (a plan of format 8 or older
+    // planned none for them) still takes the few-rows form.
+    if rows <= job.isa.fused_rows() as u64 || (q.scratch.is_none() && rows <= FUSED_ROWS as u64) {
         let mut fused = FusedRows {
             a: [std::ptr::null(); FUSED_ROWS],
             c: [std::ptr::null_mut(); FUSED_ROWS],
@@ -434,10 +434,7 @@ pub(crate) unsafe fn run_nbits(
         }
         return;
     }
-    let scratch = arena.add(
-        q.scratch
-            .expect("validation requires scratch for more than FUSED_ROWS rows") as usize,
-    );
+    let scratch = q.scratch.map(|offset| arena.add(offset as usize));
     many_rows(q, &job, &row_ptr, scratch, threads, pool);
 }
 
@@ -590,12 +587,13 @@ unsafe fn dequantize_tile(job: &Job, tile: *mut f32, n0: usize, n1: usize, k0: u
 
 /// A product with many rows: memc's GEMM (`memc-gemm`'s blocking loop), its `B` panels
 /// dequantized from the packed weight ([`Dequantizer`]) into the planned scratch, one slot per
-/// thread; `C` starts as the bias (or zero) and the product accumulates onto it.
+/// thread (or smaller panels on the threads' stacks, without it); `C` starts as the bias (or
+/// zero) and the product accumulates onto it.
 unsafe fn many_rows(
     q: &NBitsMatMul,
     job: &Job,
     row_ptr: &RowPtrs,
-    scratch: *mut u8,
+    scratch: Option<*mut u8>,
     threads: usize,
     pool: &WorkerPool,
 ) {
@@ -612,11 +610,12 @@ unsafe fn many_rows(
             std::ptr::copy_nonoverlapping(job.bias, c, n);
         }
     }
-    let blocking =
-        GemmBlocking::new(batches as u64, m as u64, n as u64, k as u64, 4, true).without_a_panel();
-    // The plan reserves the slots of the largest blocking (`NBITS_SCRATCH_BYTES`); a blocking
-    // that needed more (none does) packs on the stack instead.
-    let slots = (blocking.scratch_bytes() <= NBITS_SCRATCH_BYTES).then_some(scratch);
+    let blocking = nbits::gemm_blocking(batches as u64, m as u64, n as u64, k as u64);
+    // The plan sized the slots for the rows as one product; the slots these threads use must
+    // fit in them (one product per batch index runs on one thread).
+    let planned = nbits::scratch_bytes(q.rows(), q.n, q.k);
+    let used = blocking.slot_bytes() * blocking.slots.min(threads as u64);
+    let slots = scratch.filter(|_| used <= planned);
     let at = |batch: usize| {
         let (a, a_step, c, c_step) = match layout {
             RowLayout::Uniform {

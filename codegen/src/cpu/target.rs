@@ -10,20 +10,14 @@ use memc_ir::target::{
 };
 use memc_ir::ElemType;
 
-/// Products with more rows than this get planned scratch for the GEMM form of
-/// `memc.matmul_nbits` (`cpu/nbits.rs`): memc's GEMM with its `B` panels dequantized from the
-/// packed weight. Up to [`STREAM_ROWS_MAX`] rows a kernel may instead decode each weight once
-/// per pass of a few rows and multiply it into them (no scratch), where that is faster on the
-/// CPU that runs the plan: AVX-512 up to 128 rows, AVX2 up to 7 (measured: `cpu/nbits.rs`).
+/// Products with more rows than this run `memc.matmul_nbits` as memc's GEMM with its `B`
+/// panels dequantized from the packed weight into planned scratch (`cpu/nbits.rs`,
+/// [`crate::nbits::scratch_bytes`]). Up to 128 rows a kernel may instead decode each weight
+/// once per pass of a few rows and multiply it into them (no scratch), where that is faster on
+/// the CPU that runs the plan: AVX-512 up to 128 rows, AVX2 up to 7 (measured: `cpu/nbits.rs`).
 pub const SMALL_ROWS: u64 = 7;
-/// The most rows the scratch-free form of `memc.matmul_nbits` runs: a product of more rows
-/// needs its scratch (and plans of format 8 and older planned it only above this many).
-pub const STREAM_ROWS_MAX: u64 = 128;
-/// Values of `K` one dequantized panel holds: the GEMM's `KC` for f32.
+/// Values of `K` one dequantized panel holds at most: the GEMM's `KC` for f32.
 pub const TILE_K: u64 = memc_gemm::GEMM_KC_BYTES / 4;
-/// The GEMM form's scratch: one f32 `B` panel (`KC x NC`) per GEMM thread (`A` is read where it
-/// is); 512 KiB.
-pub const NBITS_SCRATCH_BYTES: u64 = memc_gemm::GEMM_THREADS * TILE_K * memc_gemm::GEMM_NC * 4;
 /// The id of the packed low-bit weight layout the CPU's nbits kernels read (`crate::nbits`).
 pub const NBITS_LAYOUT: &str = "nbits v2";
 
@@ -61,7 +55,6 @@ pub static CPU: TargetInfo = TargetInfo {
         activation_types: &[ElemType::F32],
         layout: NBITS_LAYOUT,
         stream_rows: SMALL_ROWS,
-        tile_scratch_bytes: NBITS_SCRATCH_BYTES,
     },
     max_fused_ops: MAX_FUSED_OPS,
     prepack_weights: true,

@@ -34,7 +34,6 @@ pub static CUDA: TargetInfo = TargetInfo {
         layout: NBITS_LAYOUT,
         // The GPU's many-rows path dequantizes tiles into shared memory, not into the arena.
         stream_rows: u64::MAX,
-        tile_scratch_bytes: 0,
     },
     max_fused_ops: crate::cpu::target::MAX_FUSED_OPS,
     // The PTX GEMM loads strided tiles of `A` itself.

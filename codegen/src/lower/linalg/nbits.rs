@@ -4,8 +4,8 @@
 //! `A` is the planned (contiguous) `[..., M, K]` buffer read as `rows = numel / K` rows; `Y`
 //! the same rows of `N`. Only the target's nbits activation types are supported (f32 on the
 //! CPU; the `egraph` rules fuse nothing else). [`plan`] decides, before memory planning,
-//! whether the product streams the weight or needs scratch for dequantized tiles (the
-//! target's `stream_rows` and `tile_scratch_bytes`).
+//! whether the product streams the weight or needs scratch for dequantized panels (the
+//! target's `stream_rows`, [`crate::nbits::scratch_bytes_on`]).
 
 use super::super::plan::{Form, OpPlan};
 use super::super::{elem_type, unsupported, LowerCtx, LowerError, LowerResult};
@@ -14,19 +14,27 @@ use crate::nbits::{PackSpec, PackedPart};
 use memc_ir::target::TargetInfo;
 use memc_ir::{ElemType, Function, OpId};
 
-/// The rows of the product `op` computes: `A`'s elements over `K`.
-fn rows(func: &Function, op: OpId) -> Option<u64> {
+/// The rows, `N` and `K` of the product `op` computes.
+fn extents(func: &Function, op: OpId) -> Option<(u64, u64, u64)> {
     let data = func.op(op);
     let a = func.value_type(*data.operands.first()?).tensor()?;
     let k = a.static_shape()?.last().copied()?;
-    Some(a.static_num_elements()? / k.max(1))
+    let n = func
+        .value_type(*data.results.first()?)
+        .tensor()?
+        .static_shape()?
+        .last()
+        .copied()?;
+    Some((a.static_num_elements()? / k.max(1), n, k))
 }
 
-/// Plans `op` on `target`: its scratch bytes are tiles of the dequantized weight for products
-/// of more rows than the target streams.
+/// Plans `op` on `target`: its scratch bytes are the GEMM form's panels of the dequantized
+/// weight, for products of more rows than the target streams.
 pub fn plan(func: &Function, target: &TargetInfo, op: OpId) -> OpPlan {
-    let scratch = rows(func, op).map_or(0, |rows| target.nbits_scratch_bytes(rows));
-    OpPlan::with_scratch(Form::NBits, scratch, "dequantized weight tiles")
+    let scratch = extents(func, op).map_or(0, |(rows, n, k)| {
+        crate::nbits::scratch_bytes_on(target, rows, n, k)
+    });
+    OpPlan::with_scratch(Form::NBits, scratch, "dequantized weight panels")
 }
 
 /// The model weight operand `index` of `op` names, `None` when the operand is absent.

@@ -652,8 +652,25 @@ type RowKernel<T> = unsafe fn(
     beta: bool,
 );
 
-/// The microkernel of an element type on an instruction set, and its `NR`; and the row kernel
-/// for one-row products, where there is one.
+/// One row of `a` times one strip of a `B` packed whole ([`pack_b_whole`]: `K` rows of
+/// [`PACKED_B_STRIP`] contiguous columns, zero past the last column): `c[j] = alpha * sum_k
+/// a[k] strip[k, j] + (beta ? c[j] : 0)` for `j < cols` (at most the strip's width), `a[k]` at
+/// `a + k * a_cs`, `c` contiguous. It reads the strip once, front to back: a one-row product
+/// streams its packed weight in order (the tile kernels read each strip in column halves, as
+/// short strided runs per block of `K`).
+type StripKernel<T> = unsafe fn(
+    k: usize,
+    a: *const T,
+    a_cs: isize,
+    strip: *const T,
+    cols: usize,
+    c: *mut T,
+    alpha: T,
+    beta: bool,
+);
+
+/// The microkernel of an element type on an instruction set, and its `NR`; and the row and
+/// strip kernels for one-row products, where there are.
 pub trait Kernels: Elem {
     fn kernel(isa: Isa) -> (MicroKernel<Self>, usize);
     /// The microkernel for products of at most `NARROW_N` columns, where a wide kernel's
@@ -662,6 +679,9 @@ pub trait Kernels: Elem {
         Self::kernel(isa)
     }
     fn row_kernel(_isa: Isa) -> Option<RowKernel<Self>> {
+        None
+    }
+    fn strip_kernel(_isa: Isa) -> Option<StripKernel<Self>> {
         None
     }
 }
@@ -696,6 +716,15 @@ impl Kernels for f32 {
             Isa::Avx512 => Some(x86::avx512_row_f32),
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => Some(x86::avx2_row_f32),
+            _ => None,
+        }
+    }
+
+    fn strip_kernel(isa: Isa) -> Option<StripKernel<f32>> {
+        match isa {
+            // AVX-512 CPUs have AVX2: a strip is four of its vectors.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 | Isa::Avx2 => Some(x86::avx2_strip_f32),
             _ => None,
         }
     }
@@ -1129,6 +1158,52 @@ mod x86 {
         }
     }
 
+    /// [`super::StripKernel`]: the strip's rows in order, even and odd rows into two sets of
+    /// four accumulators (eight independent chains), added at the end.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn avx2_strip_f32(
+        k: usize,
+        a: *const f32,
+        a_cs: isize,
+        strip: *const f32,
+        cols: usize,
+        c: *mut f32,
+        alpha: f32,
+        beta: bool,
+    ) {
+        const W: usize = super::PACKED_B_STRIP as usize;
+        let mut even = [_mm256_setzero_ps(); W / 8];
+        let mut odd = [_mm256_setzero_ps(); W / 8];
+        let mut p = 0;
+        while p + 2 <= k {
+            let a0 = _mm256_set1_ps(*a.offset(p as isize * a_cs));
+            let a1 = _mm256_set1_ps(*a.offset((p + 1) as isize * a_cs));
+            let row = strip.add(p * W);
+            for v in 0..W / 8 {
+                even[v] = _mm256_fmadd_ps(a0, _mm256_loadu_ps(row.add(8 * v)), even[v]);
+                odd[v] = _mm256_fmadd_ps(a1, _mm256_loadu_ps(row.add(W + 8 * v)), odd[v]);
+            }
+            p += 2;
+        }
+        if p < k {
+            let a0 = _mm256_set1_ps(*a.offset(p as isize * a_cs));
+            let row = strip.add(p * W);
+            for (v, even) in even.iter_mut().enumerate() {
+                *even = _mm256_fmadd_ps(a0, _mm256_loadu_ps(row.add(8 * v)), *even);
+            }
+        }
+        let alpha_v = _mm256_set1_ps(alpha);
+        let mut sums = [0f32; W];
+        for v in 0..W / 8 {
+            let r = _mm256_mul_ps(alpha_v, _mm256_add_ps(even[v], odd[v]));
+            _mm256_storeu_ps(sums.as_mut_ptr().add(8 * v), r);
+        }
+        for (j, &sum) in sums.iter().enumerate().take(cols.min(W)) {
+            let out = c.add(j);
+            *out = if beta { sum + *out } else { sum };
+        }
+    }
+
     /// The mask of the first `n` of 16 lanes (`n` may exceed 16).
     #[inline(always)]
     fn mask16(n: usize) -> __mmask16 {
@@ -1412,6 +1487,7 @@ struct Plan<T> {
     kernel: MicroKernel<T>,
     nr: usize,
     row_kernel: Option<RowKernel<T>>,
+    strip_kernel: Option<StripKernel<T>>,
 }
 
 impl<T: Kernels> Plan<T> {
@@ -1432,6 +1508,7 @@ impl<T: Kernels> Plan<T> {
             kernel,
             nr,
             row_kernel: T::row_kernel(isa()),
+            strip_kernel: T::strip_kernel(isa()),
         }
     }
 }
@@ -1494,6 +1571,42 @@ unsafe fn run_units<T: Kernels>(
                     0,
                     1,
                     cols,
+                    p.epilogue,
+                );
+            }
+            return;
+        }
+        if let Some((strip_kernel, packed)) = plan.strip_kernel.zip(b_packed).filter(|_| {
+            p.m == 1 && packer_a.is_none() && p.a_packed.is_none() && p.c.cs == 1 && plan.n_ic == 1
+        }) {
+            // One row times a `B` packed whole: strip by strip (units are column blocks,
+            // whole strips each), each read once front to back.
+            let strip = PACKED_B_STRIP as usize;
+            let end_col = (end * plan.nc).min(p.n);
+            let mut j = j0;
+            while j < end_col {
+                let cols = (end_col - j).min(strip);
+                strip_kernel(
+                    p.k,
+                    p.a.at(0, 0),
+                    p.a.cs,
+                    packed.add(j * p.k),
+                    cols,
+                    p.c.at(0, j),
+                    p.alpha,
+                    p.accumulate,
+                );
+                j += strip;
+            }
+            if !p.epilogue.is_none() {
+                finish_block(
+                    Mat {
+                        ptr: p.c.at(0, j0),
+                        ..p.c
+                    },
+                    0,
+                    1,
+                    end_col - j0,
                     p.epilogue,
                 );
             }

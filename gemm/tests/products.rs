@@ -127,8 +127,8 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
         {
             // `B` packed whole beforehand (a constant weight): no `B` panel, and with planned
             // panels (the blocking and so every sum's order unchanged) the same values bit for
-            // bit, except against the row kernel of a one-row product, which sums all of `K`
-            // at once.
+            // bit, except for a one-row product into contiguous columns, which the strip
+            // kernel (packed) or the row kernel (in place) sums over all of `K` at once.
             let mut packed = vec![T::ZERO; memc_gemm::packed_b_len(k as u64, n as u64) as usize];
             // SAFETY: `packed` holds `packed_b_len` values; `b` every element of `k x n`.
             unsafe { memc_gemm::pack_b_whole(packed.as_mut_ptr(), product.b, k, n) };
@@ -145,7 +145,7 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
             // SAFETY: as above; `b_packed` holds `B` in the layout the loop reads, and the
             // slots are at least as large as this blocking's.
             unsafe { memc_gemm::run::<T>(1, &|_| product, &whole, slots, threads, &broadcast) };
-            let row_kernel = m == 1 && b_cs == 1 && c_cs == 1;
+            let row_kernel = m == 1 && c_cs == 1;
             if slots.is_some() && blocking.slots > 0 && !row_kernel {
                 assert!(
                     same_bits(&again, &c),

@@ -652,22 +652,33 @@ type RowKernel<T> = unsafe fn(
     beta: bool,
 );
 
-/// One row of `a` times one strip of a `B` packed whole ([`pack_b_whole`]: `K` rows of
-/// [`PACKED_B_STRIP`] contiguous columns, zero past the last column): `c[j] = alpha * sum_k
-/// a[k] strip[k, j] + (beta ? c[j] : 0)` for `j < cols` (at most the strip's width), `a[k]` at
-/// `a + k * a_cs`, `c` contiguous. It reads the strip once, front to back: a one-row product
-/// streams its packed weight in order (the tile kernels read each strip in column halves, as
-/// short strided runs per block of `K`).
+/// `rows` (1 to [`STRIP_ROWS`]) rows of `a` times `k` rows of one strip of a `B` packed whole
+/// ([`pack_b_whole`]: rows of [`PACKED_B_STRIP`] contiguous columns, zero past the last
+/// column): `c[i, j] = alpha * sum_p a[i, p] strip[p, j] + (beta ? c[i, j] : 0)` for `j < cols`
+/// (at most the strip's width), `a[i, p]` at `a + i * a_rs + p * a_cs`, row `i` of `c` at `c +
+/// i * c_rs` with contiguous columns. It reads the strip's rows once, front to back: a product
+/// of few rows streams its packed weight in order (the tile kernels read each strip in column
+/// halves, as short strided runs per block of `K`).
 type StripKernel<T> = unsafe fn(
     k: usize,
     a: *const T,
+    a_rs: isize,
     a_cs: isize,
+    rows: usize,
     strip: *const T,
     cols: usize,
     c: *mut T,
+    c_rs: isize,
     alpha: T,
     beta: bool,
 );
+
+/// Rows one strip kernel call takes at most.
+const STRIP_ROWS: usize = 3;
+/// Products of at most this many rows with a `B` packed whole run on the strip kernel (where
+/// the CPU has one): rows in groups of up to [`STRIP_ROWS`], each strip's run of `KC` rows
+/// read from memory by the first group and from cache by the others.
+const STRIP_MAX_M: usize = 16;
 
 /// The microkernel of an element type on an instruction set, and its `NR`; and the row and
 /// strip kernels for one-row products, where there are.
@@ -1158,10 +1169,55 @@ mod x86 {
         }
     }
 
-    /// [`super::StripKernel`]: the strip's rows in order, even and odd rows into two sets of
-    /// four accumulators (eight independent chains), added at the end.
+    /// [`super::StripKernel`] on AVX2.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn avx2_strip_f32(
+        k: usize,
+        a: *const f32,
+        a_rs: isize,
+        a_cs: isize,
+        rows: usize,
+        strip: *const f32,
+        cols: usize,
+        c: *mut f32,
+        c_rs: isize,
+        alpha: f32,
+        beta: bool,
+    ) {
+        match rows {
+            1 => avx2_strip_row(k, a, a_cs, strip, cols, c, alpha, beta),
+            2 => avx2_strip_rows::<2>(k, a, a_rs, a_cs, strip, cols, c, c_rs, alpha, beta),
+            _ => avx2_strip_rows::<3>(k, a, a_rs, a_cs, strip, cols, c, c_rs, alpha, beta),
+        }
+    }
+
+    /// Stores `alpha * acc` (plus `c`, with `beta`) into the first `cols` of a strip's
+    /// columns of the row at `c`.
+    #[inline(always)]
+    unsafe fn store_strip_row(
+        acc: &[__m256; super::PACKED_B_STRIP as usize / 8],
+        cols: usize,
+        c: *mut f32,
+        alpha: f32,
+        beta: bool,
+    ) {
+        const W: usize = super::PACKED_B_STRIP as usize;
+        let alpha_v = _mm256_set1_ps(alpha);
+        let mut sums = [0f32; W];
+        for (v, acc) in acc.iter().enumerate() {
+            _mm256_storeu_ps(sums.as_mut_ptr().add(8 * v), _mm256_mul_ps(alpha_v, *acc));
+        }
+        for (j, &sum) in sums.iter().enumerate().take(cols.min(W)) {
+            let out = c.add(j);
+            *out = if beta { sum + *out } else { sum };
+        }
+    }
+
+    /// One row: even and odd rows of the strip into two sets of four accumulators (eight
+    /// independent chains), added at the end.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn avx2_strip_row(
         k: usize,
         a: *const f32,
         a_cs: isize,
@@ -1192,15 +1248,44 @@ mod x86 {
                 *even = _mm256_fmadd_ps(a0, _mm256_loadu_ps(row.add(8 * v)), *even);
             }
         }
-        let alpha_v = _mm256_set1_ps(alpha);
-        let mut sums = [0f32; W];
         for v in 0..W / 8 {
-            let r = _mm256_mul_ps(alpha_v, _mm256_add_ps(even[v], odd[v]));
-            _mm256_storeu_ps(sums.as_mut_ptr().add(8 * v), r);
+            even[v] = _mm256_add_ps(even[v], odd[v]);
         }
-        for (j, &sum) in sums.iter().enumerate().take(cols.min(W)) {
-            let out = c.add(j);
-            *out = if beta { sum + *out } else { sum };
+        store_strip_row(&even, cols, c, alpha, beta);
+    }
+
+    /// `R` rows: four accumulators each, every strip row loaded once for all of them.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn avx2_strip_rows<const R: usize>(
+        k: usize,
+        a: *const f32,
+        a_rs: isize,
+        a_cs: isize,
+        strip: *const f32,
+        cols: usize,
+        c: *mut f32,
+        c_rs: isize,
+        alpha: f32,
+        beta: bool,
+    ) {
+        const W: usize = super::PACKED_B_STRIP as usize;
+        let mut acc = [[_mm256_setzero_ps(); W / 8]; R];
+        for p in 0..k {
+            let row = strip.add(p * W);
+            let mut av = [_mm256_setzero_ps(); R];
+            for (r, av) in av.iter_mut().enumerate() {
+                *av = _mm256_set1_ps(*a.offset(r as isize * a_rs + p as isize * a_cs));
+            }
+            for v in 0..W / 8 {
+                let b = _mm256_loadu_ps(row.add(8 * v));
+                for r in 0..R {
+                    acc[r][v] = _mm256_fmadd_ps(av[r], b, acc[r][v]);
+                }
+            }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            store_strip_row(acc, cols, c.offset(r as isize * c_rs), alpha, beta);
         }
     }
 
@@ -1577,26 +1662,48 @@ unsafe fn run_units<T: Kernels>(
             return;
         }
         if let Some((strip_kernel, packed)) = plan.strip_kernel.zip(b_packed).filter(|_| {
-            p.m == 1 && packer_a.is_none() && p.a_packed.is_none() && p.c.cs == 1 && plan.n_ic == 1
+            p.m <= STRIP_MAX_M
+                && packer_a.is_none()
+                && p.a_packed.is_none()
+                && p.c.cs == 1
+                && plan.n_ic == 1
         }) {
-            // One row times a `B` packed whole: strip by strip (units are column blocks,
-            // whole strips each), each read once front to back.
+            // Few rows times a `B` packed whole: strip by strip (units are column blocks,
+            // whole strips each), each strip's rows read once from memory. One row sums all of
+            // `K` at once; more rows go in groups per run of `KC`, the later groups reading
+            // the run from cache.
             let strip = PACKED_B_STRIP as usize;
             let end_col = (end * plan.nc).min(p.n);
-            let mut j = j0;
-            while j < end_col {
-                let cols = (end_col - j).min(strip);
-                strip_kernel(
-                    p.k,
-                    p.a.at(0, 0),
-                    p.a.cs,
-                    packed.add(j * p.k),
-                    cols,
-                    p.c.at(0, j),
-                    p.alpha,
-                    p.accumulate,
-                );
-                j += strip;
+            let kc = if p.m == 1 { p.k } else { plan.kc };
+            let groups = p.m.div_ceil(STRIP_ROWS);
+            let mut p0 = 0;
+            while p0 < p.k {
+                let k_run = (p.k - p0).min(kc);
+                let beta = p.accumulate || p0 > 0;
+                let mut j = j0;
+                while j < end_col {
+                    let cols = (end_col - j).min(strip);
+                    for g in 0..groups {
+                        // Groups as even as possible: `rows` from row `r0`.
+                        let r0 = g * p.m / groups;
+                        let rows = (g + 1) * p.m / groups - r0;
+                        strip_kernel(
+                            k_run,
+                            p.a.at(r0, p0),
+                            p.a.rs,
+                            p.a.cs,
+                            rows,
+                            packed.add(j * p.k + p0 * strip),
+                            cols,
+                            p.c.at(r0, j),
+                            p.c.rs,
+                            p.alpha,
+                            beta,
+                        );
+                    }
+                    j += strip;
+                }
+                p0 += k_run;
             }
             if !p.epilogue.is_none() {
                 finish_block(
@@ -1605,7 +1712,7 @@ unsafe fn run_units<T: Kernels>(
                         ..p.c
                     },
                     0,
-                    1,
+                    p.m,
                     end_col - j0,
                     p.epilogue,
                 );

@@ -266,6 +266,9 @@ fn products_match_a_naive_loop() {
         (24, 196, 96),
         (100, 130, 20),
         (13, 1, 600),
+        // Up to 48 rows times a packed `B`: the strip kernel, rows in groups of 2 and 3.
+        (40, 300, 300),
+        (11, 65, 513),
         // One row: the row kernels, over full and partial accumulator blocks.
         (1, 300, 70),
         (1, 517, 9),

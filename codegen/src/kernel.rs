@@ -1161,8 +1161,9 @@ pub struct NBitsMatMul {
     /// `f32 [n]`, added to every row.
     pub bias: Option<(Region, u64)>,
     /// Arena byte offset of the GEMM form's packing slots ([`nbits::scratch_bytes`] bytes),
-    /// planned for more than [`crate::cpu::target::SMALL_ROWS`] rows; without it that form
-    /// packs its panels on the threads' stacks.
+    /// planned for more than [`crate::cpu::target::SMALL_ROWS`] rows; without it a product of
+    /// up to [`crate::cpu::target::FEW_ROWS_MAX`] rows takes the few-rows form, and past them
+    /// the GEMM form packs its panels on the threads' stacks.
     pub scratch: Option<u64>,
 }
 

@@ -519,7 +519,7 @@ fn write_nbits(out: &mut dyn Write, pad: &str, q: &NBitsMatMul) -> fmt::Result {
             address(Region::Arena, offset as i64),
             q.rows()
         )?,
-        None if q.rows() > crate::cpu::target::SMALL_ROWS => writeln!(
+        None if q.rows() > crate::cpu::target::FEW_ROWS_MAX => writeln!(
             out,
             "{pad}// {} rows: a gemm, b's panels dequantized on the stack (no scratch planned)",
             q.rows()

@@ -13,7 +13,7 @@
 mod common;
 
 use common::rng::Rng;
-use memc_codegen::cpu::target::SMALL_ROWS;
+use memc_codegen::cpu::target::{FEW_ROWS_MAX, SMALL_ROWS};
 use memc_codegen::cpu::CpuProgram;
 use memc_codegen::kernel::NBitsMatMul;
 use memc_codegen::kernel::{Kernel, KernelBody, MatView, Region, RegionSizes};
@@ -392,7 +392,8 @@ fn every_kind_and_block_through_the_tiled_gemm() {
 #[test]
 fn every_row_count_with_batches_and_strides() {
     // Rows are decoded once per pass of a few rows, or (past `SMALL_ROWS`, AVX-512 past 128)
-    // multiplied by the GEMM from panels dequantized into scratch. Batches either continue the rows evenly (one GEMM) or leave
+    // multiplied by the GEMM from panels dequantized into scratch. Batches either continue the
+    // rows evenly (one GEMM) or leave
     // gaps (one GEMM per batch); A's rows are longer than K.
     for rows in [1u64, 2, 3, 4, 5, 6, 7, 8, 9, 17, 64, GEMM_ROWS[1]] {
         for (batch, m) in [(vec![], rows), (vec![rows], 1), (vec![1, rows], 1)] {
@@ -428,9 +429,9 @@ fn every_row_count_with_batches_and_strides() {
 #[test]
 fn products_without_scratch_pack_on_the_stack() {
     // A kernel without the GEMM form's scratch (a plan of format 8 or older gave it only past
-    // 128 rows): up to 128 rows it takes the few-rows form, past them the GEMM packs its
-    // panels on the threads' stacks.
-    for m in [SMALL_ROWS + 1, 64, 128, 129, 300] {
+    // 128 rows): up to `FEW_ROWS_MAX` rows it takes the few-rows form, past them the GEMM
+    // packs its panels on the threads' stacks.
+    for m in [SMALL_ROWS + 1, 64, FEW_ROWS_MAX, FEW_ROWS_MAX + 1, 300] {
         for (bits, signed) in KINDS {
             let mut case = Case::new(bits, signed, 32, 300, 70, m);
             case.scratch = false;

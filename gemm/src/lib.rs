@@ -683,8 +683,8 @@ const STRIP_ROWS: usize = 3;
 /// 97.7 vs 90.6.
 const STRIP_MAX_M: usize = 48;
 
-/// The microkernel of an element type on an instruction set, and its `NR`; and the row and
-/// strip kernels for one-row products, where there are.
+/// The microkernel of an element type on an instruction set, and its `NR`; and the row kernel
+/// for one-row products and the strip kernel for products of few rows, where there are.
 pub trait Kernels: Elem {
     fn kernel(isa: Isa) -> (MicroKernel<Self>, usize);
     /// The microkernel for products of at most `NARROW_N` columns, where a wide kernel's

@@ -41,7 +41,7 @@
 //! heap memory is allocated.
 
 use super::pool::WorkerPool;
-use super::target::{SMALL_ROWS, TILE_K};
+use super::target::{FEW_ROWS_MAX, SMALL_ROWS, TILE_K};
 use crate::kernel::{NBitsMatMul, Region};
 use crate::nbits::{self, row_bytes, GROUP};
 use memc_gemm::{Mat, PackB, Product, GEMM_NR_MAX};
@@ -57,7 +57,7 @@ const RUN: usize = 256;
 /// any `K` in memory has.
 const WHOLE_K: usize = 1 << 60;
 /// The most rows the few-rows kernels take.
-const FUSED_ROWS: usize = 128;
+const FUSED_ROWS: usize = FEW_ROWS_MAX as usize;
 
 /// The instruction set the kernels use.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -406,8 +406,9 @@ pub(crate) unsafe fn run_nbits(
     } else {
         pool.current_num_threads().max(1)
     };
-    // Without planned scratch a product of up to `FUSED_ROWS` rows (a plan of format 8 or older
-    // planned none for them) still takes the few-rows form.
+    // Without planned scratch (a product too small for threads, or a plan of format 8 or older,
+    // which planned none up to 128 rows) a product of up to `FUSED_ROWS` rows takes the
+    // few-rows form.
     if rows <= job.isa.fused_rows() as u64 || (q.scratch.is_none() && rows <= FUSED_ROWS as u64) {
         let mut fused = FusedRows {
             a: [std::ptr::null(); FUSED_ROWS],
@@ -559,18 +560,20 @@ fn sum16(v: &[f32; 16]) -> f32 {
     s[0]
 }
 
-/// Dequantizes the tile `k0..k1` x `n0..n1` into `tile` (column `n` at `(n - n0) * TILE_K`).
+/// Dequantizes the tile `k0..k1` x `n0..n1` into `tile` (column `n` at `(n - n0) * TILE_K`):
+/// whole groups by the vector decoders, or (odd blocks, or `k0` inside a group) value by value.
 unsafe fn dequantize_tile(job: &Job, tile: *mut f32, n0: usize, n1: usize, k0: usize, k1: usize) {
+    let groups = k0 % GROUP as usize == 0;
     match job.isa {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 if job.w.halves_per_block().is_some() => match job.w.kind {
+        Isa::Avx512 if groups && job.w.halves_per_block().is_some() => match job.w.kind {
             U4 => avx512::dequantize_tile::<U4>(job, tile, n0, n1, k0, k1),
             S4 => avx512::dequantize_tile::<S4>(job, tile, n0, n1, k0, k1),
             U8 => avx512::dequantize_tile::<U8>(job, tile, n0, n1, k0, k1),
             _ => avx512::dequantize_tile::<S8>(job, tile, n0, n1, k0, k1),
         },
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 if job.w.halves_per_block().is_some() => match job.w.kind {
+        Isa::Avx2 if groups && job.w.halves_per_block().is_some() => match job.w.kind {
             U4 => avx2::dequantize_tile::<U4>(job, tile, n0, n1, k0, k1),
             S4 => avx2::dequantize_tile::<S4>(job, tile, n0, n1, k0, k1),
             U8 => avx2::dequantize_tile::<U8>(job, tile, n0, n1, k0, k1),
@@ -692,25 +695,18 @@ impl PackB<f32> for Dequantizer<'_> {
         let tile = tile.as_mut_ptr().cast::<f32>();
         for s in 0..cols.div_ceil(nr) {
             let (n0, live) = (j0 + s * nr, (cols - s * nr).min(nr));
-            if p0 % GROUP as usize == 0 {
-                dequantize_tile(self.job, tile, n0, n0 + live, p0, p0 + kc);
-            } else {
-                for n in n0..n0 + live {
-                    self.job
-                        .w
-                        .dequantize_run(n, p0, p0 + kc, tile.add((n - n0) * TILE_K as usize));
-                }
-            }
-            to_strip(tile, dst.add(s * nr * kc), kc, live, nr);
+            dequantize_tile(self.job, tile, n0, n0 + live, p0, p0 + kc);
+            to_strip(self.job.isa, tile, dst.add(s * nr * kc), kc, live, nr);
         }
     }
 }
 
 /// Writes `live` columns of `kc` values (column `j` at `tile + j * TILE_K`) as a strip of
 /// `nr` columns (value `(p, j)` at `strip + p * nr + j`), zero past `live`.
-unsafe fn to_strip(tile: *const f32, strip: *mut f32, kc: usize, live: usize, nr: usize) {
+/// On the AVX-512 and AVX2 paths (CPUs with AVX-512 have AVX2), by 8 x 8 blocks in registers.
+unsafe fn to_strip(isa: Isa, tile: *const f32, strip: *mut f32, kc: usize, live: usize, nr: usize) {
     #[cfg(target_arch = "x86_64")]
-    if nr % 8 == 0 && is_x86_feature_detected!("avx2") {
+    if nr % 8 == 0 && matches!(isa, Isa::Avx2 | Isa::Avx512) {
         return avx2::to_strip(tile, strip, kc, live, nr);
     }
     to_strip_rows(tile, strip, 0, kc, live, nr);

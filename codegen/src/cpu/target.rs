@@ -12,10 +12,13 @@ use memc_ir::ElemType;
 
 /// Products with more rows than this run `memc.matmul_nbits` as memc's GEMM with its `B`
 /// panels dequantized from the packed weight into planned scratch (`cpu/nbits.rs`,
-/// [`crate::nbits::scratch_bytes`]). Up to 128 rows a kernel may instead decode each weight
+/// [`crate::nbits::scratch_bytes`]). Up to [`FEW_ROWS_MAX`] rows a kernel may instead decode each weight
 /// once per pass of a few rows and multiply it into them (no scratch), where that is faster on
 /// the CPU that runs the plan: AVX-512 up to 128 rows, AVX2 up to 7 (measured: `cpu/nbits.rs`).
 pub const SMALL_ROWS: u64 = 7;
+/// The most rows the few-rows form takes: AVX-512's bound, and any product's without scratch
+/// (past it, the GEMM form packs on the threads' stacks).
+pub const FEW_ROWS_MAX: u64 = 128;
 /// Values of `K` one dequantized panel holds at most: the GEMM's `KC` for f32.
 pub const TILE_K: u64 = memc_gemm::GEMM_KC_BYTES / 4;
 /// The id of the packed low-bit weight layout the CPU's nbits kernels read (`crate::nbits`).

@@ -587,13 +587,86 @@ impl Read {
 /// (from the input's channel-0 element) that lane 0 reads, and the mask of the input elements
 /// from there that the lanes read, where they read the input rather than padding: bit `j` for
 /// lane `j` ([`Read::Row`], [`Read::Gathered`]), bit `2 j` at stride 2 ([`Read::EveryOther`]).
-/// Gathered lanes read element `lanes[j]` from lane 0's.
+/// Gathered lanes read element `lanes[j]` from lane 0's. The entries live in a [`TapStore`].
 #[derive(Copy, Clone)]
 struct Taps {
-    offsets: [isize; DIRECT_MAX_TAPS as usize],
-    masks: [u64; DIRECT_MAX_TAPS as usize],
-    lanes: [i32; 32],
+    offsets: *const isize,
+    masks: *const u64,
+    /// 32 entries when the lanes are gathered (else not read).
+    lanes: *const i32,
     count: usize,
+}
+
+// SAFETY: a table is only read, and its store outlives every call that reads it (a
+// [`Padded`] convolution's tables are shared by its threads).
+unsafe impl Sync for Taps {}
+unsafe impl Send for Taps {}
+
+/// Tap entries a [`TapStore`] holds (offsets and masks: 16 KiB).
+const TAP_ENTRIES: usize = 512;
+/// Tiles a [`TapStore`] holds the gathered lanes of, and the most tiles whose tables one
+/// thread keeps for a whole call.
+const TAP_TILES: usize = 32;
+
+/// Room on a thread's stack for the tap tables of several tiles, slot by slot (slot `s` of
+/// tables of `count` taps at entries `s * count..`), uninitialized until a table is worked
+/// out into it.
+struct TapStore {
+    offsets: std::mem::MaybeUninit<[isize; TAP_ENTRIES]>,
+    masks: std::mem::MaybeUninit<[u64; TAP_ENTRIES]>,
+    lanes: std::mem::MaybeUninit<[i32; 32 * TAP_TILES]>,
+}
+
+impl TapStore {
+    fn new() -> TapStore {
+        TapStore {
+            offsets: std::mem::MaybeUninit::uninit(),
+            masks: std::mem::MaybeUninit::uninit(),
+            lanes: std::mem::MaybeUninit::uninit(),
+        }
+    }
+
+    /// Slots of tables of `count` taps the store holds.
+    fn slots(count: usize) -> usize {
+        (TAP_ENTRIES / count.max(1)).min(TAP_TILES)
+    }
+
+    /// The table in `slot` (worked out by [`TapStore::fill`] before it is read).
+    fn get(&self, slot: usize, count: usize) -> Taps {
+        debug_assert!(slot < TapStore::slots(count));
+        Taps {
+            offsets: self
+                .offsets
+                .as_ptr()
+                .cast::<isize>()
+                .wrapping_add(slot * count),
+            masks: self.masks.as_ptr().cast::<u64>().wrapping_add(slot * count),
+            lanes: self.lanes.as_ptr().cast::<i32>().wrapping_add(slot * 32),
+            count,
+        }
+    }
+
+    /// Where slot `slot`'s entries go.
+    fn slot_mut(&mut self, slot: usize, count: usize) -> (*mut isize, *mut u64, *mut i32) {
+        assert!(
+            slot < TapStore::slots(count),
+            "tap store slot {slot} of {count} taps"
+        );
+        (
+            self.offsets
+                .as_mut_ptr()
+                .cast::<isize>()
+                .wrapping_add(slot * count),
+            self.masks
+                .as_mut_ptr()
+                .cast::<u64>()
+                .wrapping_add(slot * count),
+            self.lanes
+                .as_mut_ptr()
+                .cast::<i32>()
+                .wrapping_add(slot * 32),
+        )
+    }
 }
 
 /// `bits` with bit `j` moved to bit `2 j`.
@@ -606,17 +679,10 @@ fn spread(bits: u32) -> u64 {
     (x | (x << 1)) & 0x5555_5555_5555_5555
 }
 
-impl Taps {
-    /// No taps (a placeholder until a tile's table is worked out).
-    const EMPTY: Taps = Taps {
-        offsets: [0; DIRECT_MAX_TAPS as usize],
-        masks: [0; DIRECT_MAX_TAPS as usize],
-        lanes: [0; 32],
-        count: 0,
-    };
-
-    /// The table of `tile` of `conv`, whose lanes read as `read` ([`Read::of`]).
-    fn new(conv: &DirectConv, tile: Tile, read: Read) -> Taps {
+impl TapStore {
+    /// Works out the table of `tile` of `conv`, whose lanes read as `read` ([`Read::of`]),
+    /// into `slot`, and returns it.
+    fn fill(&mut self, slot: usize, conv: &DirectConv, tile: Tile, read: Read) -> Taps {
         let axes = conv.axes;
         let n_axes = axes.len();
         let last = n_axes - 1;
@@ -687,12 +753,12 @@ impl Taps {
                 i -= 1;
             }
         }
-        let mut taps = Taps {
-            offsets: [0; DIRECT_MAX_TAPS as usize],
-            masks: [0; DIRECT_MAX_TAPS as usize],
-            lanes,
-            count: conv.taps(),
-        };
+        let count = conv.taps();
+        let (offsets, masks, lanes_out) = self.slot_mut(slot, count);
+        if read == Read::Gathered {
+            // SAFETY: the slot holds 32 lanes.
+            unsafe { std::ptr::copy_nonoverlapping(lanes.as_ptr(), lanes_out, 32) };
+        }
         // Per axis and tap, its part of the offset and its lanes (spread to every other bit
         // when lanes read every other element: spreading distributes over the AND below).
         let mut part = [0isize; ENTRIES];
@@ -710,15 +776,18 @@ impl Taps {
             }
         }
         let mut tap = [0usize; DIRECT_MAX_AXES];
-        for index in 0..taps.count {
+        for index in 0..count {
             let mut offset = 0isize;
             let mut mask = u64::MAX;
             for i in 0..n_axes {
                 offset += part[base[i] + tap[i]];
                 mask &= bits[base[i] + tap[i]];
             }
-            taps.offsets[index] = offset;
-            taps.masks[index] = mask;
+            // SAFETY: the slot holds `count` entries.
+            unsafe {
+                offsets.add(index).write(offset);
+                masks.add(index).write(mask);
+            }
             let mut i = last;
             tap[i] += 1;
             while i > 0 && tap[i] == axes[i].kernel as usize {
@@ -727,7 +796,7 @@ impl Taps {
                 i -= 1;
             }
         }
-        taps
+        self.get(slot, count)
     }
 }
 
@@ -738,7 +807,7 @@ struct Call<'a> {
     /// How the lanes read the input ([`Read::of`] the convolution, worked out once).
     read: Read,
     ops: DirectOperands,
-    taps: &'a Taps,
+    taps: Taps,
     tile: Tile,
     row: usize,
     rows: usize,
@@ -803,13 +872,11 @@ pub unsafe fn run_direct(
 ) {
     let isa = isa();
     // Lanes of a tile and rows of `C` of one call: AVX-512 holds 12 x 32 accumulators in 24
-    // of its 32 registers (two strips of `A` per load of `B`), AVX2 6 x 16 in 12 of 16.
-    let (lanes, block_rows) = if isa == Isa::Avx512 {
-        (32, 2 * MR)
-    } else {
-        (16, MR)
-    };
+    // of its 32 registers (two strips of `A` per load of `B`), AVX2 6 x 16 in 12 of 16, or
+    // 12 x 8 where every tile is one vector ([`avx2_block_rows`]).
+    let lanes = if isa == Isa::Avx512 { 32 } else { 16 };
     let tiling = Tiling::new(conv, lanes);
+    let block_rows = block_rows(isa, tiling.tile_len);
     let read = Read::of(conv);
     let k = conv.channels * conv.taps();
     if conv.m == 0 || k == 0 || tiling.count == 0 || batches == 0 {
@@ -931,7 +998,7 @@ pub unsafe fn run_direct(
         return;
     }
     if let Some(padded) = Padded::of(conv, read, lanes) {
-        padded.run(batches, at, conv, threads, broadcast, block_rows, prefetch);
+        padded.run(batches, at, conv, threads, broadcast, prefetch);
         return;
     }
     let units = pairs * groups;
@@ -940,8 +1007,16 @@ pub unsafe fn run_direct(
     // scheduler delays holds up only its current chunk, not a fixed share.
     let chunk = units.div_ceil(threads * CHUNKS_PER_THREAD).max(1);
     let next = AtomicUsize::new(0);
+    // Each thread keeps the tap tables of every tile when they fit its store (each worked out
+    // when first used: block-major order runs each tile once per row block, and working its
+    // table out each time cost the zoo resnet's 32->32 3x3 at 16x16 15% of its time), else
+    // those of its current span.
+    let count = conv.taps();
+    let keep_all = tiling.count <= TapStore::slots(count);
     let work = |_: usize| {
-        let mut taps = [Taps::EMPTY; SPAN_TILES];
+        let mut store = TapStore::new();
+        // Which tiles' tables are in the store (every tile's, or the span's).
+        let mut kept = 0u64;
         let mut taps_span = usize::MAX;
         loop {
             let begin = next.fetch_add(chunk, Ordering::Relaxed);
@@ -957,15 +1032,23 @@ pub unsafe fn run_direct(
                 let (span, batch) = (pair / batches, pair % batches);
                 let first = span * span_tiles;
                 let n_tiles = (tiling.count - first).min(span_tiles);
-                if span != taps_span {
+                if !keep_all && span != taps_span {
                     taps_span = span;
-                    for (i, taps) in taps.iter_mut().enumerate().take(n_tiles) {
-                        *taps = Taps::new(conv, tiling.tile(first + i), read);
+                    for i in 0..n_tiles {
+                        store.fill(i, conv, tiling.tile(first + i), read);
                     }
                 }
                 let ops = at(batch);
-                for (i, taps) in taps.iter().enumerate().take(n_tiles) {
+                for i in 0..n_tiles {
                     let tile = tiling.tile(first + i);
+                    let taps = if !keep_all {
+                        store.get(i, count)
+                    } else if kept & (1 << (first + i)) == 0 {
+                        kept |= 1 << (first + i);
+                        store.fill(first + i, conv, tile, read)
+                    } else {
+                        store.get(first + i, count)
+                    };
                     for block in blocks * group / groups..blocks * (group + 1) / groups {
                         let row = block * block_rows;
                         let call = Call {
@@ -998,6 +1081,19 @@ pub unsafe fn run_direct(
         broadcast(threads, &work);
     } else {
         work(0);
+    }
+}
+
+/// Rows of `C` one microkernel call computes on `isa` over tiles of at most `tile_len`
+/// positions: two strips of `A` ([`MR`] rows each) on AVX-512, and on AVX2 where a tile is one
+/// vector of 8 (a stride-2 layer's 8-wide rows, 7x7 and 8x8 images): a strip of 6 rows then
+/// loads 6 values of `A` and one of the input per 6 multiply-adds, more loads than an AMD
+/// EPYC issues beside its 2 FMAs a cycle, 12 rows 13 per 12.
+fn block_rows(isa: Isa, tile_len: usize) -> usize {
+    if isa == Isa::Avx512 || (isa == Isa::Avx2 && tile_len <= 8) {
+        2 * MR
+    } else {
+        MR
     }
 }
 
@@ -1079,7 +1175,6 @@ impl Padded {
         conv: &DirectConv,
         threads: usize,
         broadcast: Broadcast<'_>,
-        block_rows: usize,
         prefetch: bool,
     ) {
         let [outer, row] = conv.axes else {
@@ -1088,21 +1183,26 @@ impl Padded {
         let (out_rows, out_cols) = (outer.out as usize, row.out as usize);
         let units = batches * out_rows;
         let threads = threads.clamp(1, units);
+        let block_rows = block_rows(isa(), self.tile_len);
         // The tiles' tap tables: offsets into the copy, every lane inside it.
-        let mut taps = [Taps::EMPTY; PADDED_MAX_TILES];
+        let mut store = TapStore::new();
         let (kh, kw) = (outer.kernel as usize, row.kernel as usize);
+        let count = kh * kw;
+        let mut taps = [None; PADDED_MAX_TILES];
         for (tile, taps) in taps.iter_mut().enumerate().take(self.tiles) {
             let x0 = tile * self.tile_len;
             let len = (out_cols - x0).min(self.tile_len);
-            taps.count = kh * kw;
+            let (offsets, masks, _) = store.slot_mut(tile, count);
             for r in 0..kh {
                 for q in 0..kw {
                     let shift = q * row.dilation as usize;
-                    taps.offsets[r * kw + q] =
-                        ((2 * r + shift % 2) * self.width + shift / 2 + x0) as isize;
-                    taps.masks[r * kw + q] = (1u64 << len) - 1;
+                    offsets
+                        .add(r * kw + q)
+                        .write(((2 * r + shift % 2) * self.width + shift / 2 + x0) as isize);
+                    masks.add(r * kw + q).write((1u64 << len) - 1);
                 }
             }
+            *taps = Some(store.get(tile, count));
         }
         // The convolution as the microkernel sees it: its input channels `channel` apart.
         let copy_conv = DirectConv {
@@ -1139,7 +1239,7 @@ impl Padded {
         conv: &DirectConv,
         copy_conv: &DirectConv,
         at: &(dyn Fn(usize) -> DirectOperands + Sync),
-        taps: &[Taps; PADDED_MAX_TILES],
+        taps: &[Option<Taps>; PADDED_MAX_TILES],
         copy: *mut f32,
         units: std::ops::Range<usize>,
         block_rows: usize,
@@ -1159,6 +1259,9 @@ impl Padded {
             self.fill(conv, ops.x, y, copy);
             let ops = DirectOperands { x: copy, ..ops };
             for (tile, taps) in taps.iter().enumerate().take(self.tiles) {
+                let Some(taps) = *taps else {
+                    continue;
+                };
                 let x0 = tile * self.tile_len;
                 let tile = Tile {
                     start: y * out_cols + x0,
@@ -1334,7 +1437,7 @@ mod x86 {
             let run = call.ops.a_packed.add(start * mpad + call.row * kc);
             let a_next = MR * kc;
             for t in 0..n_taps {
-                let mask = *call.taps.masks.get_unchecked(t);
+                let mask = *call.taps.masks.add(t);
                 if mask == 0 {
                     continue;
                 }
@@ -1348,7 +1451,7 @@ mod x86 {
                 let mut a = run.add((first * n_taps + t - start) * MR);
                 let mut b = x
                     .wrapping_offset(first as isize * conv.channel_stride)
-                    .wrapping_offset(*call.taps.offsets.get_unchecked(t));
+                    .wrapping_offset(*call.taps.offsets.add(t));
                 for _ in first..end {
                     if call.prefetch {
                         // Both strips' values of the next run of `K`, a run ahead.
@@ -1389,9 +1492,9 @@ mod x86 {
                         _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
                         _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(a_next).cast());
                     }
-                    let mask = *call.taps.masks.get_unchecked(t);
+                    let mask = *call.taps.masks.add(t);
                     if mask != 0 {
-                        let b = xc.wrapping_offset(*call.taps.offsets.get_unchecked(t));
+                        let b = xc.wrapping_offset(*call.taps.offsets.add(t));
                         step(a, a_next, b, mask);
                     }
                     a = a.add(MR);
@@ -2159,15 +2262,32 @@ mod x86 {
 
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn avx2(call: &Call) {
+        // Two vectors by up to 6 rows, or one by up to 12 (`block_rows`).
         macro_rules! rows {
-            ($v:literal, $s:literal) => {
+            (2, $s:literal) => {
                 match call.rows {
-                    1 => avx2_tile::<1, $v, $s>(call),
-                    2 => avx2_tile::<2, $v, $s>(call),
-                    3 => avx2_tile::<3, $v, $s>(call),
-                    4 => avx2_tile::<4, $v, $s>(call),
-                    5 => avx2_tile::<5, $v, $s>(call),
-                    _ => avx2_tile::<6, $v, $s>(call),
+                    1 => avx2_tile::<1, 2, $s>(call),
+                    2 => avx2_tile::<2, 2, $s>(call),
+                    3 => avx2_tile::<3, 2, $s>(call),
+                    4 => avx2_tile::<4, 2, $s>(call),
+                    5 => avx2_tile::<5, 2, $s>(call),
+                    _ => avx2_tile::<6, 2, $s>(call),
+                }
+            };
+            (1, $s:literal) => {
+                match call.rows {
+                    1 => avx2_tile::<1, 1, $s>(call),
+                    2 => avx2_tile::<2, 1, $s>(call),
+                    3 => avx2_tile::<3, 1, $s>(call),
+                    4 => avx2_tile::<4, 1, $s>(call),
+                    5 => avx2_tile::<5, 1, $s>(call),
+                    6 => avx2_tile::<6, 1, $s>(call),
+                    7 => avx2_tile::<7, 1, $s>(call),
+                    8 => avx2_tile::<8, 1, $s>(call),
+                    9 => avx2_tile::<9, 1, $s>(call),
+                    10 => avx2_tile::<10, 1, $s>(call),
+                    11 => avx2_tile::<11, 1, $s>(call),
+                    _ => avx2_tile::<12, 1, $s>(call),
                 }
             };
         }
@@ -2463,7 +2583,7 @@ mod x86 {
     #[inline(always)]
     unsafe fn tile<X: Vector, const R: usize, const V: usize, const S: usize>(call: &Call) {
         let mut acc = [[X::zero(); V]; R];
-        let lanes = call.taps.lanes.as_ptr();
+        let lanes = call.taps.lanes;
         walk::<S>(
             call,
             X::LANES,

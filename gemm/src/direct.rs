@@ -1135,6 +1135,9 @@ struct Padded {
     tile_len: usize,
     /// Lanes of a tile's vectors, which may read that many values past the copy.
     lanes: usize,
+    /// Whether a tap reads the odd phase (not a 1x1 window, nor one dilated by an even
+    /// number: their copies fill the even phase only, and the odd one stays zero).
+    odd: bool,
 }
 
 impl Padded {
@@ -1161,6 +1164,7 @@ impl Padded {
             tiles,
             tile_len: out.div_ceil(tiles),
             lanes,
+            odd: (0..row.kernel).any(|q| (q * row.dilation) % 2 == 1),
         })
     }
 
@@ -1250,9 +1254,14 @@ impl Padded {
         };
         let (out_rows, out_cols) = (outer.out as usize, row.out as usize);
         let k = conv.channels * outer.kernel as usize * row.kernel as usize;
-        // Every row's copy writes values `0..used`; the lanes past them are zeros.
+        // Every row's copy writes values `0..used` (the even phases only, unless `odd`: the
+        // odd ones are zeros, written once); the lanes past them are zeros.
         let used = conv.channels * self.channel;
-        std::ptr::write_bytes(copy.add(used), 0, self.lanes);
+        if self.odd {
+            std::ptr::write_bytes(copy.add(used), 0, self.lanes);
+        } else {
+            std::ptr::write_bytes(copy, 0, used + self.lanes);
+        }
         for unit in units {
             let (batch, y) = (unit / out_rows, unit % out_rows);
             let ops = at(batch);
@@ -1322,7 +1331,7 @@ impl Padded {
                     continue;
                 }
                 let src = xc.wrapping_offset((iy * outer.stride) as isize);
-                for (p, &(lo, hi)) in phases.iter().enumerate() {
+                for (p, &(lo, hi)) in phases.iter().enumerate().take(1 + usize::from(self.odd)) {
                     let dst = line.add(p * width);
                     std::ptr::write_bytes(dst, 0, lo);
                     // Input column `2 j + p - pad` for `j` in `lo..hi`.
@@ -1475,6 +1484,33 @@ mod x86 {
         let mpad = conv.m.div_ceil(MR) * MR;
         let n_taps = call.taps.count;
         let x = call.ops.x;
+        if n_taps == 1 {
+            // A pointwise convolution: `K` is the channels, one value per channel (the walk
+            // below spent more instructions on its counters than on the 12 multiply-adds).
+            let mask = *call.taps.masks;
+            if mask == 0 {
+                return;
+            }
+            let mut b = x.wrapping_offset(*call.taps.offsets);
+            let mut p0 = 0;
+            while p0 < call.k {
+                let kc = (call.k - p0).min(KC);
+                let mut a = call.ops.a_packed.add(p0 * mpad + call.row * kc);
+                let a_next = MR * kc;
+                for _ in 0..kc {
+                    if call.prefetch {
+                        let ahead = a.wrapping_add(mpad * kc);
+                        _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
+                        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(a_next).cast());
+                    }
+                    step(a, a_next, b, mask);
+                    a = a.add(MR);
+                    b = b.wrapping_offset(conv.channel_stride);
+                }
+                p0 += kc;
+            }
+            return;
+        }
         let (mut channel, mut tap) = (0usize, 0usize);
         let mut p0 = 0;
         while p0 < call.k {

@@ -212,6 +212,8 @@ fn valid_asymmetric_and_dilated_windows_tile_row_by_row() {
         vec![axis(11, 3, 2, 2, 2), axis(11, 3, 2, 2, 2)],
         vec![axis(8, 5, 1, 2, 2), axis(70, 7, 1, 3, 3)],
         vec![axis(6, 1, 1, 0, 0), axis(6, 4, 1, 2, 1)],
+        // Pointwise (one tap: `K` is the channels, walked without the taps' counters).
+        vec![axis(6, 1, 1, 0, 0), axis(19, 1, 1, 0, 0)],
     ];
     for axes in cases {
         check(7, 5, axes.clone(), 0, 1);
@@ -271,6 +273,9 @@ fn strided_rows_from_a_padded_copy() {
         // Rows of 9 output columns (one short tile), and of 8 tiles (255 columns).
         vec![strided(6, 3, 2, 1, 1, 1), strided(19, 3, 2, 1, 0, 0)],
         vec![strided(4, 3, 2, 1, 1, 1), strided(509, 3, 2, 1, 1, 1)],
+        // Pointwise at stride 2 (ResNet's downsampling 1x1): one tap, `K` the channels.
+        vec![strided(10, 1, 2, 1, 0, 0), strided(30, 1, 2, 1, 0, 0)],
+        vec![strided(9, 1, 2, 1, 0, 0), strided(57, 1, 2, 1, 0, 0)],
     ];
     for axes in cases {
         check(64, 3, axes.clone(), 0, 1);

@@ -19,7 +19,8 @@
 //!   stored once. The tile's input (channels x the rows its taps reach)
 //!   stays in cache across the strips.
 //! - **Memory.** No scratch: `A` is the packed weight, `B` the input, `C` the output. The tap
-//!   table lives on the stack ([`DIRECT_MAX_TAPS`] entries).
+//!   tables live on each thread's stack (a `TapStore`: 24 KiB, uninitialized until a table is
+//!   worked out into it; every tile's table for the whole call when they fit, else a span's).
 //! - **Threads.** Units of (span of tiles, batch index, group of row blocks), in chunks of
 //!   consecutive units that each thread takes from a shared counter as it finishes the last
 //!   (about four per thread, so a thread the scheduler delays holds up one chunk); row blocks are grouped finer only when there are fewer spans and batch
@@ -603,10 +604,10 @@ unsafe impl Sync for Taps {}
 unsafe impl Send for Taps {}
 
 /// Tap entries a [`TapStore`] holds (offsets and masks: 16 KiB).
-const TAP_ENTRIES: usize = 512;
+const TAP_ENTRIES: usize = 1024;
 /// Tiles a [`TapStore`] holds the gathered lanes of, and the most tiles whose tables one
 /// thread keeps for a whole call.
-const TAP_TILES: usize = 32;
+const TAP_TILES: usize = 64;
 
 /// Room on a thread's stack for the tap tables of several tiles, slot by slot (slot `s` of
 /// tables of `count` taps at entries `s * count..`), uninitialized until a table is worked

@@ -2319,11 +2319,23 @@ mod x86 {
                     4 => avx2_tile::<4, 1, $s>(call),
                     5 => avx2_tile::<5, 1, $s>(call),
                     6 => avx2_tile::<6, 1, $s>(call),
-                    7 => avx2_tile::<7, 1, $s>(call),
-                    8 => avx2_tile::<8, 1, $s>(call),
-                    9 => avx2_tile::<9, 1, $s>(call),
-                    10 => avx2_tile::<10, 1, $s>(call),
-                    11 => avx2_tile::<11, 1, $s>(call),
+                    7..=11 => {
+                        // A remainder of 7-11 rows as a strip of 6 and the rest (a kernel
+                        // for each count cost 226 KB of code, which a run's first pages touch).
+                        avx2_tile::<6, 1, $s>(&Call { rows: MR, ..*call });
+                        let rest = Call {
+                            row: call.row + MR,
+                            rows: call.rows - MR,
+                            ..*call
+                        };
+                        match rest.rows {
+                            1 => avx2_tile::<1, 1, $s>(&rest),
+                            2 => avx2_tile::<2, 1, $s>(&rest),
+                            3 => avx2_tile::<3, 1, $s>(&rest),
+                            4 => avx2_tile::<4, 1, $s>(&rest),
+                            _ => avx2_tile::<5, 1, $s>(&rest),
+                        }
+                    }
                     _ => avx2_tile::<12, 1, $s>(call),
                 }
             };

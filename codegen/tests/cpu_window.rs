@@ -133,12 +133,22 @@ fn check(
     inputs_len: usize,
     max: bool,
 ) -> bool {
+    check_forms(outer, taps, inputs_len, max).0
+}
+
+/// [`check`], and whether the kernel's taps were taken as a grid (run separably on AVX2).
+fn check_forms(
+    outer: &[u64],
+    taps: &[(i64, Vec<i64>, Vec<Guard>, f64)],
+    inputs_len: usize,
+    max: bool,
+) -> (bool, bool) {
     let x = inputs(inputs_len);
     let total: u64 = outer.iter().product();
     let out_at = (inputs_len * 4) as i64;
     let kernel = window_kernel(outer, taps, out_at, max);
     let want = reference(outer, taps, &x, max);
-    let mut native = false;
+    let (mut native, mut grid) = (false, false);
     for threads in [1, 2] {
         let mut ar = Buf::new(inputs_len * 4 + total as usize * 4);
         ar.put(0, &x);
@@ -149,6 +159,7 @@ fn check(
             threads,
         );
         native = program.is_window(0);
+        grid = program.is_grid_window(0);
         let got = ar.get::<f32>(out_at as usize, total as usize);
         for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
             assert!(
@@ -157,7 +168,7 @@ fn check(
             );
         }
     }
-    native
+    (native, grid)
 }
 
 /// Whether the CPU runs window kernels natively: AVX-512 (F, DQ) with BMI2, or AVX2 with
@@ -233,6 +244,70 @@ fn max_pools_at_strides_one_two_and_three() {
             runs_natively(),
             "size {size:?}: native on AVX-512 (F, DQ) with BMI2, or AVX2 with FMA"
         );
+    }
+}
+
+/// A 2-d window's taps as `max_pool_by_taps` lowers a MaxPool: the output `[channels, oh,
+/// ow]` of `(kh, kw)` taps at strides `(sy, sx)`, dilations `(dy, dx)` and begin pads `(py,
+/// px)` (end pads `(ey, ex)`), each tap guarded only along the axes where it can read
+/// padding.
+#[allow(clippy::type_complexity)]
+fn pool2d_lowered(
+    channels: u64,
+    (h, w): (i64, i64),
+    (kh, kw): (i64, i64),
+    (sy, sx): (i64, i64),
+    (dy, dx): (i64, i64),
+    (py, px, ey, ex): (i64, i64, i64, i64),
+    pad: f64,
+) -> (Vec<u64>, Vec<(i64, Vec<i64>, Vec<Guard>, f64)>, usize) {
+    let oh = (h + py + ey - (kh - 1) * dy - 1) / sy + 1;
+    let ow = (w + px + ex - (kw - 1) * dx - 1) / sx + 1;
+    let mut taps = vec![];
+    for ty in 0..kh {
+        for tx in 0..kw {
+            let (shift_y, shift_x) = (ty * dy - py, tx * dx - px);
+            let mut guards = vec![];
+            if shift_y < 0 || (oh - 1) * sy + shift_y >= h {
+                guards.push(guard(&[0, sy, 0], shift_y, h));
+            }
+            if shift_x < 0 || (ow - 1) * sx + shift_x >= w {
+                guards.push(guard(&[0, 0, sx], shift_x, w));
+            }
+            taps.push((shift_y * w + shift_x, vec![h * w, sy * w, sx], guards, pad));
+        }
+    }
+    (
+        vec![channels, oh as u64, ow as u64],
+        taps,
+        (channels as i64 * h * w) as usize,
+    )
+}
+
+#[test]
+fn pools_as_lowered_run_separably() {
+    // Kernel rows folded into a row buffer, then the columns (`cpu/window.rs`'s `Grid`): the
+    // zoo resnet's and ResNet-18's 3x3/2 pools, rows not a multiple of 8 wide, no padding at
+    // all (one kernel row of every tap), dilations, asymmetric and one-sided pads, a 1-row
+    // window, a finite pad value, and rows too wide for the buffer (the general form).
+    let cases = [
+        ((32, 32), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),
+        ((112, 112), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),
+        ((13, 29), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),
+        ((8, 8), (2, 2), (2, 2), (1, 1), (0, 0, 0, 0)),
+        ((15, 21), (3, 2), (2, 1), (2, 3), (2, 0, 1, 3)),
+        ((9, 17), (1, 5), (1, 2), (1, 1), (0, 2, 0, 2)),
+        ((6, 40), (4, 4), (1, 2), (1, 1), (0, 3, 3, 0)),
+        ((3, 9000), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),
+    ];
+    for (size, k, s, d, pads) in cases {
+        for (max, pad) in [(true, f64::NEG_INFINITY), (false, 2.5)] {
+            let (outer, taps, len) = pool2d_lowered(2, size, k, s, d, pads, pad);
+            let (native, grid) = check_forms(&outer, &taps, len, max);
+            assert_eq!(native, runs_natively(), "size {size:?} window {k:?}");
+            // Every case a grid but the row too wide for its buffer.
+            assert_eq!(grid, native && size.1 < 9000, "size {size:?} window {k:?}");
+        }
     }
 }
 

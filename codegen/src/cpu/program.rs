@@ -276,6 +276,12 @@ impl CpuProgram {
         matches!(self.kernels.get(index), Some(Compiled::Window(_)))
     }
 
+    /// Whether kernel `index` is a window kernel whose taps are a grid of kernel rows and
+    /// columns (run separably on AVX2: `cpu/window.rs`'s `Grid`).
+    pub fn is_grid_window(&self, index: usize) -> bool {
+        matches!(self.kernels.get(index), Some(Compiled::Window(w)) if w.is_grid())
+    }
+
     /// Whether kernel `index` runs as a native softmax (`softmax.rs`) rather than as
     /// compiled loop code.
     pub fn is_softmax(&self, index: usize) -> bool {

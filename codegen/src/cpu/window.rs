@@ -13,10 +13,15 @@
 //!   load at stride 1, two masked loads whose even elements are gathered at stride 2, a
 //!   masked `vgatherdps` at other strides, one scalar at stride 0), and folded with IEEE 754
 //!   maximum (`vrangeps`: NaN if either is NaN, `-0 < +0`), as Cranelift's `fmax` does, so
-//!   the results equal the scalar loop's (a NaN's payload aside).
+//!   the results equal the scalar loop's (a NaN's payload aside). On AVX2, a window whose
+//!   taps are a grid ([`Grid`]: a max pool's kernel rows and columns) runs separably instead:
+//!   per row, the valid kernel rows folded element by element into a buffer, then the
+//!   columns from the buffer; the folds are associative and commutative, so the results are
+//!   the same.
 //! - **Memory.** Every element read is one the loop reads (lanes outside a tap's range or the
-//!   row are masked off and never touched); every element written is a point of the row.
-//!   No scratch.
+//!   row are masked off and never touched), or, for a grid, an element between two that one
+//!   kernel row reads; every element written is a point of the row. No scratch: a grid's row
+//!   buffer is on the thread's stack (16 KiB).
 //! - **When.** [`recognize`] takes a kernel with no inner axes, one `Map` stage with one
 //!   plain store of an f32 value along a contiguous row, whose value is a tree of one of
 //!   `max`/`min` over f32 loads, at least one of them guarded along the row or strided

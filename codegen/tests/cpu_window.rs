@@ -312,6 +312,31 @@ fn pools_as_lowered_run_separably() {
 }
 
 #[test]
+fn grids_whose_ranges_are_not_one_rows_are_not_folded_together() {
+    // Two taps one element apart along a 1-d row, the first guarded to points 0..5, the
+    // second not: folded through one buffer, the first tap's points 5.. would read the
+    // second's elements instead of the pad. The kernel must run another way, and right.
+    let taps = vec![
+        (0, vec![1], vec![guard(&[1], 0, 5)], f64::NEG_INFINITY),
+        (1, vec![1], vec![], f64::NEG_INFINITY),
+    ];
+    let (native, grid) = check_forms(&[10], &taps, 12, true);
+    assert_eq!(native, runs_natively());
+    assert!(
+        !grid,
+        "a column's points outside its range fall inside the others'"
+    );
+    // Ranges that end where the input does (a pool's): one buffer for both.
+    let taps = vec![
+        (-1, vec![1], vec![guard(&[1], -1, 12)], f64::NEG_INFINITY),
+        (0, vec![1], vec![], f64::NEG_INFINITY),
+        (1, vec![1], vec![guard(&[1], 1, 12)], f64::NEG_INFINITY),
+    ];
+    let (native, grid) = check_forms(&[12], &taps, 12, true);
+    assert_eq!(grid, native);
+}
+
+#[test]
 fn min_and_more_taps_than_one_group() {
     // 1-d windows of 70 taps (two groups of the row's tap table), stride 2, padding 35 with
     // a finite pad value.

@@ -199,6 +199,21 @@ impl Grid {
                 kmax = kmax.max((t.hi - 1) * step + c);
             }
         }
+        // A column's points outside its range must find the pad in the buffer: their
+        // elements outside `kmin..=kmax` (so for a pool, whose ranges are where the columns
+        // read inside the input row, the same elements for every column).
+        let outside = |t: &Tap, c: i64| {
+            let below = |j: i64| j * step + c < kmin;
+            let above = |j: i64| j * step + c > kmax;
+            if t.lo >= t.hi {
+                below(n - 1) || above(0)
+            } else {
+                (t.lo == 0 || below(t.lo - 1)) && (t.hi >= n || above(t.hi))
+            }
+        };
+        if !row0.iter().zip(&cols).all(|(t, &c)| outside(t, c)) {
+            return None;
+        }
         // Every element the columns' vectors read: whole vectors of 8 points, each of up to
         // 16 elements at step 2.
         let points = n.checked_add(7)? / 8 * 8;

@@ -598,11 +598,6 @@ struct Taps {
     count: usize,
 }
 
-// SAFETY: a table is only read, and its store outlives every call that reads it (a
-// [`Padded`] convolution's tables are shared by its threads).
-unsafe impl Sync for Taps {}
-unsafe impl Send for Taps {}
-
 /// Tap entries a [`TapStore`] holds (offsets and masks: 16 KiB).
 const TAP_ENTRIES: usize = 1024;
 /// Tiles a [`TapStore`] holds the gathered lanes of, and the most tiles whose tables one
@@ -874,7 +869,7 @@ pub unsafe fn run_direct(
     let isa = isa();
     // Lanes of a tile and rows of `C` of one call: AVX-512 holds 12 x 32 accumulators in 24
     // of its 32 registers (two strips of `A` per load of `B`), AVX2 6 x 16 in 12 of 16, or
-    // 12 x 8 where every tile is one vector ([`avx2_block_rows`]).
+    // 12 x 8 where every tile is one vector ([`block_rows`]).
     let lanes = if isa == Isa::Avx512 { 32 } else { 16 };
     let tiling = Tiling::new(conv, lanes);
     let block_rows = block_rows(isa, tiling.tile_len);
@@ -1042,13 +1037,12 @@ pub unsafe fn run_direct(
                 let ops = at(batch);
                 for i in 0..n_tiles {
                     let tile = tiling.tile(first + i);
-                    let taps = if !keep_all {
-                        store.get(i, count)
-                    } else if kept & (1 << (first + i)) == 0 {
-                        kept |= 1 << (first + i);
-                        store.fill(first + i, conv, tile, read)
+                    let slot = if keep_all { first + i } else { i };
+                    let taps = if keep_all && kept & (1 << slot) == 0 {
+                        kept |= 1 << slot;
+                        store.fill(slot, conv, tile, read)
                     } else {
-                        store.get(first + i, count)
+                        store.get(slot, count)
                     };
                     for block in blocks * group / groups..blocks * (group + 1) / groups {
                         let row = block * block_rows;
@@ -1193,8 +1187,7 @@ impl Padded {
         let mut store = TapStore::new();
         let (kh, kw) = (outer.kernel as usize, row.kernel as usize);
         let count = kh * kw;
-        let mut taps = [None; PADDED_MAX_TILES];
-        for (tile, taps) in taps.iter_mut().enumerate().take(self.tiles) {
+        for tile in 0..self.tiles {
             let x0 = tile * self.tile_len;
             let len = (out_cols - x0).min(self.tile_len);
             let (offsets, masks, _) = store.slot_mut(tile, count);
@@ -1207,7 +1200,6 @@ impl Padded {
                     masks.add(r * kw + q).write((1u64 << len) - 1);
                 }
             }
-            *taps = Some(store.get(tile, count));
         }
         // The convolution as the microkernel sees it: its input channels `channel` apart.
         let copy_conv = DirectConv {
@@ -1221,7 +1213,7 @@ impl Padded {
                     conv,
                     &copy_conv,
                     at,
-                    &taps,
+                    &store,
                     copy,
                     units * t / threads..units * (t + 1) / threads,
                     block_rows,
@@ -1244,7 +1236,7 @@ impl Padded {
         conv: &DirectConv,
         copy_conv: &DirectConv,
         at: &(dyn Fn(usize) -> DirectOperands + Sync),
-        taps: &[Option<Taps>; PADDED_MAX_TILES],
+        store: &TapStore,
         copy: *mut f32,
         units: std::ops::Range<usize>,
         block_rows: usize,
@@ -1254,7 +1246,9 @@ impl Padded {
             return;
         };
         let (out_rows, out_cols) = (outer.out as usize, row.out as usize);
-        let k = conv.channels * outer.kernel as usize * row.kernel as usize;
+        let count = outer.kernel as usize * row.kernel as usize;
+        let k = conv.channels * count;
+        let tables: [Taps; PADDED_MAX_TILES] = std::array::from_fn(|tile| store.get(tile, count));
         // Every row's copy writes values `0..used` (the even phases only, unless `odd`: the
         // odd ones are zeros, written once); the lanes past them are zeros.
         let used = conv.channels * self.channel;
@@ -1268,10 +1262,7 @@ impl Padded {
             let ops = at(batch);
             self.fill(conv, ops.x, y, copy);
             let ops = DirectOperands { x: copy, ..ops };
-            for (tile, taps) in taps.iter().enumerate().take(self.tiles) {
-                let Some(taps) = *taps else {
-                    continue;
-                };
+            for (tile, &taps) in tables.iter().enumerate().take(self.tiles) {
                 let x0 = tile * self.tile_len;
                 let tile = Tile {
                     start: y * out_cols + x0,
@@ -1407,8 +1398,13 @@ mod x86 {
         // Only strided and gathered reads (and AVX2's stride-1 reads) walk tap by tap: the
         // AVX-512 tiles of the other reads keep one walk (with both, the code around the
         // channel-major loop of a stride-1 tile ran about 3% slower on the zoo U-Net's 16-
-        // and 32-channel layers). `lanes` is a constant of each tile's instance.
-        if (S == 0 || S == 2 || (S == 1 && lanes == 8)) && call.taps_first {
+        // and 32-channel layers). `lanes` is a constant of each tile's instance. A pointwise
+        // window (one tap: `K` is its channels, the same order either way) walks tap by tap
+        // too: the channel-by-channel walk spent more instructions on its counters than on
+        // the 12 multiply-adds per value of `K`.
+        if call.taps.count == 1 {
+            walk_taps::<false>(call, step)
+        } else if (S == 0 || S == 2 || (S == 1 && lanes == 8)) && call.taps_first {
             if call.tap_block < call.conv.channels {
                 walk_taps::<true>(call, step)
             } else {
@@ -1485,33 +1481,6 @@ mod x86 {
         let mpad = conv.m.div_ceil(MR) * MR;
         let n_taps = call.taps.count;
         let x = call.ops.x;
-        if n_taps == 1 {
-            // A pointwise convolution: `K` is the channels, one value per channel (the walk
-            // below spent more instructions on its counters than on the 12 multiply-adds).
-            let mask = *call.taps.masks;
-            if mask == 0 {
-                return;
-            }
-            let mut b = x.wrapping_offset(*call.taps.offsets);
-            let mut p0 = 0;
-            while p0 < call.k {
-                let kc = (call.k - p0).min(KC);
-                let mut a = call.ops.a_packed.add(p0 * mpad + call.row * kc);
-                let a_next = MR * kc;
-                for _ in 0..kc {
-                    if call.prefetch {
-                        let ahead = a.wrapping_add(mpad * kc);
-                        _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
-                        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(a_next).cast());
-                    }
-                    step(a, a_next, b, mask);
-                    a = a.add(MR);
-                    b = b.wrapping_offset(conv.channel_stride);
-                }
-                p0 += kc;
-            }
-            return;
-        }
         let (mut channel, mut tap) = (0usize, 0usize);
         let mut p0 = 0;
         while p0 < call.k {
@@ -2299,42 +2268,37 @@ mod x86 {
 
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn avx2(call: &Call) {
+        // Up to 6 rows of `$v` vectors.
+        macro_rules! strip {
+            ($v:literal, $s:literal, $call:expr) => {
+                match $call.rows {
+                    1 => avx2_tile::<1, $v, $s>($call),
+                    2 => avx2_tile::<2, $v, $s>($call),
+                    3 => avx2_tile::<3, $v, $s>($call),
+                    4 => avx2_tile::<4, $v, $s>($call),
+                    5 => avx2_tile::<5, $v, $s>($call),
+                    _ => avx2_tile::<6, $v, $s>($call),
+                }
+            };
+        }
         // Two vectors by up to 6 rows, or one by up to 12 (`block_rows`).
         macro_rules! rows {
             (2, $s:literal) => {
-                match call.rows {
-                    1 => avx2_tile::<1, 2, $s>(call),
-                    2 => avx2_tile::<2, 2, $s>(call),
-                    3 => avx2_tile::<3, 2, $s>(call),
-                    4 => avx2_tile::<4, 2, $s>(call),
-                    5 => avx2_tile::<5, 2, $s>(call),
-                    _ => avx2_tile::<6, 2, $s>(call),
-                }
+                strip!(2, $s, call)
             };
             (1, $s:literal) => {
                 match call.rows {
-                    1 => avx2_tile::<1, 1, $s>(call),
-                    2 => avx2_tile::<2, 1, $s>(call),
-                    3 => avx2_tile::<3, 1, $s>(call),
-                    4 => avx2_tile::<4, 1, $s>(call),
-                    5 => avx2_tile::<5, 1, $s>(call),
-                    6 => avx2_tile::<6, 1, $s>(call),
+                    1..=6 => strip!(1, $s, call),
+                    // A remainder of 7-11 rows as a strip of 6 and the rest (a kernel for
+                    // each count cost 226 KB of code, which a run's first pages touch).
                     7..=11 => {
-                        // A remainder of 7-11 rows as a strip of 6 and the rest (a kernel
-                        // for each count cost 226 KB of code, which a run's first pages touch).
-                        avx2_tile::<6, 1, $s>(&Call { rows: MR, ..*call });
+                        strip!(1, $s, &Call { rows: MR, ..*call });
                         let rest = Call {
                             row: call.row + MR,
                             rows: call.rows - MR,
                             ..*call
                         };
-                        match rest.rows {
-                            1 => avx2_tile::<1, 1, $s>(&rest),
-                            2 => avx2_tile::<2, 1, $s>(&rest),
-                            3 => avx2_tile::<3, 1, $s>(&rest),
-                            4 => avx2_tile::<4, 1, $s>(&rest),
-                            _ => avx2_tile::<5, 1, $s>(&rest),
-                        }
+                        strip!(1, $s, &rest)
                     }
                     _ => avx2_tile::<12, 1, $s>(call),
                 }

@@ -1153,14 +1153,15 @@ impl Padded {
         let tiles = out.div_ceil(lanes);
         // The last tile's lanes may reach `lanes` values past the copy.
         let values = channel.checked_mul(conv.channels)?.checked_add(lanes)?;
-        (values <= PADDED_MAX && tiles <= PADDED_MAX_TILES).then_some(Padded {
-            width,
-            channel,
-            tiles,
-            tile_len: out.div_ceil(tiles),
-            lanes,
-            odd: (0..row.kernel).any(|q| (q * row.dilation) % 2 == 1),
-        })
+        (values <= PADDED_MAX && tiles <= PADDED_MAX_TILES && width <= 8 * FILL_MAX_VECTORS)
+            .then_some(Padded {
+                width,
+                channel,
+                tiles,
+                tile_len: out.div_ceil(tiles),
+                lanes,
+                odd: (0..row.kernel).any(|q| (q * row.dilation) % 2 == 1),
+            })
     }
 
     /// Runs `conv` (as [`run_direct`]): the output rows of every batch index split evenly
@@ -1297,46 +1298,15 @@ impl Padded {
         }
     }
 
-    /// Writes the copy for output row `y` of the input at `x` into `copy`.
+    /// Writes the copy for output row `y` of the input at `x` into `copy` (`x86::fill_padded`).
     unsafe fn fill(&self, conv: &DirectConv, x: *const f32, y: usize, copy: *mut f32) {
-        let [outer, row] = conv.axes else {
-            return;
-        };
         #[cfg(target_arch = "x86_64")]
-        if matches!(isa(), Isa::Avx2 | Isa::Avx512) && self.width <= 8 * FILL_MAX_VECTORS {
-            return x86::fill_padded(self, outer, row, conv, x, y, copy);
+        if let [outer, row] = conv.axes {
+            x86::fill_padded(self, outer, row, conv, x, y, copy);
         }
-        let width = self.width;
-        // The copy's elements `j` of phase `p` inside the row: `0 <= 2 j + p - pad < size`.
-        let inside = |p: i64| {
-            let lo = (row.pad - p + 1).div_euclid(2).clamp(0, width as i64) as usize;
-            let hi = (row.size - 1 + row.pad - p)
-                .div_euclid(2)
-                .saturating_add(1)
-                .clamp(lo as i64, width as i64) as usize;
-            (lo, hi)
-        };
-        let phases = [inside(0), inside(1)];
-        for c in 0..conv.channels {
-            let xc = x.wrapping_offset(c as isize * conv.channel_stride);
-            for r in 0..outer.kernel as usize {
-                let iy = y as i64 * outer.step - outer.pad + r as i64 * outer.dilation;
-                let line = copy.add(c * self.channel + 2 * r * width);
-                if !(0..outer.size).contains(&iy) {
-                    std::ptr::write_bytes(line, 0, 2 * width);
-                    continue;
-                }
-                let src = xc.wrapping_offset((iy * outer.stride) as isize);
-                for (p, &(lo, hi)) in phases.iter().enumerate().take(1 + usize::from(self.odd)) {
-                    let dst = line.add(p * width);
-                    std::ptr::write_bytes(dst, 0, lo);
-                    // Input column `2 j + p - pad` for `j` in `lo..hi`.
-                    let from = src.wrapping_offset(2 * lo as isize + p as isize - row.pad as isize);
-                    every_other(dst.add(lo), from, hi - lo);
-                    std::ptr::write_bytes(dst.add(hi), 0, width - hi);
-                }
-            }
-        }
+        // `direct_conv_runs` is false on other instruction sets.
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (conv, x, y, copy);
     }
 }
 
@@ -1358,18 +1328,8 @@ fn with_stack_buffer(n: usize, f: &mut dyn FnMut(*mut f32)) {
 }
 
 /// Vectors of 8 values per phase of a [`Padded`] copy's row that `x86::fill_padded` takes
-/// at most (their load masks are a table on the stack); wider rows copy element by element.
+/// at most (their load masks are a table on the stack): wider rows do not run as `Padded`.
 const FILL_MAX_VECTORS: usize = 32;
-
-/// `dst[j] = src[2 j]` for `j < n`.
-///
-/// # Safety
-/// `dst` is valid for `n` writes, `src` for reads of `2 n - 1` elements.
-unsafe fn every_other(dst: *mut f32, src: *const f32, n: usize) {
-    for j in 0..n {
-        *dst.add(j) = *src.add(2 * j);
-    }
-}
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {

@@ -1406,15 +1406,19 @@ mod x86 {
             };
             let run = call.ops.a_packed.add(start * mpad + call.row * kc);
             let a_next = MR * kc;
+            // The channels whose value of `K` for tap `t` (`c * taps + t`) lies in the
+            // stretch: from `c0`, or `c0 + 1` for the taps before `r0`, to `c1` or `c1 + 1`
+            // (two divisions a stretch, not two a tap: a 32-channel 3x3 layer's taps each
+            // walk 28 or 29 channels in the first run of 256 values, 3 or 4 in the second).
+            let (c0, r0) = (p0 / n_taps, p0 % n_taps);
+            let (c1, r1) = (p1 / n_taps, p1 % n_taps);
             for t in 0..n_taps {
                 let mask = *call.taps.masks.add(t);
                 if mask == 0 {
                     continue;
                 }
-                // The channels whose value of `K` for tap `t` (`c * taps + t`) lies in the
-                // stretch.
-                let first = p0.saturating_sub(t).div_ceil(n_taps);
-                let end = p1.saturating_sub(t).div_ceil(n_taps);
+                let first = c0 + usize::from(t < r0);
+                let end = c1 + usize::from(t < r1);
                 if first >= end {
                     continue;
                 }

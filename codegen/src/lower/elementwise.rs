@@ -858,21 +858,26 @@ fn softplus(b: &mut Insts, x: InstId) -> InstId {
 /// Gelu as the ONNX function body defines it.
 fn gelu(b: &mut Insts, x: InstId, approximate: &str) -> Result<InstId, LowerError> {
     let t = b.ty(x);
-    let half = b.constant(t, 0.5);
     let one = b.constant(t, 1.0);
     let phi = match approximate {
         "tanh" => {
-            // 1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))
-            // sqrt(2 / pi), from the f32 constant the function body writes.
-            let k = b.constant(t, f64::from(std::f32::consts::FRAC_2_PI).sqrt());
+            // x / 2 * (1 + tanh(u)) with u = sqrt(2 / pi) * (x + 0.044715 * x^3) is x *
+            // sigmoid(2 u) = x / (1 + e^(-2 u)): one `exp` and a division where `tanh` takes
+            // an `exp`, a division and a polynomial for small arguments (GELU was 2.3x
+            // onnxruntime's FastGelu in the zoo gpt). No cancellation in `1 + tanh(u)` near
+            // u = -9 either; `e^(-2 u)` overflows to +inf for large negative `x`, giving -0,
+            // and NaN stays NaN (-inf gives NaN, as the function body's form does).
+            // sqrt(2 / pi) (from the f32 constant the function body writes), times -2.
+            let k = b.constant(t, -2.0 * f64::from(std::f32::consts::FRAC_2_PI).sqrt());
             let c0 = b.constant(t, f64::from(0.044_715_f32));
             let x2 = b.binary(BinaryOp::Mul, x, x);
             let x3 = b.binary(BinaryOp::Mul, x2, x);
             let cx3 = b.binary(BinaryOp::Mul, c0, x3);
             let inner = b.binary(BinaryOp::Add, x, cx3);
             let arg = b.binary(BinaryOp::Mul, k, inner);
-            let th = b.unary(UnaryOp::Tanh, arg);
-            b.binary(BinaryOp::Add, one, th)
+            let e = b.unary(UnaryOp::Exp, arg);
+            let d = b.binary(BinaryOp::Add, one, e);
+            return Ok(b.binary(BinaryOp::Div, x, d));
         }
         "none" => {
             // 1 + erf(x / sqrt(2))
@@ -883,6 +888,7 @@ fn gelu(b: &mut Insts, x: InstId, approximate: &str) -> Result<InstId, LowerErro
         }
         other => return Err(unsupported(format!("Gelu approximate `{other}`"))),
     };
+    let half = b.constant(t, 0.5);
     let hx = b.binary(BinaryOp::Mul, half, x);
     Ok(b.binary(BinaryOp::Mul, hx, phi))
 }

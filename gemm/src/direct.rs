@@ -1513,7 +1513,7 @@ mod x86 {
         let mut masks = [[_mm256_setzero_si256(); 2]; 2 * FILL_MAX_VECTORS];
         for p in 0..phases {
             for v in 0..vectors {
-                for half in 0..2 {
+                for (half, mask) in masks[p * FILL_MAX_VECTORS + v].iter_mut().enumerate() {
                     let mut bits = 0u64;
                     for i in 0..8 {
                         let lane = 8 * half + i;
@@ -1522,7 +1522,7 @@ mod x86 {
                             bits |= 1 << i;
                         }
                     }
-                    masks[p * FILL_MAX_VECTORS + v][half] = lanes8(bits);
+                    *mask = lanes8(bits);
                 }
             }
         }

@@ -63,6 +63,7 @@ mod scalar;
 mod simd;
 #[cfg(feature = "cpu")]
 mod softmax;
+mod transpose;
 #[cfg(feature = "cpu")]
 mod vmath;
 #[cfg(feature = "cpu")]

@@ -17,6 +17,7 @@ use super::fuse::{self, Fusion, Role};
 use super::pool::WorkerPool;
 use super::regions::RegionPtrs;
 use super::softmax::{self, Softmax};
+use super::transpose::{self, Transpose};
 use super::window::{self, Window};
 use super::{contract, func, helpers, loops, nbits};
 use crate::kernel::{Contract, Kernel, KernelBody, NBitsMatMul, Scalar};
@@ -55,6 +56,8 @@ enum Compiled {
     Window(Box<Window>),
     /// A softmax over rows in native code (`softmax.rs`).
     Softmax(Box<Softmax>),
+    /// A transpose in native code (`transpose.rs`).
+    Transpose(Box<Transpose>),
 }
 
 /// The JIT module that owns the machine code; kept only to free it on drop.
@@ -161,6 +164,12 @@ impl CpuProgram {
                         .flatten()
                     {
                         pending.push(Err(Compiled::Softmax(Box::new(s))));
+                        vectorized.push(0);
+                    } else if let Some(t) = transpose::available()
+                        .then(|| transpose::recognize(lk))
+                        .flatten()
+                    {
+                        pending.push(Err(Compiled::Transpose(Box::new(t))));
                         vectorized.push(0);
                     } else {
                         let name = format!("memc_kernel_{index}");
@@ -288,6 +297,12 @@ impl CpuProgram {
         matches!(self.kernels.get(index), Some(Compiled::Softmax(_)))
     }
 
+    /// Whether kernel `index` runs as a native transpose (`transpose.rs`) rather than as
+    /// compiled loop code.
+    pub fn is_transpose(&self, index: usize) -> bool {
+        matches!(self.kernels.get(index), Some(Compiled::Transpose(_)))
+    }
+
     /// Runs kernel `index` of a program without persistent state over its whole index space,
     /// splitting rows over `pool`. Kernels run in order: one that [`CpuProgram::is_fused`]
     /// into the one before it does nothing.
@@ -329,6 +344,8 @@ impl CpuProgram {
             Compiled::Window(w) => unsafe { window::run_window(w, regions, pool) },
             // SAFETY: the caller's contract; `softmax::available` held when it compiled.
             Compiled::Softmax(s) => unsafe { softmax::run_softmax(s, regions, pool) },
+            // SAFETY: the caller's contract; `transpose::available` held when it compiled.
+            Compiled::Transpose(t) => unsafe { transpose::run_transpose(t, regions, pool) },
             Compiled::Loop {
                 func,
                 rows,

@@ -94,8 +94,10 @@ fn main() {
         "memc/gemm",
         "scratch KiB"
     );
-    let sizes: [(&str, usize, usize, usize); 5] = [
+    let sizes: [(&str, usize, usize, usize); 7] = [
         ("256x768x768", 256, 768, 768),
+        ("128x1024x256 (FFN out)", 128, 1024, 256),
+        ("128x256x1024 (FFN in)", 128, 256, 1024),
         ("1x2048x2048 (GEMV)", 1, 2048, 2048),
         ("16x2048x2048", 16, 2048, 2048),
         ("4096x64x64", 4096, 64, 64),

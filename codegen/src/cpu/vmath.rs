@@ -9,7 +9,9 @@
 //! IEEE operations in the same order: multiplies, adds, one division in `tanh` and fused
 //! multiply-adds (`fma`: one instruction where the host has FMA, Cranelift's call to `fmaf`
 //! per lane where it does not), so a result depends neither on the host's instruction set nor
-//! on which form computed it. The polynomials are evaluated by fused steps.
+//! on which form computed it (the AVX2 `exp` skips the clamps and the split scale for vectors
+//! where they change no bit: every lane in [-87, 88], or below -104). The polynomials are
+//! evaluated by fused steps.
 //!
 //! Guarantees (checked against f64 references over dense grids, see the `cpu_elementwise` tests):
 //! - `exp`: within 1 ulp of the correctly rounded result, subnormal results included;
@@ -484,7 +486,7 @@ pub(crate) mod native {
 
     #[cfg(target_arch = "x86_64")]
     mod x86 {
-        use super::super::{erf_lanes, exp_lanes, tanh_lanes, Lanes};
+        use super::super::{erf_lanes, exp_core, exp_lanes, tanh_lanes, Lanes};
         use std::arch::x86_64::*;
 
         /// [`Lanes`] of one AVX-512F vector (16 lanes). Its methods are only called from
@@ -713,6 +715,9 @@ pub(crate) mod native {
         /// Defines the AVX-512F and the AVX2+FMA helper computing `$lanes` over 16 floats.
         macro_rules! x86_helpers {
             ($avx512:ident, $avx2:ident, $lanes:ident) => {
+                x86_helpers!($avx512, $avx2, $lanes, $lanes);
+            };
+            ($avx512:ident, $avx2:ident, $lanes:ident, $lanes_avx2:ident) => {
                 /// # Safety
                 /// `lanes` points to 16 writable, initialized f32 values, 16-byte aligned;
                 /// the host has AVX-512F.
@@ -733,13 +738,38 @@ pub(crate) mod native {
                         // SAFETY: the caller passes 16 floats.
                         let at = unsafe { lanes.add(half) };
                         let x = unsafe { load_x4_256(at) };
-                        let y = $lanes(&mut Avx2, x);
+                        let y = $lanes_avx2(&mut Avx2, x);
                         unsafe { store_x4_256(at, y) };
                     }
                 }
             };
         }
-        x86_helpers!(exp_avx512, exp_avx2, exp_lanes);
+        /// [`exp_lanes`] on 8 lanes, in one step of scaling (`exp_core`'s `split_scale`
+        /// false) when every lane is in [-87, 88], where that gives the same bits: the clamps
+        /// change nothing there, and `y 2^n1 2^n2` (the first product exact, both factors
+        /// normal) rounds as `y 2^n` does; and +0 when every lane is below -104, as there.
+        /// The split scale and the clamps were a quarter of the polynomial's instructions,
+        /// and softmax arguments (`x - max`) and GELU's rarely leave that range.
+        #[target_feature(enable = "avx2,fma")]
+        #[inline]
+        fn exp_avx2_lanes(_: &mut Avx2, x: __m256) -> __m256 {
+            let inside = _mm256_and_ps(
+                _mm256_cmp_ps::<_CMP_GE_OQ>(x, _mm256_set1_ps(-87.0)),
+                _mm256_cmp_ps::<_CMP_LE_OQ>(x, _mm256_set1_ps(88.0)),
+            );
+            if _mm256_movemask_ps(inside) == 0xff {
+                exp_core(&mut Avx2, x, false)
+            } else if _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(x, _mm256_set1_ps(-104.0)))
+                == 0xff
+            {
+                // Every lane rounds to +0 (`exp_core`'s vanishing scale): a causal mask's
+                // scores.
+                _mm256_setzero_ps()
+            } else {
+                exp_lanes(&mut Avx2, x)
+            }
+        }
+        x86_helpers!(exp_avx512, exp_avx2, exp_lanes, exp_avx2_lanes);
 
         /// `e^x` of 16 lanes, the same bits as the 16-lane helper (for native kernels:
         /// `softmax.rs`).
@@ -753,7 +783,7 @@ pub(crate) mod native {
         #[target_feature(enable = "avx2,fma")]
         #[inline]
         pub(crate) fn exp8(x: __m256) -> __m256 {
-            exp_lanes(&mut Avx2, x)
+            exp_avx2_lanes(&mut Avx2, x)
         }
         x86_helpers!(tanh_avx512, tanh_avx2, tanh_lanes);
         x86_helpers!(erf_avx512, erf_avx2, erf_lanes);

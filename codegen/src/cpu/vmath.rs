@@ -214,7 +214,20 @@ pub(crate) fn tanh_lanes<L: Lanes>(l: &mut L, x: L::F) -> L::F {
 #[inline(always)]
 pub(crate) fn erf_lanes<L: Lanes>(l: &mut L, x: L::F) -> L::F {
     let z = l.abs(x);
-    // Large arguments.
+    let large = erf_large(l, z);
+    let small = erf_small(l, z);
+    let bound = l.f(ERF_SPLIT);
+    let is_large = l.lt(bound, z);
+    let r = l.select(is_large, large, small);
+    copysign(l, r, x)
+}
+
+/// Where [`erf_lanes`] turns from its small form to its large one (`|x|` above it is large).
+const ERF_SPLIT: f32 = 0.927_734_375;
+
+/// [`erf_lanes`]'s value for `z = |x|` above [`ERF_SPLIT`], before the sign.
+#[inline(always)]
+fn erf_large<L: Lanes>(l: &mut L, z: L::F) -> L::F {
     let four = l.f(4.0);
     let zb = at_most(l, z, four);
     let sb = l.mul(zb, zb);
@@ -230,8 +243,12 @@ pub(crate) fn erf_lanes<L: Lanes>(l: &mut L, x: L::F) -> L::F {
     let one = l.f(1.0);
     // q is in [-16.7, -0.8] for zb in [0, 4] (NaN stays NaN).
     let e = exp_core(l, q, false);
-    let large = l.sub(one, e);
-    // Small arguments.
+    l.sub(one, e)
+}
+
+/// [`erf_lanes`]'s value for `z = |x|` up to [`ERF_SPLIT`], before the sign.
+#[inline(always)]
+fn erf_small<L: Lanes>(l: &mut L, z: L::F) -> L::F {
     let s = l.mul(z, z);
     let p = horner(
         l,
@@ -245,11 +262,7 @@ pub(crate) fn erf_lanes<L: Lanes>(l: &mut L, x: L::F) -> L::F {
             1.283_791_7e-1,
         ],
     );
-    let small = l.fma(p, z, z);
-    let bound = l.f(0.927_734_375);
-    let is_large = l.lt(bound, z);
-    let r = l.select(is_large, large, small);
-    copysign(l, r, x)
+    l.fma(p, z, z)
 }
 
 /// [`Lanes`] as Cranelift instructions of `F32` or `F32X4` (and `I32` or `I32X4`).
@@ -486,7 +499,10 @@ pub(crate) mod native {
 
     #[cfg(target_arch = "x86_64")]
     mod x86 {
-        use super::super::{erf_lanes, exp_core, exp_lanes, tanh_lanes, Lanes};
+        use super::super::{
+            copysign, erf_lanes, erf_large, erf_small, exp_core, exp_lanes, tanh_lanes, Lanes,
+            ERF_SPLIT,
+        };
         use std::arch::x86_64::*;
 
         /// [`Lanes`] of one AVX-512F vector (16 lanes). Its methods are only called from
@@ -786,7 +802,26 @@ pub(crate) mod native {
             exp_avx2_lanes(&mut Avx2, x)
         }
         x86_helpers!(tanh_avx512, tanh_avx2, tanh_lanes);
-        x86_helpers!(erf_avx512, erf_avx2, erf_lanes);
+        /// [`erf_lanes`] on 8 lanes, only the form each lane takes when they all take the
+        /// same one (the same bits: `erf_lanes` selects it lane by lane). GELU's arguments
+        /// mostly mix both forms; a vector of small ones skips the exponential.
+        #[target_feature(enable = "avx2,fma")]
+        #[inline]
+        fn erf_avx2_lanes(l: &mut Avx2, x: __m256) -> __m256 {
+            let z = l.abs(x);
+            let bound = _mm256_set1_ps(ERF_SPLIT);
+            let large = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(bound, z));
+            let small = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_GE_OQ>(bound, z));
+            let r = if small == 0xff {
+                erf_small(l, z)
+            } else if large == 0xff {
+                erf_large(l, z)
+            } else {
+                return erf_lanes(l, x);
+            };
+            copysign(l, r, x)
+        }
+        x86_helpers!(erf_avx512, erf_avx2, erf_lanes, erf_avx2_lanes);
     }
 
     #[cfg(target_arch = "x86_64")]

@@ -9,9 +9,10 @@
 //! IEEE operations in the same order: multiplies, adds, one division in `tanh` and fused
 //! multiply-adds (`fma`: one instruction where the host has FMA, Cranelift's call to `fmaf`
 //! per lane where it does not), so a result depends neither on the host's instruction set nor
-//! on which form computed it (the AVX2 `exp` skips the clamps and the split scale for vectors
-//! where they change no bit: every lane in [-87, 88], or below -104). The polynomials are
-//! evaluated by fused steps.
+//! on which form computed it (the AVX2 forms skip work for vectors where it changes no bit:
+//! `exp` the clamps and the split scale when every lane is in [-87, 88], everything when every
+//! lane is below -104; `tanh` and `erf` the form no lane of the vector takes). The polynomials
+//! are evaluated by fused steps.
 //!
 //! Guarantees (checked against f64 references over dense grids, see the `cpu_elementwise` tests):
 //! - `exp`: within 1 ulp of the correctly rounded result, subnormal results included;
@@ -177,6 +178,20 @@ fn exp_core<L: Lanes>(l: &mut L, xc: L::F, split_scale: bool) -> L::F {
 #[inline(always)]
 pub(crate) fn tanh_lanes<L: Lanes>(l: &mut L, x: L::F) -> L::F {
     let z = l.abs(x);
+    let large = tanh_large(l, z);
+    let small = tanh_small(l, z);
+    let bound = l.f(TANH_SPLIT);
+    let is_large = l.lt(bound, z);
+    let r = l.select(is_large, large, small);
+    copysign(l, r, x)
+}
+
+/// Where [`tanh_lanes`] turns from its small form to its large one (`|x|` above it is large).
+const TANH_SPLIT: f32 = 0.625;
+
+/// [`tanh_lanes`]'s value for `z = |x|` above [`TANH_SPLIT`], before the sign.
+#[inline(always)]
+fn tanh_large<L: Lanes>(l: &mut L, z: L::F) -> L::F {
     let two = l.f(2.0);
     let one = l.f(1.0);
     // tanh(z) rounds to 1 from z = 9 on; capping 2z at 20 keeps e^{2z} normal (NaN stays NaN).
@@ -186,7 +201,12 @@ pub(crate) fn tanh_lanes<L: Lanes>(l: &mut L, x: L::F) -> L::F {
     let e = exp_core(l, z2, false);
     let d = l.add(e, one);
     let q = l.div(two, d);
-    let large = l.sub(one, q);
+    l.sub(one, q)
+}
+
+/// [`tanh_lanes`]'s value for `z = |x|` up to [`TANH_SPLIT`], before the sign.
+#[inline(always)]
+fn tanh_small<L: Lanes>(l: &mut L, z: L::F) -> L::F {
     let s = l.mul(z, z);
     let p = horner(
         l,
@@ -200,11 +220,7 @@ pub(crate) fn tanh_lanes<L: Lanes>(l: &mut L, x: L::F) -> L::F {
         ],
     );
     let ps = l.mul(p, s);
-    let small = l.fma(ps, z, z);
-    let bound = l.f(0.625);
-    let is_large = l.lt(bound, z);
-    let r = l.select(is_large, large, small);
-    copysign(l, r, x)
+    l.fma(ps, z, z)
 }
 
 /// `erf(x)`: an odd polynomial below |x| = 0.927734375, else `1 - e^{q(|x|)}` with `|x|`
@@ -500,8 +516,8 @@ pub(crate) mod native {
     #[cfg(target_arch = "x86_64")]
     mod x86 {
         use super::super::{
-            copysign, erf_lanes, erf_large, erf_small, exp_core, exp_lanes, tanh_lanes, Lanes,
-            ERF_SPLIT,
+            copysign, erf_lanes, erf_large, erf_small, exp_core, exp_lanes, tanh_lanes, tanh_large,
+            tanh_small, Lanes, ERF_SPLIT, TANH_SPLIT,
         };
         use std::arch::x86_64::*;
 
@@ -801,7 +817,24 @@ pub(crate) mod native {
         pub(crate) fn exp8(x: __m256) -> __m256 {
             exp_avx2_lanes(&mut Avx2, x)
         }
-        x86_helpers!(tanh_avx512, tanh_avx2, tanh_lanes);
+        /// [`tanh_lanes`] on 8 lanes, as [`erf_avx2_lanes`] does.
+        #[target_feature(enable = "avx2,fma")]
+        #[inline]
+        fn tanh_avx2_lanes(l: &mut Avx2, x: __m256) -> __m256 {
+            let z = l.abs(x);
+            let bound = _mm256_set1_ps(TANH_SPLIT);
+            let large = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(bound, z));
+            let small = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_GE_OQ>(bound, z));
+            let r = if small == 0xff {
+                tanh_small(l, z)
+            } else if large == 0xff {
+                tanh_large(l, z)
+            } else {
+                return tanh_lanes(l, x);
+            };
+            copysign(l, r, x)
+        }
+        x86_helpers!(tanh_avx512, tanh_avx2, tanh_lanes, tanh_avx2_lanes);
         /// [`erf_lanes`] on 8 lanes, only the form each lane takes when they all take the
         /// same one (the same bits: `erf_lanes` selects it lane by lane). GELU's arguments
         /// mostly mix both forms; a vector of small ones skips the exponential.

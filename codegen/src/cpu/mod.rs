@@ -63,6 +63,7 @@ mod scalar;
 mod simd;
 #[cfg(feature = "cpu")]
 mod softmax;
+#[cfg(feature = "cpu")]
 mod transpose;
 #[cfg(feature = "cpu")]
 mod vmath;

@@ -679,6 +679,20 @@ pub struct LoopKernel {
 }
 
 impl LoopKernel {
+    /// The one load and its one store when the kernel is a single map stage that copies one
+    /// view into another (no arithmetic; the store neither scatters nor accumulates): the
+    /// loaded instruction and the store. The loaded view is the load's `view`.
+    pub fn plain_copy(&self) -> Option<(&Inst, &Store)> {
+        let [Stage::Map { insts, stores }] = self.stages.as_slice() else {
+            return None;
+        };
+        let ([load], [store]) = (insts.as_slice(), stores.as_slice()) else {
+            return None;
+        };
+        (matches!(load.kind, InstKind::Load { .. }) && store.value == 0 && !store.is_scatter())
+            .then_some((load, store))
+    }
+
     pub fn n_axes(&self) -> usize {
         self.outer.len() + self.inner.len()
     }

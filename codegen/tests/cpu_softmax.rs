@@ -174,30 +174,19 @@ fn a_shifted_overlapping_output_stays_loop_code() {
 /// going unused. The result agrees with the reference backend.
 #[test]
 fn lowered_onnx_softmax_runs_natively() {
-    use common::models::{assert_backends_agree, compile_module, run_cpu, run_reference};
-    use memc_codegen::cpu::CpuProgram;
+    use common::models::lowered_natives;
     for axis in [-1i64, 2] {
         let text = format!(
             "func.func @f(%x: tensor<2x5x37xf32>) -> tensor<2x5x37xf32> {{\n  %0 = \"onnx.Softmax\"(%x) {{axis = {axis}}} : (tensor<2x5x37xf32>) -> tensor<2x5x37xf32>\n  return %0 : tensor<2x5x37xf32>\n}}\n"
         );
-        let mut module = memc_ir::parse_module(&text).unwrap_or_else(|d| panic!("{d:?}"));
-        memc_ir::infer::infer_module(&mut module, &Default::default()).expect("shapes infer");
-        let compiled = compile_module(module).expect("it compiles");
-        let program = &compiled.program;
         let xs: Vec<f32> = (0..2 * 5 * 37)
             .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
             .collect();
         let inputs = vec![xs.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()];
-        let cpu = run_cpu(program, &[], &inputs);
-        let reference = run_reference(program, &[], &inputs);
-        assert_backends_agree(program, &cpu, &reference);
-        let kernels: Vec<_> = program.kernels().collect();
-        let cpu = CpuProgram::compile(&kernels).expect("the kernels compile");
-        let natives = (0..kernels.len()).filter(|&i| cpu.is_softmax(i)).count();
+        let (natives, kernels) = lowered_natives(&text, &inputs, |cpu, i| cpu.is_softmax(i));
         assert!(
             natives == 1 || !native(),
-            "axis {axis}: {natives} of {} kernels run as the native softmax",
-            kernels.len()
+            "axis {axis}: {natives} of {kernels} kernels run as the native softmax"
         );
     }
 }

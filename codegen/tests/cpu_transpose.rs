@@ -174,24 +174,13 @@ fn other_copies_stay_loop_code() {
 /// unused. The result agrees with the reference backend.
 #[test]
 fn lowered_onnx_transpose_runs_natively() {
-    use common::models::{assert_backends_agree, compile_module, run_cpu, run_reference};
-    use memc_codegen::cpu::CpuProgram;
+    use common::models::lowered_natives;
     let text = "func.func @f(%x: tensor<2x24x40xf32>) -> tensor<2x40x24xf32> {\n  %0 = \"onnx.Transpose\"(%x) {perm = [0, 2, 1]} : (tensor<2x24x40xf32>) -> tensor<2x40x24xf32>\n  return %0 : tensor<2x40x24xf32>\n}\n";
-    let mut module = memc_ir::parse_module(text).unwrap_or_else(|d| panic!("{d:?}"));
-    memc_ir::infer::infer_module(&mut module, &Default::default()).expect("shapes infer");
-    let compiled = compile_module(module).expect("it compiles");
-    let program = &compiled.program;
     let xs: Vec<f32> = (0..2 * 24 * 40).map(|i| i as f32 - 7.5).collect();
     let inputs = vec![xs.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()];
-    let cpu = run_cpu(program, &[], &inputs);
-    let reference = run_reference(program, &[], &inputs);
-    assert_backends_agree(program, &cpu, &reference);
-    let kernels: Vec<_> = program.kernels().collect();
-    let cpu = CpuProgram::compile(&kernels).expect("the kernels compile");
-    let natives = (0..kernels.len()).filter(|&i| cpu.is_transpose(i)).count();
+    let (natives, kernels) = lowered_natives(text, &inputs, |cpu, i| cpu.is_transpose(i));
     assert!(
         natives == 1 || !native(),
-        "{natives} of {} kernels run as the native transpose",
-        kernels.len()
+        "{natives} of {kernels} kernels run as the native transpose"
     );
 }

@@ -111,18 +111,10 @@ fn row_bias(c: &Contract, before: &Kernel) -> Option<Bias> {
     let KernelBody::Loop(lk) = &before.body else {
         return None;
     };
-    let [Stage::Map { insts, stores }] = lk.stages.as_slice() else {
-        return None;
-    };
-    let ([store], [inst]) = (stores.as_slice(), insts.as_slice()) else {
-        return None;
-    };
+    let (inst, store) = lk.plain_copy()?;
     let InstKind::Load { view: source } = inst.kind else {
         return None;
     };
-    if store.is_scatter() || store.value != 0 {
-        return None;
-    }
     let (out, source) = (
         lk.views.get(store.view as usize)?,
         lk.views.get(source as usize)?,

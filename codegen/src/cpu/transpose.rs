@@ -20,7 +20,7 @@
 
 use super::pool::WorkerPool;
 use super::regions::RegionPtrs;
-use crate::kernel::{InstKind, LoopKernel, Region, Scalar, Stage};
+use crate::kernel::{InstKind, LoopKernel, Region, Scalar};
 
 /// Elements below which a transpose runs on one thread.
 const PARALLEL_WORK: u64 = 64 * 1024;
@@ -63,18 +63,10 @@ pub(crate) fn recognize(k: &LoopKernel) -> Option<Transpose> {
     if !k.inner.is_empty() || n < 2 {
         return None;
     }
-    let [Stage::Map { insts, stores }] = k.stages.as_slice() else {
-        return None;
-    };
-    let ([load], [store]) = (insts.as_slice(), stores.as_slice()) else {
-        return None;
-    };
+    let (load, store) = k.plain_copy()?;
     let InstKind::Load { view: lv } = load.kind else {
         return None;
     };
-    if store.value != 0 || !store.indices.is_empty() || store.accumulate {
-        return None;
-    }
     let (x, y) = (k.views.get(lv as usize)?, k.views.get(store.view as usize)?);
     let word = |s: Scalar| matches!(s, Scalar::F32 | Scalar::I32 | Scalar::U32);
     let plain = |v: &crate::kernel::View| {

@@ -817,42 +817,46 @@ pub(crate) mod native {
         pub(crate) fn exp8(x: __m256) -> __m256 {
             exp_avx2_lanes(&mut Avx2, x)
         }
-        /// [`tanh_lanes`] on 8 lanes, as [`erf_avx2_lanes`] does.
-        #[target_feature(enable = "avx2,fma")]
-        #[inline]
-        fn tanh_avx2_lanes(l: &mut Avx2, x: __m256) -> __m256 {
+        /// An odd function computed in two forms split at `|x| = split` (`whole` selects
+        /// between them lane by lane), on 8 lanes: only the form every lane takes, with `x`'s
+        /// sign, when they all take the same one (the same bits as `whole`).
+        #[inline(always)]
+        unsafe fn one_form(
+            l: &mut Avx2,
+            x: __m256,
+            split: f32,
+            small: impl FnOnce(&mut Avx2, __m256) -> __m256,
+            large: impl FnOnce(&mut Avx2, __m256) -> __m256,
+            whole: impl FnOnce(&mut Avx2, __m256) -> __m256,
+        ) -> __m256 {
             let z = l.abs(x);
-            let bound = _mm256_set1_ps(TANH_SPLIT);
-            let large = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(bound, z));
-            let small = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_GE_OQ>(bound, z));
-            let r = if small == 0xff {
-                tanh_small(l, z)
-            } else if large == 0xff {
-                tanh_large(l, z)
+            let bound = _mm256_set1_ps(split);
+            let is_large = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(bound, z));
+            let is_small = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_GE_OQ>(bound, z));
+            let r = if is_small == 0xff {
+                small(l, z)
+            } else if is_large == 0xff {
+                large(l, z)
             } else {
-                return tanh_lanes(l, x);
+                return whole(l, x);
             };
             copysign(l, r, x)
         }
+        /// [`tanh_lanes`] on 8 lanes through [`one_form`].
+        #[target_feature(enable = "avx2,fma")]
+        #[inline]
+        fn tanh_avx2_lanes(l: &mut Avx2, x: __m256) -> __m256 {
+            // SAFETY: AVX2 (this function's features).
+            unsafe { one_form(l, x, TANH_SPLIT, tanh_small, tanh_large, tanh_lanes) }
+        }
         x86_helpers!(tanh_avx512, tanh_avx2, tanh_lanes, tanh_avx2_lanes);
-        /// [`erf_lanes`] on 8 lanes, only the form each lane takes when they all take the
-        /// same one (the same bits: `erf_lanes` selects it lane by lane). GELU's arguments
-        /// mostly mix both forms; a vector of small ones skips the exponential.
+        /// [`erf_lanes`] on 8 lanes through [`one_form`]: GELU's arguments mostly mix both
+        /// forms; a vector of small ones skips the exponential.
         #[target_feature(enable = "avx2,fma")]
         #[inline]
         fn erf_avx2_lanes(l: &mut Avx2, x: __m256) -> __m256 {
-            let z = l.abs(x);
-            let bound = _mm256_set1_ps(ERF_SPLIT);
-            let large = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(bound, z));
-            let small = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_GE_OQ>(bound, z));
-            let r = if small == 0xff {
-                erf_small(l, z)
-            } else if large == 0xff {
-                erf_large(l, z)
-            } else {
-                return erf_lanes(l, x);
-            };
-            copysign(l, r, x)
+            // SAFETY: AVX2 (this function's features).
+            unsafe { one_form(l, x, ERF_SPLIT, erf_small, erf_large, erf_lanes) }
         }
         x86_helpers!(erf_avx512, erf_avx2, erf_lanes, erf_avx2_lanes);
     }

@@ -255,6 +255,28 @@ pub fn assert_backends_agree(program: &Program, cpu: &[Vec<u8>], reference: &[Ve
     }
 }
 
+/// Parses and shape-infers `text` (one function of textual IR), compiles it, runs it on
+/// `inputs` through the CPU backend and the reference backend (asserting they agree), and
+/// returns how many of its kernels `native` says the CPU backend takes natively, and of how
+/// many.
+pub fn lowered_natives(
+    text: &str,
+    inputs: &[Vec<u8>],
+    native: impl Fn(&CpuProgram, usize) -> bool,
+) -> (usize, usize) {
+    let mut module = memc_ir::parse_module(text).unwrap_or_else(|d| panic!("{d:?}"));
+    memc_ir::infer::infer_module(&mut module, &Default::default()).expect("shapes infer");
+    let compiled = compile_module(module).expect("it compiles");
+    let program = &compiled.program;
+    let cpu = run_cpu(program, &[], inputs);
+    let reference = run_reference(program, &[], inputs);
+    assert_backends_agree(program, &cpu, &reference);
+    let kernels: Vec<_> = program.kernels().collect();
+    let cpu = CpuProgram::compile(&kernels).expect("the kernels compile");
+    let natives = (0..kernels.len()).filter(|&i| native(&cpu, i)).count();
+    (natives, kernels.len())
+}
+
 /// Runs `program` through the CPU backend and the reference backend, asserts that they agree
 /// ([`assert_backends_agree`]) and returns the CPU backend's outputs.
 pub fn run_both(program: &Program, weights: &[u8], inputs: &[Vec<u8>]) -> Vec<Vec<u8>> {

@@ -177,10 +177,23 @@ fn exp_core<L: Lanes>(l: &mut L, xc: L::F, split_scale: bool) -> L::F {
 /// `1 - 2 / (e^{2|x|} + 1)`; the sign is copied from `x`.
 #[inline(always)]
 pub(crate) fn tanh_lanes<L: Lanes>(l: &mut L, x: L::F) -> L::F {
+    odd_split(l, x, TANH_SPLIT, tanh_small, tanh_large)
+}
+
+/// An odd function from two forms of `z = |x|`, `large` above `split` and `small` up to it
+/// (NaN takes `small`), chosen lane by lane, with `x`'s sign.
+#[inline(always)]
+fn odd_split<L: Lanes>(
+    l: &mut L,
+    x: L::F,
+    split: f32,
+    small: impl FnOnce(&mut L, L::F) -> L::F,
+    large: impl FnOnce(&mut L, L::F) -> L::F,
+) -> L::F {
     let z = l.abs(x);
-    let large = tanh_large(l, z);
-    let small = tanh_small(l, z);
-    let bound = l.f(TANH_SPLIT);
+    let large = large(l, z);
+    let small = small(l, z);
+    let bound = l.f(split);
     let is_large = l.lt(bound, z);
     let r = l.select(is_large, large, small);
     copysign(l, r, x)
@@ -229,13 +242,7 @@ fn tanh_small<L: Lanes>(l: &mut L, z: L::F) -> L::F {
 /// he wrote it).
 #[inline(always)]
 pub(crate) fn erf_lanes<L: Lanes>(l: &mut L, x: L::F) -> L::F {
-    let z = l.abs(x);
-    let large = erf_large(l, z);
-    let small = erf_small(l, z);
-    let bound = l.f(ERF_SPLIT);
-    let is_large = l.lt(bound, z);
-    let r = l.select(is_large, large, small);
-    copysign(l, r, x)
+    odd_split(l, x, ERF_SPLIT, erf_small, erf_large)
 }
 
 /// Where [`erf_lanes`] turns from its small form to its large one (`|x|` above it is large).

@@ -1301,9 +1301,7 @@ impl Padded {
     /// Writes the copy for output row `y` of the input at `x` into `copy` (`x86::fill_padded`).
     unsafe fn fill(&self, conv: &DirectConv, x: *const f32, y: usize, copy: *mut f32) {
         #[cfg(target_arch = "x86_64")]
-        if let [outer, row] = conv.axes {
-            x86::fill_padded(self, outer, row, conv, x, y, copy);
-        }
+        x86::fill_padded(self, conv, x, y, copy);
         // `direct_conv_runs` is false on other instruction sets.
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (conv, x, y, copy);
@@ -1497,14 +1495,15 @@ mod x86 {
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn fill_padded(
         padded: &super::Padded,
-        outer: &super::DirectAxis,
-        row: &super::DirectAxis,
         conv: &DirectConv,
         x: *const f32,
         y: usize,
         copy: *mut f32,
     ) {
         use super::FILL_MAX_VECTORS;
+        let [outer, row] = conv.axes else {
+            return;
+        };
         let width = padded.width;
         let vectors = width.div_ceil(8);
         let phases = 1 + usize::from(padded.odd);

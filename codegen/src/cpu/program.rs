@@ -20,7 +20,7 @@ use super::softmax::{self, Softmax};
 use super::transpose::{self, Transpose};
 use super::window::{self, Window};
 use super::{contract, func, helpers, loops, nbits};
-use crate::kernel::{Contract, Kernel, KernelBody, NBitsMatMul, Scalar};
+use crate::kernel::{Contract, Kernel, KernelBody, LoopKernel, NBitsMatMul, Scalar};
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::FunctionBuilderContext;
@@ -58,6 +58,24 @@ enum Compiled {
     Softmax(Box<Softmax>),
     /// A transpose in native code (`transpose.rs`).
     Transpose(Box<Transpose>),
+}
+
+/// A loop kernel as native code where the CPU allows and the kernel has a form one of the
+/// native kernels takes: a window maximum (a max pool), a softmax, a transpose.
+fn native(lk: &LoopKernel) -> Option<Compiled> {
+    if let Some(w) = window::available().then(|| window::recognize(lk)).flatten() {
+        return Some(Compiled::Window(Box::new(w)));
+    }
+    if let Some(s) = softmax::available()
+        .then(|| softmax::recognize(lk))
+        .flatten()
+    {
+        return Some(Compiled::Softmax(Box::new(s)));
+    }
+    transpose::available()
+        .then(|| transpose::recognize(lk))
+        .flatten()
+        .map(|t| Compiled::Transpose(Box::new(t)))
 }
 
 /// The JIT module that owns the machine code; kept only to free it on drop.
@@ -154,22 +172,8 @@ impl CpuProgram {
             };
             match &kernel.body {
                 KernelBody::Loop(lk) => {
-                    // A window maximum (a max pool) and a softmax run natively where the CPU
-                    // allows.
-                    if let Some(w) = window::available().then(|| window::recognize(lk)).flatten() {
-                        pending.push(Err(Compiled::Window(Box::new(w))));
-                        vectorized.push(0);
-                    } else if let Some(s) = softmax::available()
-                        .then(|| softmax::recognize(lk))
-                        .flatten()
-                    {
-                        pending.push(Err(Compiled::Softmax(Box::new(s))));
-                        vectorized.push(0);
-                    } else if let Some(t) = transpose::available()
-                        .then(|| transpose::recognize(lk))
-                        .flatten()
-                    {
-                        pending.push(Err(Compiled::Transpose(Box::new(t))));
+                    if let Some(compiled) = native(lk) {
+                        pending.push(Err(compiled));
                         vectorized.push(0);
                     } else {
                         let name = format!("memc_kernel_{index}");

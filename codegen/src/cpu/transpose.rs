@@ -186,15 +186,15 @@ unsafe fn rows_of(t: &Transpose, x: *const u32, y: *mut u32, rows: usize) {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(super) mod x86 {
     use std::arch::x86_64::*;
 
-    /// One 8 x 8 block: `x[j * in_b + i]` to `y[i * out_a + j]`.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn block(x: *const u32, in_b: isize, y: *mut u32, out_a: isize) {
-        let r: [__m256; 8] =
-            std::array::from_fn(|j| _mm256_loadu_ps(x.wrapping_offset(j as isize * in_b).cast()));
-        // Pairs of rows interleaved, then pairs of pairs: lane halves hold columns i and i + 4.
+    /// The 8 x 8 block whose rows are `r` (8 lanes each), transposed: row `i` of the result
+    /// holds lane `i` of every row of `r`. Pairs of rows interleaved, then pairs of pairs (lane
+    /// halves holding columns `i` and `i + 4`), then the halves exchanged. Inlined into callers
+    /// compiled with AVX2 (the native transposes here, `nbits.rs`'s strip packing).
+    #[inline(always)]
+    pub(in crate::cpu) unsafe fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
         let t: [__m256; 8] = std::array::from_fn(|j| {
             let (p, q) = (r[j & !1], r[j | 1]);
             if j % 2 == 0 {
@@ -213,10 +213,22 @@ mod x86 {
                 _mm256_shuffle_ps::<0xEE>(lo, hi)
             }
         });
-        for i in 0..4 {
-            let row = |c: usize| y.wrapping_offset(c as isize * out_a).cast::<f32>();
-            _mm256_storeu_ps(row(i), _mm256_permute2f128_ps::<0x20>(u[i], u[4 + i]));
-            _mm256_storeu_ps(row(i + 4), _mm256_permute2f128_ps::<0x31>(u[i], u[4 + i]));
+        std::array::from_fn(|i| {
+            if i < 4 {
+                _mm256_permute2f128_ps::<0x20>(u[i], u[4 + i])
+            } else {
+                _mm256_permute2f128_ps::<0x31>(u[i - 4], u[i])
+            }
+        })
+    }
+
+    /// One 8 x 8 block: `x[j * in_b + i]` to `y[i * out_a + j]`.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn block(x: *const u32, in_b: isize, y: *mut u32, out_a: isize) {
+        let r: [__m256; 8] =
+            std::array::from_fn(|j| _mm256_loadu_ps(x.wrapping_offset(j as isize * in_b).cast()));
+        for (i, row) in transpose8(r).into_iter().enumerate() {
+            _mm256_storeu_ps(y.wrapping_offset(i as isize * out_a).cast(), row);
         }
     }
 }

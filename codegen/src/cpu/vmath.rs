@@ -523,8 +523,8 @@ pub(crate) mod native {
     #[cfg(target_arch = "x86_64")]
     mod x86 {
         use super::super::{
-            copysign, erf_lanes, erf_large, erf_small, exp_core, exp_lanes, tanh_lanes, tanh_large,
-            tanh_small, Lanes, ERF_SPLIT, TANH_SPLIT,
+            copysign, erf_lanes, erf_large, erf_small, exp_core, exp_lanes, odd_split, tanh_lanes,
+            tanh_large, tanh_small, Lanes, ERF_SPLIT, TANH_SPLIT,
         };
         use std::arch::x86_64::*;
 
@@ -824,17 +824,15 @@ pub(crate) mod native {
         pub(crate) fn exp8(x: __m256) -> __m256 {
             exp_avx2_lanes(&mut Avx2, x)
         }
-        /// An odd function computed in two forms split at `|x| = split` (`whole` selects
-        /// between them lane by lane), on 8 lanes: only the form every lane takes, with `x`'s
-        /// sign, when they all take the same one (the same bits as `whole`).
+        /// [`odd_split`] on 8 lanes: only the form every lane takes, with `x`'s sign, when
+        /// they all take the same one (the same bits as choosing lane by lane).
         #[inline(always)]
         unsafe fn one_form(
             l: &mut Avx2,
             x: __m256,
             split: f32,
-            small: impl FnOnce(&mut Avx2, __m256) -> __m256,
-            large: impl FnOnce(&mut Avx2, __m256) -> __m256,
-            whole: impl FnOnce(&mut Avx2, __m256) -> __m256,
+            small: impl Fn(&mut Avx2, __m256) -> __m256,
+            large: impl Fn(&mut Avx2, __m256) -> __m256,
         ) -> __m256 {
             let z = l.abs(x);
             let bound = _mm256_set1_ps(split);
@@ -845,7 +843,7 @@ pub(crate) mod native {
             } else if is_large == 0xff {
                 large(l, z)
             } else {
-                return whole(l, x);
+                return odd_split(l, x, split, small, large);
             };
             copysign(l, r, x)
         }
@@ -854,7 +852,7 @@ pub(crate) mod native {
         #[inline]
         fn tanh_avx2_lanes(l: &mut Avx2, x: __m256) -> __m256 {
             // SAFETY: AVX2 (this function's features).
-            unsafe { one_form(l, x, TANH_SPLIT, tanh_small, tanh_large, tanh_lanes) }
+            unsafe { one_form(l, x, TANH_SPLIT, tanh_small, tanh_large) }
         }
         x86_helpers!(tanh_avx512, tanh_avx2, tanh_lanes, tanh_avx2_lanes);
         /// [`erf_lanes`] on 8 lanes through [`one_form`]: GELU's arguments mostly mix both
@@ -863,7 +861,7 @@ pub(crate) mod native {
         #[inline]
         fn erf_avx2_lanes(l: &mut Avx2, x: __m256) -> __m256 {
             // SAFETY: AVX2 (this function's features).
-            unsafe { one_form(l, x, ERF_SPLIT, erf_small, erf_large, erf_lanes) }
+            unsafe { one_form(l, x, ERF_SPLIT, erf_small, erf_large) }
         }
         x86_helpers!(erf_avx512, erf_avx2, erf_lanes, erf_avx2_lanes);
     }

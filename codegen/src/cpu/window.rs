@@ -886,17 +886,23 @@ mod x86 {
         }
     }
 
-    /// IEEE maximum (`MAX`) or minimum of two vectors: NaN (all ones) where either is NaN,
-    /// `-0 < +0` (the `and` or `or` of both operand orders, which differ only for zeros).
+    /// Maximum (`MAX`) or minimum of two vectors without NaNs, `-0 < +0`: the `and` or `or`
+    /// of both operand orders of `vmaxps`/`vminps`, which differ only for zeros.
     #[inline(always)]
-    unsafe fn fold8<const MAX: bool>(a: __m256, b: __m256) -> __m256 {
-        let nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(a, b);
-        let r = if MAX {
+    unsafe fn signed8<const MAX: bool>(a: __m256, b: __m256) -> __m256 {
+        if MAX {
             _mm256_and_ps(_mm256_max_ps(a, b), _mm256_max_ps(b, a))
         } else {
             _mm256_or_ps(_mm256_min_ps(a, b), _mm256_min_ps(b, a))
-        };
-        _mm256_or_ps(r, nan)
+        }
+    }
+
+    /// IEEE maximum (`MAX`) or minimum of two vectors: [`signed8`], and NaN (all ones) where
+    /// either is NaN.
+    #[inline(always)]
+    unsafe fn fold8<const MAX: bool>(a: __m256, b: __m256) -> __m256 {
+        let nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(a, b);
+        _mm256_or_ps(signed8::<MAX>(a, b), nan)
     }
 
     /// [`fold8`] on one value.
@@ -1123,13 +1129,7 @@ mod x86 {
     /// the closures of a function without them call every intrinsic out of line (13x slower).
     #[target_feature(enable = "avx2,fma")]
     unsafe fn row8<const MAX: bool>(taps: &[RowTap], out: *mut f32, n: i64, accumulate: bool) {
-        let fold = |a: __m256, b: __m256| {
-            if MAX {
-                _mm256_and_ps(_mm256_max_ps(a, b), _mm256_max_ps(b, a))
-            } else {
-                _mm256_or_ps(_mm256_min_ps(a, b), _mm256_min_ps(b, a))
-            }
-        };
+        let fold = |a: __m256, b: __m256| signed8::<MAX>(a, b);
         let identity = _mm256_set1_ps(if MAX {
             f32::NEG_INFINITY
         } else {

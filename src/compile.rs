@@ -13,6 +13,9 @@
 //!   -> assign offsets -> validate
 //!   -> remat (passes::remat: with `--memory-budget` / `--recompute`, recompute values until
 //!      the arena fits, and plan again; always, the report's list of opportunities)
+//!   -> without remat: the plan without the forms planned in the bound's headroom
+//!      (codegen::lower::plan_ops_without_headroom) where its arena is smaller
+//!   -> faster forms in the bytes the placed arena leaves free (codegen::lower::use_free_bytes)
 //!   -> lower to kernels in the planned forms (codegen::lower) -> validate kernels
 //!   -> for `--target cuda`: the kernels as one PTX module (codegen::ptx::emit_program); a
 //!      kernel the PTX emitters cannot write is a compile error naming it and its op
@@ -423,9 +426,47 @@ pub fn compile_module(module: Module, options: &CompileOptions) -> Result<Compil
                 target,
             ));
         }
+        // The forms planned against the model's bound (Winograd, transposed products) must
+        // not raise the arena: where the plan without them is smaller, take it (its free
+        // bytes may still hold them, below).
+        if report.cloned_ops == 0 && !remat_options.is_active() {
+            if let Some(ops) = op_plans.as_ref() {
+                let func = module.function(id);
+                let lean =
+                    memc_codegen::lower::plan_ops_without_headroom(func, &module.weights, target);
+                let differ = plan
+                    .schedule
+                    .iter()
+                    .any(|&op| lean.scratch_bytes(op) != ops.scratch_bytes(op));
+                if differ {
+                    let smaller = memc_passes::memory::plan_function_with_scratch(
+                        func,
+                        &module.weights,
+                        &remat_options.plan,
+                        &|_, op| lean.scratch_bytes(op),
+                    )?;
+                    if smaller.arena_size < plan.arena_size {
+                        (plan, op_plans) = (smaller, Some(lean));
+                    }
+                }
+            }
+        }
         remat = Some(report);
         if let Some(bound) = model_bound {
             plan.bound_model_order = bound;
+        }
+        // Faster forms whose scratch fits bytes the placed arena leaves free at their step.
+        if let Some(ops) = op_plans.as_mut() {
+            let changed = memc_codegen::lower::use_free_bytes(
+                module.function(id),
+                &module.weights,
+                &mut plan,
+                ops,
+            )?;
+            lap(
+                "forms in free bytes",
+                (changed > 0).then(|| format!("{changed} ops")),
+            );
         }
         Some(plan)
     } else {

@@ -21,9 +21,7 @@ use std::process::Command;
 /// the reference interpreter; returns how many slots of each layout the plan has (packed `A`,
 /// packed `B`, Winograd).
 fn check(model: &str, dims: &[&str]) -> (usize, usize, usize) {
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("prepack");
-    std::fs::create_dir_all(&dir).expect("the target tmpdir is writable");
-    let plan = dir.join(format!("{}.plan", model.replace('/', "_")));
+    let plan = plan_path(model);
     let mut compile = Command::new(env!("CARGO_BIN_EXE_memc"));
     compile
         .arg("compile")
@@ -133,14 +131,52 @@ fn check(model: &str, dims: &[&str]) -> (usize, usize, usize) {
     )
 }
 
+/// Where [`check`] writes the plan of `model`.
+fn plan_path(model: &str) -> std::path::PathBuf {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("prepack");
+    std::fs::create_dir_all(&dir).expect("the target tmpdir is writable");
+    dir.join(format!("{}.plan", model.replace('/', "_")))
+}
+
+/// A model whose placed arena beats its activation bound (the stem's ReLU in place: arena 176
+/// KiB, bound 256): Winograd scratch planned against the bound would raise the arena (to 254
+/// KiB, four slots per convolution), so the block's convolutions get Winograd only in the
+/// bytes the placed arena leaves free at their steps, and the arena stays what the stem's
+/// step needs (its 48 KiB input and 128 KiB output).
+#[test]
+fn winograd_scratch_goes_into_free_bytes_and_never_raises_the_arena() {
+    let model = "tests/onnx/fixtures/winograd_free_bytes.onnx";
+    let (_, _, winograd) = check(model, &[]);
+    assert_eq!(
+        winograd, 2,
+        "both 3x3 convolutions of the block run as Winograd"
+    );
+    let file = PlanFile::open(&plan_path(model)).expect("the plan opens");
+    let planner = file.meta().planner.as_ref().expect("a planned program");
+    assert_eq!(planner.arena_size, (48 + 128) * 1024, "the stem's step");
+    assert_eq!(planner.bound_model_order, Some(256 * 1024));
+    let slots: Vec<u64> = file
+        .program()
+        .kernels()
+        .filter_map(|k| match &k.body {
+            KernelBody::Contract(c) => c.winograd.as_ref().map(|w| w.slots),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        slots.contains(&2),
+        "a convolution with room for two threads' scratch gets two slots: {slots:?}"
+    );
+}
+
 #[test]
 fn laid_out_weights_run_as_the_reference_reads_them() {
-    // The 3x3 convolution's 16x72 weight is packed (the 1x1's 16x16 is too small); `B` of the
-    // `Gemm` with `transB` (fc1, 64x128) and of the two MatMuls sharing one 128x128 weight (fc2
-    // and the GEMV) are packed whole: two slots. No Winograd: its scratch would raise the
-    // model's peak.
+    // The 3x3 convolution runs as Winograd, its weight transformed, in bytes the placed arena
+    // leaves free at its step (the 1x1's 16x16 weight is too small to pack); `B` of the `Gemm`
+    // with `transB` (fc1, 64x128) and of the two MatMuls sharing one 128x128 weight (fc2 and
+    // the GEMV) are packed whole: two slots.
     let packed = check("tests/onnx/no_heap/model.onnx", &[]);
-    assert_eq!(packed, (1, 2, 0), "the no-heap model");
+    assert_eq!(packed, (0, 2, 1), "the no-heap model");
     // Both convolutions' weights are packed (conv1's 8x27 too: a stride-1 convolution runs
     // direct, reading only a packed weight); fc's 10x16 is too small to matter.
     let packed = check("examples/classifier.onnx", &["batch=1"]);

@@ -23,8 +23,9 @@
 //!   and is the same whatever the number of threads (a block's outputs are computed by one
 //!   thread, in one order).
 //! - **Threads.** Units of (batch index, block), taken from a shared counter; with fewer
-//!   blocks than threads (a 7x7 image is one block), units of (batch index, block, chunk of
-//!   output channels), each transforming its block's input itself.
+//!   blocks than threads (a 7x7 image is one block), units of (batch index, block, run of
+//!   whole chunks of output channels), one run per thread, each transforming its block's
+//!   input itself.
 //!
 //! Guarantees: every input element read lies inside the input (tiles over the padding read
 //! zeros from a bounded copy), and every output written is an output of the convolution.
@@ -132,10 +133,11 @@ pub struct WinogradBlocking {
 /// The blocking for `m` output and `channels` input channels within `cap` bytes of scratch per
 /// thread, in this order of preference: every input channel in one piece (the input is then
 /// transformed once per block; in pieces, once per chunk of output channels), blocks of 32
-/// tiles before 16, every output channel in one chunk before chunks of 96, 48 or 24 (then
-/// pieces of 128 or 64 input channels); `None` when none fits (then the convolution is not run
-/// this way). Blocks under 16 tiles would leave the GEMM microkernel's vectors half empty,
-/// chunks under 24 channels its strips.
+/// tiles before 16, every output channel in one chunk before chunks of 96, 48, 24, 12 or 6
+/// (then pieces of 128 or 64 input channels); `None` when none fits (then the convolution is
+/// not run this way). Blocks under 16 tiles would leave the GEMM microkernel's vectors half
+/// empty. Small chunks fit small arenas and cost little (`winograd_bench`, 32->32 at 16x16 in
+/// blocks of 16: chunks of 36, 12 and 6 channels 0.0399, 0.0398 and 0.040-0.041 ms).
 pub fn winograd_blocking(m: u64, channels: u64, cap: u64) -> Option<WinogradBlocking> {
     let whole = m.div_ceil(MR as u64) * MR as u64;
     let depths = [channels, 128, 64];
@@ -144,7 +146,7 @@ pub fn winograd_blocking(m: u64, channels: u64, cap: u64) -> Option<WinogradBloc
             continue;
         }
         for block in [32, 16] {
-            for chunk in [whole, 96, 48, 24] {
+            for chunk in [whole, 96, 48, 24, 12, 6] {
                 if chunk <= whole && winograd_scratch_bytes(block, chunk, depth) <= cap {
                     return Some(WinogradBlocking {
                         block,
@@ -236,11 +238,13 @@ pub unsafe fn run_winograd(
         return;
     }
     let blocks = tiles.div_ceil(conv.block);
-    // Fewer blocks than threads (a small image): units of one chunk of output channels each,
-    // every unit transforming its block's input itself.
+    // Fewer blocks than threads (a small image): each block's chunks of output channels in
+    // as many runs as there are threads, every run transforming its block's input itself
+    // (once: a unit per chunk transformed it once per chunk, 64->64 at 8x8 on two threads in
+    // chunks of 6 0.034 -> 0.094 ms).
     let chunks = conv.m.div_ceil(conv.chunk);
     let split = batches * blocks < threads && chunks > 1;
-    let per_block = if split { chunks } else { 1 };
+    let per_block = if split { chunks.min(threads) } else { 1 };
     let units = batches * blocks * per_block;
     let threads = threads.clamp(1, units);
     let slot =
@@ -262,7 +266,8 @@ pub unsafe fn run_winograd(
             let first = block * conv.block;
             let count = conv.block.min(tiles - first);
             let rows = if split {
-                part * conv.chunk..((part + 1) * conv.chunk).min(conv.m)
+                let (c0, c1) = (part * chunks / per_block, (part + 1) * chunks / per_block);
+                c0 * conv.chunk..(c1 * conv.chunk).min(conv.m)
             } else {
                 0..conv.m
             };

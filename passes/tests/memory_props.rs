@@ -149,6 +149,51 @@ proptest! {
             }
         }
     }
+
+    /// Scratch placed in the largest run of bytes free at a step (`free_extent`, then
+    /// `add_scratch`, which runs the validator) overlaps nothing live there and changes
+    /// neither the arena nor any buffer; the run is aligned, inside the arena, and ends where
+    /// a live buffer or the arena begins (it cannot grow at its end).
+    #[test]
+    fn scratch_in_free_bytes_keeps_the_arena(
+        n in 1u64..64,
+        steps in prop::collection::vec((0u8..7, 0usize..64, 0usize..64), 1..40),
+        n_outputs in 1usize..4,
+    ) {
+        let module = build(n, &steps, n_outputs);
+        let (_, func) = module.functions().next().expect("one function");
+        let options = PlanOptions { budget: Duration::from_millis(5) };
+        let mut plan = plan_function(func, &module.weights, &options)
+            .map_err(|d| TestCaseError::fail(d.to_string()))?;
+        let placed = |p: &memc_passes::memory::MemoryPlan| -> Vec<(u64, u64, u64, u64)> {
+            p.buffers.iter().map(|b| (b.offset, b.size, b.start, b.end)).collect()
+        };
+        let (arena, buffers) = (plan.arena_size, placed(&plan));
+        for op in plan.schedule.clone() {
+            let step = plan.step_of(op).expect("a scheduled op has a step");
+            let (offset, bytes) = plan.free_extent(step);
+            if bytes == 0 {
+                continue;
+            }
+            prop_assert_eq!(offset % memc_passes::memory::ALIGN, 0);
+            prop_assert!(offset + bytes <= arena);
+            let live = |b: &&memc_passes::memory::PlannedBuffer| {
+                b.start <= step && step < b.end && b.size > 0
+            };
+            for b in plan.buffers.iter().filter(live) {
+                prop_assert!(b.offset + b.size <= offset || offset + bytes <= b.offset, "{}", b.name);
+            }
+            let end = offset + bytes;
+            prop_assert!(end == arena || plan.buffers.iter().filter(live).any(|b| b.offset == end));
+            plan.add_scratch(func, op, offset, bytes).map_err(|d| TestCaseError::fail(d.to_string()))?;
+            prop_assert!(plan.load <= plan.arena_size);
+            prop_assert!(plan.free_extent(step).1 <= bytes);
+        }
+        prop_assert_eq!(plan.arena_size, arena);
+        prop_assert_eq!(placed(&plan), buffers);
+        let by_step: Vec<u64> = plan.scratch.iter().map(|s| s.step).collect();
+        prop_assert!(by_step.windows(2).all(|w| w[0] < w[1]), "scratch in schedule order");
+    }
 }
 
 /// A Slice of whole rows is a view at the rows' byte offset; a Slice of columns is not.

@@ -813,6 +813,31 @@ def winograd_convs():
                  inits, name="winograd_convs")
 
 
+def winograd_free_bytes():
+    """A ResNet-style stem and basic block (tests/prepack.rs): the peak is the stem's output and
+    its ReLU (the model's bound counts both, 256 KiB; the arena holds the ReLU in place, 176
+    KiB), so the block's 3x3 convolutions have less room in the placed arena than the bound
+    says. Their Winograd scratch must go into the bytes the placed arena leaves free."""
+    ws = rnd(91, [32, 3, 7, 7]) * 0.1
+    w1, b1 = rnd(92, [32, 32, 3, 3]) * 0.1, rnd(93, [32])
+    w2, b2 = rnd(94, [32, 32, 3, 3]) * 0.1, rnd(95, [32])
+    inits = [numpy_helper.from_array(a.astype(np.float32), n)
+             for a, n in [(ws, "ws"), (w1, "w1"), (b1, "b1"), (w2, "w2"), (b2, "b2")]]
+    nodes = [
+        helper.make_node("Conv", ["x", "ws"], ["s"], name="stem", strides=[2, 2], pads=[3, 3, 3, 3]),
+        helper.make_node("Relu", ["s"], ["sr"], name="stem_relu"),
+        helper.make_node("MaxPool", ["sr"], ["p"], name="pool", kernel_shape=[3, 3], strides=[2, 2],
+                         pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["p", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["a1"], name="relu1"),
+        helper.make_node("Conv", ["a1", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c2", "p"], ["r"], name="residual"),
+        helper.make_node("Relu", ["r"], ["y"], name="relu2"),
+    ]
+    return model(nodes, [vi("x", TensorProto.FLOAT, [1, 3, 64, 64])], [vi("y", TensorProto.FLOAT, [1, 32, 16, 16])],
+                 inits, name="winograd_free_bytes")
+
+
 def write_valid():
     os.makedirs(FIX, exist_ok=True)
     for name, fn in [
@@ -832,6 +857,7 @@ def write_valid():
         ("loop_unrolled", loop_unrolled),
         ("scan_unrolled", scan_unrolled),
         ("winograd_convs", winograd_convs),
+        ("winograd_free_bytes", winograd_free_bytes),
     ]:
         save(fn(), os.path.join(FIX, f"{name}.onnx"))
     save(external(os.path.join(FIX, "external")), os.path.join(FIX, "external", "model.onnx"))

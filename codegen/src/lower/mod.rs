@@ -53,7 +53,9 @@ mod signal;
 mod state;
 
 pub use build::TensorRef;
-pub use plan::{conv_scratch_cap, plan_op, plan_ops, OpPlan, OpPlans};
+pub use plan::{
+    conv_scratch_cap, plan_op, plan_ops, plan_ops_without_headroom, use_free_bytes, OpPlan, OpPlans,
+};
 
 use crate::kernel::{Kernel, Region, Scalar};
 use crate::program::{

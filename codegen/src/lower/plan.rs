@@ -139,15 +139,38 @@ impl OpPlans<'_> {
 
 /// Plans every op of `func`'s entry block for `target` (see [`plan_op`]).
 pub fn plan_ops<'t>(func: &Function, weights: &WeightStore, target: &'t TargetInfo) -> OpPlans<'t> {
+    plan_ops_with(func, weights, target, true)
+}
+
+/// [`plan_ops`] without the forms that take scratch only where the model's activation bound
+/// leaves room at their step (a convolution's Winograd transforms or transposed product):
+/// the plan to weigh one with those forms against, since a placed arena may be below the
+/// bound and have less room than it says.
+pub fn plan_ops_without_headroom<'t>(
+    func: &Function,
+    weights: &WeightStore,
+    target: &'t TargetInfo,
+) -> OpPlans<'t> {
+    plan_ops_with(func, weights, target, false)
+}
+
+fn plan_ops_with<'t>(
+    func: &Function,
+    weights: &WeightStore,
+    target: &'t TargetInfo,
+    headroom_wanted: bool,
+) -> OpPlans<'t> {
     let ops = func.layout().block_ops(func.entry_block());
     let has_conv = ops
         .iter()
         .any(|&op| matches!(func.op(op).opcode, Opcode::Conv | Opcode::ConvGrad));
-    let (cap, headroom) = if has_conv {
-        conv_caps(func, weights, target)
-    } else {
-        (0, HashMap::new())
+    let (cap, mut headroom) = match has_conv {
+        true => conv_caps(func, weights, target),
+        false => (0, HashMap::new()),
     };
+    if !headroom_wanted {
+        headroom.clear();
+    }
     let plans = ops
         .iter()
         .map(|&op| {
@@ -201,6 +224,49 @@ pub fn plan_op(func: &Function, weights: &WeightStore, target: &TargetInfo, op: 
         _ => (0, 0),
     };
     plan_op_within(func, weights, target, op, cap, room)
+}
+
+/// After memory planning: gives each convolution planned without scratch the faster form
+/// (Winograd, with as many slots as fit; a transposed product) whose scratch fits the largest
+/// run of arena bytes free at its step, and places that scratch there (`MemoryPlan::
+/// add_scratch`). The arena does not change: the first plan weighs forms against the model's
+/// activation bound, which a small model's placed arena may beat (in-place results), leaving
+/// less room than the bound says, or more (a step below the peak). Returns how many ops
+/// changed form. `plan` must be the memory plan of `func` made with `ops`' scratch.
+pub fn use_free_bytes(
+    func: &Function,
+    weights: &WeightStore,
+    plan: &mut memc_passes::memory::MemoryPlan,
+    ops: &mut OpPlans,
+) -> Result<usize, memc_ir::Diagnostic> {
+    let target = ops.target;
+    let candidates: Vec<OpId> = plan
+        .schedule
+        .iter()
+        .copied()
+        .filter(|&op| func.op(op).opcode == Opcode::Conv && ops.scratch_bytes(op) == 0)
+        .collect();
+    if candidates.is_empty() || !target.prepack_weights {
+        return Ok(0);
+    }
+    let (cap, _) = conv_caps(func, weights, target);
+    let mut changed = 0;
+    for op in candidates {
+        let Some(step) = plan.step_of(op) else {
+            continue;
+        };
+        let (offset, room) = plan.free_extent(step);
+        let form = linalg::conv::plan(func, target, op, cap, room, linalg::conv::Slots::AsFit);
+        let wider = with_gemm_panels(func, target, op, form);
+        let bytes = wider.scratch_bytes;
+        if bytes == 0 || bytes > room {
+            continue;
+        }
+        plan.add_scratch(func, op, offset, bytes)?;
+        ops.plans.insert(op, wider);
+        changed += 1;
+    }
+    Ok(changed)
 }
 
 /// [`plan_op`] with a convolution's scratch cap computed once for the function.
@@ -489,7 +555,7 @@ fn plan_form(
         O::MatMul => OpPlan::kernels(matmul::matmul),
         O::Gemm => OpPlan::kernels(matmul::gemm),
         O::Einsum => OpPlan::kernels(einsum::einsum),
-        O::Conv => conv::plan(func, target, op, conv_cap, headroom),
+        O::Conv => conv::plan(func, target, op, conv_cap, headroom, conv::Slots::All),
         O::ConvTranspose => OpPlan::kernels(conv::conv_transpose),
         O::Col2Im => OpPlan::kernels(conv::col2im),
         O::MaxPool => OpPlan::kernels(pool::max_pool),

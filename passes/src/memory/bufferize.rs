@@ -16,7 +16,7 @@
 
 use super::liveness::Steps;
 use super::schedule::Graph;
-use super::{static_bytes, value_name, ALIGN};
+use super::{op_label, scratch_names, static_bytes, value_name, ALIGN};
 use crate::plan::{BufferSpec, Constraint};
 use memc_ir::ops::view_of;
 use memc_ir::state;
@@ -148,20 +148,14 @@ pub(super) fn buffers_for(
         let op = graph.ops[i];
         let step = step_of[&op];
         let data = func.op(op);
-        let producer = match &data.loc {
-            Some(loc) => format!("{} \"{loc}\"", data.opcode.name()),
-            None => data.opcode.name().to_string(),
-        };
+        let producer = op_label(func, op);
         if graph.scratch[i] > 0 {
-            let name = data
-                .results
-                .first()
-                .map_or_else(|| producer.clone(), |&r| value_name(func, r));
+            let (name, producer) = scratch_names(func, op);
             scratch_specs.push(BufferSpec::new(graph.scratch[i], step, step + 1).with_align(ALIGN));
             scratch_infos.push(BufferInfo {
-                name: format!("scratch({name})"),
+                name,
                 holds: Holds::Scratch(op),
-                producer: producer.clone(),
+                producer,
                 ty: TensorType::with_shape(ElemType::U8, &[graph.scratch[i]]),
                 is_input: false,
                 is_output: false,

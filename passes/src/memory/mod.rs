@@ -166,6 +166,87 @@ pub struct MemoryPlan {
     pub live_bytes: Vec<u64>,
 }
 
+impl MemoryPlan {
+    /// The step `op` runs at (`None` for an op the schedule does not hold).
+    pub fn step_of(&self, op: OpId) -> Option<u64> {
+        self.schedule
+            .iter()
+            .position(|&o| o == op)
+            .map(|i| i as u64 + 1)
+    }
+
+    /// The largest run of arena bytes that nothing live at `step` uses (no buffer live there,
+    /// no scratch of that step), starting at a multiple of [`ALIGN`]: `(offset, bytes)`,
+    /// `bytes` 0 when there is none. Scratch placed there does not move or grow anything.
+    pub fn free_extent(&self, step: u64) -> (u64, u64) {
+        let mut used: Vec<(u64, u64)> = self
+            .buffers
+            .iter()
+            .filter(|b| b.start <= step && step < b.end && b.size > 0)
+            .map(|b| (b.offset, b.offset + b.size))
+            .chain(
+                self.scratch
+                    .iter()
+                    .filter(|s| s.step == step && s.size > 0)
+                    .map(|s| (s.offset, s.offset + s.size)),
+            )
+            .collect();
+        used.sort_unstable();
+        let mut best = (0, 0);
+        let mut from = 0u64;
+        for (start, end) in used.into_iter().chain([(self.arena_size, self.arena_size)]) {
+            let offset = from.next_multiple_of(ALIGN);
+            if start > offset && start - offset > best.1 {
+                best = (offset, start - offset);
+            }
+            from = from.max(end);
+        }
+        best
+    }
+
+    /// Gives `op` (which has no scratch yet) `size` bytes of scratch at `offset` for its step,
+    /// inside the arena as it is (see [`MemoryPlan::free_extent`]), and re-checks the plan
+    /// with the validator; the arena does not change.
+    pub fn add_scratch(
+        &mut self,
+        func: &Function,
+        op: OpId,
+        offset: u64,
+        size: u64,
+    ) -> Result<(), Diagnostic> {
+        let step = self.step_of(op).ok_or_else(|| {
+            Diagnostic::error("internal error: scratch for an op the schedule does not hold")
+        })?;
+        if self.scratch.iter().any(|s| s.op == op) || offset.saturating_add(size) > self.arena_size
+        {
+            return Err(Diagnostic::error(
+                "internal error: scratch added twice or outside the arena",
+            ));
+        }
+        let (name, producer) = scratch_names(func, op);
+        let at = self.scratch.partition_point(|s| s.step < step);
+        self.scratch.insert(
+            at,
+            PlannedScratch {
+                op,
+                name,
+                producer,
+                offset,
+                size,
+                step,
+            },
+        );
+        let n_steps = self.schedule.len() as u64 + 2;
+        (self.live_bytes, self.peak_step) =
+            liveness::live_bytes(&self.buffers, &self.scratch, n_steps);
+        self.scratch_peak = self.scratch_peak.max(size);
+        self.load = self
+            .load
+            .max(self.live_bytes.get(step as usize).copied().unwrap_or(0));
+        check::check(func, self)
+    }
+}
+
 /// Plans the single function of `module` (every dim must be static), without scratch memory.
 pub fn plan_module(module: &Module, options: &PlanOptions) -> Result<MemoryPlan, Diagnostic> {
     plan_module_with_scratch(module, options, &|_, _| 0)
@@ -374,14 +455,7 @@ fn static_bytes(func: &Function, value: ValueId) -> Result<Option<u64>, Diagnost
             };
             let producer = func
                 .defining_op(value)
-                .map_or("a graph input".to_string(), |op| {
-                    let data = func.op(op);
-                    data.loc
-                        .as_ref()
-                        .map_or(data.opcode.name().to_string(), |l| {
-                            format!("{} \"{l}\"", data.opcode.name())
-                        })
-                });
+                .map_or("a graph input".to_string(), |op| op_label(func, op));
             Err(Diagnostic::error(format!(
                 "cannot plan memory: the size of {} (from {producer}) is not known: {ty}",
                 value_name(func, value)
@@ -389,6 +463,26 @@ fn static_bytes(func: &Function, value: ValueId) -> Result<Option<u64>, Diagnost
             .with_note(what))
         }
     }
+}
+
+/// An op as the plan names it: `onnx.Conv "conv1"`, or its opcode without a location.
+fn op_label(func: &Function, op: OpId) -> String {
+    let data = func.op(op);
+    match &data.loc {
+        Some(loc) => format!("{} \"{loc}\"", data.opcode.name()),
+        None => data.opcode.name().to_string(),
+    }
+}
+
+/// The name of `op`'s scratch buffer (`scratch(<its first result>)`) and its producer label.
+fn scratch_names(func: &Function, op: OpId) -> (String, String) {
+    let producer = op_label(func, op);
+    let name = func
+        .op(op)
+        .results
+        .first()
+        .map_or_else(|| producer.clone(), |&r| value_name(func, r));
+    (format!("scratch({name})"), producer)
 }
 
 fn value_name(func: &Function, value: ValueId) -> String {

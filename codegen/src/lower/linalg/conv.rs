@@ -217,8 +217,10 @@ const WINOGRAD_MIN_TILES: u64 = 16;
 /// stride 1, undilated, with at least [`WINOGRAD_MIN_CHANNELS`] input and output channels
 /// per group, at least [`WINOGRAD_MIN_TILES`] tiles per image, and the transforms' scratch
 /// for `GEMM_THREADS` threads (or the units of work, if fewer), each within `slot_cap` (the
-/// conv scratch rule's share per thread) and an even share of the model's headroom at this
-/// step (`headroom`).
+/// conv scratch rule's share per thread) and an even share of the room at this step
+/// (`headroom`). With [`Slots::AsFit`], fewer slots (2, then 1) where `GEMM_THREADS` do not
+/// fit: the free bytes of a placed arena are few in a small model, and one slot runs the
+/// transforms on one thread.
 ///
 /// One thread, against the direct kernel (`winograd_bench`, this AVX2 machine): 64->64 at
 /// 56x56 3.08 -> 1.83 ms, 128->128 at 28x28 3.43 -> 1.88, 256->256 at 14x14 4.27 -> 1.98,
@@ -229,6 +231,7 @@ fn winograd_form(
     elem: Scalar,
     slot_cap: u64,
     headroom: u64,
+    slots: Slots,
 ) -> Option<WinogradForm> {
     let window = s.in_spatial.len() == 2
         && memc_gemm::winograd_window(&win.kernel, &win.strides, &win.dilations)
@@ -245,29 +248,49 @@ fn winograd_form(
     if tiles < WINOGRAD_MIN_TILES {
         return None;
     }
-    // Scratch for as many threads as the GEMM plans for (or as there are units of work):
-    // with fewer, a convolution the direct kernel would run on every thread ran on one (the
-    // zoo U-Net at two threads, 2.55 -> 3.00 ms). Each slot within the rule and an even share
-    // of the headroom; the largest blocking that fits (`memc_gemm::winograd_blocking`).
-    let max_slots = crate::cpu::target::GEMM_THREADS;
-    let share = headroom.saturating_sub(64) / max_slots;
-    let b = memc_gemm::winograd_blocking(s.m_g, s.c_g, slot_cap.min(share))?;
-    // As `run_winograd` splits the work: blocks, or chunks of output channels of each block
-    // where the blocks are fewer than the threads.
-    let blocks = images.saturating_mul(tiles.div_ceil(b.block));
-    let units = if blocks < max_slots {
-        blocks.saturating_mul(s.m_g.div_ceil(b.chunk))
-    } else {
-        blocks
+    // Scratch for as many threads as the GEMM plans for (or as there are units of work): with
+    // fewer, a convolution the direct kernel would run on every thread ran on one (the zoo
+    // U-Net at two threads, 2.55 -> 3.00 ms). Each slot within the rule and an even share of
+    // the headroom; the largest blocking that fits (`memc_gemm::winograd_blocking`).
+    let most = crate::cpu::target::GEMM_THREADS;
+    let counts: &[u64] = match slots {
+        Slots::All => &[most],
+        Slots::AsFit => &[most, 2, 1],
     };
-    let form = WinogradForm {
-        block: b.block,
-        chunk: b.chunk,
-        depth: b.depth,
-        slots: max_slots.min(units).max(1),
-    };
-    // As planned: the slots and room to align them (`with_gemm_panels`).
-    (form.scratch_bytes().saturating_add(64) <= headroom).then_some(form)
+    counts
+        .iter()
+        .filter(|&&n| n <= most)
+        .find_map(|&max_slots| {
+            let share = headroom.saturating_sub(64) / max_slots;
+            let b = memc_gemm::winograd_blocking(s.m_g, s.c_g, slot_cap.min(share))?;
+            // As `run_winograd` splits the work: blocks, or chunks of output channels of each
+            // block where the blocks are fewer than the threads.
+            let blocks = images.saturating_mul(tiles.div_ceil(b.block));
+            let units = if blocks < max_slots {
+                blocks.saturating_mul(s.m_g.div_ceil(b.chunk))
+            } else {
+                blocks
+            };
+            let form = WinogradForm {
+                block: b.block,
+                chunk: b.chunk,
+                depth: b.depth,
+                slots: max_slots.min(units).max(1),
+            };
+            // As planned: the slots and room to align them (`with_gemm_panels`).
+            (form.scratch_bytes().saturating_add(64) <= headroom).then_some(form)
+        })
+}
+
+/// How many scratch slots a Winograd convolution may plan ([`winograd_form`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Slots {
+    /// One per GEMM thread (`GEMM_THREADS`), or none: planning against the model's bound,
+    /// before the arena is placed.
+    All,
+    /// As many as fit, down to one: planning into the free bytes of a placed arena
+    /// (`crate::lower::use_free_bytes`).
+    AsFit,
 }
 
 /// Output pixels per image (and group) up to which a convolution runs transposed.
@@ -414,13 +437,15 @@ impl ConvPlan {
 
 /// Plans a Conv on `target`: the im2col form when [`im2col_form`] chooses it (an explicit
 /// column matrix, within `scratch_cap` bytes, is the op's scratch); else a form without
-/// scratch.
+/// scratch, or one whose scratch (Winograd's transforms, a transposed product's panels) fits
+/// `headroom`, the bytes free at its step, in `slots` ([`Slots`]).
 pub fn plan(
     func: &Function,
     target: &TargetInfo,
     op: OpId,
     scratch_cap: u64,
     headroom: u64,
+    slots: Slots,
 ) -> OpPlan {
     let data = func.op(op);
     let shape_of = |value: Option<&memc_ir::ValueId>| {
@@ -494,7 +519,7 @@ pub fn plan(
         // per-thread parts, or more where 2% of the bound is more).
         let slot_cap = scratch_cap / crate::cpu::target::GEMM_THREADS;
         if let (Some(s), Ok(win), Some(elem)) = (&plan.shape, &plan.window, elem) {
-            plan.winograd = winograd_form(s, win, elem, slot_cap, headroom);
+            plan.winograd = winograd_form(s, win, elem, slot_cap, headroom, slots);
         }
         if plan.winograd.is_some() {
             plan.transposed = false;

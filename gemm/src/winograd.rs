@@ -39,6 +39,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 const POINTS: usize = 16;
 /// Lanes of the transforms' vectors.
 const LANES: usize = 8;
+/// Groups of [`LANES`] tiles of one block's input transform whose masks are worked out once
+/// per block: every group of a block of up to 32 tiles (each group holds a tile at least);
+/// larger blocks work out the rest per load.
+const MAX_GROUPS: usize = 32;
 /// Columns of a strip of `V` (a `B` packed whole).
 const STRIP: usize = PACKED_B_STRIP as usize;
 
@@ -335,6 +339,11 @@ trait Lanes: Copy {
     /// Lane `l` from `p + l` where `lo <= l < hi`, else 0 (those lanes' addresses are not
     /// read: `p` may point outside the data).
     unsafe fn load_masked(p: *const f32, lo: isize, hi: isize) -> Self;
+    /// The lanes `lo <= l < hi`, for [`Lanes::load_in`].
+    type Mask: Copy;
+    unsafe fn mask_of(lo: isize, hi: isize) -> Self::Mask;
+    /// [`Lanes::load_masked`] with the lanes of a mask worked out before.
+    unsafe fn load_in(p: *const f32, mask: Self::Mask) -> Self;
     /// Stores lanes `lo <= l < hi` at `p + l` (the others' addresses are not written).
     unsafe fn store_masked(self, p: *mut f32, lo: isize, hi: isize);
     /// The 16 values `even[0], odd[0], even[1], ...` as two vectors.
@@ -392,6 +401,15 @@ impl Lanes for [f32; LANES] {
                 0.0
             }
         })
+    }
+    type Mask = (isize, isize);
+    #[inline(always)]
+    unsafe fn mask_of(lo: isize, hi: isize) -> (isize, isize) {
+        (lo, hi)
+    }
+    #[inline(always)]
+    unsafe fn load_in(p: *const f32, (lo, hi): (isize, isize)) -> Self {
+        Self::load_masked(p, lo, hi)
     }
     #[inline(always)]
     unsafe fn store_masked(self, p: *mut f32, lo: isize, hi: isize) {
@@ -503,6 +521,15 @@ mod x86 {
         unsafe fn load_masked(p: *const f32, lo: isize, hi: isize) -> Self {
             Ymm(_mm256_maskload_ps(p, mask(lo, hi)))
         }
+        type Mask = __m256i;
+        #[inline(always)]
+        unsafe fn mask_of(lo: isize, hi: isize) -> __m256i {
+            mask(lo, hi)
+        }
+        #[inline(always)]
+        unsafe fn load_in(p: *const f32, mask: __m256i) -> Self {
+            Ymm(_mm256_maskload_ps(p, mask))
+        }
         #[inline(always)]
         unsafe fn store_masked(self, p: *mut f32, lo: isize, hi: isize) {
             // Through the stack, value by value: `vmaskmovps` stores are slow on AMD (the
@@ -607,6 +634,30 @@ unsafe fn transform_input<X: Lanes>(
     let depth = k1 - k0;
     let point_stride = depth * v_cols(conv.block);
     let stage = conv.block + LANES;
+    // The masks of the groups of 8 tiles whose 18 values cross the row's ends (the same for
+    // every row and channel: worked out once per block, not per load; a 16-wide image's every
+    // group crosses one, and building masks took ~40% of the input transform), in the order
+    // the loops below visit the groups (at most `count / 8` plus one per tile row).
+    let masks_at = |ix: isize| {
+        [0, 8, 2, 10].map(|o| {
+            let at = ix + o;
+            X::mask_of(-at, conv.w as isize - at)
+        })
+    };
+    let mut masks = [[X::mask_of(0, 0); 4]; MAX_GROUPS];
+    let mut tile = first;
+    let mut g = 0;
+    while tile < first + count && g < MAX_GROUPS {
+        let tx = tile % tw;
+        let len = (first + count - tile).min(tw - tx);
+        let mut q = 0;
+        while q < len && g < MAX_GROUPS {
+            masks[g] = masks_at((2 * (tx + q)) as isize - conv.pad_left as isize);
+            g += 1;
+            q += LANES;
+        }
+        tile += len;
+    }
     for c in 0..depth {
         let xc = ops
             .x
@@ -614,6 +665,7 @@ unsafe fn transform_input<X: Lanes>(
         // Each input row's horizontal transform `d B` for every tile of the block, row `r`'s
         // value `j` at `staging + (4 r + j) * stage + tile`.
         let mut tile = first;
+        let mut g0 = 0;
         while tile < first + count {
             let (ty, tx) = (tile / tw, tile % tw);
             let len = (first + count - tile).min(tw - tx);
@@ -623,6 +675,7 @@ unsafe fn transform_input<X: Lanes>(
                 let row_inside = iy >= 0 && (iy as usize) < conv.h;
                 let row = xc.wrapping_offset(iy * conv.row_stride);
                 let mut q = 0;
+                let mut g = g0;
                 while q < len {
                     let u = if row_inside {
                         let ix = (2 * (tx + q)) as isize - conv.pad_left as isize;
@@ -631,11 +684,10 @@ unsafe fn transform_input<X: Lanes>(
                         } else {
                             // Masked loads of the 18 values at `ix`: those outside the row
                             // read as 0 (padding) and are not touched.
-                            let part = |o: isize| {
-                                let at = ix + o;
-                                X::load_masked(row.wrapping_offset(at), -at, conv.w as isize - at)
-                            };
-                            X::columns_of([part(0), part(8), part(2), part(10)])
+                            let [m0, m8, m2, m10] =
+                                masks.get(g).copied().unwrap_or_else(|| masks_at(ix));
+                            let part = |o: isize, m| X::load_in(row.wrapping_offset(ix + o), m);
+                            X::columns_of([part(0, m0), part(8, m8), part(2, m2), part(10, m10)])
                         };
                         let [d0, d1, d2, d3] = columns;
                         [d0.sub(d2), d1.add(d2), d2.sub(d1), d1.sub(d3)]
@@ -646,8 +698,10 @@ unsafe fn transform_input<X: Lanes>(
                         value.store(staging.add((4 * r + j) * stage + pos + q));
                     }
                     q += LANES;
+                    g += 1;
                 }
             }
+            g0 += len.div_ceil(LANES);
             tile += len;
         }
         // The vertical transform `B^T (d B)` into `V`.

@@ -457,12 +457,7 @@ pub fn compile_module(module: Module, options: &CompileOptions) -> Result<Compil
         }
         // Faster forms whose scratch fits bytes the placed arena leaves free at their step.
         if let Some(ops) = op_plans.as_mut() {
-            let changed = memc_codegen::lower::use_free_bytes(
-                module.function(id),
-                &module.weights,
-                &mut plan,
-                ops,
-            )?;
+            let changed = memc_codegen::lower::use_free_bytes(module.function(id), &mut plan, ops)?;
             lap(
                 "forms in free bytes",
                 (changed > 0).then(|| format!("{changed} ops")),

@@ -112,6 +112,8 @@ impl OpPlan {
 pub struct OpPlans<'t> {
     pub(super) target: &'t TargetInfo,
     plans: HashMap<OpId, OpPlan>,
+    /// The function's conv scratch cap ([`conv_scratch_cap`]), 0 without convolutions.
+    conv_cap: u64,
 }
 
 impl OpPlans<'_> {
@@ -178,7 +180,11 @@ fn plan_ops_with<'t>(
             (op, plan_op_within(func, weights, target, op, cap, room))
         })
         .collect();
-    OpPlans { target, plans }
+    OpPlans {
+        target,
+        plans,
+        conv_cap: cap,
+    }
 }
 
 /// [`conv_scratch_cap`] and, per op, the bytes its scratch may take without raising the
@@ -235,7 +241,6 @@ pub fn plan_op(func: &Function, weights: &WeightStore, target: &TargetInfo, op: 
 /// changed form. `plan` must be the memory plan of `func` made with `ops`' scratch.
 pub fn use_free_bytes(
     func: &Function,
-    weights: &WeightStore,
     plan: &mut memc_passes::memory::MemoryPlan,
     ops: &mut OpPlans,
 ) -> Result<usize, memc_ir::Diagnostic> {
@@ -249,7 +254,7 @@ pub fn use_free_bytes(
     if candidates.is_empty() || !target.prepack_weights {
         return Ok(0);
     }
-    let (cap, _) = conv_caps(func, weights, target);
+    let cap = ops.conv_cap;
     let mut changed = 0;
     for op in candidates {
         let Some(step) = plan.step_of(op) else {

@@ -950,7 +950,25 @@ mod x86 {
         } else {
             (a_rs, a_ks)
         };
-        if b_cols >= 16 && b_rs != 16 {
+        if nr <= 8 {
+            // A tile of at most 8 columns (a product's last, 49 = 3 x 16 + 1 columns for a
+            // 7x7 image): its second vector would be all padding, so only the first is
+            // summed (the same sums in the same order; half the multiply-adds).
+            let m0 = mask8(b_cols);
+            for _ in 0..kc {
+                let b0 = if b_cols >= 8 {
+                    _mm256_loadu_ps(b)
+                } else {
+                    _mm256_maskload_ps(b, m0)
+                };
+                for (i, acc) in acc.iter_mut().enumerate() {
+                    let ai = _mm256_broadcast_ss(&*a.offset(i as isize * a_rs));
+                    acc[0] = _mm256_fmadd_ps(ai, b0, acc[0]);
+                }
+                a = a.offset(a_ks);
+                b = b.wrapping_offset(b_rs);
+            }
+        } else if b_cols >= 16 && b_rs != 16 {
             // `B` read in place (few rows): its rows are far apart, so fetch a few ahead.
             for _ in 0..kc {
                 _mm_prefetch::<_MM_HINT_T0>(b.wrapping_offset(PREFETCH_ROWS * b_rs).cast());

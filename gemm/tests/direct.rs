@@ -380,6 +380,38 @@ fn depthwise_flat_planes_match_the_naive_loop() {
 }
 
 #[test]
+fn depthwise_3x3_planes_match_the_naive_loop() {
+    // 3x3 windows at stride 1 or 2 with pads of at most 1 run from a ring of row copies with
+    // the weights in registers (on AVX2): rows of exactly 8, 9 (the last vector overlapping
+    // the one before by 7), 16, 17 and 56 outputs; 1, 2, 3 and 5 output rows (a last row
+    // alone); "same" and valid windows, asymmetric pads (0 before, 1 after and the reverse),
+    // odd and even input widths at stride 2, padded input rows; `accumulate` and the
+    // residual store only the last vector's own lanes. 1-3 threads.
+    let same = |h: i64, w: i64| vec![axis(h, 3, 1, 1, 1), axis(w, 3, 1, 1, 1)];
+    let half = |h: i64, w: i64, pad: i64, end: i64| {
+        vec![strided(h, 3, 2, 1, pad, end), strided(w, 3, 2, 1, pad, end)]
+    };
+    let cases = [
+        (same(1, 8), 0, 1),
+        (same(2, 9), 0, 2),
+        (same(3, 16), 3, 1),
+        (same(5, 17), 0, 3),
+        (same(56, 56), 0, 2),
+        (vec![axis(4, 3, 1, 0, 0), axis(10, 3, 1, 0, 0)], 0, 1),
+        (vec![axis(6, 3, 1, 0, 1), axis(12, 3, 1, 1, 0)], 1, 2),
+        (half(16, 16, 1, 1), 0, 1),
+        (half(17, 17, 1, 1), 2, 2),
+        (half(5, 19, 0, 0), 0, 3),
+        (half(9, 33, 0, 1), 0, 1),
+        (half(112, 112, 1, 1), 0, 2),
+        (half(3, 20, 1, 0), 0, 1),
+    ];
+    for (axes, row_pad, threads) in cases {
+        check(1, 1, axes, row_pad, threads);
+    }
+}
+
+#[test]
 fn threads_split_tiles_and_strips() {
     // Few tiles (a 7x7 image is two), many row blocks: the blocks are split (block-major, its
     // weights outweighing its input). Both are large enough for several threads (a layer under

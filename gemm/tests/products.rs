@@ -264,6 +264,8 @@ fn products_match_a_naive_loop() {
         // A last strip of 4 columns (196 = 6 x 32 + 4: a 14x14 image), packed and in place.
         (97, 196, 70),
         (24, 196, 96),
+        // A last tile of one column (49 = 3 x 16 + 1: a 7x7 image), half its vectors summed.
+        (97, 49, 70),
         (100, 130, 20),
         (13, 1, 600),
         // Up to 48 rows times a packed `B`: the strip kernel, rows in groups of 2 and 3.

@@ -505,11 +505,7 @@ impl Plane3 {
         let [outer, row] = conv.axes else {
             return None;
         };
-        let step = match read {
-            Read::Row if row.step == 1 => 1,
-            Read::EveryOther if row.step == 2 => 2,
-            _ => return None,
-        };
+        let step = copy_step(row, read)?;
         let window = [outer, row]
             .iter()
             .all(|a| a.kernel == 3 && a.dilation == 1 && (0..=1).contains(&a.pad) && a.out >= 1);
@@ -528,14 +524,7 @@ impl Plane3 {
         } else {
             [width + 1, width]
         };
-        let mut data = [(0, 0); 2];
-        for (q, data) in data.iter_mut().enumerate().take(step) {
-            let lo = pad.saturating_sub(q).div_ceil(step).min(lens[q]);
-            let hi = (size + pad)
-                .checked_sub(q + 1)
-                .map_or(lo, |last| (last / step + 1).clamp(lo, lens[q]));
-            *data = (lo, hi);
-        }
+        let data = phase_data(pad, size, step, lens);
         let half = lens[0].next_multiple_of(8);
         let slot = (half + lens[1]).next_multiple_of(8);
         let three = Plane3 {
@@ -551,6 +540,31 @@ impl Plane3 {
     fn values(&self) -> usize {
         self.slot * (PLANE3_ROWS + 1)
     }
+}
+
+/// The step along the row of a ring of row copies ([`PlaneRing`], [`Plane3`]): 1 for a row
+/// read whole, 2 for one read every other element; `None` otherwise.
+fn copy_step(row: &DirectAxis, read: Read) -> Option<usize> {
+    match read {
+        Read::Row if row.step == 1 => Some(1),
+        Read::EveryOther if row.step == 2 => Some(2),
+        _ => None,
+    }
+}
+
+/// The elements `lo..hi` of each phase of a padded row copy ([`PlaneRing`], [`Plane3`]) that
+/// hold input, phase `q`'s element `j` being the input at column `step * j + q - pad` of a
+/// row of `size`, phase `q` holding `lens[q]` elements.
+fn phase_data(pad: usize, size: usize, step: usize, lens: [usize; 2]) -> [(usize, usize); 2] {
+    let mut data = [(0, 0); 2];
+    for (q, data) in data.iter_mut().enumerate().take(step) {
+        let lo = pad.saturating_sub(q).div_ceil(step).min(lens[q]);
+        let hi = (size + pad)
+            .checked_sub(q + 1)
+            .map_or(lo, |last| (last / step + 1).clamp(lo, lens[q]));
+        *data = (lo, hi);
+    }
+    data
 }
 
 /// Rows of input that a [`PlaneRing`] holds at most (beside its row of zeros).
@@ -590,11 +604,7 @@ impl PlaneRing {
         let [outer, row] = conv.axes else {
             return None;
         };
-        let step = match read {
-            Read::Row if row.step == 1 => 1,
-            Read::EveryOther if row.step == 2 => 2,
-            _ => return None,
-        };
+        let step = copy_step(row, read)?;
         if outer.kernel < 1 || row.kernel < 1 || outer.step < 1 || row.pad < 0 {
             return None;
         }
@@ -626,14 +636,7 @@ impl PlaneRing {
             usize::try_from(row.pad).ok()?,
             usize::try_from(row.size).ok()?,
         );
-        let mut data = [(0, 0); 2];
-        for (q, data) in data.iter_mut().enumerate().take(step) {
-            let lo = pad.saturating_sub(q).div_ceil(step).min(phase);
-            let hi = (size + pad)
-                .checked_sub(q + 1)
-                .map_or(lo, |last| (last / step + 1).clamp(lo, phase));
-            *data = (lo, hi);
-        }
+        let data = phase_data(pad, size, step, [phase; 2]);
         let values = slot.checked_mul(rows.checked_add(1)?)?;
         (kw <= PLANE_MAX_ROW_TAPS && rows <= PLANE_RING_MAX_ROWS && values <= PADDED_MAX).then_some(
             PlaneRing {
@@ -1958,17 +1961,10 @@ mod x86 {
             // Copy the input rows this step reads that are not in the ring yet.
             let bottom = (top + (S * (rows - 1)) as i64 + 2).min(outer.size - 1);
             next = next.max(top);
-            while next <= bottom {
-                let slot = buffer.add((next as usize % PLANE3_ROWS) * three.slot);
-                let src = ops.x.wrapping_offset((next * outer.stride) as isize);
-                if S == 1 {
-                    copy_phase::<Ymm, 1>(slot, src, row, three.data[0], 0);
-                } else {
-                    copy_phase::<Ymm, 2>(slot, src, row, three.data[0], 0);
-                    copy_phase::<Ymm, 2>(slot.add(three.half), src, row, three.data[1], 1);
-                }
-                next += 1;
-            }
+            let slot_of = |iy: i64| buffer.add((iy as usize % PLANE3_ROWS) * three.slot);
+            copy_rows::<Ymm, S>(
+                ops.x, conv, &mut next, bottom, three.data, three.half, slot_of,
+            );
             // Input row `top + e`: the first output row's tap row `e`, the second's `e - S`.
             let lines: [*const f32; 5] = std::array::from_fn(|e| {
                 let iy = top + e as i64;
@@ -2137,16 +2133,16 @@ mod x86 {
                 + (kh as i64 - 1) * outer.dilation)
                 .min(outer.size - 1);
             next = next.max(top);
-            while next <= bottom {
-                let slot = buffer.add((next as usize & (ring.rows - 1)) * ring.slot);
-                let src = ops.x.wrapping_offset((next * outer.stride) as isize);
-                if step == 1 {
-                    copy_phase::<X, 1>(slot, src, row, ring.data[0], 0);
-                } else {
-                    copy_phase::<X, 2>(slot, src, row, ring.data[0], 0);
-                    copy_phase::<X, 2>(slot.add(ring.phase), src, row, ring.data[1], 1);
-                }
-                next += 1;
+            // `rows` is a power of two.
+            let slot_of = |iy: i64| buffer.add((iy as usize & (ring.rows - 1)) * ring.slot);
+            if step == 1 {
+                copy_rows::<X, 1>(
+                    ops.x, conv, &mut next, bottom, ring.data, ring.phase, slot_of,
+                );
+            } else {
+                copy_rows::<X, 2>(
+                    ops.x, conv, &mut next, bottom, ring.data, ring.phase, slot_of,
+                );
             }
             for (r, lines) in lines.iter_mut().enumerate().take(rows) {
                 for (dy, line) in lines.iter_mut().enumerate().take(kh) {
@@ -2183,6 +2179,33 @@ mod x86 {
                 v += count;
             }
             y += rows;
+        }
+    }
+
+    /// Copies input rows `*next..=bottom` of the plane at `x` into their slots of a ring
+    /// (`slot_of`; [`PlaneRing`], [`Plane3`]) at step `STEP`, the phases `phase` apart with
+    /// their elements `data`, and moves `*next` past them.
+    #[inline(always)]
+    unsafe fn copy_rows<X: Vector, const STEP: usize>(
+        x: *const f32,
+        conv: &DirectConv,
+        next: &mut i64,
+        bottom: i64,
+        data: [(usize, usize); 2],
+        phase: usize,
+        slot_of: impl Fn(i64) -> *mut f32,
+    ) {
+        let [outer, row] = conv.axes else {
+            return;
+        };
+        while *next <= bottom {
+            let slot = slot_of(*next);
+            let src = x.wrapping_offset((*next * outer.stride) as isize);
+            copy_phase::<X, STEP>(slot, src, row, data[0], 0);
+            if STEP == 2 {
+                copy_phase::<X, 2>(slot.add(phase), src, row, data[1], 1);
+            }
+            *next += 1;
         }
     }
 

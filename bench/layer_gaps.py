@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""memc vs onnxruntime layer by layer inside one whole model: where the time goes.
+
+    .venv/bin/python bench/layer_gaps.py MODEL.onnx --input x=X.npy [--threads 1]
+                                         [--rounds 3] [--repeat 40] [--top 25]
+                                         [--memc target/release/memc]
+
+`bench/conv_layers.py` times each layer alone, where onnxruntime pays for reordering the layer's
+input and output into its NCHWc layout; inside a whole network it keeps that layout from layer
+to layer, so only a whole model says which layers memc loses on. This script compiles MODEL
+with memc and runs it `--rounds` times with `memc run --profile` (each kernel's minimum over
+`--repeat` runs, the minimum over the rounds), runs onnxruntime (default optimizations, its
+profiler on, the same input, intra-op threads N) and takes each node's minimum, then joins the
+two by node: memc's kernels by the ONNX node they came from, onnxruntime's fused nodes by the
+output they write (a Conv followed by its Relu or Clip is one node there, under the activation's
+output name, `_nchwc` stripped). Prints the joined nodes, largest gap first, and both sums.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def memc_minima(memc: str, plan: Path, inputs: list[str], threads: int, rounds: int, repeat: int):
+    """Per ONNX node: (sum over its kernels of each kernel's minimum, the first kernel's size)."""
+    best: dict[str, tuple[float, str, str]] = {}
+    args = [a for spec in inputs for a in ("--input", spec)]
+    for _ in range(rounds):
+        out = subprocess.run(
+            [memc, "run", str(plan), "--threads", str(threads), "--repeat", str(repeat),
+             "--profile", "--profile-top", "100000", *args],
+            capture_output=True, text=True, check=True,
+        ).stdout
+        for line in out.splitlines():
+            m = re.search(r'min\s+([0-9.]+) ms\s+#(\d+) (onnx\.\w+) "([^"]+)": (.*)', line)
+            if not m:
+                continue
+            t, kernel, op, node, what = float(m.group(1)), m.group(2), m.group(3), m.group(4), m.group(5)
+            key = f"{node}#{kernel}"
+            if key not in best or t < best[key][0]:
+                best[key] = (t, node, f"{op}: {what}")
+    nodes: dict[str, list] = {}
+    for t, node, what in best.values():
+        entry = nodes.setdefault(node, [0.0, ""])
+        entry[0] += t
+        if "contract" in what or not entry[1]:
+            entry[1] = what
+    return {node: (t, what) for node, (t, what) in nodes.items()}
+
+
+def ort_minima(model: Path, feeds: dict, threads: int, runs: int):
+    """Per memc node name: onnxruntime's minimum kernel time (ms) of the node that computes it."""
+    graph = onnx.load(str(model)).graph
+    consumers = collections.defaultdict(list)
+    for node in graph.node:
+        for name in node.input:
+            consumers[name].append(node)
+    # The output an onnxruntime node writes -> the memc node (a Conv's, or its activation's).
+    owner = {out: node.name for node in graph.node for out in node.output}
+    for node in graph.node:
+        if node.op_type in ("Conv", "Gemm", "MatMul"):
+            after = consumers.get(node.output[0], [])
+            if len(after) == 1 and after[0].op_type in ("Clip", "Relu"):
+                owner[after[0].output[0]] = node.name
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.enable_profiling = True
+    with tempfile.TemporaryDirectory() as tmp:
+        options.profile_file_prefix = str(Path(tmp) / "ort")
+        session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        for _ in range(runs):
+            session.run(None, feeds)
+        events = json.load(open(session.end_profiling()))
+    times = collections.defaultdict(list)
+    for event in events:
+        name = event.get("name", "")
+        if event.get("cat") == "Node" and name.endswith("_kernel_time"):
+            times[name[: -len("_kernel_time")]].append(event["dur"] / 1000)
+    result = {}
+    for name, values in times.items():
+        base = name[: -len("_nchwc")] if name.endswith("_nchwc") else name
+        node = owner.get(base, base)
+        result[node] = min(result.get(node, float("inf")), min(values))
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("--input", action="append", default=[], help="NAME=FILE.npy (repeatable)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=40)
+    ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--memc", default=str(ROOT / "target/release/memc"))
+    args = ap.parse_args()
+    model = Path(args.model)
+    feeds = {}
+    for spec in args.input:
+        name, _, path = spec.partition("=")
+        if not path:
+            print(f"--input {spec}: expected NAME=FILE.npy", file=sys.stderr)
+            return 2
+        feeds[name] = np.load(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = Path(tmp) / "model.plan"
+        subprocess.run([args.memc, "compile", str(model), "-o", str(plan)], check=True,
+                       capture_output=True)
+        memc = memc_minima(args.memc, plan, args.input, args.threads, args.rounds, args.repeat)
+    theirs = ort_minima(model, feeds, args.threads, args.rounds * args.repeat)
+    rows = sorted(
+        ((t - theirs[node], node, t, theirs[node], what) for node, (t, what) in memc.items()
+         if node in theirs),
+        reverse=True,
+    )
+    print(f"{model.name}, {args.threads} thread(s): per-node minima, ms (memc kernels joined by node)\n")
+    print("| node | memc | onnxruntime | gap | memc kernel |")
+    print("|---|---|---|---|---|")
+    for gap, node, mine, ort_ms, what in rows[: args.top]:
+        print(f"| {node} | {mine:.3f} | {ort_ms:.3f} | {gap:+.3f} | {what[:60]} |")
+    print(f"\njoined nodes: {len(rows)}; sums: memc {sum(r[2] for r in rows):.3f} ms, "
+          f"onnxruntime {sum(r[3] for r in rows):.3f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

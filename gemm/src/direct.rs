@@ -463,32 +463,35 @@ impl PlaneFlat {
     }
 }
 
-/// Slots of a [`Plane3`]'s ring of input rows: the 4 (stride 1) or 5 (stride 2) rows that
-/// two output rows read, rounded up to a power of two.
-const PLANE3_ROWS: usize = 8;
+/// Slots of a [`PlaneSquare`]'s ring of input rows: the `K + 1` (stride 1) or `K + 2` (stride
+/// 2) rows that two output rows read, at most 7, rounded up to a power of two.
+const PLANE_SQUARE_ROWS: usize = 8;
 
-/// A depthwise [`planes`] convolution with a 3x3 window, undilated, at stride 1 or 2 along
-/// both axes, on AVX2 (nearly every depthwise layer: MobileNet's, EfficientNet's 3x3 ones):
-/// `x86::planes3_avx2`. Like a [`PlaneRing`], each input row is copied once into a slot of a
-/// ring, its padding as zeros and, at stride 2, split into its even and odd columns; unlike
-/// it, the nine weights stay in registers for the whole plane, the two output rows of a step
-/// read each input row's vectors once for both, and the vectors of a row are the row's
-/// first 8 columns, the next 8, ..., the last ending at the row's end (overlapping the one
-/// before): no masks. Rows under 8 wide (7x7 planes) run flat ([`PlaneFlat`]), where a
-/// vector holds several rows. On an AMD EPYC (AVX2), one thread (`direct_bench C C SIZE 3
-/// STRIDE depthwise`): 144 channels at 56x56 0.311 -> 0.23 ms and 32 at 112x112 0.254 ->
-/// 0.173 (from a [`PlaneRing`]), 192 at 28x28 0.139 -> 0.097 and 576 at 14x14 0.109-0.140 ->
-/// 0.093-0.097 (from [`PlaneFlat`]); at stride 2, 144 channels 56 -> 28 0.189 -> 0.157 and 96
-/// channels 112 -> 56 0.354 -> 0.321. The weights in registers leave room for two rows of
-/// three vectors' sums (four spilled them: 192 at 28x28 0.138 ms).
+/// A depthwise [`planes`] convolution with a 3x3 or 5x5 window, undilated, at stride 1 or 2
+/// along both axes, pads of at most half the window, on AVX2 (nearly every depthwise layer:
+/// MobileNet's 3x3, EfficientNet's and MobileNetV3's 3x3 and 5x5): `x86::planes_square_avx2`.
+/// Like a [`PlaneRing`], each input row is copied once into a slot of a ring, its padding as
+/// zeros and, at stride 2, split into its even and odd columns; unlike it, the weights are
+/// splat once per plane (a 3x3 window's nine stay in registers), the two output rows of a step
+/// read each input row's vectors once for both, and the vectors of a row are the row's first 8
+/// columns, the next 8, ..., the last ending at the row's end (overlapping the one before): no
+/// masks. Rows under 8 wide (7x7 planes) run flat ([`PlaneFlat`]), where a vector holds several
+/// rows (through here with a masked vector per row, 960 channels at 7x7 took 0.106 ms, flat
+/// 0.057). On an AMD EPYC (AVX2), one thread (`direct_bench C C SIZE K STRIDE depthwise`):
+/// 144 channels at 56x56 3x3 0.311 -> 0.23 ms and 32 at 112x112 0.254 -> 0.173 (from a
+/// [`PlaneRing`]), 192 at 28x28 0.139 -> 0.097 and 576 at 14x14 0.109-0.140 -> 0.093-0.097
+/// (from [`PlaneFlat`]); at stride 2, 144 channels 56 -> 28 0.189 -> 0.157 and 96 channels
+/// 112 -> 56 0.354 -> 0.321. Two rows of three vectors' sums: with four, a 3x3 window's sums
+/// and weights spilled (192 at 28x28 0.138 ms).
 ///
-/// A slot holds at stride 1 the input row's column `u - pad` at `u` (`u < width + 2`), at
-/// stride 2 its column `2 j - pad` at `j` (`j <= width`) and `2 j + 1 - pad` at `half + j`
-/// (`j < width`), `width` the output row's width but at least 8; 0 outside the input. Tap
-/// column `dx` of output column `x` is then element `x + dx` (stride 1), or `x`, `half + x`
-/// and `x + 1` (stride 2).
+/// A slot holds at stride 1 the input row's column `u - pad` at `u` (`u < width + K - 1`),
+/// at stride 2 its column `2 j - pad` at `j` and `2 j + 1 - pad` at `half + j`, `width` the
+/// output row's width but at least 8; 0 outside the input. Tap column `dx` of output column
+/// `x` is then element `x + dx` (stride 1), or `x + dx / 2` of phase `dx % 2` (stride 2).
 #[derive(Copy, Clone, Debug)]
-struct Plane3 {
+struct PlaneSquare {
+    /// The window's side (3 or 5) and the step.
+    kernel: usize,
     step: usize,
     /// Values of a slot, and the offset of its odd phase (stride 2).
     slot: usize,
@@ -497,52 +500,53 @@ struct Plane3 {
     data: [(usize, usize); 2],
 }
 
-impl Plane3 {
-    /// The kernel for `conv` (which [`planes`] runs, read as `read`), when it has a 3x3
-    /// undilated window at the same step (1 or 2) along both axes and pads of at most 1, and
-    /// its ring fits the stack ([`PADDED_MAX`] values).
-    fn of(conv: &DirectConv, read: Read) -> Option<Plane3> {
+impl PlaneSquare {
+    /// The kernel for `conv` (which [`planes`] runs, read as `read`), when it has a 3x3 or
+    /// 5x5 undilated window at the same step (1 or 2) along both axes, pads of at most half
+    /// the window, rows at least 8 wide, and its ring fits the stack ([`PADDED_MAX`] values).
+    fn of(conv: &DirectConv, read: Read) -> Option<PlaneSquare> {
         let [outer, row] = conv.axes else {
             return None;
         };
         let step = copy_step(row, read)?;
-        let window = [outer, row]
-            .iter()
-            .all(|a| a.kernel == 3 && a.dilation == 1 && (0..=1).contains(&a.pad) && a.out >= 1);
-        // Rows under 8 wide (7x7 planes) run flat, where one vector holds several rows.
-        if row.out < 8 {
+        let kernel = row.kernel;
+        let window = matches!(kernel, 3 | 5)
+            && [outer, row].iter().all(|a| {
+                a.kernel == kernel && a.dilation == 1 && (0..=kernel / 2).contains(&a.pad)
+            });
+        if !window || outer.step != row.step || row.stride != 1 || row.out < 8 || outer.out < 1 {
             return None;
         }
-        if !window || outer.step != row.step || row.stride != 1 {
-            return None;
-        }
+        let kernel = kernel as usize;
         let (pad, size) = (row.pad as usize, usize::try_from(row.size).ok()?);
-        let width = usize::try_from(row.out).ok()?.max(8);
-        // Phase `q`'s element `j` is the input at column `step * j + q - pad`.
+        let width = usize::try_from(row.out).ok()?;
+        // Phase `q`'s element `j` is the input at column `step * j + q - pad`; tap `dx` reads
+        // element `x + dx` (stride 1) or `x + dx / 2` of phase `dx % 2`.
         let lens = if step == 1 {
-            [width + 2, 0]
+            [width + kernel - 1, 0]
         } else {
-            [width + 1, width]
+            [width + (kernel - 1) / 2, width + (kernel - 2) / 2]
         };
         let data = phase_data(pad, size, step, lens);
         let half = lens[0].next_multiple_of(8);
         let slot = (half + lens[1]).next_multiple_of(8);
-        let three = Plane3 {
+        let square = PlaneSquare {
+            kernel,
             step,
             slot,
             half,
             data,
         };
-        (three.values() <= PADDED_MAX).then_some(three)
+        (square.values() <= PADDED_MAX).then_some(square)
     }
 
     /// Values of the ring and its row of zeros.
     fn values(&self) -> usize {
-        self.slot * (PLANE3_ROWS + 1)
+        self.slot * (PLANE_SQUARE_ROWS + 1)
     }
 }
 
-/// The step along the row of a ring of row copies ([`PlaneRing`], [`Plane3`]): 1 for a row
+/// The step along the row of a ring of row copies ([`PlaneRing`], [`PlaneSquare`]): 1 for a row
 /// read whole, 2 for one read every other element; `None` otherwise.
 fn copy_step(row: &DirectAxis, read: Read) -> Option<usize> {
     match read {
@@ -552,7 +556,7 @@ fn copy_step(row: &DirectAxis, read: Read) -> Option<usize> {
     }
 }
 
-/// The elements `lo..hi` of each phase of a padded row copy ([`PlaneRing`], [`Plane3`]) that
+/// The elements `lo..hi` of each phase of a padded row copy ([`PlaneRing`], [`PlaneSquare`]) that
 /// hold input, phase `q`'s element `j` being the input at column `step * j + q - pad` of a
 /// row of `size`, phase `q` holding `lens[q]` elements.
 fn phase_data(pad: usize, size: usize, step: usize, lens: [usize; 2]) -> [(usize, usize); 2] {
@@ -1028,13 +1032,16 @@ pub unsafe fn run_direct(
         // threads in runs (a plane and its output stay on one core).
         let threads = threads.clamp(1, batches);
         #[cfg(target_arch = "x86_64")]
-        if let Some(three) = (isa == Isa::Avx2).then(|| Plane3::of(conv, read)).flatten() {
-            // A 3x3 window: its own kernel ([`Plane3`]), the ring's padding zeroed once per
-            // thread.
+        if let Some(square) = (isa == Isa::Avx2)
+            .then(|| PlaneSquare::of(conv, read))
+            .flatten()
+        {
+            // A 3x3 or 5x5 window: its own kernel ([`PlaneSquare`]), the ring's padding
+            // zeroed once per thread.
             let work = |t: usize| {
                 let mine = batches * t / threads..batches * (t + 1) / threads;
-                with_stack_buffer(three.values(), &mut |buffer| {
-                    x86::planes3_avx2(conv, &three, buffer, mine.clone(), at);
+                with_stack_buffer(square.values(), &mut |buffer| {
+                    x86::planes_square_avx2(conv, &square, buffer, mine.clone(), at);
                 });
             };
             if threads > 1 {
@@ -1442,8 +1449,8 @@ const FILL_MAX_VECTORS: usize = 32;
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{
-        Call, DirectConv, DirectOperands, Plane3, PlaneFlat, PlaneMasks, PlaneRing, Read,
-        GEMM_KC_BYTES, MR, PLANE3_ROWS, PLANE_RING_MAX_ROWS,
+        Call, DirectConv, DirectOperands, PlaneFlat, PlaneMasks, PlaneRing, PlaneSquare, Read,
+        GEMM_KC_BYTES, MR, PLANE_RING_MAX_ROWS, PLANE_SQUARE_ROWS,
     };
     use std::arch::x86_64::*;
 
@@ -1898,59 +1905,66 @@ mod x86 {
         }
     }
 
-    /// The planes `batches` of a [`Plane3`] convolution, the ring in `buffer`
-    /// ([`Plane3::values`]).
+    /// The planes `batches` of a [`PlaneSquare`] convolution, the ring in `buffer`
+    /// ([`PlaneSquare::values`]).
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn planes3_avx2(
+    pub(super) unsafe fn planes_square_avx2(
         conv: &DirectConv,
-        three: &Plane3,
+        square: &PlaneSquare,
         buffer: *mut f32,
         batches: std::ops::Range<usize>,
         at: &(dyn Fn(usize) -> DirectOperands + Sync),
     ) {
         // Every slot's padding and the row of zeros, once: the copies write only `lo..hi`.
-        let lens = [three.half, three.slot - three.half];
-        for s in 0..PLANE3_ROWS {
-            for (q, &(lo, hi)) in three.data.iter().enumerate().take(three.step) {
-                let phase = buffer.add(s * three.slot + q * three.half);
+        let lens = [square.half, square.slot - square.half];
+        for s in 0..PLANE_SQUARE_ROWS {
+            for (q, &(lo, hi)) in square.data.iter().enumerate().take(square.step) {
+                let phase = buffer.add(s * square.slot + q * square.half);
                 for j in (0..lo).chain(hi..lens[q]) {
                     *phase.add(j) = 0.0;
                 }
             }
         }
-        for u in 0..three.slot {
-            *buffer.add(PLANE3_ROWS * three.slot + u) = 0.0;
+        for u in 0..square.slot {
+            *buffer.add(PLANE_SQUARE_ROWS * square.slot + u) = 0.0;
         }
         for batch in batches {
             let ops = at(batch);
-            if three.step == 1 {
-                plane3::<1>(conv, three, buffer, &ops);
-            } else {
-                plane3::<2>(conv, three, buffer, &ops);
+            match (square.step, square.kernel) {
+                (1, 3) => plane_square::<1, 3>(conv, square, buffer, &ops),
+                (2, 3) => plane_square::<2, 3>(conv, square, buffer, &ops),
+                (1, _) => plane_square::<1, 5>(conv, square, buffer, &ops),
+                _ => plane_square::<2, 5>(conv, square, buffer, &ops),
             }
         }
     }
 
-    /// One plane of a [`Plane3`] convolution at step `S`: two output rows per step, in groups
-    /// of up to three vectors ([`Step3::run`]).
+    /// One plane of a [`PlaneSquare`] convolution at step `S` with a `K x K` window: two
+    /// output rows per step, in groups of up to three vectors ([`SquareStep::run`]).
     #[inline(always)]
-    unsafe fn plane3<const S: usize>(
+    unsafe fn plane_square<const S: usize, const K: usize>(
         conv: &DirectConv,
-        three: &Plane3,
+        square: &PlaneSquare,
         buffer: *mut f32,
         ops: &DirectOperands,
     ) {
         let [outer, row] = conv.axes else {
             return;
         };
-        let zeros = buffer.add(PLANE3_ROWS * three.slot).cast_const();
-        let w: [__m256; 9] = std::array::from_fn(|t| _mm256_set1_ps(*ops.a_packed.add(t * MR)));
+        let zeros = buffer.add(PLANE_SQUARE_ROWS * square.slot).cast_const();
+        // The weights (tap `K dy + dx`), splat once; a 5x5 window's 25 do not all fit the
+        // registers, and the rest are read back as a broadcast would be.
+        let w: [[__m256; K]; K] = std::array::from_fn(|dy| {
+            std::array::from_fn(|dx| _mm256_set1_ps(*ops.a_packed.add((K * dy + dx) * MR)))
+        });
         let epilogue = PlaneEpilogue::<Ymm>::of(conv, ops);
-        let taps = if S == 1 {
-            [0, 1, 2]
-        } else {
-            [0, three.half, 1]
-        };
+        let taps: [usize; K] = std::array::from_fn(|dx| {
+            if S == 1 {
+                dx
+            } else {
+                (dx % 2) * square.half + dx / 2
+            }
+        });
         let width = row.out as usize;
         let vectors = width.div_ceil(8);
         let mut next = 0i64;
@@ -1959,18 +1973,24 @@ mod x86 {
             let rows = (outer.out as usize - y).min(2);
             let top = (S * y) as i64 - outer.pad;
             // Copy the input rows this step reads that are not in the ring yet.
-            let bottom = (top + (S * (rows - 1)) as i64 + 2).min(outer.size - 1);
+            let bottom = (top + (S * (rows - 1) + K - 1) as i64).min(outer.size - 1);
             next = next.max(top);
-            let slot_of = |iy: i64| buffer.add((iy as usize % PLANE3_ROWS) * three.slot);
+            let slot_of = |iy: i64| buffer.add((iy as usize % PLANE_SQUARE_ROWS) * square.slot);
             copy_rows::<Ymm, S>(
-                ops.x, conv, &mut next, bottom, three.data, three.half, slot_of,
+                ops.x,
+                conv,
+                &mut next,
+                bottom,
+                square.data,
+                square.half,
+                slot_of,
             );
             // Input row `top + e`: the first output row's tap row `e`, the second's `e - S`.
-            let lines: [*const f32; 5] = std::array::from_fn(|e| {
+            let lines: [*const f32; 7] = std::array::from_fn(|e| {
                 let iy = top + e as i64;
                 if (0..outer.size).contains(&iy) {
                     buffer
-                        .add((iy as usize % PLANE3_ROWS) * three.slot)
+                        .add((iy as usize % PLANE_SQUARE_ROWS) * square.slot)
                         .cast_const()
                 } else {
                     zeros
@@ -1980,9 +2000,9 @@ mod x86 {
             let mut v = 0;
             while v < vectors {
                 let count = (vectors - v).min(3);
-                let step = Step3 {
+                let step = SquareStep {
                     lines: &lines,
-                    taps,
+                    taps: &taps,
                     w: &w,
                     v,
                     vectors,
@@ -2003,11 +2023,12 @@ mod x86 {
         }
     }
 
-    /// Vectors `v..` of one or two output rows of a [`Plane3`] plane.
-    struct Step3<'a> {
-        lines: &'a [*const f32; 5],
-        taps: [usize; 3],
-        w: &'a [__m256; 9],
+    /// Vectors `v..` of one or two output rows of a [`PlaneSquare`] plane with a `K x K`
+    /// window.
+    struct SquareStep<'a, const K: usize> {
+        lines: &'a [*const f32; 7],
+        taps: &'a [usize; K],
+        w: &'a [[__m256; K]; K],
         v: usize,
         vectors: usize,
         width: usize,
@@ -2015,10 +2036,10 @@ mod x86 {
         out: *mut f32,
     }
 
-    impl Step3<'_> {
-        /// The `R` rows' `G` vectors (`G` at most 3): each input row's vectors loaded once per tap column
-        /// and fed to both rows' sums (each sum over its taps in the order `dy`, `dx`), then
-        /// finished and stored.
+    impl<const K: usize> SquareStep<'_, K> {
+        /// The `R` rows' `G` vectors (`G` at most 3): each input row's vectors loaded once
+        /// per tap column and fed to both rows' sums (each sum over its taps in the order
+        /// `dy`, `dx`, as the other plane kernels), then finished and stored.
         #[inline(always)]
         #[allow(clippy::needless_range_loop)]
         unsafe fn run<const S: usize, const R: usize, const G: usize>(
@@ -2029,18 +2050,17 @@ mod x86 {
             // least 8 wide).
             let first = |i: usize| (8 * (self.v + i)).min(self.width - 8);
             let mut acc = [[_mm256_setzero_ps(); G]; R];
-            for e in 0..if R == 2 { S + 3 } else { 3 } {
+            for e in 0..if R == 2 { S + K } else { K } {
                 let line = self.lines[e];
                 for (dx, &tap) in self.taps.iter().enumerate() {
                     let p = line.add(tap);
                     for i in 0..G {
                         let x = _mm256_loadu_ps(p.add(first(i)));
-                        if e < 3 {
-                            acc[0][i] = _mm256_fmadd_ps(self.w[3 * e + dx], x, acc[0][i]);
+                        if e < K {
+                            acc[0][i] = _mm256_fmadd_ps(self.w[e][dx], x, acc[0][i]);
                         }
-                        if R == 2 && e >= S {
-                            acc[R - 1][i] =
-                                _mm256_fmadd_ps(self.w[3 * (e - S) + dx], x, acc[R - 1][i]);
+                        if R == 2 && e >= S && e - S < K {
+                            acc[R - 1][i] = _mm256_fmadd_ps(self.w[e - S][dx], x, acc[R - 1][i]);
                         }
                     }
                 }
@@ -2183,7 +2203,7 @@ mod x86 {
     }
 
     /// Copies input rows `*next..=bottom` of the plane at `x` into their slots of a ring
-    /// (`slot_of`; [`PlaneRing`], [`Plane3`]) at step `STEP`, the phases `phase` apart with
+    /// (`slot_of`; [`PlaneRing`], [`PlaneSquare`]) at step `STEP`, the phases `phase` apart with
     /// their elements `data`, and moves `*next` past them.
     #[inline(always)]
     unsafe fn copy_rows<X: Vector, const STEP: usize>(

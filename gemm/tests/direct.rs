@@ -380,13 +380,13 @@ fn depthwise_flat_planes_match_the_naive_loop() {
 }
 
 #[test]
-fn depthwise_3x3_planes_match_the_naive_loop() {
-    // 3x3 windows at stride 1 or 2 with pads of at most 1 run from a ring of row copies with
-    // the weights in registers (on AVX2): rows of exactly 8, 9 (the last vector overlapping
-    // the one before by 7), 16, 17 and 56 outputs; 1, 2, 3 and 5 output rows (a last row
-    // alone); "same" and valid windows, asymmetric pads (0 before, 1 after and the reverse),
-    // odd and even input widths at stride 2, padded input rows; `accumulate` and the
-    // residual store only the last vector's own lanes. 1-3 threads.
+fn depthwise_square_planes_match_the_naive_loop() {
+    // 3x3 and 5x5 windows at stride 1 or 2 with pads of at most half the window run from a
+    // ring of row copies with the weights splat once per plane (on AVX2): rows of exactly 8,
+    // 9 (the last vector overlapping the one before by 7), 16, 17 and 56 outputs; 1, 2, 3 and
+    // 5 output rows (a last row alone); "same" and valid windows, asymmetric pads (0 before, 1
+    // after and the reverse), odd and even input widths at stride 2, padded input rows;
+    // `accumulate` and the residual store only the last vector's own lanes. 1-3 threads.
     let same = |h: i64, w: i64| vec![axis(h, 3, 1, 1, 1), axis(w, 3, 1, 1, 1)];
     let half = |h: i64, w: i64, pad: i64, end: i64| {
         vec![strided(h, 3, 2, 1, pad, end), strided(w, 3, 2, 1, pad, end)]
@@ -405,6 +405,27 @@ fn depthwise_3x3_planes_match_the_naive_loop() {
         (half(9, 33, 0, 1), 0, 1),
         (half(112, 112, 1, 1), 0, 2),
         (half(3, 20, 1, 0), 0, 1),
+        // 5x5 (EfficientNet's and MobileNetV3's depthwise layers).
+        (vec![axis(1, 5, 1, 2, 2), axis(8, 5, 1, 2, 2)], 0, 1),
+        (vec![axis(3, 5, 1, 2, 2), axis(9, 5, 1, 2, 2)], 2, 2),
+        (vec![axis(28, 5, 1, 2, 2), axis(28, 5, 1, 2, 2)], 0, 3),
+        (vec![axis(6, 5, 1, 0, 0), axis(13, 5, 1, 0, 0)], 0, 1),
+        (vec![axis(5, 5, 1, 1, 2), axis(17, 5, 1, 2, 1)], 1, 2),
+        (
+            vec![strided(28, 5, 2, 1, 2, 2), strided(28, 5, 2, 1, 2, 2)],
+            0,
+            1,
+        ),
+        (
+            vec![strided(9, 5, 2, 1, 2, 1), strided(35, 5, 2, 1, 1, 2)],
+            3,
+            2,
+        ),
+        (
+            vec![strided(7, 5, 2, 1, 0, 1), strided(21, 5, 2, 1, 0, 0)],
+            0,
+            1,
+        ),
     ];
     for (axes, row_pad, threads) in cases {
         check(1, 1, axes, row_pad, threads);

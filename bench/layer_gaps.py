@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """memc vs onnxruntime layer by layer inside one whole model: where the time goes.
 
-    .venv/bin/python bench/layer_gaps.py MODEL.onnx --input x=X.npy [--threads 1]
+    .venv/bin/python bench/layer_gaps.py MODEL.onnx --input x=X.npy [--dim seq=128] [--threads 1]
                                          [--rounds 3] [--repeat 40] [--top 25]
                                          [--memc target/release/memc]
 
@@ -102,6 +102,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
     ap.add_argument("--input", action="append", default=[], help="NAME=FILE.npy (repeatable)")
+    ap.add_argument("--dim", action="append", default=[], help="NAME=SIZE for `memc compile` (repeatable)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=40)
@@ -118,7 +119,8 @@ def main() -> int:
         feeds[name] = np.load(path)
     with tempfile.TemporaryDirectory() as tmp:
         plan = Path(tmp) / "model.plan"
-        subprocess.run([args.memc, "compile", str(model), "-o", str(plan)], check=True,
+        dims = [a for spec in args.dim for a in ("--dim", spec)]
+        subprocess.run([args.memc, "compile", str(model), "-o", str(plan), *dims], check=True,
                        capture_output=True)
         memc = memc_minima(args.memc, plan, args.input, args.threads, args.rounds, args.repeat)
     theirs = ort_minima(model, feeds, args.threads, args.rounds * args.repeat)

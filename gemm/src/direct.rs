@@ -31,8 +31,10 @@
 //!   batch index) runs plane by plane on AVX-512 or AVX2 ([`planes`], `x86::plane`): two output rows
 //!   at a time, up to four vectors each, their accumulators over every tap, the row loads
 //!   masked by one table per convolution ([`PlaneMasks`]); the batch indices split evenly
-//!   over the threads. On AVX2, planes of up to ~900 outputs ("same" at stride 1, or halved
-//!   at stride 2) are read flat, vectors across rows with a mask per vector and tap
+//!   over the threads. On AVX2, a 3x3 or 5x5 window at stride 1 or 2 over rows at least 8
+//!   wide runs from a ring of padded row copies with its weights splat once per plane
+//!   ([`PlaneSquare`]); other planes of up to ~900 outputs ("same" at stride 1, or halved at
+//!   stride 2) are read flat, vectors across rows with a mask per vector and tap
 //!   ([`PlaneFlat`]), and larger ones from a ring of padded row copies ([`PlaneRing`]).
 //! - **Strided rows from a copy.** A 2-d convolution at stride 2 along its rows whose input
 //!   rows for one output row fit 64 KiB (the 3-channel stems, 3x3 layers of up to about 100

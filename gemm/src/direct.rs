@@ -488,7 +488,7 @@ const PLANE_SQUARE_ROWS: usize = 8;
 ///
 /// A slot holds at stride 1 the input row's column `u - pad` at `u` (`u < width + K - 1`),
 /// at stride 2 its column `2 j - pad` at `j` and `2 j + 1 - pad` at `half + j`, `width` the
-/// output row's width but at least 8; 0 outside the input. Tap column `dx` of output column
+/// output row's width; 0 outside the input. Tap column `dx` of output column
 /// `x` is then element `x + dx` (stride 1), or `x + dx / 2` of phase `dx % 2` (stride 2).
 #[derive(Copy, Clone, Debug)]
 struct PlaneSquare {
@@ -1820,7 +1820,7 @@ mod x86 {
         let epilogue = PlaneEpilogue::<Ymm>::of(conv, ops);
         // Whether a store reads the values it overwrites (then the overlapping last vector
         // stores only its own lanes).
-        let rereads = conv.accumulate || epilogue.finish.add.is_some();
+        let rereads = epilogue.rereads();
         let group = FlatGroup {
             bases: &bases,
             taps: flat.taps,
@@ -1878,20 +1878,9 @@ mod x86 {
                 }
             }
             if !self.rereads {
-                // Neither `accumulate` nor a residual: every vector finished in the registers
-                // without branches (the multiply by alpha and a clamp to infinities where
-                // there is none change nothing; `max` and `min` return `r` when it is NaN)
-                // and stored whole. Through `Ymm::store` the 384-channel 14x14 plane took
-                // 0.090 ms, with its operations behind branches 0.075, so 0.072.
-                let infinite = || (Ymm::splat(f32::NEG_INFINITY), Ymm::splat(f32::INFINITY));
-                let (lo, hi) = epilogue.finish.clamp.unwrap_or_else(infinite);
+                // Neither `accumulate` nor a residual: every vector stored whole.
                 for (g, acc) in acc.iter().enumerate() {
-                    let mut r = _mm256_mul_ps(epilogue.alpha.0, *acc);
-                    if let Some(bias) = epilogue.bias {
-                        r = _mm256_add_ps(r, bias.0);
-                    }
-                    r = _mm256_min_ps(hi.0, _mm256_max_ps(lo.0, r));
-                    _mm256_storeu_ps(self.out.add(first(g)), r);
+                    epilogue.store_whole(*acc, self.out.add(first(g)));
                 }
                 return;
             }
@@ -1918,18 +1907,15 @@ mod x86 {
         at: &(dyn Fn(usize) -> DirectOperands + Sync),
     ) {
         // Every slot's padding and the row of zeros, once: the copies write only `lo..hi`.
-        let lens = [square.half, square.slot - square.half];
-        for s in 0..PLANE_SQUARE_ROWS {
-            for (q, &(lo, hi)) in square.data.iter().enumerate().take(square.step) {
-                let phase = buffer.add(s * square.slot + q * square.half);
-                for j in (0..lo).chain(hi..lens[q]) {
-                    *phase.add(j) = 0.0;
-                }
-            }
-        }
-        for u in 0..square.slot {
-            *buffer.add(PLANE_SQUARE_ROWS * square.slot + u) = 0.0;
-        }
+        zero_ring_padding(
+            buffer,
+            PLANE_SQUARE_ROWS,
+            square.slot,
+            square.half,
+            [square.half, square.slot - square.half],
+            square.data,
+            square.step,
+        );
         for batch in batches {
             let ops = at(batch);
             match (square.step, square.kernel) {
@@ -2067,24 +2053,15 @@ mod x86 {
                     }
                 }
             }
-            let rereads = epilogue.accumulate || epilogue.finish.add.is_some();
+            let rereads = epilogue.rereads();
             for (r, acc) in acc.iter().enumerate() {
                 let out = self.out.add(r * self.width);
                 for (i, &acc) in acc.iter().enumerate() {
                     let last = self.v + i + 1 == self.vectors;
                     if !rereads {
-                        // Every lane stored whole (the last vector's overlap with the one
-                        // before takes the same values again), without branches, as
-                        // `FlatGroup::run` does.
-                        let infinite =
-                            || (Ymm::splat(f32::NEG_INFINITY), Ymm::splat(f32::INFINITY));
-                        let (lo, hi) = epilogue.finish.clamp.unwrap_or_else(infinite);
-                        let mut r = _mm256_mul_ps(epilogue.alpha.0, acc);
-                        if let Some(bias) = epilogue.bias {
-                            r = _mm256_add_ps(r, bias.0);
-                        }
-                        r = _mm256_min_ps(hi.0, _mm256_max_ps(lo.0, r));
-                        _mm256_storeu_ps(out.add(first(i)), r);
+                        // Every lane stored whole: the last vector's overlap with the one
+                        // before takes the same values again.
+                        epilogue.store_whole(acc, out.add(first(i)));
                     } else {
                         // The last vector's lanes that the one before did not store.
                         let lanes = if last {
@@ -2132,17 +2109,15 @@ mod x86 {
         let step = row.step as usize;
         // Every slot's padding, and the row of zeros.
         let zeros = buffer.add(ring.rows * ring.slot);
-        for s in 0..ring.rows {
-            for (q, &(lo, hi)) in ring.data.iter().enumerate().take(step) {
-                let phase = buffer.add(s * ring.slot + q * ring.phase);
-                for j in (0..lo).chain(hi..ring.phase) {
-                    *phase.add(j) = 0.0;
-                }
-            }
-        }
-        for u in 0..ring.slot {
-            *zeros.add(u) = 0.0;
-        }
+        zero_ring_padding(
+            buffer,
+            ring.rows,
+            ring.slot,
+            ring.phase,
+            [ring.phase; 2],
+            ring.data,
+            step,
+        );
         let epilogue = PlaneEpilogue::<X>::of(conv, ops);
         // Input rows below `next` are copied (those still read are in their slots).
         let mut next = 0i64;
@@ -2201,6 +2176,33 @@ mod x86 {
                 v += count;
             }
             y += rows;
+        }
+    }
+
+    /// Zeros what the copies of a ring of input rows ([`PlaneRing`], [`PlaneSquare`]) never
+    /// write: in each of its `rows` slots of `slot` values, each phase's elements outside
+    /// `data` (phase `q` at `q * phase`, `lens[q]` elements), and the row of zeros after the
+    /// slots.
+    #[inline(always)]
+    unsafe fn zero_ring_padding(
+        buffer: *mut f32,
+        rows: usize,
+        slot: usize,
+        phase: usize,
+        lens: [usize; 2],
+        data: [(usize, usize); 2],
+        step: usize,
+    ) {
+        for s in 0..rows {
+            for (q, &(lo, hi)) in data.iter().enumerate().take(step) {
+                let at = buffer.add(s * slot + q * phase);
+                for j in (0..lo).chain(hi..lens[q]) {
+                    *at.add(j) = 0.0;
+                }
+            }
+        }
+        for u in 0..slot {
+            *buffer.add(rows * slot + u) = 0.0;
         }
     }
 
@@ -2297,6 +2299,12 @@ mod x86 {
             }
         }
 
+        /// Whether a store reads the values it overwrites (`accumulate`, or a residual).
+        #[inline(always)]
+        fn rereads(&self) -> bool {
+            self.accumulate || self.finish.add.is_some()
+        }
+
         /// Finishes `acc` into the lanes of `p` that `lanes` (low bits) allows.
         #[inline(always)]
         unsafe fn store(&self, acc: X, p: *mut f32, lanes: u64) {
@@ -2308,6 +2316,25 @@ mod x86 {
                 lanes,
                 self.accumulate,
             );
+        }
+    }
+
+    impl PlaneEpilogue<Ymm> {
+        /// Finishes `acc` into all 8 values at `p` where no store rereads ([`Self::rereads`]),
+        /// without branches: the multiply by alpha and a clamp to infinities where there is
+        /// none change nothing, and `max` and `min` return `r` when it is NaN. Through
+        /// `Ymm::store` the 384-channel 14x14 plane took 0.090 ms, with its operations behind
+        /// branches 0.075, so 0.072.
+        #[inline(always)]
+        unsafe fn store_whole(&self, acc: __m256, p: *mut f32) {
+            let infinite = || (Ymm::splat(f32::NEG_INFINITY), Ymm::splat(f32::INFINITY));
+            let (lo, hi) = self.finish.clamp.unwrap_or_else(infinite);
+            let mut r = _mm256_mul_ps(self.alpha.0, acc);
+            if let Some(bias) = self.bias {
+                r = _mm256_add_ps(r, bias.0);
+            }
+            r = _mm256_min_ps(hi.0, _mm256_max_ps(lo.0, r));
+            _mm256_storeu_ps(p, r);
         }
     }
 

@@ -12,8 +12,9 @@ with memc and runs it `--rounds` times with `memc run --profile` (each kernel's 
 `--repeat` runs, the minimum over the rounds), runs onnxruntime (default optimizations, its
 profiler on, the same input, intra-op threads N) and takes each node's minimum, then joins the
 two by node: memc's kernels by the ONNX node they came from, onnxruntime's fused nodes by the
-output they write (a Conv followed by its Relu or Clip is one node there, under the activation's
-output name, `_nchwc` stripped). Prints the joined nodes, largest gap first, and both sums.
+output they write (`_nchwc` stripped), both by fused group: a Conv, Gemm or MatMul with the
+BatchNormalization, Relu, Clip and Add that read only its result (one node in onnxruntime, one
+kernel and its epilogue in memc). Prints the joined nodes, largest gap first, and both sums.
 """
 
 from __future__ import annotations
@@ -61,20 +62,37 @@ def memc_minima(memc: str, plan: Path, inputs: list[str], threads: int, rounds: 
     return {node: (t, what) for node, (t, what) in nodes.items()}
 
 
-def ort_minima(model: Path, feeds: dict, threads: int, runs: int):
-    """Per memc node name: onnxruntime's minimum kernel time (ms) of the node that computes it."""
-    graph = onnx.load(str(model)).graph
+def groups(graph) -> dict[str, str]:
+    """Every node's name and output -> the node that leads its fused group.
+
+    A Conv, Gemm or MatMul leads; a BatchNormalization, Relu, Clip or Add that is the only
+    reader of the group's output joins it (onnxruntime folds those into its convolution and
+    names the fused node after the last output; memc folds them into the kernel's epilogue).
+    """
     consumers = collections.defaultdict(list)
     for node in graph.node:
         for name in node.input:
             consumers[name].append(node)
-    # The output an onnxruntime node writes -> the memc node (a Conv's, or its activation's).
-    owner = {out: node.name for node in graph.node for out in node.output}
+    lead = {}
     for node in graph.node:
-        if node.op_type in ("Conv", "Gemm", "MatMul"):
-            after = consumers.get(node.output[0], [])
-            if len(after) == 1 and after[0].op_type in ("Clip", "Relu"):
-                owner[after[0].output[0]] = node.name
+        lead.setdefault(node.name, node.name)
+        for out in node.output:
+            lead.setdefault(out, lead[node.name])
+        if node.op_type not in ("Conv", "Gemm", "MatMul"):
+            continue
+        out = node.output[0]
+        while True:
+            after = consumers.get(out, [])
+            if len(after) != 1 or after[0].op_type not in ("BatchNormalization", "Relu", "Clip", "Add"):
+                break
+            lead[after[0].name] = node.name
+            out = after[0].output[0]
+            lead[out] = node.name
+    return lead
+
+
+def ort_minima(model: Path, feeds: dict, threads: int, runs: int, lead: dict[str, str]):
+    """Per fused group: the sum of onnxruntime's per-node minimum kernel times (ms)."""
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
@@ -90,12 +108,11 @@ def ort_minima(model: Path, feeds: dict, threads: int, runs: int):
         name = event.get("name", "")
         if event.get("cat") == "Node" and name.endswith("_kernel_time"):
             times[name[: -len("_kernel_time")]].append(event["dur"] / 1000)
-    result = {}
+    result = collections.defaultdict(float)
     for name, values in times.items():
         base = name[: -len("_nchwc")] if name.endswith("_nchwc") else name
-        node = owner.get(base, base)
-        result[node] = min(result.get(node, float("inf")), min(values))
-    return result
+        result[lead.get(base, base)] += min(values)
+    return dict(result)
 
 
 def main() -> int:
@@ -122,8 +139,14 @@ def main() -> int:
         dims = [a for spec in args.dim for a in ("--dim", spec)]
         subprocess.run([args.memc, "compile", str(model), "-o", str(plan), *dims], check=True,
                        capture_output=True)
-        memc = memc_minima(args.memc, plan, args.input, args.threads, args.rounds, args.repeat)
-    theirs = ort_minima(model, feeds, args.threads, args.rounds * args.repeat)
+        mine = memc_minima(args.memc, plan, args.input, args.threads, args.rounds, args.repeat)
+    lead = groups(onnx.load(str(model)).graph)
+    memc: dict[str, tuple[float, str]] = {}
+    for node, (t, what) in mine.items():
+        group = lead.get(node, node)
+        total, label = memc.get(group, (0.0, ""))
+        memc[group] = (total + t, label if "contract" in label or (label and "contract" not in what) else what)
+    theirs = ort_minima(model, feeds, args.threads, args.rounds * args.repeat, lead)
     rows = sorted(
         ((t - theirs[node], node, t, theirs[node], what) for node, (t, what) in memc.items()
          if node in theirs),

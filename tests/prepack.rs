@@ -11,7 +11,7 @@
 mod common;
 
 use common::root;
-use memc_codegen::kernel::{Contract, KernelBody, PackedOperand, Region};
+use memc_codegen::kernel::{Contract, ContractB, KernelBody, PackedOperand, Region};
 use memc_codegen::prepack::OperandLayout;
 use memc_runtime::{PlanFile, Session, SessionOptions};
 use std::num::NonZeroUsize;
@@ -167,6 +167,35 @@ fn winograd_scratch_goes_into_free_bytes_and_never_raises_the_arena() {
         slots.contains(&2),
         "a convolution with room for two threads' scratch gets two slots: {slots:?}"
     );
+}
+
+/// A 1x1 stride-2 shortcut with 64 output channels and room for GEMM panels at its step runs
+/// through the GEMM, its `B` panels packed from the input's every other row and column (odd
+/// 23x23 input), and agrees with the reference interpreter; the arena is what the plan without
+/// that form needs (the panels sit in bytes free at the shortcut's step).
+#[test]
+fn a_strided_pointwise_convolution_runs_through_the_gemm_where_its_panels_fit() {
+    let model = "tests/onnx/fixtures/strided_shortcut.onnx";
+    check(model, &[]);
+    let file = PlanFile::open(&plan_path(model)).expect("the plan opens");
+    let program = file.program();
+    let shortcut = program
+        .kernels()
+        .find_map(|k| match &k.body {
+            KernelBody::Contract(c) if k.name.contains("shortcut") => Some(c.clone()),
+            _ => None,
+        })
+        .expect("the shortcut's product");
+    let ContractB::Im2col(view) = &shortcut.b else {
+        panic!("the shortcut's B is its input's column matrix");
+    };
+    assert!(view.axes.iter().all(|a| a.kernel == 1 && a.step == 2 && a.pad == 0));
+    assert!(
+        shortcut.pack.is_some() && shortcut.a_packed.is_some(),
+        "GEMM panels planned for the shortcut, its weight packed whole"
+    );
+    let bytes = shortcut.scratch_bytes();
+    assert!(bytes > 0, "the panels hold a B panel");
 }
 
 #[test]

@@ -209,6 +209,23 @@ pub fn direct_conv_pays(axes: &[DirectAxis], channels: u64) -> bool {
     channels == 1 || direct_conv_fills_lanes(axes, channels)
 }
 
+/// Whether a convolution over `axes` with `m` output channels per group that the direct
+/// kernel takes runs faster as a GEMM whose `B` panels are packed from the input, given its
+/// panels: a strided window of one tap per axis without padding (a ResNet's 1x1/2
+/// downsampling shortcut) and at least 64 output channels. The direct kernel reads every
+/// other input element of such a layer and copies its rows; the GEMM packs each panel once
+/// and reuses it for every row block. One thread, 1x1/2, direct vs GEMM (ms): 256->512 at 56
+/// 3.58 vs 2.49, 512->1024 at 28 3.07 vs 2.61, 64->128 at 56 0.278 vs 0.216, 128->256 at 28
+/// 0.213 vs 0.176, 32->64 at 112 0.381 vs 0.302; 7x7 outputs even (1024->2048 at 14 2.83 vs
+/// 2.84, 256->512 at 14 0.179 vs 0.180). A plan asks this where the panels fit the bytes free at
+/// the layer's step, and the CPU runs the GEMM only where the plan reserved them.
+pub fn direct_conv_yields_to_gemm(axes: &[DirectAxis], m: u64) -> bool {
+    m >= 64
+        && !axes.is_empty()
+        && axes.iter().all(|a| a.kernel == 1 && a.pad == 0)
+        && axes.iter().any(|a| a.step > 1)
+}
+
 /// Whether the direct kernel takes a convolution over `axes` on this CPU (AVX-512 or AVX2
 /// with FMA, f32): [`direct_conv_window_fits`] and the instruction set. Whether it should
 /// is [`direct_conv_pays`].

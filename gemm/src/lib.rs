@@ -43,7 +43,8 @@ use std::sync::OnceLock;
 mod direct;
 pub use direct::{
     direct_conv_fills_lanes, direct_conv_pays, direct_conv_runs, direct_conv_window_fits,
-    run_direct, DirectAxis, DirectConv, DirectOperands, DIRECT_MAX_AXES, DIRECT_MAX_TAPS,
+    direct_conv_yields_to_gemm, run_direct, DirectAxis, DirectConv, DirectOperands,
+    DIRECT_MAX_AXES, DIRECT_MAX_TAPS,
 };
 mod winograd;
 pub use winograd::{

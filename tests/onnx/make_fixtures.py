@@ -838,6 +838,32 @@ def winograd_free_bytes():
                  inits, name="winograd_free_bytes")
 
 
+def strided_shortcut():
+    """A wide 1x1 expansion (the model's peak) before a ResNet-style downsampling shortcut, a
+    1x1 stride-2 convolution with 64 output channels over an odd 23x23 input, beside a 3x3/2
+    branch (tests/prepack.rs): with room for its GEMM panels at its step, the shortcut runs
+    through the GEMM (its panels packed straight from the input) instead of the direct kernel."""
+    w0, b0 = rnd(101, [192, 32, 1, 1]) * 0.2, rnd(102, [192])
+    w1, b1 = rnd(103, [96, 192, 1, 1]) * 0.1, rnd(104, [96])
+    ws, bs = rnd(105, [64, 96, 1, 1]) * 0.1, rnd(106, [64])
+    wt = rnd(107, [64, 96, 3, 3]) * 0.05
+    inits = [numpy_helper.from_array(a.astype(np.float32), n)
+             for a, n in [(w0, "w0"), (b0, "b0"), (w1, "w1"), (b1, "b1"), (ws, "ws"), (bs, "bs"),
+                          (wt, "wt")]]
+    nodes = [
+        helper.make_node("Conv", ["x", "w0", "b0"], ["e"], name="expand"),
+        helper.make_node("Relu", ["e"], ["er"], name="expand_relu"),
+        helper.make_node("Conv", ["er", "w1", "b1"], ["c"], name="project"),
+        helper.make_node("Relu", ["c"], ["cr"], name="project_relu"),
+        helper.make_node("Conv", ["cr", "wt"], ["t"], name="branch", strides=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["cr", "ws", "bs"], ["s"], name="shortcut", strides=[2, 2]),
+        helper.make_node("Add", ["t", "s"], ["r"], name="residual"),
+        helper.make_node("Relu", ["r"], ["y"], name="out_relu"),
+    ]
+    return model(nodes, [vi("x", TensorProto.FLOAT, [1, 32, 23, 23])], [vi("y", TensorProto.FLOAT, [1, 64, 12, 12])],
+                 inits, name="strided_shortcut")
+
+
 def write_valid():
     os.makedirs(FIX, exist_ok=True)
     for name, fn in [
@@ -858,6 +884,7 @@ def write_valid():
         ("scan_unrolled", scan_unrolled),
         ("winograd_convs", winograd_convs),
         ("winograd_free_bytes", winograd_free_bytes),
+        ("strided_shortcut", strided_shortcut),
     ]:
         save(fn(), os.path.join(FIX, f"{name}.onnx"))
     save(external(os.path.join(FIX, "external")), os.path.join(FIX, "external", "model.onnx"))

@@ -307,6 +307,32 @@ fn has_contractions(opcode: Opcode) -> bool {
     )
 }
 
+/// The CPU GEMM's packing panels for a convolution's products through im2col (implicit or
+/// explicit) or per tap: `m` rows (output channels per group), at most `k` values of K
+/// (input channels per group times taps) and every output pixel of every image as columns,
+/// per image and group (or the images merged into the columns, whichever needs more), `A`
+/// packed whole (`a_packed`: no `A` panel) or not. `B` is always packed (an implicit column
+/// matrix; the others have contiguous columns, read in place by products of few rows).
+pub(super) fn conv_panel_bytes(
+    m: u64,
+    k: u64,
+    images: u64,
+    groups: u64,
+    pixels: u64,
+    elem_size: u64,
+    a_packed: bool,
+) -> u64 {
+    let bytes = |batches, n| {
+        let blocking = crate::cpu::target::GemmBlocking::new(batches, m, n, k, elem_size, true);
+        if a_packed {
+            blocking.without_a_panel().scratch_bytes()
+        } else {
+            blocking.scratch_bytes()
+        }
+    };
+    bytes(images.saturating_mul(groups), pixels).max(bytes(groups, images.saturating_mul(pixels)))
+}
+
 /// `plan` with the CPU GEMM's packing panels added to its scratch, for an op with
 /// contractions on the CPU. Sized from the op's types: a MatMul's or Gemm's exact product when
 /// its shapes are static and plain, else a bound that holds any contraction whose dims are at
@@ -395,9 +421,7 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
                     return Some(conv.transposed_scratch(elem_size));
                 }
             }
-            // Through im2col (implicit or explicit) or as products per tap: `M / group` rows, at
-            // most `(C / group) x taps` values of K and every output pixel of every image as
-            // columns, per image and group.
+            // Through im2col (implicit or explicit) or as products per tap (`conv_panel_bytes`).
             let w = static_type(*data.operands.get(1)?)?;
             let y = static_type(*data.results.first()?)?;
             if w.len() < 2 || y.len() < 2 {
@@ -406,21 +430,15 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
             let group = conv_groups();
             let taps = w[2..].iter().product::<u64>();
             let pixels = y[2..].iter().product::<u64>();
-            let (m, k, images) = (w[0] / group, w[1] * taps, y[0]);
-            // An implicit column matrix is always packed (the others have contiguous columns,
-            // read in place by products of few rows).
-            let pack_b = true;
-            // One product per image and group, or the images merged into the columns.
-            let bytes = |batches, n| {
-                let blocking =
-                    crate::cpu::target::GemmBlocking::new(batches, m, n, k, elem_size, pack_b);
-                if a_packed {
-                    blocking.without_a_panel().scratch_bytes()
-                } else {
-                    blocking.scratch_bytes()
-                }
-            };
-            Some(bytes(images * group, pixels).max(bytes(group, images * pixels)))
+            Some(conv_panel_bytes(
+                w[0] / group,
+                w[1] * taps,
+                y[0],
+                group,
+                pixels,
+                elem_size,
+                a_packed,
+            ))
         })(),
         Opcode::ConvTranspose => (|| {
             // One product per kernel tap (`conv::transposed_conv`): `M / group` rows, `C /

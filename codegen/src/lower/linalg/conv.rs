@@ -200,6 +200,9 @@ pub struct ConvPlan {
     /// Whether (and how) the CPU runs the implicit product as Winograd F(2x2, 3x3)
     /// ([`winograd_form`]).
     winograd: Option<WinogradForm>,
+    /// Whether the CPU runs a convolution the direct kernel takes through the GEMM instead,
+    /// its panels planned (`memc_gemm::direct_conv_yields_to_gemm`).
+    gemm_over_direct: bool,
 }
 
 /// Input and output channels per group from which a 3x3 convolution runs as Winograd: with
@@ -398,6 +401,11 @@ impl ConvPlan {
     /// ([`crate::lower::prepack`]). The CPU checks the rest (a contiguous input row, its
     /// instruction set) when it runs, and packs into stack panels where it cannot.
     pub(crate) fn runs_direct(&self, elem: Scalar, weight_constant: bool) -> bool {
+        !self.gemm_over_direct && self.direct_takes(elem, weight_constant)
+    }
+
+    /// [`ConvPlan::runs_direct`] before the choice of [`ConvPlan::gemm_over_direct`].
+    fn direct_takes(&self, elem: Scalar, weight_constant: bool) -> bool {
         let (Ok(win), Some(shape)) = (&self.window, &self.shape) else {
             return false;
         };
@@ -405,23 +413,8 @@ impl ConvPlan {
             .kernel
             .iter()
             .try_fold(1u64, |acc, &k| acc.checked_mul(u64::try_from(k).ok()?));
-        // The axes over a dense input, as the CPU will see them, for the lane rule.
         let n = win.kernel.len();
-        let mut stride = 1i64;
-        let mut axes = vec![];
-        for i in (0..n.min(shape.in_spatial.len())).rev() {
-            axes.push(memc_gemm::DirectAxis {
-                size: shape.in_spatial[i] as i64,
-                stride,
-                kernel: win.kernel[i],
-                step: win.strides[i],
-                dilation: win.dilations[i],
-                pad: win.begin[i],
-                out: shape.out_spatial.get(i).map_or(0, |&o| o as i64),
-            });
-            stride = stride.saturating_mul(shape.in_spatial[i] as i64);
-        }
-        axes.reverse();
+        let axes = direct_axes(shape, win);
         !self.transposed
             && self.winograd.is_none()
             && weight_constant
@@ -433,6 +426,48 @@ impl ConvPlan {
             && memc_gemm::direct_conv_window_fits(&axes, shape.c_g)
             && memc_gemm::direct_conv_pays(&axes, shape.c_g)
     }
+
+    /// Bytes of the GEMM's packing panels for the implicit product, `A` packed whole (a
+    /// constant weight) or not, as the plan reserves them (`with_gemm_panels`); 0 without
+    /// static shapes.
+    fn gemm_panel_bytes(&self, elem_size: u64, a_packed: bool) -> u64 {
+        let (Some(s), Ok(win)) = (&self.shape, &self.window) else {
+            return 0;
+        };
+        let taps = win.kernel.iter().map(|&k| k.max(0) as u64).product::<u64>();
+        let pixels = s.out_spatial.iter().product::<u64>();
+        super::super::plan::conv_panel_bytes(
+            s.m_g,
+            s.c_g.saturating_mul(taps),
+            s.n,
+            s.groups,
+            pixels,
+            elem_size,
+            a_packed,
+        )
+    }
+}
+
+/// The axes of a convolution of `shape` over `win` as the direct kernel sees them over a
+/// dense input.
+fn direct_axes(shape: &ConvShape, win: &Window) -> Vec<memc_gemm::DirectAxis> {
+    let n = win.kernel.len();
+    let mut stride = 1i64;
+    let mut axes = vec![];
+    for i in (0..n.min(shape.in_spatial.len())).rev() {
+        axes.push(memc_gemm::DirectAxis {
+            size: shape.in_spatial[i] as i64,
+            stride,
+            kernel: win.kernel[i],
+            step: win.strides[i],
+            dilation: win.dilations[i],
+            pad: win.begin[i],
+            out: shape.out_spatial.get(i).map_or(0, |&o| o as i64),
+        });
+        stride = stride.saturating_mul(shape.in_spatial[i] as i64);
+    }
+    axes.reverse();
+    axes
 }
 
 /// Plans a Conv on `target`: the im2col form when [`im2col_form`] chooses it (an explicit
@@ -525,6 +560,17 @@ pub fn plan(
             plan.transposed = false;
         }
     }
+    // A layer the direct kernel takes but the GEMM runs faster (a strided 1x1 convolution
+    // with many output channels) runs through the GEMM where its panels fit the conv scratch
+    // rule and the bytes free at its step; elsewhere directly, without scratch.
+    if let (Some(elem), Some(s), Ok(win)) = (elem, &plan.shape, &plan.window) {
+        if plan.direct_takes(elem, weight_constant)
+            && memc_gemm::direct_conv_yields_to_gemm(&direct_axes(s, win), s.m_g)
+        {
+            let bytes = plan.gemm_panel_bytes(elem.size(), true) + 64;
+            plan.gemm_over_direct = bytes <= scratch_cap && bytes <= headroom;
+        }
+    }
     OpPlan::with_scratch(Form::Conv(Box::new(plan)), bytes, "im2col matrix")
 }
 
@@ -551,6 +597,7 @@ impl ConvPlan {
             im2col,
             transposed: false,
             winograd: None,
+            gemm_over_direct: false,
         };
         (plan, bytes)
     }

@@ -2097,9 +2097,10 @@ impl SendPtr {
     }
 }
 
-/// Bytes of the panels on a thread's stack, for products without planned scratch.
-const STACK_A_BYTES: usize = 48 * 512;
-const STACK_B_BYTES: usize = 512 * 64;
+/// Bytes of the panels on a thread's stack, for products without planned scratch: 48 rows
+/// and 64 columns of a `KC` of [`GEMM_KC_BYTES`] (112 KiB of a thread's stack).
+const STACK_A_BYTES: usize = 48 * GEMM_KC_BYTES as usize;
+const STACK_B_BYTES: usize = GEMM_KC_BYTES as usize * 64;
 
 #[repr(C, align(64))]
 struct StackPanels<T> {
@@ -2109,23 +2110,24 @@ struct StackPanels<T> {
 }
 
 impl<T: Elem> StackPanels<T> {
-    /// The blocking of a product whose panels live on the stack: `KC` of 512 bytes, at most
-    /// 48 rows and 64 columns per panel. With `A` packed whole (`a_packed`), `KC` stays the
-    /// planned one, which its layout follows, and the `B` panel narrows to fit.
+    /// The blocking of a product whose panels live on the stack: the planned `KC` (so each
+    /// value sums its terms in the order planned panels would: a plan that leaves a
+    /// product's panels out where they would raise its peak computes the same bits), at most
+    /// as many rows and columns per panel as fit (48 and 64 for a whole `KC`). With `A`
+    /// packed whole (`a_packed`) only the `B` panel narrows.
     fn blocking(planned: &GemmBlocking, a_packed: bool) -> GemmBlocking {
+        let row_bytes = (planned.kc * T::SIZE as u64).max(1);
+        let cols = STACK_B_BYTES as u64 / row_bytes;
+        let nc = planned
+            .nc
+            .min((cols / GEMM_NR_MAX * GEMM_NR_MAX).max(GEMM_NR_MAX));
         if a_packed {
-            let cols = STACK_B_BYTES as u64 / (planned.kc * T::SIZE as u64).max(1);
-            let nc = (cols / GEMM_NR_MAX * GEMM_NR_MAX).max(GEMM_NR_MAX);
-            return GemmBlocking {
-                nc: planned.nc.min(nc),
-                ..*planned
-            };
+            return GemmBlocking { nc, ..*planned };
         }
-        let kc = planned.kc.min(512 / T::SIZE as u64);
+        let rows = STACK_A_BYTES as u64 / row_bytes;
         GemmBlocking {
-            mc: planned.mc.min(48),
-            kc,
-            nc: planned.nc.min(64),
+            mc: planned.mc.min((rows / GEMM_MR * GEMM_MR).max(GEMM_MR)),
+            nc,
             ..*planned
         }
     }

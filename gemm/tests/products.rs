@@ -113,15 +113,12 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
             // SAFETY: as above; `a_packed` holds `A` in the layout the loop reads, and the
             // slots are at least as large as this blocking's.
             unsafe { memc_gemm::run::<T>(1, &|_| product, &without_a, slots, threads, &broadcast) };
-            // With planned panels the blocking is the same, and so is every sum's order; stack
-            // panels cut `K` finer unless `A` is packed whole.
-            let stack = slots.is_none() || blocking.slots == 0;
-            if !stack {
-                assert!(
-                    same_bits(&again, &c),
-                    "{m}x{k}x{n} form {form} threads {threads} planned {planned}: packed A differs"
-                );
-            }
+            // Planned or stack panels, `K` is cut where the plan cuts it, so every sum's order
+            // is the same.
+            assert!(
+                same_bits(&again, &c),
+                "{m}x{k}x{n} form {form} threads {threads} planned {planned}: packed A differs"
+            );
             outcomes.push(("packed A", again));
         }
         {
@@ -423,6 +420,83 @@ fn products_packing_a_match_a_naive_loop() {
                     }
                 }
             }
+        }
+    }
+}
+
+/// A product with its panels on the stack (no planned scratch: a plan leaves them out where
+/// they would raise its peak) gives the bits planned panels give: the stack blocking keeps
+/// the planned `KC`, only its panels hold fewer rows and columns. Shapes past one `KC` (300,
+/// 513, 600 values of `K`), past the stack's 48 rows and 64 columns, f32 and f64, one and
+/// three threads, accumulating or not.
+#[test]
+fn stack_panels_sum_in_the_planned_order() {
+    fn run<T: Kernels + From<f32> + Into<f64>>(m: usize, n: usize, k: usize, threads: usize) {
+        let a: Vec<T> = (0..m * k).map(|i| T::from(value(i, 4) as f32)).collect();
+        let b: Vec<T> = (0..k * n).map(|i| T::from(value(i, 5) as f32)).collect();
+        let blocking = GemmBlocking::new(1, m as u64, n as u64, k as u64, T::SIZE as u64, true);
+        let broadcast = |t: usize, f: &(dyn Fn(usize) + Sync)| {
+            std::thread::scope(|s| {
+                for i in 1..t {
+                    s.spawn(move || f(i));
+                }
+                f(0);
+            })
+        };
+        for accumulate in [false, true] {
+            let mut results = vec![];
+            for planned in [true, false] {
+                let mut c: Vec<T> = (0..m * n).map(|i| T::from(value(i, 6) as f32)).collect();
+                let mut scratch = vec![0u8; blocking.scratch_bytes() as usize + 64];
+                let base = scratch.as_mut_ptr();
+                let slots = planned.then(|| base.wrapping_add(base.align_offset(64)));
+                let product = Product {
+                    m,
+                    n,
+                    k,
+                    a: Mat {
+                        ptr: a.as_ptr().cast_mut(),
+                        rs: k as isize,
+                        cs: 1,
+                    },
+                    b: Mat {
+                        ptr: b.as_ptr().cast_mut(),
+                        rs: n as isize,
+                        cs: 1,
+                    },
+                    c: Mat {
+                        ptr: c.as_mut_ptr(),
+                        rs: n as isize,
+                        cs: 1,
+                    },
+                    alpha: T::from(1.0),
+                    accumulate,
+                    a_packed: None,
+                    b_packed: None,
+                    epilogue: Epilogue::NONE,
+                };
+                // SAFETY: the operands hold `m x k`, `k x n` and `m x n` values; the slots
+                // are sized by the blocking.
+                unsafe {
+                    memc_gemm::run::<T>(1, &|_| product, &blocking, slots, threads, &broadcast)
+                };
+                results.push(c);
+            }
+            assert!(
+                same_bits(&results[0], &results[1]),
+                "{m}x{k}x{n} threads {threads} accumulate {accumulate}: stack panels differ"
+            );
+        }
+    }
+    for (m, n, k) in [
+        (97, 130, 300),
+        (60, 200, 513),
+        (13, 70, 600),
+        (200, 65, 257),
+    ] {
+        for threads in [1, 3] {
+            run::<f32>(m, n, k, threads);
+            run::<f64>(m, n, k, threads);
         }
     }
 }

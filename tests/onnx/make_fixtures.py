@@ -789,16 +789,17 @@ def write_bad_loops():
 
 def winograd_convs():
     """3x3 stride-1 convolutions the CPU runs as Winograd F(2x2, 3x3) (tests/prepack.rs): odd
-    extents (a last tile half outside), a residual and a ReLU fused, two groups, asymmetric and
-    zero pads, a batch of 2."""
-    w1, b1 = rnd(81, [16, 16, 3, 3]), rnd(82, [16])
-    w2, b2 = rnd(83, [24, 8, 3, 3]), rnd(84, [24])
-    w3 = rnd(85, [12, 24, 3, 3])
+    extents (a last tile half outside), a residual and a ReLU fused, two groups (of 32 channels:
+    grouped layers run as Winograd from 32 per group), asymmetric and zero pads, a batch of 2.
+    Weights scaled by 1/sqrt(fan-in), so sums keep the size of their inputs."""
+    w1, b1 = rnd(81, [64, 64, 3, 3]) / 24, rnd(82, [64])
+    w2, b2 = rnd(83, [64, 32, 3, 3]) / 17, rnd(84, [64])
+    w3 = rnd(85, [12, 64, 3, 3]) / 24
     inits = [numpy_helper.from_array(a, n) for a, n in [(w1, "w1"), (b1, "b1"), (w2, "w2"), (b2, "b2"), (w3, "w3")]]
     reps = numpy_helper.from_array(np.array([1, 4, 4, 4], dtype=np.int64), "reps")
     inits.append(reps)
     nodes = [
-        # A peak before the convolutions (x tiled to 2x64x36x44, 792 KiB, then its maximum):
+        # A peak before the convolutions (x tiled to 2x256x36x44, 3.1 MiB, then its maximum):
         # the Winograd scratch fits below it, which memc requires.
         helper.make_node("Tile", ["x", "reps"], ["tiled"], name="tile"),
         helper.make_node("ReduceMax", ["tiled"], ["peak"], name="peak", keepdims=1),
@@ -809,7 +810,7 @@ def winograd_convs():
         helper.make_node("Conv", ["c2", "w3"], ["c3"], name="valid"),
         helper.make_node("Add", ["c3", "peak"], ["y"], name="plus_peak"),
     ]
-    return model(nodes, [vi("x", TensorProto.FLOAT, [2, 16, 9, 11])], [vi("y", TensorProto.FLOAT, [2, 12, 7, 9])],
+    return model(nodes, [vi("x", TensorProto.FLOAT, [2, 64, 9, 11])], [vi("y", TensorProto.FLOAT, [2, 12, 7, 9])],
                  inits, name="winograd_convs")
 
 

@@ -163,21 +163,26 @@ fn plan_ops_with<'t>(
     headroom_wanted: bool,
 ) -> OpPlans<'t> {
     let ops = func.layout().block_ops(func.entry_block());
-    let has_conv = ops
-        .iter()
-        .any(|&op| matches!(func.op(op).opcode, Opcode::Conv | Opcode::ConvGrad));
-    let (cap, mut headroom) = match has_conv {
+    let has_products = ops.iter().any(|&op| has_contractions(func.op(op).opcode));
+    let (cap, headroom) = match has_products {
         true => conv_caps(func, weights, target),
-        false => (0, HashMap::new()),
+        false => (0, None),
     };
-    if !headroom_wanted {
-        headroom.clear();
-    }
     let plans = ops
         .iter()
         .map(|&op| {
-            let room = headroom.get(&op).copied().unwrap_or(0);
-            (op, plan_op_within(func, weights, target, op, cap, room))
+            // GEMM panels only where they do not raise the model's peak (stack panels
+            // elsewhere), and, like the forms that need headroom, only in the plan that
+            // wants them (the other gets them in the bytes its placed arena leaves free).
+            let room = match headroom_wanted {
+                true => headroom.as_ref().map(|h| h.get(&op).copied().unwrap_or(0)),
+                false => Some(0),
+            };
+            let forms = room.unwrap_or(0);
+            (
+                op,
+                plan_op_within(func, weights, target, op, cap, forms, room),
+            )
         })
         .collect();
     OpPlans {
@@ -189,19 +194,24 @@ fn plan_ops_with<'t>(
 
 /// [`conv_scratch_cap`] and, per op, the bytes its scratch may take without raising the
 /// model's activation peak in its own order: the bound less the activations live at its step
-/// (none when the bound is not known). A form whose extra scratch is worth its speed only
-/// below the peak (a convolution run transposed) takes it within this. One liveness pass
-/// gives both.
+/// (`None` when the bound is not known). A form whose extra scratch is worth its speed only
+/// below the peak (a convolution run transposed, GEMM panels) takes it within this. One
+/// liveness pass gives both.
 fn conv_caps(
     func: &Function,
     weights: &WeightStore,
     target: &TargetInfo,
-) -> (u64, HashMap<OpId, u64>) {
-    let (bound, live) = memc_passes::memory::model_order_live(func, weights).unwrap_or_default();
-    let headroom = live
-        .into_iter()
-        .map(|(op, at)| (op, bound.saturating_sub(at)))
-        .collect();
+) -> (u64, Option<HashMap<OpId, u64>>) {
+    let (bound, headroom) = match memc_passes::memory::model_order_live(func, weights) {
+        Ok((bound, live)) => {
+            let headroom = live
+                .into_iter()
+                .map(|(op, at)| (op, bound.saturating_sub(at)))
+                .collect();
+            (bound, Some(headroom))
+        }
+        Err(_) => (0, None),
+    };
     (
         target
             .conv
@@ -222,20 +232,21 @@ pub fn conv_scratch_cap(func: &Function, weights: &WeightStore, target: &TargetI
 /// op's types and attributes only (the memory plan does not exist yet). The weights are for
 /// forms that depend on constant operands (none yet).
 pub fn plan_op(func: &Function, weights: &WeightStore, target: &TargetInfo, op: OpId) -> OpPlan {
-    let (cap, room) = match func.op(op).opcode {
-        Opcode::Conv | Opcode::ConvGrad => {
+    let (cap, room) = match has_contractions(func.op(op).opcode) {
+        true => {
             let (cap, headroom) = conv_caps(func, weights, target);
-            (cap, headroom.get(&op).copied().unwrap_or(0))
+            (cap, headroom.map(|h| h.get(&op).copied().unwrap_or(0)))
         }
-        _ => (0, 0),
+        false => (0, None),
     };
-    plan_op_within(func, weights, target, op, cap, room)
+    plan_op_within(func, weights, target, op, cap, room.unwrap_or(0), room)
 }
 
 /// After memory planning: gives each convolution planned without scratch the faster form
-/// (Winograd, with as many slots as fit; a transposed product) whose scratch fits the largest
-/// run of arena bytes free at its step, and places that scratch there (`MemoryPlan::
-/// add_scratch`). The arena does not change: the first plan weighs forms against the model's
+/// (Winograd, with as many slots as fit; a transposed product, GEMM panels) whose scratch
+/// fits the largest run of arena bytes free at its step, and each other product planned
+/// without GEMM panels its panels where they fit there (with its own scratch, moved), and
+/// places that scratch there (`MemoryPlan::add_scratch`). The arena does not change: the first plan weighs forms against the model's
 /// activation bound, which a small model's placed arena may beat (in-place results), leaving
 /// less room than the bound says, or more (a step below the peak). Returns how many ops
 /// changed form. `plan` must be the memory plan of `func` made with `ops`' scratch.
@@ -245,11 +256,18 @@ pub fn use_free_bytes(
     ops: &mut OpPlans,
 ) -> Result<usize, memc_ir::Diagnostic> {
     let target = ops.target;
+    // Convolutions without scratch, and other products whose plan left out their GEMM panels.
     let candidates: Vec<OpId> = plan
         .schedule
         .iter()
         .copied()
-        .filter(|&op| func.op(op).opcode == Opcode::Conv && ops.scratch_bytes(op) == 0)
+        .filter(|&op| {
+            let opcode = func.op(op).opcode;
+            match opcode {
+                Opcode::Conv => ops.scratch_bytes(op) == 0,
+                _ => has_contractions(opcode) && ops.get(op).is_some_and(|p| p.pack_bytes == 0),
+            }
+        })
         .collect();
     if candidates.is_empty() || !target.prepack_weights {
         return Ok(0);
@@ -260,11 +278,27 @@ pub fn use_free_bytes(
         let Some(step) = plan.step_of(op) else {
             continue;
         };
+        let Some(current) = ops.plans.get(&op).cloned() else {
+            continue;
+        };
+        // An op's own scratch (attention scores) moves with its panels: taken out, placed
+        // again with them where they fit, else back where it was.
+        let own = plan.remove_scratch(op);
         let (offset, room) = plan.free_extent(step);
-        let form = linalg::conv::plan(func, target, op, cap, room, linalg::conv::Slots::AsFit);
-        let wider = with_gemm_panels(func, target, op, form);
+        let wider = if func.op(op).opcode == Opcode::Conv {
+            let form = linalg::conv::plan(func, target, op, cap, room, linalg::conv::Slots::AsFit);
+            with_gemm_panels(func, target, op, form, Some(room))
+        } else {
+            // A product left with stack panels where its GEMM panels would have raised the
+            // peak: its panels where the placed arena has room for them.
+            with_gemm_panels(func, target, op, current.clone(), Some(room))
+        };
         let bytes = wider.scratch_bytes;
-        if bytes == 0 || bytes > room {
+        let had = own.map_or(0, |(_, size)| size).max(current.scratch_bytes);
+        if bytes <= had || bytes > room {
+            if let Some((offset, size)) = own {
+                plan.add_scratch(func, op, offset, size)?;
+            }
             continue;
         }
         plan.add_scratch(func, op, offset, bytes)?;
@@ -274,7 +308,9 @@ pub fn use_free_bytes(
     Ok(changed)
 }
 
-/// [`plan_op`] with a convolution's scratch cap computed once for the function.
+/// [`plan_op`] with a convolution's scratch cap computed once for the function: the forms that
+/// take scratch only below the model's peak within `headroom`, GEMM panels within
+/// `panel_room` (any, where the bound is not known).
 fn plan_op_within(
     func: &Function,
     weights: &WeightStore,
@@ -282,9 +318,10 @@ fn plan_op_within(
     op: OpId,
     conv_cap: u64,
     headroom: u64,
+    panel_room: Option<u64>,
 ) -> OpPlan {
     let plan = plan_form(func, weights, target, op, conv_cap, headroom);
-    with_gemm_panels(func, target, op, plan)
+    with_gemm_panels(func, target, op, plan, panel_room)
 }
 
 /// Ops whose kernels may include contractions ([`crate::kernel::Contract`]).
@@ -334,11 +371,22 @@ pub(super) fn conv_panel_bytes(
 }
 
 /// `plan` with the CPU GEMM's packing panels added to its scratch, for an op with
-/// contractions on the CPU. Sized from the op's types: a MatMul's or Gemm's exact product when
+/// contractions on the CPU, where they fit `room` (the bytes its scratch may take without
+/// raising the peak; any, when `None`): elsewhere its products pack into small panels on each
+/// thread's stack, a few percent slower (one thread, 256->512 1x1 at 28x28: 2.17 -> 2.25 ms,
+/// two threads and 64->256 at 56x56 even) and no arena (that layer's 896 KiB of panels were
+/// 38% over its bound). A form whose scratch holds its panels (Winograd's transforms, a
+/// transposed product) keeps them: it was chosen within its headroom. Sized from the op's types: a MatMul's or Gemm's exact product when
 /// its shapes are static and plain, else a bound that holds any contraction whose dims are at
 /// most the largest operand, result or scratch (in elements); a contraction that needs more
 /// than was reserved runs with stack panels (see `lower_op`).
-fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: OpPlan) -> OpPlan {
+fn with_gemm_panels(
+    func: &Function,
+    target: &TargetInfo,
+    op: OpId,
+    mut plan: OpPlan,
+    room: Option<u64>,
+) -> OpPlan {
     let data = func.op(op);
     if target.name != crate::cpu::target::CPU.name
         || !has_contractions(data.opcode)
@@ -490,10 +538,14 @@ fn with_gemm_panels(func: &Function, target: &TargetInfo, op: OpId, mut plan: Op
     }
     // Room to align the panels to 64 bytes at the end of the scratch, wherever it starts.
     let own = plan.scratch_bytes;
-    plan.pack_bytes = bytes;
-    plan.scratch_bytes = own.next_multiple_of(64) + bytes + 64;
     let transposed = matches!(&plan.form, Form::Conv(conv) if conv.transposed());
     let winograd = matches!(&plan.form, Form::Conv(conv) if conv.winograd_scratch().is_some());
+    let scratch = own.next_multiple_of(64) + bytes + 64;
+    if !transposed && !winograd && room.is_some_and(|room| scratch > room) {
+        return plan;
+    }
+    plan.pack_bytes = bytes;
+    plan.scratch_bytes = scratch;
     plan.scratch_use = match plan.scratch_use {
         _ if transposed => "transposed product",
         _ if winograd => "Winograd transforms",

@@ -204,6 +204,19 @@ impl MemoryPlan {
         best
     }
 
+    /// Takes `op`'s scratch out of the plan and returns its offset and size (`None` when it
+    /// has none), to place it again with [`MemoryPlan::add_scratch`] (larger, where
+    /// [`MemoryPlan::free_extent`] then finds room, or where it was). The arena does not
+    /// change.
+    pub fn remove_scratch(&mut self, op: OpId) -> Option<(u64, u64)> {
+        let at = self.scratch.iter().position(|s| s.op == op)?;
+        let scratch = self.scratch.remove(at);
+        let n_steps = self.schedule.len() as u64 + 2;
+        (self.live_bytes, self.peak_step) =
+            liveness::live_bytes(&self.buffers, &self.scratch, n_steps);
+        Some((scratch.offset, scratch.size))
+    }
+
     /// Gives `op` (which has no scratch yet) `size` bytes of scratch at `offset` for its step,
     /// inside the arena as it is (see [`MemoryPlan::free_extent`]), and re-checks the plan
     /// with the validator; the arena does not change.

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""memc vs onnxruntime on whole CNNs the zoo lacks: MobileNetV2 and ResNet-18 at 224x224.
+"""memc vs onnxruntime on whole CNNs the zoo lacks: MobileNetV2, ResNet-18, ResNet-50 and
+ResNeXt-50 (32x4d) at 224x224.
 
-    .venv/bin/python bench/whole_cnn.py [--models mobilenetv2,resnet18] [--repeat 50]
+    .venv/bin/python bench/whole_cnn.py [--models mobilenetv2,resnet18,resnet50,resnext50]
+                                        [--repeat 50]
                                         [--threads 1,2] [--memc target/release/memc]
                                         [--out DIR]
 
@@ -12,8 +14,10 @@ only whole networks say how the two compare. Each model is built here with onnx.
 random weights (He-scaled) and biases, batch norms folded into the convolutions as an
 exporter's optimizer leaves them: MobileNetV2 (width 1.0: inverted residual blocks of 1x1
 expansion, 3x3 depthwise and 1x1 projection convolutions, ReLU6 as Clip, residual Adds,
-global average pool, a 1000-way Gemm) and ResNet-18 (7x7/2 stem, 3x3/2 max pool, basic
-blocks with 1x1/2 shortcuts, ReLU, residual Adds, pool and Gemm).
+global average pool, a 1000-way Gemm), ResNet-18 (7x7/2 stem, 3x3/2 max pool, basic
+blocks with 1x1/2 shortcuts, ReLU, residual Adds, pool and Gemm), and ResNet-50 and
+ResNeXt-50 32x4d (the same stem, bottleneck blocks [3, 4, 6, 3] whose 3x3 is grouped 32 ways
+in ResNeXt, the stride on the 3x3).
 
 For each model and thread count, on the same input: onnxruntime (default optimizations,
 intra-op threads N, sequential) median latency over --repeat runs in this process, then
@@ -142,7 +146,36 @@ def resnet18(seed: int) -> onnx.ModelProto:
     return g.model("resnet18")
 
 
-MODELS = {"mobilenetv2": mobilenetv2, "resnet18": resnet18}
+def bottlenecks(seed: int, name: str, groups: int, width: int) -> onnx.ModelProto:
+    """ResNet-50 (`groups` 1, `width` 64) or ResNeXt-50 32x4d (32, 128) at 224x224:
+    bottleneck blocks [3, 4, 6, 3] (1x1 reduce, 3x3 (grouped), 1x1 expand), the stride on the
+    3x3, 1x1/2 downsampling shortcuts."""
+    g = Builder(seed)
+    x = g.conv("x", 3, 64, 7, 2)
+    pooled = g.name("pool")
+    g.nodes.append(helper.make_node("MaxPool", [x], [pooled], kernel_shape=[3, 3], strides=[2, 2],
+                                    pads=[1, 1, 1, 1]))
+    x, cin = pooled, 64
+    for stage, (n, s) in enumerate([(3, 1), (4, 2), (6, 2), (3, 2)]):
+        mid, out = width << stage, 256 << stage
+        for i in range(n):
+            stride = s if i == 0 else 1
+            h = g.conv(x, cin, mid, 1, 1)
+            h = g.conv(h, mid, mid, 3, stride, group=groups)
+            h = g.conv(h, mid, out, 1, 1, act=None)
+            short = g.conv(x, cin, out, 1, stride, act=None) if stride != 1 or cin != out else x
+            x = g.act(g.add(h, short), "relu")
+            cin = out
+    g.head(x, cin)
+    return g.model(name)
+
+
+MODELS = {
+    "mobilenetv2": mobilenetv2,
+    "resnet18": resnet18,
+    "resnet50": lambda seed: bottlenecks(seed, "resnet50", 1, 64),
+    "resnext50": lambda seed: bottlenecks(seed, "resnext50", 32, 128),
+}
 
 
 def main() -> int:

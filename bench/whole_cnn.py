@@ -73,6 +73,14 @@ class Builder:
                                            strides=[s, s], pads=[k // 2] * 4, group=group))
         return self.act(y, act)
 
+    def stem(self) -> str:
+        """A ResNet's stem: 3->64 7x7/2 convolution, ReLU, 3x3/2 max pool."""
+        x = self.conv("x", 3, 64, 7, 2)
+        pooled = self.name("pool")
+        self.nodes.append(helper.make_node("MaxPool", [x], [pooled], kernel_shape=[3, 3],
+                                           strides=[2, 2], pads=[1, 1, 1, 1]))
+        return pooled
+
     def act(self, x: str, act: str | None) -> str:
         if act is None:
             return x
@@ -129,11 +137,7 @@ def mobilenetv2(seed: int) -> onnx.ModelProto:
 
 def resnet18(seed: int) -> onnx.ModelProto:
     g = Builder(seed)
-    x = g.conv("x", 3, 64, 7, 2)
-    pooled = g.name("pool")
-    g.nodes.append(helper.make_node("MaxPool", [x], [pooled], kernel_shape=[3, 3], strides=[2, 2],
-                                    pads=[1, 1, 1, 1]))
-    x, cin = pooled, 64
+    x, cin = g.stem(), 64
     for c, s in [(64, 1), (128, 2), (256, 2), (512, 2)]:
         for i in range(2):
             stride = s if i == 0 else 1
@@ -151,11 +155,7 @@ def bottlenecks(seed: int, name: str, groups: int, width: int) -> onnx.ModelProt
     bottleneck blocks [3, 4, 6, 3] (1x1 reduce, 3x3 (grouped), 1x1 expand), the stride on the
     3x3, 1x1/2 downsampling shortcuts."""
     g = Builder(seed)
-    x = g.conv("x", 3, 64, 7, 2)
-    pooled = g.name("pool")
-    g.nodes.append(helper.make_node("MaxPool", [x], [pooled], kernel_shape=[3, 3], strides=[2, 2],
-                                    pads=[1, 1, 1, 1]))
-    x, cin = pooled, 64
+    x, cin = g.stem(), 64
     for stage, (n, s) in enumerate([(3, 1), (4, 2), (6, 2), (3, 2)]):
         mid, out = width << stage, 256 << stage
         for i in range(n):

@@ -246,10 +246,11 @@ pub fn plan_op(func: &Function, weights: &WeightStore, target: &TargetInfo, op: 
 /// (Winograd, with as many slots as fit; a transposed product, GEMM panels) whose scratch
 /// fits the largest run of arena bytes free at its step, and each other product planned
 /// without GEMM panels its panels where they fit there (with its own scratch, moved), and
-/// places that scratch there (`MemoryPlan::add_scratch`). The arena does not change: the first plan weighs forms against the model's
-/// activation bound, which a small model's placed arena may beat (in-place results), leaving
-/// less room than the bound says, or more (a step below the peak). Returns how many ops
-/// changed form. `plan` must be the memory plan of `func` made with `ops`' scratch.
+/// places that scratch there (`MemoryPlan::add_scratch`). The arena does not change: the
+/// first plan weighs forms against the model's activation bound, which a small model's
+/// placed arena may beat (in-place results), leaving less room than the bound says, or more
+/// (a step below the peak). Returns how many ops changed form. `plan` must be the memory
+/// plan of `func` made with `ops`' scratch.
 pub fn use_free_bytes(
     func: &Function,
     plan: &mut memc_passes::memory::MemoryPlan,
@@ -376,10 +377,11 @@ pub(super) fn conv_panel_bytes(
 /// thread's stack, a few percent slower (one thread, 256->512 1x1 at 28x28: 2.17 -> 2.25 ms,
 /// two threads and 64->256 at 56x56 even) and no arena (that layer's 896 KiB of panels were
 /// 38% over its bound). A form whose scratch holds its panels (Winograd's transforms, a
-/// transposed product) keeps them: it was chosen within its headroom. Sized from the op's types: a MatMul's or Gemm's exact product when
-/// its shapes are static and plain, else a bound that holds any contraction whose dims are at
-/// most the largest operand, result or scratch (in elements); a contraction that needs more
-/// than was reserved runs with stack panels (see `lower_op`).
+/// transposed product) keeps them: it was chosen within its headroom. Sized from the op's
+/// types: a MatMul's or Gemm's exact product when its shapes are static and plain, else a
+/// bound that holds any contraction whose dims are at most the largest operand, result or
+/// scratch (in elements); a contraction that needs more than was reserved runs with stack
+/// panels (see `lower_op`).
 fn with_gemm_panels(
     func: &Function,
     target: &TargetInfo,

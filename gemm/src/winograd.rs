@@ -16,8 +16,8 @@
 //!   x the block rounded up to a strip), `M` (16 x output channels of a chunk x block) and a
 //!   staging row of 16 x (block + 8) values, in planned scratch. Where the cap is too small
 //!   for every channel at once, output channels go in chunks (each chunk's `M`, then its
-//!   outputs) and input channels in pieces (each piece's `V` added into the chunk's `M`: the
-//!   input is then transformed once per chunk). The weight is 16/9 of the direct form's (its transform).
+//!   outputs) and input channels in pieces (each piece's `V` once, then each chunk's `M` of
+//!   that piece, its outputs added into the result). The weight is 16/9 of the direct form's (its transform).
 //! - **Numerics.** The transforms add and subtract (and halve, in `G`), so an output differs
 //!   from the direct sum by rounding only (relative error ~1e-6 for f32 on unit-scale data),
 //!   and is the same whatever the number of threads (a block's outputs are computed by one
@@ -94,14 +94,29 @@ fn v_cols(block: usize) -> usize {
     block.div_ceil(strip(block)) * strip(block)
 }
 
+/// Values between the 16 points' matrices of `V` and of `M`, past their own values: a stride
+/// that is a multiple of 4 KiB puts all 16 in the same L1 sets (blocks of 32 tiles in pieces
+/// of 64 or 96 channels, one thread, AVX-512: 128->128 at 28x28 1.20 ms, pieces of 88 1.08).
+const POINT_PAD: usize = 16;
+
+/// Values from one point's matrix of `V` to the next's, for pieces of `depth` channels.
+fn v_point_stride(block: usize, depth: usize) -> usize {
+    depth * v_cols(block) + POINT_PAD
+}
+
+/// Values from one point's matrix of `M` to the next's, for chunks of `chunk` channels.
+fn m_point_stride(block: usize, chunk: usize) -> usize {
+    chunk * block + POINT_PAD
+}
+
 /// Values of one thread's scratch, in the order `V`, `M`, staging (each a multiple of 16), for
 /// blocks of `block` tiles, chunks of `chunk` output channels and pieces of `depth` input
 /// channels.
 fn scratch_parts(block: usize, chunk: usize, depth: usize) -> [usize; 3] {
     let round = |x: usize| x.div_ceil(16) * 16;
     [
-        round(POINTS * depth * v_cols(block)),
-        round(POINTS * chunk * block),
+        round(POINTS * v_point_stride(block, depth)),
+        round(POINTS * m_point_stride(block, chunk)),
         round(POINTS * (block + LANES)),
     ]
 }
@@ -135,30 +150,59 @@ pub struct WinogradBlocking {
 }
 
 /// The blocking for `m` output and `channels` input channels within `cap` bytes of scratch per
-/// thread, in this order of preference: every input channel in one piece (the input is then
-/// transformed once per block; in pieces, once per chunk of output channels), blocks of 32
-/// tiles before 16, every output channel in one chunk before chunks of 96, 48, 24, 12 or 6
-/// (then pieces of 128 or 64 input channels); `None` when none fits (then the convolution is
-/// not run this way). Blocks under 16 tiles would leave the GEMM microkernel's vectors half
-/// empty. Small chunks fit small arenas and cost little (`winograd_bench`, 32->32 at 16x16 in
-/// blocks of 16: chunks of 36, 12 and 6 channels 0.0399, 0.0398 and 0.040-0.041 ms).
+/// thread, in this order of preference: blocks of 32 tiles in pieces of at least 64 input
+/// channels (or all of them, if fewer), then blocks of 16 likewise; within each, the fewest
+/// pieces (each piece's output is added
+/// into the result: an output transform more per piece; pieces within a packed run of `KC`
+/// are as even as multiples of 8 make them), then every output channel in one chunk before
+/// chunks of 96, 48, 24, 12 or 6. `None` when none fits (then the convolution is not run
+/// this way). Blocks of 32 before fewer pieces: on AVX-512 a block of 16 fills half the
+/// microkernel's 32 columns (one thread, Xeon with AVX-512, 256->256 at 14x14: blocks of 32
+/// in pieces of 88 channels 1.31 ms, 64 1.54, blocks of 16 in pieces of 128 1.97; the
+/// direct kernel 1.87); on AVX2 the two are even (1.97 and 2.02 ms). Blocks under 16 tiles
+/// would leave the vectors half empty. Small chunks fit small arenas and cost little
+/// (`winograd_bench`, 32->32 at 16x16 in blocks of 16: chunks of 36, 12 and 6 channels
+/// 0.0399, 0.0398 and 0.040-0.041 ms).
 pub fn winograd_blocking(m: u64, channels: u64, cap: u64) -> Option<WinogradBlocking> {
     let whole = m.div_ceil(MR as u64) * MR as u64;
-    let depths = [channels, 128, 64];
-    for (i, depth) in depths.into_iter().enumerate() {
-        if i > 0 && depth >= channels {
-            continue;
+    // Pieces never cross a packed run of `KC` (`block_body`): a piece holds at most a run.
+    let run = channels.min(GEMM_KC_BYTES / 4);
+    // The depth of `pieces` pieces per run: all channels in one, else as even as multiples of
+    // 8 allow.
+    let depth_of = |pieces: u64| {
+        if pieces == 1 && channels <= run {
+            channels
+        } else {
+            run.div_ceil(pieces).next_multiple_of(8).min(run)
         }
-        for block in [32, 16] {
-            for chunk in [whole, 96, 48, 24, 12, 6] {
-                if chunk <= whole && winograd_scratch_bytes(block, chunk, depth) <= cap {
-                    return Some(WinogradBlocking {
-                        block,
-                        chunk,
-                        depth,
-                    });
-                }
+    };
+    let fits = |block: u64, depth: u64| {
+        [whole, 96, 48, 24, 12, 6]
+            .into_iter()
+            .filter(|&chunk| chunk <= whole)
+            .find(|&chunk| winograd_scratch_bytes(block, chunk, depth) <= cap)
+            .map(|chunk| WinogradBlocking {
+                block,
+                chunk,
+                depth,
+            })
+    };
+    // Smaller pieces cost an output transform each and lose to the direct kernel.
+    let least = channels.min(64);
+    for block in [32, 16] {
+        let mut pieces = 1;
+        loop {
+            let depth = depth_of(pieces);
+            if depth < least {
+                break;
             }
+            if let Some(b) = fits(block, depth) {
+                return Some(b);
+            }
+            if depth <= 8 {
+                break;
+            }
+            pieces += 1;
         }
     }
     None
@@ -595,26 +639,60 @@ unsafe fn block_body<X: Lanes>(
     let whole = next_piece(0) == conv.channels;
     if whole {
         transform_input::<X>(conv, ops, first, count, 0, conv.channels, v, staging);
-    }
-    let mut row0 = rows.start;
-    while row0 < rows.end {
-        let rows = (rows.end - row0).min(conv.chunk);
-        let mut k0 = 0;
-        while k0 < conv.channels {
-            let k1 = next_piece(k0);
-            if !whole {
-                transform_input::<X>(conv, ops, first, count, k0, k1, v, staging);
-            }
-            products(conv, ops, row0, rows, count, k0, k1, v, mm);
-            k0 = k1;
+        let mut row0 = rows.start;
+        while row0 < rows.end {
+            let rows = (rows.end - row0).min(conv.chunk);
+            products(conv, ops, row0, rows, count, 0, conv.channels, v, mm);
+            transform_output::<X>(conv, ops, row0, rows, first, count, mm, Stage::ONLY);
+            row0 += rows;
         }
-        transform_output::<X>(conv, ops, row0, rows, first, count, mm);
-        row0 += rows;
+        return;
+    }
+    // In pieces of input channels: each piece's `V` once, then every chunk's `M` of that piece
+    // alone, transformed and added into the output (the output transform is linear, so the
+    // pieces' outputs sum to the whole). The first piece writes the output with the bias and
+    // the residual (read before the element is written, as the one-piece path does), the
+    // last clamps. Per chunk a piece's input transform again cost more than its product
+    // (256->256 at 14x14 in blocks of 32, pieces of 128 channels, chunks of 24: 2.68 ms, whole
+    // in one piece 1.05).
+    let mut k0 = 0;
+    while k0 < conv.channels {
+        let k1 = next_piece(k0);
+        transform_input::<X>(conv, ops, first, count, k0, k1, v, staging);
+        let stage = Stage {
+            first: k0 == 0,
+            last: k1 == conv.channels,
+        };
+        let mut row0 = rows.start;
+        while row0 < rows.end {
+            let rows = (rows.end - row0).min(conv.chunk);
+            products(conv, ops, row0, rows, count, k0, k1, v, mm);
+            transform_output::<X>(conv, ops, row0, rows, first, count, mm, stage);
+            row0 += rows;
+        }
+        k0 = k1;
     }
 }
 
+/// Which piece of input channels an output transform adds ([`block_body`]): the first
+/// writes the output (added to it with `accumulate`) with the bias and the residual, later
+/// ones add to what it holds; the last clamps.
+#[derive(Copy, Clone)]
+struct Stage {
+    first: bool,
+    last: bool,
+}
+
+impl Stage {
+    /// Every input channel in one piece.
+    const ONLY: Stage = Stage {
+        first: true,
+        last: true,
+    };
+}
+
 /// `V` for the block and input channels `k0..k1`: for each, each tile's 4x4 input `d` as
-/// `B^T d B`, point `xi` of tile `j` of channel `k0 + c` at `v + xi * depth * v_cols + (j /
+/// `B^T d B`, point `xi` of tile `j` of channel `k0 + c` at `v + xi * v_point_stride + (j /
 /// strip) * strip * depth + c * strip + j % strip` (each point's matrix a `B` packed whole,
 /// in strips of `strip` columns, `depth = k1 - k0`). Columns past the block up to the next 16
 /// are zero.
@@ -632,7 +710,7 @@ unsafe fn transform_input<X: Lanes>(
     let tw = conv.ow.div_ceil(2);
     let sw = strip(conv.block);
     let depth = k1 - k0;
-    let point_stride = depth * v_cols(conv.block);
+    let point_stride = v_point_stride(conv.block, depth);
     let stage = conv.block + LANES;
     // The masks of the groups of 8 tiles whose 18 values cross the row's ends (the same for
     // every row and channel: worked out once per block, not per load; a 16-wide image's every
@@ -731,9 +809,8 @@ unsafe fn transform_input<X: Lanes>(
     }
 }
 
-/// `M[xi] (+)= U[xi] @ V[xi]` for output channels `row0..row0 + rows` (`row0` a multiple of
-/// [`MR`]), input channels `k0..k1` (within one packed run of `KC`; the sum starts at `k0 =
-/// 0`) and the block's `count` tiles: row `o` of `M[xi]` at `mm + (xi * chunk + o - row0) *
+/// `M[xi] = U[xi] @ V[xi]` for output channels `row0..row0 + rows` (`row0` a multiple of
+/// [`MR`]), input channels `k0..k1` (within one packed run of `KC`) and the block's `count` tiles: row `o` of `M[xi]` at `mm + xi * m_point_stride + (o - row0) *
 /// block`, by the GEMM's microkernel over `A` strips of [`MR`] rows.
 #[inline(always)]
 unsafe fn products(
@@ -761,11 +838,10 @@ unsafe fn products(
     let kc = (k - run).min(kc_max);
     let mpad = m.div_ceil(MR) * MR;
     let a_len = crate::packed_a_len(m as u64, k as u64) as usize;
-    let cols = v_cols(conv.block);
     for xi in 0..POINTS {
         let u = ops.a_packed.add(xi * a_len);
-        let vx = v.add(xi * depth * cols);
-        let mx = mm.add(xi * conv.chunk * conv.block);
+        let vx = v.add(xi * v_point_stride(conv.block, depth));
+        let mx = mm.add(xi * m_point_stride(conv.block, conv.chunk));
         for strip in row0 / MR..(row0 + rows).div_ceil(MR) {
             let height = (m - strip * MR).min(MR);
             let a = u.add(run * mpad + strip * MR * kc + (k0 - run) * MR);
@@ -790,7 +866,7 @@ unsafe fn products(
                     width,
                     c,
                     1.0,
-                    k0 > 0,
+                    false,
                     None,
                 );
                 j0 += nr;
@@ -813,17 +889,27 @@ unsafe fn transform_output<X: Lanes>(
     first: usize,
     count: usize,
     mm: *const f32,
+    stage: Stage,
 ) {
     let tw = conv.ow.div_ceil(2);
     let e = conv.epilogue;
-    let (lo, hi) = e.clamp.unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
+    let (lo, hi) = match e.clamp {
+        Some(bounds) if stage.last => bounds,
+        _ => (f32::NEG_INFINITY, f32::INFINITY),
+    };
+    // Later pieces add to the output and take no bias or residual (the first did).
+    let accumulate = conv.accumulate || !stage.first;
+    let residual = e.add.filter(|_| stage.first);
     let (lo_bound, hi_bound) = (X::splat(lo), X::splat(hi));
     let alpha = X::splat(conv.alpha);
-    let point_stride = conv.chunk * conv.block;
+    let point_stride = m_point_stride(conv.block, conv.chunk);
     for o in row0..row0 + rows {
-        let bias = e.bias.map_or(0.0, |(ptr, stride)| {
-            *ptr.wrapping_offset(ops.bias_shift + o as isize * stride)
-        });
+        let bias = match e.bias {
+            Some((ptr, stride)) if stage.first => {
+                *ptr.wrapping_offset(ops.bias_shift + o as isize * stride)
+            }
+            _ => 0.0,
+        };
         let bias = X::splat(bias);
         let out = ops.c.ptr.wrapping_offset(o as isize * ops.c.rs);
         let mo = mm.add((o - row0) * conv.block);
@@ -865,11 +951,11 @@ unsafe fn transform_output<X: Lanes>(
                     let dst = out.add((2 * ty + i) * conv.ow + 2 * tx);
                     for (h, mut half) in X::interleave(even, odd).into_iter().enumerate() {
                         let at = dst.add(h * LANES);
-                        if conv.accumulate {
+                        if accumulate {
                             half = half.add(X::load(at));
                         }
                         half = half.add(bias);
-                        if let Some(add) = e.add {
+                        if let Some(add) = residual {
                             half = half.add(X::load(at.offset(add)));
                         }
                         half.clamp(lo_bound, hi_bound).store(at);
@@ -899,11 +985,11 @@ unsafe fn transform_output<X: Lanes>(
                                 continue;
                             }
                             let at = row.wrapping_offset(base);
-                            if conv.accumulate {
+                            if accumulate {
                                 half = half.add(X::load_masked(at, lo, hi));
                             }
                             half = half.add(bias);
-                            if let Some(add) = e.add {
+                            if let Some(add) = residual {
                                 half = half.add(X::load_masked(at.wrapping_offset(add), lo, hi));
                             }
                             half.clamp(lo_bound, hi_bound).store_masked(at, lo, hi);

@@ -166,12 +166,13 @@ pub(super) fn buffers_for(
             if !root.contains_key(&r) {
                 continue; // a view of a weight or of state
             }
-            let constraint = match source
-                .and_then(|(s, offset)| Some((*buffer_of.get(&s)?, offset)))
-            {
-                Some((base, offset)) => Constraint::AliasOf { base, offset },
-                None => in_place_candidate(func, op, r, step, last_use, &buffer_of, root, &outputs),
-            };
+            let constraint =
+                match source.and_then(|(s, offset)| Some((*buffer_of.get(&s)?, offset))) {
+                    Some((base, offset)) => Constraint::AliasOf { base, offset },
+                    None => in_place_candidate(
+                        func, op, r, step, last_use, &buffer_of, root, &outputs, &specs,
+                    ),
+                };
             add(
                 r,
                 step,
@@ -196,7 +197,12 @@ pub(super) fn buffers_for(
 }
 
 /// `MayShareWith(x)` for an in-place capable op (the `IN_PLACE` trait) whose result has `x`'s exact type, where `x` owns
-/// its bytes (not a view) and is last read at this step.
+/// its bytes (not a view) and is last read at this step; of several such operands, the one
+/// written last (the first of those on a tie). The CPU runs an elementwise kernel in place
+/// over the result of the contraction just before it as that contraction's epilogue
+/// (`memc-codegen`'s `cpu/fuse.rs`): ResNet's residual `Add` after a block's shortcut
+/// convolution, which runs after the main path's, then runs inside the shortcut's product.
+/// The sizes are equal, so the peak is the same either way.
 #[allow(clippy::too_many_arguments)]
 fn in_place_candidate(
     func: &Function,
@@ -207,19 +213,22 @@ fn in_place_candidate(
     buffer_of: &HashMap<ValueId, usize>,
     root: &HashMap<ValueId, ValueId>,
     outputs: &[ValueId],
+    specs: &[BufferSpec],
 ) -> Constraint {
     if !func.op(op).opcode.def().is_in_place() {
         return Constraint::None;
     }
     let ty = func.value_type(result);
-    for &x in &func.op(op).operands {
-        let owns = root.get(&x) == Some(&x);
-        let dies_here = last_use.get(&x) == Some(&step) && !outputs.contains(&x);
-        if owns && dies_here && func.value_type(x) == ty && !matches!(ty, Type::None) {
-            if let Some(&b) = buffer_of.get(&x) {
-                return Constraint::MayShareWith(b);
-            }
-        }
-    }
-    Constraint::None
+    func.op(op)
+        .operands
+        .iter()
+        .filter(|&&x| {
+            let owns = root.get(&x) == Some(&x);
+            let dies_here = last_use.get(&x) == Some(&step) && !outputs.contains(&x);
+            owns && dies_here && func.value_type(x) == ty && !matches!(ty, Type::None)
+        })
+        .filter_map(|x| buffer_of.get(x).copied())
+        .rev()
+        .max_by_key(|&b| specs[b].start)
+        .map_or(Constraint::None, Constraint::MayShareWith)
 }

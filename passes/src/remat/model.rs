@@ -322,7 +322,8 @@ impl Model {
     }
 
     /// `MayShareWith(x)` for a result of an in-place capable op whose operand `x` owns its
-    /// bytes, has the result's type and dies at the op (bufferization's rule).
+    /// bytes, has the result's type and dies at the op; of several, the one written last
+    /// (bufferization's rule, `in_place_candidate`).
     fn in_place(
         &self,
         exec: &Exec,
@@ -337,15 +338,18 @@ impl Model {
         }
         let step = copies[result].start;
         let ty = self.values[copies[result].value].ty;
-        for &x in &exec.reads {
-            let copy = &copies[x];
-            let owns = copy.view_of.is_none() && self.values[copy.value].view_of.is_none();
-            let dies_here = copy.last_read == step && !is_output[x];
-            if owns && dies_here && self.values[copy.value].ty == ty && spec_of[x] != usize::MAX {
-                return Constraint::MayShareWith(spec_of[x]);
-            }
-        }
-        Constraint::None
+        exec.reads
+            .iter()
+            .copied()
+            .filter(|&x| {
+                let copy = &copies[x];
+                let owns = copy.view_of.is_none() && self.values[copy.value].view_of.is_none();
+                let dies_here = copy.last_read == step && !is_output[x];
+                owns && dies_here && self.values[copy.value].ty == ty && spec_of[x] != usize::MAX
+            })
+            .rev()
+            .max_by_key(|&x| copies[x].start)
+            .map_or(Constraint::None, |x| Constraint::MayShareWith(spec_of[x]))
     }
 
     /// The live profile of the schedule with `chosen` applied.

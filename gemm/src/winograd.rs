@@ -17,7 +17,8 @@
 //!   staging row of 16 x (block + 8) values, in planned scratch. Where the cap is too small
 //!   for every channel at once, output channels go in chunks (each chunk's `M`, then its
 //!   outputs) and input channels in pieces (each piece's `V` once, then each chunk's `M` of
-//!   that piece, its outputs added into the result). The weight is 16/9 of the direct form's (its transform).
+//!   that piece, its outputs added into the result). The weight is 16/9 of the direct form's
+//!   (its transform).
 //! - **Numerics.** The transforms add and subtract (and halve, in `G`), so an output differs
 //!   from the direct sum by rounding only (relative error ~1e-6 for f32 on unit-scale data),
 //!   and is the same whatever the number of threads (a block's outputs are computed by one
@@ -152,10 +153,9 @@ pub struct WinogradBlocking {
 /// The blocking for `m` output and `channels` input channels within `cap` bytes of scratch per
 /// thread, in this order of preference: blocks of 32 tiles in pieces of at least 64 input
 /// channels (or all of them, if fewer), then blocks of 16 likewise; within each, the fewest
-/// pieces (each piece's output is added
-/// into the result: an output transform more per piece; pieces within a packed run of `KC`
-/// are as even as multiples of 8 make them), then every output channel in one chunk before
-/// chunks of 96, 48, 24, 12 or 6. `None` when none fits (then the convolution is not run
+/// pieces (each piece's output is added into the result: an output transform more per
+/// piece; pieces within a packed run of `KC` are as even as multiples of 8 make them), then
+/// every output channel in one chunk before chunks of 96, 48, 24, 12 or 6. `None` when none fits (then the convolution is not run
 /// this way). Blocks of 32 before fewer pieces: on AVX-512 a block of 16 fills half the
 /// microkernel's 32 columns (one thread, Xeon with AVX-512, 256->256 at 14x14: blocks of 32
 /// in pieces of 88 channels 1.31 ms, 64 1.54, blocks of 16 in pieces of 128 1.97; the
@@ -636,23 +636,11 @@ unsafe fn block_body<X: Lanes>(
         let run_end = (k0 / kc_max * kc_max + kc_max).min(conv.channels);
         (k0 + conv.depth).min(run_end)
     };
-    let whole = next_piece(0) == conv.channels;
-    if whole {
-        transform_input::<X>(conv, ops, first, count, 0, conv.channels, v, staging);
-        let mut row0 = rows.start;
-        while row0 < rows.end {
-            let rows = (rows.end - row0).min(conv.chunk);
-            products(conv, ops, row0, rows, count, 0, conv.channels, v, mm);
-            transform_output::<X>(conv, ops, row0, rows, first, count, mm, Stage::ONLY);
-            row0 += rows;
-        }
-        return;
-    }
-    // In pieces of input channels: each piece's `V` once, then every chunk's `M` of that piece
-    // alone, transformed and added into the output (the output transform is linear, so the
-    // pieces' outputs sum to the whole). The first piece writes the output with the bias and
-    // the residual (read before the element is written, as the one-piece path does), the
-    // last clamps. Per chunk a piece's input transform again cost more than its product
+    // Each piece of input channels (all of them, where they fit): its `V` once, then every
+    // chunk's `M` of that piece alone, transformed and added into the output (the output
+    // transform is linear, so the pieces' outputs sum to the whole). The first piece writes
+    // the output with the bias and the residual (each element read before it is written),
+    // the last clamps. Per chunk a piece's input transform again cost more than its product
     // (256->256 at 14x14 in blocks of 32, pieces of 128 channels, chunks of 24: 2.68 ms, whole
     // in one piece 1.05).
     let mut k0 = 0;
@@ -681,14 +669,6 @@ unsafe fn block_body<X: Lanes>(
 struct Stage {
     first: bool,
     last: bool,
-}
-
-impl Stage {
-    /// Every input channel in one piece.
-    const ONLY: Stage = Stage {
-        first: true,
-        last: true,
-    };
 }
 
 /// `V` for the block and input channels `k0..k1`: for each, each tile's 4x4 input `d` as
@@ -810,8 +790,9 @@ unsafe fn transform_input<X: Lanes>(
 }
 
 /// `M[xi] = U[xi] @ V[xi]` for output channels `row0..row0 + rows` (`row0` a multiple of
-/// [`MR`]), input channels `k0..k1` (within one packed run of `KC`) and the block's `count` tiles: row `o` of `M[xi]` at `mm + xi * m_point_stride + (o - row0) *
-/// block`, by the GEMM's microkernel over `A` strips of [`MR`] rows.
+/// [`MR`]), input channels `k0..k1` (within one packed run of `KC`) and the block's `count`
+/// tiles: row `o` of `M[xi]` at `mm + xi * m_point_stride + (o - row0) * block`, by the GEMM's
+/// microkernel over `A` strips of [`MR`] rows.
 #[inline(always)]
 unsafe fn products(
     conv: &WinogradConv,

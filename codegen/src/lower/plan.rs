@@ -178,11 +178,7 @@ fn plan_ops_with<'t>(
                 true => headroom.as_ref().map(|h| h.get(&op).copied().unwrap_or(0)),
                 false => Some(0),
             };
-            let forms = room.unwrap_or(0);
-            (
-                op,
-                plan_op_within(func, weights, target, op, cap, forms, room),
-            )
+            (op, plan_op_within(func, weights, target, op, cap, room))
         })
         .collect();
     OpPlans {
@@ -239,7 +235,7 @@ pub fn plan_op(func: &Function, weights: &WeightStore, target: &TargetInfo, op: 
         }
         false => (0, None),
     };
-    plan_op_within(func, weights, target, op, cap, room.unwrap_or(0), room)
+    plan_op_within(func, weights, target, op, cap, room)
 }
 
 /// After memory planning: gives each convolution planned without scratch the faster form
@@ -285,6 +281,7 @@ pub fn use_free_bytes(
         // An op's own scratch (attention scores) moves with its panels: taken out, placed
         // again with them where they fit, else back where it was.
         let own = plan.remove_scratch(op);
+        let had = own.map_or(0, |(_, size)| size).max(current.scratch_bytes);
         let (offset, room) = plan.free_extent(step);
         let wider = if func.op(op).opcode == Opcode::Conv {
             let form = linalg::conv::plan(func, target, op, cap, room, linalg::conv::Slots::AsFit);
@@ -292,10 +289,9 @@ pub fn use_free_bytes(
         } else {
             // A product left with stack panels where its GEMM panels would have raised the
             // peak: its panels where the placed arena has room for them.
-            with_gemm_panels(func, target, op, current.clone(), Some(room))
+            with_gemm_panels(func, target, op, current, Some(room))
         };
         let bytes = wider.scratch_bytes;
-        let had = own.map_or(0, |(_, size)| size).max(current.scratch_bytes);
         if bytes <= had || bytes > room {
             if let Some((offset, size)) = own {
                 plan.add_scratch(func, op, offset, size)?;
@@ -310,19 +306,18 @@ pub fn use_free_bytes(
 }
 
 /// [`plan_op`] with a convolution's scratch cap computed once for the function: the forms that
-/// take scratch only below the model's peak within `headroom`, GEMM panels within
-/// `panel_room` (any, where the bound is not known).
+/// take scratch only below the model's peak, and GEMM panels, within `room` (the forms none
+/// and the panels any, where the bound is not known).
 fn plan_op_within(
     func: &Function,
     weights: &WeightStore,
     target: &TargetInfo,
     op: OpId,
     conv_cap: u64,
-    headroom: u64,
-    panel_room: Option<u64>,
+    room: Option<u64>,
 ) -> OpPlan {
-    let plan = plan_form(func, weights, target, op, conv_cap, headroom);
-    with_gemm_panels(func, target, op, plan, panel_room)
+    let plan = plan_form(func, weights, target, op, conv_cap, room.unwrap_or(0));
+    with_gemm_panels(func, target, op, plan, room)
 }
 
 /// Ops whose kernels may include contractions ([`crate::kernel::Contract`]).

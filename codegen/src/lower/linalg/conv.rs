@@ -270,9 +270,9 @@ fn winograd_form(
     if tiles < WINOGRAD_MIN_TILES {
         return None;
     }
-    let weight_bytes = [16, s.m_g, s.c_g, s.groups, 4]
-        .into_iter()
-        .fold(1u64, u64::saturating_mul);
+    let weight_bytes = memc_gemm::winograd_weights_len(s.m_g, s.c_g)
+        .saturating_mul(s.groups)
+        .saturating_mul(elem.size());
     if tiles < WINOGRAD_MANY_TILES && weight_bytes > WINOGRAD_FEW_TILES_MAX_WEIGHT {
         return None;
     }

@@ -48,8 +48,8 @@ pub use direct::{
 };
 mod winograd;
 pub use winograd::{
-    pack_winograd_weights, run_winograd, winograd_blocking, winograd_scratch_bytes,
-    winograd_weights_len, winograd_window, WinogradBlocking, WinogradConv,
+    pack_winograd_weights, run_winograd, winograd_blocking, winograd_blocking_in,
+    winograd_scratch_bytes, winograd_weights_len, winograd_window, WinogradBlocking, WinogradConv,
 };
 
 /// Rows of `C` one GEMM microkernel call computes (`cpu/gemm.rs`), on every instruction set.

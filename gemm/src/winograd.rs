@@ -164,6 +164,17 @@ pub struct WinogradBlocking {
 /// (`winograd_bench`, 32->32 at 16x16 in blocks of 16: chunks of 36, 12 and 6 channels
 /// 0.0399, 0.0398 and 0.040-0.041 ms).
 pub fn winograd_blocking(m: u64, channels: u64, cap: u64) -> Option<WinogradBlocking> {
+    winograd_blocking_in(m, channels, cap, &[32, 16])
+}
+
+/// [`winograd_blocking`] with blocks of the sizes in `blocks` only (each 16 or 32), in their
+/// order of preference.
+pub fn winograd_blocking_in(
+    m: u64,
+    channels: u64,
+    cap: u64,
+    blocks: &[u64],
+) -> Option<WinogradBlocking> {
     let whole = m.div_ceil(MR as u64) * MR as u64;
     // Pieces never cross a packed run of `KC` (`block_body`): a piece holds at most a run.
     let run = channels.min(GEMM_KC_BYTES / 4);
@@ -189,7 +200,7 @@ pub fn winograd_blocking(m: u64, channels: u64, cap: u64) -> Option<WinogradBloc
     };
     // Smaller pieces cost an output transform each and lose to the direct kernel.
     let least = channels.min(64);
-    for block in [32, 16] {
+    for &block in blocks {
         let mut pieces = 1;
         loop {
             let depth = depth_of(pieces);

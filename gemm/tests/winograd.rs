@@ -5,9 +5,9 @@
 //! and several threads. `MEMC_GEMM_ISA=scalar` runs the portable copy.
 
 use memc_gemm::{
-    pack_winograd_weights, run_winograd, winograd_blocking, winograd_scratch_bytes,
-    winograd_weights_len, winograd_window, DirectOperands, Epilogue, Mat, WinogradBlocking,
-    WinogradConv,
+    pack_winograd_weights, run_winograd, winograd_blocking, winograd_blocking_in,
+    winograd_scratch_bytes, winograd_weights_len, winograd_window, DirectOperands, Epilogue, Mat,
+    WinogradBlocking, WinogradConv,
 };
 
 /// A deterministic value in [-0.5, 0.5).
@@ -322,6 +322,16 @@ fn the_blocking_fits_its_cap() {
             }
         }
     }
+    // Blocks of the sizes asked for only: 128 KiB holds blocks of 16 tiles of 64 channels, not
+    // of 32.
+    let sixteen = winograd_blocking(64, 64, 128 << 10).expect("a blocking fits");
+    assert_eq!(sixteen.block, 16);
+    assert_eq!(winograd_blocking_in(64, 64, 128 << 10, &[16]), Some(sixteen));
+    assert!(winograd_blocking_in(64, 64, 128 << 10, &[32]).is_none());
+    assert_eq!(
+        winograd_blocking_in(64, 64, 1 << 20, &[16]).map(|b| b.block),
+        Some(16)
+    );
     assert!(winograd_blocking(512, 512, 64 << 10).is_none());
     // 512 channels in 256 KiB: pieces of 128 input channels.
     let b = winograd_blocking(512, 512, 256 << 10).expect("a blocking fits");

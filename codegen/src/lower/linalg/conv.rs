@@ -242,7 +242,7 @@ const WINOGRAD_FEW_TILES_MAX_WEIGHT: u64 = 4 << 20;
 /// conv scratch rule's share per thread) and an even share of the room at this step
 /// (`headroom`). With [`Slots::AsFit`], fewer slots (2, then 1) where `GEMM_THREADS` do not
 /// fit: the free bytes of a placed arena are few in a small model, and one slot runs the
-/// transforms on one thread.
+/// transforms on one thread (only in blocks of 32 tiles, below).
 ///
 /// One thread, against the direct kernel (`winograd_bench`, this AVX2 machine): 64->64 at
 /// 56x56 3.08 -> 1.83 ms, 128->128 at 28x28 3.43 -> 1.88, 256->256 at 14x14 4.27 -> 1.98,
@@ -280,17 +280,32 @@ fn winograd_form(
     // fewer, a convolution the direct kernel would run on every thread ran on one (the zoo
     // U-Net at two threads, 2.55 -> 3.00 ms). Each slot within the rule and an even share of
     // the headroom; the largest blocking that fits (`memc_gemm::winograd_blocking`).
+    //
+    // Blocks of 32 tiles on two threads before blocks of 16 on more, and one thread (where
+    // the room is short, `Slots::AsFit`) only in blocks of 32: a block of 16 fills half of
+    // AVX-512's microkernel, and on one thread ran no faster than the direct kernel, which
+    // needs no scratch and runs on every thread (AVX-512, one thread: 64->32 at 32x32 in
+    // blocks of 16 0.274 ms, of 32 0.181, direct 0.247; 32->32 at 16x16 0.039, 0.026, 0.034;
+    // inside the zoo U-Net, whose arena gave four slots of blocks of 16, 64->32 at 32x32 ran
+    // 0.267 ms, onnxruntime 0.210).
     let most = crate::cpu::target::GEMM_THREADS;
-    let counts: &[u64] = match slots {
-        Slots::All => &[most],
-        Slots::AsFit => &[most, 2, 1],
+    let choices: &[(u64, &[u64])] = &[
+        (most, &[32]),
+        (2, &[32]),
+        (most, &[16]),
+        (2, &[16]),
+        (1, &[32]),
+    ];
+    let choices = match slots {
+        Slots::All => &choices[..3],
+        Slots::AsFit => choices,
     };
-    counts
+    choices
         .iter()
-        .filter(|&&n| n <= most)
-        .find_map(|&max_slots| {
+        .filter(|&&(n, _)| n <= most)
+        .find_map(|&(max_slots, sizes)| {
             let share = headroom.saturating_sub(64) / max_slots;
-            let b = memc_gemm::winograd_blocking(s.m_g, s.c_g, slot_cap.min(share))?;
+            let b = memc_gemm::winograd_blocking_in(s.m_g, s.c_g, slot_cap.min(share), sizes)?;
             // As `run_winograd` splits the work: blocks, or chunks of output channels of each
             // block where the blocks are fewer than the threads.
             let blocks = images.saturating_mul(tiles.div_ceil(b.block));
@@ -313,11 +328,12 @@ fn winograd_form(
 /// How many scratch slots a Winograd convolution may plan ([`winograd_form`]).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Slots {
-    /// One per GEMM thread (`GEMM_THREADS`), or none: planning against the model's bound,
-    /// before the arena is placed.
+    /// One per GEMM thread (`GEMM_THREADS`), or two in blocks of 32 tiles, or none: planning
+    /// against the model's bound, before the arena is placed (the placed arena's free bytes
+    /// may hold more, [`Slots::AsFit`]).
     All,
-    /// As many as fit, down to one: planning into the free bytes of a placed arena
-    /// (`crate::lower::use_free_bytes`).
+    /// As many as fit, down to one (in blocks of 32 tiles): planning into the free bytes of a
+    /// placed arena (`crate::lower::use_free_bytes`).
     AsFit,
 }
 
@@ -1938,4 +1954,74 @@ pub fn col2im(ctx: &LowerCtx, op: OpId) -> LowerResult {
         views,
         vec![reduce, finish_stage(acc_ty, out.elem, false)],
     )])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A "same" 3x3 convolution of `c` to `m` channels over `size x size`.
+    fn same(c: u64, m: u64, size: u64) -> (ConvShape, Window) {
+        let shape = ConvShape {
+            n: 1,
+            groups: 1,
+            c_g: c,
+            m_g: m,
+            in_spatial: vec![size, size],
+            out_spatial: vec![size, size],
+        };
+        let window = Window {
+            kernel: vec![3, 3],
+            strides: vec![1, 1],
+            dilations: vec![1, 1],
+            begin: vec![1, 1],
+            end: vec![1, 1],
+        };
+        (shape, window)
+    }
+
+    #[test]
+    fn winograd_prefers_blocks_of_32_tiles_to_more_slots() {
+        let (s, win) = same(64, 32, 32);
+        let cap = 4 << 20;
+        let form = |room: u64, slots: Slots| winograd_form(&s, &win, Scalar::F32, cap, room, slots);
+        let slot = |block: u64, slots: u64| {
+            let b = memc_gemm::winograd_blocking_in(32, 64, u64::MAX, &[block]).expect("fits");
+            memc_gemm::winograd_scratch_bytes(b.block, b.chunk, b.depth) * slots + 64
+        };
+        // Room for four slots of 16-tile blocks but only two of 32: two of 32.
+        let room = slot(16, 4).max(slot(32, 2));
+        assert!(room < slot(32, 4));
+        for slots in [Slots::All, Slots::AsFit] {
+            let f = form(room, slots).expect("a Winograd form");
+            assert_eq!((f.block, f.slots), (32, 2), "{slots:?}: {f:?}");
+            assert!(f.scratch_bytes() + 64 <= room);
+        }
+        // Room for everything: a slot per GEMM thread in blocks of 32.
+        let f = form(u64::MAX, Slots::All).expect("a Winograd form");
+        assert_eq!((f.block, f.slots), (32, GEMM_THREADS_FOR_TESTS));
+        // Never one thread in blocks of 16 (the direct kernel runs as fast, on every thread),
+        // never one slot before the arena is placed; some room gives one slot of 32.
+        let mut one_of_32 = false;
+        for room in (16..2048).map(|kib| kib << 10) {
+            for slots in [Slots::All, Slots::AsFit] {
+                let Some(f) = form(room, slots) else {
+                    continue;
+                };
+                assert!(f.scratch_bytes() + 64 <= room, "{f:?}");
+                assert!(
+                    f.slots > 1 || (f.block == 32 && slots == Slots::AsFit),
+                    "{f:?}"
+                );
+                one_of_32 |= f.slots == 1;
+            }
+        }
+        assert!(one_of_32);
+        let (small, win16) = same(32, 32, 16);
+        let b = memc_gemm::winograd_blocking_in(32, 32, u64::MAX, &[16]).expect("fits");
+        let room = memc_gemm::winograd_scratch_bytes(b.block, b.chunk, b.depth) + 64;
+        assert!(winograd_form(&small, &win16, Scalar::F32, cap, room, Slots::AsFit).is_none());
+    }
+
+    const GEMM_THREADS_FOR_TESTS: u64 = crate::cpu::target::GEMM_THREADS;
 }

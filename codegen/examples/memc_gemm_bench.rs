@@ -94,7 +94,7 @@ fn main() {
         "memc/gemm",
         "scratch KiB"
     );
-    let sizes: [(&str, usize, usize, usize); 7] = [
+    let sizes: [(&str, usize, usize, usize); 9] = [
         ("256x768x768", 256, 768, 768),
         ("128x1024x256 (FFN out)", 128, 1024, 256),
         ("128x256x1024 (FFN in)", 128, 256, 1024),
@@ -102,6 +102,8 @@ fn main() {
         ("16x2048x2048", 16, 2048, 2048),
         ("4096x64x64", 4096, 64, 64),
         ("64x576x3136 (conv)", 64, 9 * 64, 56 * 56),
+        ("256x64x3136 (1x1 conv)", 256, 64, 56 * 56),
+        ("64x256x3136 (1x1 conv)", 64, 256, 56 * 56),
     ];
     for (label, m, k, n) in sizes {
         let a: Vec<f32> = (0..m * k)

@@ -326,7 +326,10 @@ fn the_blocking_fits_its_cap() {
     // of 32.
     let sixteen = winograd_blocking(64, 64, 128 << 10).expect("a blocking fits");
     assert_eq!(sixteen.block, 16);
-    assert_eq!(winograd_blocking_in(64, 64, 128 << 10, &[16]), Some(sixteen));
+    assert_eq!(
+        winograd_blocking_in(64, 64, 128 << 10, &[16]),
+        Some(sixteen)
+    );
     assert!(winograd_blocking_in(64, 64, 128 << 10, &[32]).is_none());
     assert_eq!(
         winograd_blocking_in(64, 64, 1 << 20, &[16]).map(|b| b.block),

@@ -285,9 +285,12 @@ fn strided_rows_from_a_padded_copy() {
     // ResNet's downsampling 3x3 (64 channels, 29 values per phase row: 45 KiB of copy).
     let down = vec![strided(8, 3, 2, 1, 1, 1), strided(56, 3, 2, 1, 1, 1)];
     check(20, 64, down, 0, 2);
+    // ResNet-50's (128 channels: 87 KiB of copy, the largest size on the stack).
+    let down = vec![strided(6, 3, 2, 1, 1, 1), strided(56, 3, 2, 1, 1, 1)];
+    check(16, 128, down, 0, 2);
     // Too many channels for the copy, and rows of more than 8 tiles: read in place.
     let wide = vec![strided(6, 3, 2, 1, 1, 1), strided(56, 3, 2, 1, 1, 1)];
-    check(16, 128, wide, 0, 2);
+    check(8, 200, wide, 0, 2);
     check(
         7,
         2,

@@ -281,6 +281,14 @@ fn products_match_a_naive_loop() {
             check::<f64>(m, n, k, form, threads, index % 2 == 0);
         }
     }
+    // Column blocks whose last is short (196 = 128 + 68, 300 = 128 + 128 + 44): the threads'
+    // shares of the units follow their work, not their count, with more row blocks.
+    for (m, n, k) in [(256, 196, 40), (100, 300, 30), (37, 140, 9)] {
+        for threads in [2, 3] {
+            check::<f32>(m, n, k, 0, threads, true);
+            check::<f32>(m, n, k, 1 + 3 * 2, threads, false);
+        }
+    }
 }
 
 /// A packer of the panels of a plain row-major `k x m` matrix (`A^T`), as a caller's

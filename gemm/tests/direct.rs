@@ -341,6 +341,18 @@ fn depthwise_planes_match_the_naive_loop() {
         (vec![axis(8, 3, 2, 2, 2), axis(16, 3, 2, 2, 2)], 1, 2),
         (vec![axis(5, 7, 1, 3, 3), axis(3, 3, 1, 1, 1)], 0, 1),
         (vec![axis(7, 3, 1, 0, 4), axis(20, 3, 1, 4, 0)], 2, 3),
+        // Rows of 7 at stride 2 (gathered by the general kernel, read every other element
+        // plane by plane), and stride 3 (gathered, never plane by plane).
+        (
+            vec![strided(14, 3, 2, 1, 1, 1), strided(14, 3, 2, 1, 1, 1)],
+            0,
+            2,
+        ),
+        (
+            vec![strided(12, 3, 3, 1, 1, 1), strided(30, 3, 3, 1, 1, 1)],
+            1,
+            2,
+        ),
     ];
     for (axes, row_pad, threads) in cases {
         check(1, 1, axes, row_pad, threads);
@@ -349,7 +361,8 @@ fn depthwise_planes_match_the_naive_loop() {
 
 #[test]
 fn depthwise_flat_planes_match_the_naive_loop() {
-    // Planes read flat on AVX2 (vectors across rows, a mask per vector and tap, the last vector
+    // Planes read flat on AVX2, and on AVX-512 where rows are under 12 wide (vectors across
+    // rows, a mask per vector and tap, the last vector
     // overlapping the one before): "same" stride-1 planes of 7x7, 14x14 and 28x28 (the mask
     // table's limit is 1024 vectors x taps), rows shorter than a vector (3x5), 9 values (two
     // vectors overlapping by 7), a 5x5 window dilated, asymmetric pads; stride 2 on both axes

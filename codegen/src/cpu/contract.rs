@@ -348,7 +348,15 @@ unsafe fn run_direct_conv(
     };
     let n_batches: u64 = c.batch.iter().product();
     let at = |batch: usize| conv_operands(c, view, packed, fusion, regions, batch);
-    let threads = conv_threads(c, pool);
+    // Every thread the pool has where the results are disjoint: `run_direct` itself weighs
+    // the work, the input and output it moves included (a depthwise layer's few
+    // multiply-adds stay under `PARALLEL_MNK`: MobileNetV2's 576-channel 3x3/2 at 7x7 ran on
+    // one thread).
+    let threads = if pool.threads() > 1 && results_disjoint(c) {
+        pool.threads()
+    } else {
+        1
+    };
     let broadcast = |t: usize, f: &(dyn Fn(usize) + Sync)| pool.broadcast(t, f);
     gemm::run_direct(n_batches as usize, &at, &conv, threads, &broadcast);
     true

@@ -1622,8 +1622,10 @@ impl<T: Kernels> Plan<T> {
     ) -> (usize, usize) {
         let per_batch = self.n_ic * self.n_jc;
         let units = batches * per_batch;
-        if threads <= 1 || units == 0 {
-            return (0, units);
+        // Equal column blocks (or many units, a batched product's): equal counts are equal
+        // work, up to the rows `balanced_rows` evened out, and cost no walk over the units.
+        if threads <= 1 || units == 0 || n % self.nc.max(1) == 0 || units > SHARE_MAX_UNITS {
+            return (units * t / threads.max(1), units * (t + 1) / threads.max(1));
         }
         let work = |unit: usize| {
             let (jc, ic) = (unit % per_batch / self.n_ic, unit % self.n_ic);
@@ -1898,6 +1900,10 @@ unsafe fn run_units<T: Kernels>(
         unit = (jc + 1) * plan.n_ic;
     }
 }
+
+/// Units from which [`Plan::share`] splits by count, not work (its walk over the units runs on
+/// every thread at every call).
+const SHARE_MAX_UNITS: usize = 256;
 
 /// Rows below which a product whose `B` panels come from a packer, and whose threads would
 /// each pack the same panel (fewer column blocks and batch indices than threads), runs on one

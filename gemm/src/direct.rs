@@ -333,6 +333,7 @@ fn planes(conv: &DirectConv, read: Read) -> bool {
     };
     conv.m == 1
         && conv.channels == 1
+        && (1..=2).contains(&row.step)
         && read != Read::Gathered
         && (row.out as usize).div_ceil(plane_lanes()) <= PLANE_MAX_VECTORS
         && row.kernel as usize <= PLANE_MAX_ROW_TAPS
@@ -1076,16 +1077,8 @@ pub unsafe fn run_direct(
     // 7-wide row gathered tile by tile (the general kernel, one plane per batch index) took
     // MobileNetV2's 576-channel 3x3/2 from 14x14 0.111 ms on one thread or two, onnxruntime
     // 0.015 at two.
-    let rows_read = conv.axes.last().is_some_and(|a| (1..=2).contains(&a.step));
     let read = match read {
-        Read::Gathered
-            if rows_read
-                && conv.m == 1
-                && conv.channels == 1
-                && planes(conv, Read::rows_of(conv)) =>
-        {
-            Read::rows_of(conv)
-        }
+        Read::Gathered if planes(conv, Read::rows_of(conv)) => Read::rows_of(conv),
         read => read,
     };
     if planes(conv, read) {

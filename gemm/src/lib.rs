@@ -1657,7 +1657,8 @@ impl<T: Kernels> Plan<T> {
             }
             units
         };
-        (boundary(t), boundary(t + 1).max(boundary(t)))
+        let begin = boundary(t);
+        (begin, boundary(t + 1).max(begin))
     }
 
     fn new(blocking: &GemmBlocking, m: usize, n: usize) -> Plan<T> {

@@ -844,8 +844,11 @@ unsafe fn products(
         for strip in row0 / MR..(row0 + rows).div_ceil(MR) {
             let height = (m - strip * MR).min(MR);
             let a = u.add(run * mpad + strip * MR * kc + (k0 - run) * MR);
+            // The next point's strip: a run of `MR x depth` values (2 KiB for pieces of 88
+            // channels) in one of 16 matrices a quarter of the weight apart, too short a run
+            // for the hardware prefetcher to follow.
             if prefetch_u && xi + 1 < POINTS {
-                prefetch(a.add(a_len), MR * depth);
+                crate::prefetch_span(a.add(a_len).cast(), MR * depth * 4);
             }
             let mut j0 = 0;
             while j0 < count {
@@ -880,28 +883,6 @@ unsafe fn products(
 /// Bytes of a transformed weight from which [`products`] prefetches the next point's strip
 /// of `U` (below, the weight stays in cache from one block to the next).
 const PREFETCH_WEIGHT_BYTES: usize = 1 << 20;
-
-/// Asks for the `len` values at `p` in L1 (the next point's strip of `U`). Each strip is a
-/// run of `MR x depth` values (2 KiB for pieces of 88 channels) in one of 16 matrices a
-/// quarter of the weight apart, too short a run for the hardware prefetcher to follow.
-#[inline(always)]
-fn prefetch(p: *const f32, len: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let mut at = 0;
-        while at < len {
-            // SAFETY: a prefetch never faults.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    p.wrapping_add(at).cast(),
-                )
-            };
-            at += 16;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (p, len);
-}
 
 /// The outputs of channels `row0..row0 + rows` for the block: per output channel and 8
 /// tiles, `A^T M A` times alpha, plus the output (`accumulate`), plus the bias and the

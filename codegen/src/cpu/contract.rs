@@ -271,7 +271,16 @@ fn conv_threads(c: &Contract, pool: &WorkerPool) -> usize {
         c.m.saturating_mul(c.n)
             .saturating_mul(c.k)
             .saturating_mul(c.batch.iter().product());
-    if pool.threads() > 1 && macs >= PARALLEL_MNK && results_disjoint(c) {
+    if macs >= PARALLEL_MNK {
+        disjoint_threads(c, pool)
+    } else {
+        1
+    }
+}
+
+/// Every thread of `pool` where `c`'s results are disjoint between threads, else one.
+fn disjoint_threads(c: &Contract, pool: &WorkerPool) -> usize {
+    if pool.threads() > 1 && results_disjoint(c) {
         pool.threads()
     } else {
         1
@@ -352,11 +361,7 @@ unsafe fn run_direct_conv(
     // the work, the input and output it moves included (a depthwise layer's few
     // multiply-adds stay under `PARALLEL_MNK`: MobileNetV2's 576-channel 3x3/2 at 7x7 ran on
     // one thread).
-    let threads = if pool.threads() > 1 && results_disjoint(c) {
-        pool.threads()
-    } else {
-        1
-    };
+    let threads = disjoint_threads(c, pool);
     let broadcast = |t: usize, f: &(dyn Fn(usize) + Sync)| pool.broadcast(t, f);
     gemm::run_direct(n_batches as usize, &at, &conv, threads, &broadcast);
     true

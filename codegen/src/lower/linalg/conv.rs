@@ -1999,7 +1999,7 @@ mod tests {
         }
         // Room for everything: a slot per GEMM thread in blocks of 32.
         let f = form(u64::MAX, Slots::All).expect("a Winograd form");
-        assert_eq!((f.block, f.slots), (32, GEMM_THREADS_FOR_TESTS));
+        assert_eq!((f.block, f.slots), (32, crate::cpu::target::GEMM_THREADS));
         // Never one thread in blocks of 16 (the direct kernel runs as fast, on every thread),
         // never one slot before the arena is placed; some room gives one slot of 32.
         let mut one_of_32 = false;
@@ -2022,6 +2022,4 @@ mod tests {
         let room = memc_gemm::winograd_scratch_bytes(b.block, b.chunk, b.depth) + 64;
         assert!(winograd_form(&small, &win16, Scalar::F32, cap, room, Slots::AsFit).is_none());
     }
-
-    const GEMM_THREADS_FOR_TESTS: u64 = crate::cpu::target::GEMM_THREADS;
 }

@@ -193,7 +193,10 @@ unsafe fn run_typed<T: Kernels>(
             epilogue: epilogue_at(epilogue, fusion, batch as u64),
         }
     };
-    let blocking = c.blocking();
+    let blocking = gemm::GemmBlocking {
+        prefetch_a: fusion.weights_stream,
+        ..c.blocking()
+    };
     let mnk = c.m.saturating_mul(c.n).saturating_mul(c.k);
     let parallel =
         pool.threads() > 1 && mnk.saturating_mul(n_batches) >= PARALLEL_MNK && results_disjoint(c);

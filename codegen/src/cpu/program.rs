@@ -158,6 +158,7 @@ impl CpuProgram {
         let mut compile_times = Vec::with_capacity(kernels.len());
         let mut vectorized = Vec::with_capacity(kernels.len());
         let roles = fuse::plan(kernels);
+        let weights_stream = fuse::weights_stream(kernels);
         for ((index, kernel), role) in kernels.iter().enumerate().zip(roles) {
             let kernel_start = Instant::now();
             let fusion = match role {
@@ -169,6 +170,10 @@ impl CpuProgram {
                 }
                 Role::Contract(fusion) => fusion,
                 Role::Own => Fusion::default(),
+            };
+            let fusion = Fusion {
+                weights_stream,
+                ..fusion
             };
             match &kernel.body {
                 KernelBody::Loop(lk) => {

@@ -437,6 +437,19 @@ fn direct_when_expected(case: &Case, compiled: &Compiled) {
             }
         }
     }
+    // A plain 1x1 window too, which would otherwise be a product on the input as it is.
+    let plain = case.w[2..].iter().all(|&k| k == 1)
+        && case.strides.iter().all(|&s| s == 1)
+        && case.pads.iter().all(|&p| p == 0);
+    if plain && transposed_expected(case, out) {
+        assert!(
+            compiled
+                .program
+                .kernels()
+                .any(|k| matches!(&k.body, KernelBody::Contract(c) if c.transposed)),
+            "{case:?}: not run transposed"
+        );
+    }
     if depthwise && eligible {
         assert!(
             compiled
@@ -451,8 +464,9 @@ fn direct_when_expected(case: &Case, compiled: &Compiled) {
 /// Whether a convolution with a constant weight runs transposed (`Contract::transposed`,
 /// codegen's `transposed_pays`): its scratch below the model's peak (a `room` case: a
 /// convolution alone is the peak, and its scratch would raise it), one group, at most 256
-/// output pixels per image, a result of at most 256 KiB, and either a stride above 1 and at
-/// least 128 output channels, or at least 256 and pixels filling under 80% of 32-lane tiles.
+/// output pixels per image, a result of at most 512 KiB, and either a stride above 1 and at
+/// least 128 output channels, or at least 256 and pixels filling under 80% of 32-lane tiles
+/// (plain 1x1 windows too, which otherwise are a product on the input as it is).
 fn transposed_expected(case: &Case, out: &[u64]) -> bool {
     let pixels: u64 = out[2..].iter().product();
     let strided = case.strides.iter().any(|&s| s > 1);
@@ -465,7 +479,7 @@ fn transposed_expected(case: &Case, out: &[u64]) -> bool {
         && !case.transpose
         && case.group == 1
         && pixels <= 256
-        && out[0] * case.w[0] * pixels * 4 <= 256 * 1024
+        && out[0] * case.w[0] * pixels * 4 <= 512 * 1024
         && if strided {
             case.w[0] >= 128
         } else {
@@ -542,6 +556,16 @@ fn conv_few_pixels_many_channels_run_transposed() {
         bias: true,
         room: true,
         ..conv(&[2, 8, 20], &[144, 8, 5], true)
+    });
+    // Plain 1x1 windows (stride 1, no padding): the column matrix is the input itself.
+    check(&Case {
+        bias: true,
+        room: true,
+        ..conv(&[1, 64, 7, 7], &[260, 64, 1, 1], true)
+    });
+    check(&Case {
+        room: true,
+        ..conv(&[2, 40, 5, 9], &[256, 40, 1, 1], true)
     });
     // 5x5 and 7x7 windows (the packer's tables of 25 and 64 taps).
     check(&Case {

@@ -1,7 +1,7 @@
 //! Times a pointwise (1x1) convolution `Y = W X` (`W` `m x k`, `X` `k x n`: `k` input channels
 //! by `n` pixels) as memc's GEMM runs it, `W` packed whole (`Product::a_packed`), one thread,
 //! the minimum over many calls, with and without asking for the weight's panels ahead
-//! (`GemmBlocking::prefetch_a`), alternating; checks that both give the same bits.
+//! (`GemmBlocking::prefetch_packed`), alternating; checks that both give the same bits.
 //!
 //! `cargo run --release -p memc-gemm --example product_bench -- M N K [REPEAT]`. The weight
 //! comes from the caches (from the last-level cache once it outgrows the second level) unless
@@ -40,7 +40,7 @@ fn main() {
     }
     let blocking = GemmBlocking::new(1, m as u64, n as u64, k as u64, 4, true).without_a_panel();
     let ahead = GemmBlocking {
-        prefetch_a: true,
+        prefetch_packed: true,
         ..blocking
     };
     let mut scratch = vec![0u64; (blocking.slot_bytes() as usize).div_ceil(8) + 8];

@@ -103,11 +103,12 @@ pub struct GemmBlocking {
     /// [`GEMM_PARALLEL_MACS`] (and empty ones), which pack on the stack of one thread.
     pub slots: u64,
     pub elem_size: u64,
-    /// Whether an `A` packed whole (`Product::a_packed`, a weight) comes from memory at each
-    /// call (a model whose weights outgrow the caches between runs): the loop then asks for
-    /// each panel of it ahead, spread over the calls of the panel before. Not part of the
-    /// scratch; false from [`GemmBlocking::new`].
-    pub prefetch_a: bool,
+    /// Whether an operand packed whole (`Product::a_packed` or `b_packed`, a weight) comes
+    /// from memory at each call (a model whose weights outgrow the caches between runs): the
+    /// loop then asks for each panel of `A` ahead, spread over the calls of the panel before,
+    /// and for each strip of `B` over the calls on the strip before. Not part of the scratch;
+    /// false from [`GemmBlocking::new`].
+    pub prefetch_packed: bool,
 }
 
 impl GemmBlocking {
@@ -137,7 +138,7 @@ impl GemmBlocking {
             units,
             slots,
             elem_size,
-            prefetch_a: false,
+            prefetch_packed: false,
         }
     }
 
@@ -1619,6 +1620,51 @@ fn prefetch_span_l2(at: *const u8, bytes: usize) {
     let _ = (at, bytes);
 }
 
+/// Runs of a weight packed whole asked for ahead of their use (into the second-level cache), a
+/// share at each microkernel call: `runs` runs of `run_bytes`, `stride` bytes apart. The
+/// default asks for nothing.
+#[derive(Default)]
+struct Ahead {
+    next: usize,
+    run_end: usize,
+    run_bytes: usize,
+    stride: usize,
+    runs_left: usize,
+    step: usize,
+}
+
+impl Ahead {
+    /// The runs from address `at`, spread over `calls` calls.
+    fn new(at: usize, run_bytes: usize, stride: usize, runs: usize, calls: usize) -> Ahead {
+        let total = run_bytes.saturating_mul(runs);
+        Ahead {
+            next: at,
+            run_end: at.wrapping_add(run_bytes),
+            run_bytes,
+            stride,
+            runs_left: runs.saturating_sub(1),
+            step: total.div_ceil(calls.max(1)).next_multiple_of(64),
+        }
+    }
+
+    /// Asks for the next share.
+    #[inline(always)]
+    fn call(&mut self) {
+        let mut budget = self.step;
+        while budget > 0 && self.next < self.run_end {
+            let bytes = budget.min(self.run_end - self.next);
+            prefetch_span_l2(self.next as *const u8, bytes);
+            self.next += bytes;
+            budget -= bytes;
+            if self.next == self.run_end && self.runs_left > 0 {
+                self.next = self.run_end - self.run_bytes + self.stride;
+                self.run_end = self.next + self.run_bytes;
+                self.runs_left -= 1;
+            }
+        }
+    }
+}
+
 /// Asks for every cache line that the `bytes` bytes from `at` touch (a hint).
 #[inline(always)]
 fn prefetch_lines(at: *const u8, bytes: usize) {
@@ -1639,7 +1685,7 @@ struct Plan<T> {
     nr: usize,
     row_kernel: Option<RowKernel<T>>,
     strip_kernel: Option<StripKernel<T>>,
-    prefetch_a: bool,
+    prefetch_packed: bool,
 }
 
 impl<T: Kernels> Plan<T> {
@@ -1715,7 +1761,7 @@ impl<T: Kernels> Plan<T> {
             nr,
             row_kernel: T::row_kernel(isa()),
             strip_kernel: T::strip_kernel(isa()),
-            prefetch_a: blocking.prefetch_a,
+            prefetch_packed: blocking.prefetch_packed,
         }
     }
 }
@@ -1859,6 +1905,25 @@ unsafe fn run_units<T: Kernels>(
             } else {
                 (p.b.at(p0, j0) as *const T, p.b.rs)
             };
+            // `B` packed whole that streams from memory (`prefetch_packed`, a weight: the
+            // product run transposed): the first row block's calls on one strip ask for the
+            // next strip's rows of this run of `K` (32 KiB for a `KC` of 256; a whole run of
+            // a wide column block, 2 MiB for 2048 columns, would flood the cache).
+            let mut b_ahead = Ahead::default();
+            if let Some(packed) = b_packed.filter(|_| plan.prefetch_packed) {
+                let strip = PACKED_B_STRIP as usize;
+                let strips = cols.div_ceil(strip);
+                let size = std::mem::size_of::<T>();
+                let first_rows = (p.m - ic_begin * plan.mc).min(plan.mc);
+                let calls_per_strip = first_rows.div_ceil(MR) * strip.div_ceil(plan.nr);
+                b_ahead = Ahead::new(
+                    packed.add((j0 + strip) * p.k + p0 * strip) as usize,
+                    kc * strip * size,
+                    strip * p.k * size,
+                    strips.saturating_sub(1),
+                    calls_per_strip * strips.saturating_sub(1),
+                );
+            }
             for ic in ic_begin..ic_end {
                 let i0 = ic * plan.mc;
                 let rows = (p.m - i0).min(plan.mc);
@@ -1888,36 +1953,32 @@ unsafe fn run_units<T: Kernels>(
                         (a_buf as *const T, kc as isize, 1, MR as isize)
                     }
                 };
-                // A weight packed whole that streams from memory (`prefetch_a`): each call
-                // below asks for its share of the panel after this one (this block's rows in
-                // the next run of `K`, or the next block's in this run), so that the stream
-                // overlaps the multiply-adds; else the first pass over a panel's tiles waits
-                // on memory and the others find it in cache.
-                let (mut ahead, ahead_end, ahead_step) =
-                    match p.a_packed.filter(|_| plan.prefetch_a) {
-                        Some(packed) => {
-                            let mpad = p.m.div_ceil(MR) * MR;
-                            let next = if ic + 1 < ic_end {
-                                let i1 = i0 + plan.mc;
-                                let rows1 = (p.m - i1).min(plan.mc).div_ceil(MR) * MR;
-                                Some((packed.add(p0 * mpad + i1 * kc), rows1 * kc))
-                            } else if p0 + kc < p.k {
-                                let (p1, kc1) = (p0 + kc, (p.k - p0 - kc).min(plan.kc));
-                                let i1 = ic_begin * plan.mc;
-                                let rows1 = (p.m - i1).min(plan.mc).div_ceil(MR) * MR;
-                                Some((packed.add(p1 * mpad + i1 * kc1), rows1 * kc1))
-                            } else {
-                                None
-                            };
-                            next.map_or((0, 0, 0), |(at, len)| {
-                                let at = at as usize;
-                                let bytes = len * std::mem::size_of::<T>();
-                                let calls = rows.div_ceil(MR) * cols.div_ceil(plan.nr);
-                                (at, at + bytes, bytes.div_ceil(calls).next_multiple_of(64))
-                            })
-                        }
-                        None => (0, 0, 0),
+                // `A` packed whole that streams from memory (`prefetch_packed`, a weight):
+                // each call below asks for its share of the panel after this one (this block's
+                // rows in the next run of `K`, or the next block's in this run), so that the
+                // stream overlaps the multiply-adds; else the first pass over a panel's tiles
+                // waits on memory and the others find it in cache.
+                let mut a_ahead = Ahead::default();
+                if let Some(packed) = p.a_packed.filter(|_| plan.prefetch_packed) {
+                    let mpad = p.m.div_ceil(MR) * MR;
+                    let next = if ic + 1 < ic_end {
+                        let i1 = i0 + plan.mc;
+                        let rows1 = (p.m - i1).min(plan.mc).div_ceil(MR) * MR;
+                        Some((packed.add(p0 * mpad + i1 * kc), rows1 * kc))
+                    } else if p0 + kc < p.k {
+                        let (p1, kc1) = (p0 + kc, (p.k - p0 - kc).min(plan.kc));
+                        let i1 = ic_begin * plan.mc;
+                        let rows1 = (p.m - i1).min(plan.mc).div_ceil(MR) * MR;
+                        Some((packed.add(p1 * mpad + i1 * kc1), rows1 * kc1))
+                    } else {
+                        None
                     };
+                    if let Some((at, len)) = next {
+                        let calls = rows.div_ceil(MR) * cols.div_ceil(plan.nr);
+                        let bytes = len * std::mem::size_of::<T>();
+                        a_ahead = Ahead::new(at as usize, bytes, 0, 1, calls);
+                    }
+                }
                 // The residual the epilogue adds: read a tile ahead.
                 let residual = p.epilogue.add.filter(|_| last_k && p.c.cs == 1);
                 let mut jr = 0;
@@ -1945,10 +2006,9 @@ unsafe fn run_units<T: Kernels>(
                         // stored tile back, 8% of MobileNetV2's).
                         let finish =
                             (last_k && !p.epilogue.is_none()).then_some((i0 + ir, &p.epilogue));
-                        if ahead < ahead_end {
-                            let bytes = ahead_step.min(ahead_end - ahead);
-                            prefetch_span_l2(ahead as *const u8, bytes);
-                            ahead += bytes;
+                        a_ahead.call();
+                        if ic == ic_begin {
+                            b_ahead.call();
                         }
                         if let Some(add) = residual {
                             // The next tile's rows of the residual: a row of `C` apart, which

@@ -3,7 +3,7 @@
 //! `A` is read in place, a column-major one packed), `alpha`,
 //! `accumulate` (and a NaN-filled `C` that must not leak when it is off), f32 and f64,
 //! planned slots and stack panels, one and several threads (run on scoped threads here), a
-//! packed `A` asked for ahead (`GemmBlocking::prefetch_a`).
+//! packed `A` or `B` asked for ahead (`GemmBlocking::prefetch_packed`).
 //! `MEMC_GEMM_ISA=scalar|avx2|avx512` runs the same on another microkernel.
 
 use memc_gemm::{Epilogue, GemmBlocking, Kernels, Mat, Product};
@@ -120,7 +120,7 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
                 same_bits(&again, &c),
                 "{m}x{k}x{n} form {form} threads {threads} planned {planned}: packed A differs"
             );
-            // Asking for the weight's panels ahead (`prefetch_a`) changes no value.
+            // Asking for the weight's panels ahead (`prefetch_packed`) changes no value.
             let mut ahead = start.clone();
             let product = Product {
                 c: Mat {
@@ -130,7 +130,7 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
                 ..product
             };
             let prefetching = GemmBlocking {
-                prefetch_a: true,
+                prefetch_packed: true,
                 ..without_a
             };
             // SAFETY: as above.
@@ -139,7 +139,7 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
             };
             assert!(
                 same_bits(&ahead, &again),
-                "{m}x{k}x{n} form {form} threads {threads} planned {planned}: prefetch_a differs"
+                "{m}x{k}x{n} form {form} threads {threads} planned {planned}: prefetch_packed differs"
             );
             outcomes.push(("packed A", again));
         }
@@ -171,6 +171,27 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
                     "{m}x{k}x{n} form {form} threads {threads} planned {planned}: packed B differs"
                 );
             }
+            // Asking for the weight's strips ahead (`prefetch_packed`) changes no value.
+            let mut ahead = start.clone();
+            let product = Product {
+                c: Mat {
+                    ptr: ahead.as_mut_ptr(),
+                    ..product.c
+                },
+                ..product
+            };
+            let prefetching = GemmBlocking {
+                prefetch_packed: true,
+                ..whole
+            };
+            // SAFETY: as above.
+            unsafe {
+                memc_gemm::run::<T>(1, &|_| product, &prefetching, slots, threads, &broadcast)
+            };
+            assert!(
+                same_bits(&ahead, &again),
+                "{m}x{k}x{n} form {form} threads {threads} planned {planned}: prefetch_packed differs"
+            );
             outcomes.push(("packed B", again));
         }
         {

@@ -194,7 +194,7 @@ unsafe fn run_typed<T: Kernels>(
         }
     };
     let blocking = gemm::GemmBlocking {
-        prefetch_a: fusion.weights_stream,
+        prefetch_packed: fusion.weights_stream,
         ..c.blocking()
     };
     let mnk = c.m.saturating_mul(c.n).saturating_mul(c.k);
@@ -449,8 +449,8 @@ unsafe fn run_transposed(
         return false;
     }
     let n_batches: u64 = c.batch.iter().product();
-    let blocking = c.blocking();
-    let Some(layout) = c.transposed_scratch(&blocking) else {
+    let planned = c.blocking();
+    let Some(layout) = c.transposed_scratch(&planned) else {
         return false;
     };
     let (m, n) = (c.m as usize, c.n as usize);
@@ -507,6 +507,11 @@ unsafe fn run_transposed(
     let parallel = pool.threads() > 1 && macs.saturating_mul(n_batches) >= PARALLEL_MNK;
     let threads = if parallel { pool.threads() } else { 1 };
     let broadcast = |t: usize, f: &(dyn Fn(usize) + Sync)| pool.broadcast(t, f);
+    // The weight (`B`, packed whole) asked for ahead where the weights stream from memory.
+    let blocking = gemm::GemmBlocking {
+        prefetch_packed: fusion.weights_stream,
+        ..planned
+    };
     gemm::run_packing_a::<f32>(
         n_batches as usize,
         &at,

@@ -41,7 +41,7 @@ pub(super) struct Fusion {
     pub clamp: Option<(f64, f64)>,
     /// The program's weights outgrow what stays cached from one run to the next
     /// ([`weights_stream`]): a weight packed whole comes from memory at every run, and the GEMM
-    /// asks for its panels ahead (`GemmBlocking::prefetch_a`).
+    /// asks for its panels ahead (`GemmBlocking::prefetch_packed`).
     pub weights_stream: bool,
 }
 

@@ -438,16 +438,19 @@ fn direct_when_expected(case: &Case, compiled: &Compiled) {
         }
     }
     // A plain 1x1 window too, which would otherwise be a product on the input as it is.
+    // (At least 512 input channels: `TRANSPOSED_PLAIN_MIN_CHANNELS`.)
     let plain = case.w[2..].iter().all(|&k| k == 1)
         && case.strides.iter().all(|&s| s == 1)
         && case.pads.iter().all(|&p| p == 0);
-    if plain && transposed_expected(case, out) {
-        assert!(
-            compiled
-                .program
-                .kernels()
-                .any(|k| matches!(&k.body, KernelBody::Contract(c) if c.transposed)),
-            "{case:?}: not run transposed"
+    if plain {
+        let transposed = compiled
+            .program
+            .kernels()
+            .any(|k| matches!(&k.body, KernelBody::Contract(c) if c.transposed));
+        assert_eq!(
+            transposed,
+            case.w[1] >= 512 && transposed_expected(case, out),
+            "{case:?}: a plain 1x1 convolution run transposed or not against the rule"
         );
     }
     if depthwise && eligible {
@@ -557,15 +560,21 @@ fn conv_few_pixels_many_channels_run_transposed() {
         room: true,
         ..conv(&[2, 8, 20], &[144, 8, 5], true)
     });
-    // Plain 1x1 windows (stride 1, no padding): the column matrix is the input itself.
+    // Plain 1x1 windows (stride 1, no padding) of 512 or more input channels: the column
+    // matrix is the input itself; fewer stay a product on the input.
     check(&Case {
         bias: true,
         room: true,
         ..conv(&[1, 64, 7, 7], &[260, 64, 1, 1], true)
     });
     check(&Case {
+        bias: true,
         room: true,
-        ..conv(&[2, 40, 5, 9], &[256, 40, 1, 1], true)
+        ..conv(&[1, 512, 7, 7], &[260, 512, 1, 1], true)
+    });
+    check(&Case {
+        room: true,
+        ..conv(&[2, 520, 5, 9], &[256, 520, 1, 1], true)
     });
     // 5x5 and 7x7 windows (the packer's tables of 25 and 64 taps).
     check(&Case {

@@ -344,6 +344,13 @@ const TRANSPOSED_MIN_CHANNELS_STRIDED: u64 = 128;
 /// Output channels per group from which a stride-1 convolution whose pixels fill the direct
 /// kernel's lanes poorly runs transposed.
 const TRANSPOSED_MIN_CHANNELS: u64 = 256;
+/// Input channels per group from which a plain 1x1 convolution (a product on its input as it
+/// is) may run transposed: the transposed form packs the input into row panels and stores
+/// its result transposed, a cost per multiply-add of about `1 / K`. One thread, inside the
+/// model: ResNet-50's 512x49x2048 1.01 -> 0.86 ms, 2048x49x512 1.03 -> 0.90-0.93;
+/// MobileNetV2's 1280x49x320 0.359 -> 0.335 (two threads 0.182 -> 0.204), 960x49x160 0.12 ->
+/// 0.14 (0.061 -> 0.096).
+const TRANSPOSED_PLAIN_MIN_CHANNELS: u64 = 512;
 /// The most bytes of a transposed product's result (scratch, before it is transposed into
 /// the output): ResNet-18's 512-channel 7x7 layers need 98 KiB, ResNet-50's 2048-channel
 /// ones 392 KiB (the scratch rule bounds the whole scratch besides).
@@ -567,12 +574,16 @@ pub fn plan(
         }
     }
     // A plain 1x1 convolution is a product on its input as it is; where it pays run
-    // transposed, it takes the implicit form (its column matrix is the input itself, packed
-    // into the row panels) to run so, else it stays plain (right below). ResNet-50's 7x7
-    // layers, one thread: 512x49x2048 1.01 -> 0.86-0.87 ms, 2048x49x512 1.03 -> 0.90-0.93.
+    // transposed, and has at least `TRANSPOSED_PLAIN_MIN_CHANNELS` input channels, it takes
+    // the implicit form (its column matrix is the input itself, packed into the row panels)
+    // to run so, else it stays plain (right below).
     let plain = plan.im2col.is_none()
         && target.conv.im2col == Im2colForm::Implicit
-        && plan.window.as_ref().is_ok_and(plain_window);
+        && plan.window.as_ref().is_ok_and(plain_window)
+        && plan
+            .shape
+            .as_ref()
+            .is_some_and(|s| s.c_g >= TRANSPOSED_PLAIN_MIN_CHANNELS);
     if plain {
         plan.im2col = Some(Im2col::Implicit);
     }

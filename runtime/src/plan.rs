@@ -979,21 +979,7 @@ impl PlanFile {
     /// The weights section, mapped from the file; exactly `program().weights_size` bytes,
     /// starting at a page-aligned address.
     pub fn weights(&self) -> &[u8] {
-        let w =
-            &self.map[self.header.weights_offset as usize..][..self.header.weights_len as usize];
-        if std::env::var_os("MEMC_HUGE_WEIGHTS").is_some() {
-            static COPY: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-            let at = *COPY.get_or_init(|| unsafe {
-                let bytes = w.len().next_multiple_of(2 << 20).max(2 << 20);
-                let layout = std::alloc::Layout::from_size_align(bytes, 2 << 20).unwrap();
-                let p = std::alloc::alloc(layout);
-                libc::madvise(p.cast(), bytes, libc::MADV_HUGEPAGE);
-                std::ptr::copy_nonoverlapping(w.as_ptr(), p, w.len());
-                p as usize
-            });
-            return unsafe { std::slice::from_raw_parts(at as *const u8, w.len()) };
-        }
-        w
+        &self.map[self.header.weights_offset as usize..][..self.header.weights_len as usize]
     }
 
     /// Checks the weights section against the header's checksum, reading every weight page.

@@ -626,7 +626,9 @@ pub fn isa() -> Isa {
 /// With `finish` (`(row0, epilogue)`: the tile's last run of `K`), the tile is also finished
 /// with the epilogue, its first row being row `row0` of the product: in registers as it is
 /// stored where the kernel can (AVX-512 f32, in [`finish_block`]'s order: the same bits), else
-/// by [`finish_block`] right after.
+/// by [`finish_block`] right after. `ahead` names lines of a weight that streams from memory
+/// to ask for into the second-level cache during the call (spread over its steps where the
+/// kernel can: AVX-512 f32 on whole tiles; else all at once first).
 type MicroKernel<T> = unsafe fn(
     kc: usize,
     a: *const T,
@@ -641,6 +643,7 @@ type MicroKernel<T> = unsafe fn(
     alpha: T,
     beta: bool,
     finish: Option<(usize, &Epilogue<T>)>,
+    ahead: Ahead,
 );
 
 /// One row of `a` times an in-place, row-major `b`: `c[j] = alpha * sum_k a[k] b[k, j] +
@@ -778,7 +781,9 @@ unsafe fn portable<T: Elem, const NR: usize, const FMA: bool>(
     alpha: T,
     beta: bool,
     finish: Option<(usize, &Epilogue<T>)>,
+    ahead: Ahead,
 ) {
+    ahead.all_now();
     let mut acc = [[T::ZERO; NR]; MR];
     let cols = b_cols.min(NR);
     // Rows past `mr` repeat the last one (they are never stored): an in-place `A` may end there.
@@ -875,9 +880,10 @@ mod x86 {
         alpha: f64,
         beta: bool,
         finish: Option<(usize, &Epilogue<f64>)>,
+        ahead: super::Ahead,
     ) {
         portable::<f64, 8, true>(
-            kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta, finish,
+            kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta, finish, ahead,
         )
     }
 
@@ -916,7 +922,9 @@ mod x86 {
         alpha: f32,
         beta: bool,
         finish: Option<(usize, &Epilogue<f32>)>,
+        ahead: super::Ahead,
     ) {
+        ahead.all_now();
         // A whole tile of contiguous rows finishes in the registers as it is stored (as a
         // pass after the store, its epilogue took as long as a 16-channel pointwise
         // convolution's product: 96x12544x16 with a bias and a ReLU).
@@ -1099,8 +1107,9 @@ mod x86 {
         alpha: f32,
         beta: bool,
         finish: Option<(usize, &Epilogue<f32>)>,
+        ahead: super::Ahead,
     ) {
-        rows_by_mr!(avx512_rows, mr, a_rs, a_ks; kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta, finish)
+        rows_by_mr!(avx512_rows, mr, a_rs, a_ks; kc, a, a_rs, a_ks, b, b_rs, b_cols, mr, nr, c, alpha, beta, finish, ahead)
     }
 
     /// Columns of `c` one pass of the AVX-512 row kernel holds in accumulators.
@@ -1352,6 +1361,7 @@ mod x86 {
         alpha: f32,
         beta: bool,
         finish: Option<(usize, &Epilogue<f32>)>,
+        ahead: super::Ahead,
     ) {
         let mut acc = [[_mm512_setzero_ps(); 2]; M];
         let (mut a, mut b) = (a, b);
@@ -1368,6 +1378,7 @@ mod x86 {
             PREFETCH_ROWS
         };
         if nr <= 16 {
+            ahead.all_now();
             // At most 16 live columns (a product's last strip: 196 = 6 x 32 + 4): one vector
             // of accumulators per row, half the multiply-adds (the rest of a packed strip is
             // zero padding, and a `B` read in place has no more columns).
@@ -1383,21 +1394,49 @@ mod x86 {
                 b = b.wrapping_offset(b_rs);
             }
         } else if b_cols >= 32 {
-            for _ in 0..kc {
-                let ahead = b.wrapping_offset(ahead_rows * b_rs);
-                _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
-                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(16).cast());
-                let b0 = _mm512_loadu_ps(b);
+            // The lines asked for ahead, one every `every` steps (a burst of them before the
+            // loop stalled on the line fill buffers: 3.5% of ResNet-50's cycles).
+            // (Its own loop: a test at every step cost the products without it 3-4%.)
+            let step = |acc: &mut [[__m512; 2]; M], a: &mut *const f32, b: &mut *const f32| {
+                let next = b.wrapping_offset(ahead_rows * b_rs);
+                _mm_prefetch::<_MM_HINT_T0>(next.cast());
+                _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(16).cast());
+                let b0 = _mm512_loadu_ps(*b);
                 let b1 = _mm512_loadu_ps(b.add(16));
                 for (i, acc) in acc.iter_mut().enumerate() {
                     let ai = _mm512_set1_ps(*a.offset(i as isize * a_rs));
                     acc[0] = _mm512_fmadd_ps(ai, b0, acc[0]);
                     acc[1] = _mm512_fmadd_ps(ai, b1, acc[1]);
                 }
-                a = a.offset(a_ks);
-                b = b.wrapping_offset(b_rs);
+                *a = a.offset(a_ks);
+                *b = b.wrapping_offset(b_rs);
+            };
+            if ahead.lines == 0 {
+                for _ in 0..kc {
+                    step(&mut acc, &mut a, &mut b);
+                }
+            } else {
+                let (mut line, mut left) = (ahead.at, ahead.lines);
+                let every = (kc / left).max(1);
+                let mut count = 0;
+                for _ in 0..kc {
+                    step(&mut acc, &mut a, &mut b);
+                    count += 1;
+                    if count >= every && left > 0 {
+                        _mm_prefetch::<_MM_HINT_T1>(line.cast());
+                        line = line.wrapping_add(64);
+                        left -= 1;
+                        count = 0;
+                    }
+                }
+                super::Ahead {
+                    at: line,
+                    lines: left,
+                }
+                .all_now();
             }
         } else {
+            ahead.all_now();
             let (m0, m1) = (mask16(b_cols), mask16(b_cols.saturating_sub(16)));
             for _ in 0..kc {
                 let b0 = _mm512_maskz_loadu_ps(m0, b);
@@ -1620,11 +1659,33 @@ fn prefetch_span_l2(at: *const u8, bytes: usize) {
     let _ = (at, bytes);
 }
 
+/// Lines of a weight that a microkernel call asks for ahead (into the second-level cache):
+/// `lines` cache lines from `at`.
+#[derive(Copy, Clone)]
+pub struct Ahead {
+    at: *const u8,
+    lines: usize,
+}
+
+impl Ahead {
+    /// Nothing to ask for.
+    pub const NONE: Ahead = Ahead {
+        at: std::ptr::null(),
+        lines: 0,
+    };
+
+    /// Asks for all the lines at once.
+    #[inline(always)]
+    fn all_now(self) {
+        prefetch_span_l2(self.at, self.lines * 64);
+    }
+}
+
 /// Runs of a weight packed whole asked for ahead of their use (into the second-level cache), a
 /// share at each microkernel call: `runs` runs of `run_bytes`, `stride` bytes apart. The
 /// default asks for nothing.
 #[derive(Default)]
-struct Ahead {
+struct Stream {
     next: usize,
     run_end: usize,
     run_bytes: usize,
@@ -1633,11 +1694,11 @@ struct Ahead {
     step: usize,
 }
 
-impl Ahead {
+impl Stream {
     /// The runs from address `at`, spread over `calls` calls.
-    fn new(at: usize, run_bytes: usize, stride: usize, runs: usize, calls: usize) -> Ahead {
+    fn new(at: usize, run_bytes: usize, stride: usize, runs: usize, calls: usize) -> Stream {
         let total = run_bytes.saturating_mul(runs);
-        Ahead {
+        Stream {
             next: at,
             run_end: at.wrapping_add(run_bytes),
             run_bytes,
@@ -1647,21 +1708,24 @@ impl Ahead {
         }
     }
 
-    /// Asks for the next share.
+    /// The next share, within one run (the share's rest, past a run's end, is not asked for).
     #[inline(always)]
-    fn call(&mut self) {
-        let mut budget = self.step;
-        while budget > 0 && self.next < self.run_end {
-            let bytes = budget.min(self.run_end - self.next);
-            prefetch_span_l2(self.next as *const u8, bytes);
-            self.next += bytes;
-            budget -= bytes;
-            if self.next == self.run_end && self.runs_left > 0 {
-                self.next = self.run_end - self.run_bytes + self.stride;
-                self.run_end = self.next + self.run_bytes;
-                self.runs_left -= 1;
-            }
+    fn take(&mut self) -> Ahead {
+        if self.next >= self.run_end {
+            return Ahead::NONE;
         }
+        let bytes = self.step.min(self.run_end - self.next);
+        let ahead = Ahead {
+            at: self.next as *const u8,
+            lines: bytes.div_ceil(64),
+        };
+        self.next += bytes;
+        if self.next == self.run_end && self.runs_left > 0 {
+            self.next = self.run_end - self.run_bytes + self.stride;
+            self.run_end = self.next + self.run_bytes;
+            self.runs_left -= 1;
+        }
+        ahead
     }
 }
 
@@ -1909,14 +1973,14 @@ unsafe fn run_units<T: Kernels>(
             // product run transposed): the first row block's calls on one strip ask for the
             // next strip's rows of this run of `K` (32 KiB for a `KC` of 256; a whole run of
             // a wide column block, 2 MiB for 2048 columns, would flood the cache).
-            let mut b_ahead = Ahead::default();
+            let mut b_ahead = Stream::default();
             if let Some(packed) = b_packed.filter(|_| plan.prefetch_packed) {
                 let strip = PACKED_B_STRIP as usize;
                 let strips = cols.div_ceil(strip);
                 let size = std::mem::size_of::<T>();
                 let first_rows = (p.m - ic_begin * plan.mc).min(plan.mc);
                 let calls_per_strip = first_rows.div_ceil(MR) * strip.div_ceil(plan.nr);
-                b_ahead = Ahead::new(
+                b_ahead = Stream::new(
                     packed.add((j0 + strip) * p.k + p0 * strip) as usize,
                     kc * strip * size,
                     strip * p.k * size,
@@ -1958,7 +2022,7 @@ unsafe fn run_units<T: Kernels>(
                 // rows in the next run of `K`, or the next block's in this run), so that the
                 // stream overlaps the multiply-adds; else the first pass over a panel's tiles
                 // waits on memory and the others find it in cache.
-                let mut a_ahead = Ahead::default();
+                let mut a_ahead = Stream::default();
                 if let Some(packed) = p.a_packed.filter(|_| plan.prefetch_packed) {
                     let mpad = p.m.div_ceil(MR) * MR;
                     let next = if ic + 1 < ic_end {
@@ -1976,7 +2040,7 @@ unsafe fn run_units<T: Kernels>(
                     if let Some((at, len)) = next {
                         let calls = rows.div_ceil(MR) * cols.div_ceil(plan.nr);
                         let bytes = len * std::mem::size_of::<T>();
-                        a_ahead = Ahead::new(at as usize, bytes, 0, 1, calls);
+                        a_ahead = Stream::new(at as usize, bytes, 0, 1, calls);
                     }
                 }
                 // The residual the epilogue adds: read a tile ahead.
@@ -2006,9 +2070,9 @@ unsafe fn run_units<T: Kernels>(
                         // stored tile back, 8% of MobileNetV2's).
                         let finish =
                             (last_k && !p.epilogue.is_none()).then_some((i0 + ir, &p.epilogue));
-                        a_ahead.call();
-                        if ic == ic_begin {
-                            b_ahead.call();
+                        let mut ahead = a_ahead.take();
+                        if ahead.lines == 0 && ic == ic_begin {
+                            ahead = b_ahead.take();
                         }
                         if let Some(add) = residual {
                             // The next tile's rows of the residual: a row of `C` apart, which
@@ -2042,6 +2106,7 @@ unsafe fn run_units<T: Kernels>(
                             p.alpha,
                             beta,
                             finish,
+                            ahead,
                         );
                         ir += MR;
                     }

@@ -873,6 +873,7 @@ unsafe fn products(
                     1.0,
                     false,
                     None,
+                    crate::Ahead::NONE,
                 );
                 j0 += nr;
             }

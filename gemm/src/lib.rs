@@ -1622,18 +1622,7 @@ const PACKED_B_AHEAD_ROWS: isize = 32;
 #[inline(always)]
 fn prefetch_span(at: *const u8, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
-    {
-        let mut off = 0;
-        while off < bytes {
-            // SAFETY: a prefetch never faults, whatever the address.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    at.wrapping_add(off).cast(),
-                )
-            };
-            off += 64;
-        }
-    }
+    prefetch_span_hint::<{ std::arch::x86_64::_MM_HINT_T0 }>(at, bytes);
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (at, bytes);
 }
@@ -1643,20 +1632,21 @@ fn prefetch_span(at: *const u8, bytes: usize) {
 #[inline(always)]
 fn prefetch_span_l2(at: *const u8, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
-    {
-        let mut off = 0;
-        while off < bytes {
-            // SAFETY: a prefetch never faults, whatever the address.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(
-                    at.wrapping_add(off).cast(),
-                )
-            };
-            off += 64;
-        }
-    }
+    prefetch_span_hint::<{ std::arch::x86_64::_MM_HINT_T1 }>(at, bytes);
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (at, bytes);
+}
+
+/// [`prefetch_span`] with the prefetch hint `HINT`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch_span_hint<const HINT: i32>(at: *const u8, bytes: usize) {
+    let mut off = 0;
+    while off < bytes {
+        // SAFETY: a prefetch never faults, whatever the address.
+        unsafe { std::arch::x86_64::_mm_prefetch::<HINT>(at.wrapping_add(off).cast()) };
+        off += 64;
+    }
 }
 
 /// Lines of a weight that a microkernel call asks for ahead (into the second-level cache):

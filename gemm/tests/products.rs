@@ -95,6 +95,27 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
         // SAFETY: the operands hold every element the strides reach; the slots are sized by
         // the blocking.
         unsafe { memc_gemm::run::<T>(1, &|_| product, &blocking, slots, threads, &broadcast) };
+        // `product` run again into a fresh copy of the start with its packed weight asked for
+        // ahead (`prefetch_packed`) in `planned`'s blocking: the result.
+        let prefetched = |product: Product<T>, planned: GemmBlocking| {
+            let mut ahead = start.clone();
+            let product = Product {
+                c: Mat {
+                    ptr: ahead.as_mut_ptr(),
+                    ..product.c
+                },
+                ..product
+            };
+            let prefetching = GemmBlocking {
+                prefetch_packed: true,
+                ..planned
+            };
+            // SAFETY: as above; the slots are at least as large as `planned`'s.
+            unsafe {
+                memc_gemm::run::<T>(1, &|_| product, &prefetching, slots, threads, &broadcast)
+            };
+            ahead
+        };
         if m > 1 {
             // `A` packed whole beforehand (a constant weight): the same values, bit for bit.
             let mut packed = vec![T::ZERO; memc_gemm::packed_a_len(m as u64, k as u64) as usize];
@@ -121,24 +142,8 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
                 "{m}x{k}x{n} form {form} threads {threads} planned {planned}: packed A differs"
             );
             // Asking for the weight's panels ahead (`prefetch_packed`) changes no value.
-            let mut ahead = start.clone();
-            let product = Product {
-                c: Mat {
-                    ptr: ahead.as_mut_ptr(),
-                    ..product.c
-                },
-                ..product
-            };
-            let prefetching = GemmBlocking {
-                prefetch_packed: true,
-                ..without_a
-            };
-            // SAFETY: as above.
-            unsafe {
-                memc_gemm::run::<T>(1, &|_| product, &prefetching, slots, threads, &broadcast)
-            };
             assert!(
-                same_bits(&ahead, &again),
+                same_bits(&prefetched(product, without_a), &again),
                 "{m}x{k}x{n} form {form} threads {threads} planned {planned}: prefetch_packed differs"
             );
             outcomes.push(("packed A", again));
@@ -172,24 +177,8 @@ fn check<T: Kernels + Into<f64> + From<f32>>(
                 );
             }
             // Asking for the weight's strips ahead (`prefetch_packed`) changes no value.
-            let mut ahead = start.clone();
-            let product = Product {
-                c: Mat {
-                    ptr: ahead.as_mut_ptr(),
-                    ..product.c
-                },
-                ..product
-            };
-            let prefetching = GemmBlocking {
-                prefetch_packed: true,
-                ..whole
-            };
-            // SAFETY: as above.
-            unsafe {
-                memc_gemm::run::<T>(1, &|_| product, &prefetching, slots, threads, &broadcast)
-            };
             assert!(
-                same_bits(&ahead, &again),
+                same_bits(&prefetched(product, whole), &again),
                 "{m}x{k}x{n} form {form} threads {threads} planned {planned}: prefetch_packed differs"
             );
             outcomes.push(("packed B", again));
